@@ -1,0 +1,1 @@
+//! The ddp checks (to be written).

@@ -1,0 +1,1 @@
+//! The gpu checks (to be written).

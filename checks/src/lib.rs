@@ -1,0 +1,282 @@
+//! The knowledge of gpucheck: what to probe on a machine that is about to run
+//! multi-GPU PyTorch DDP, and how to judge what was found.
+//!
+//! Every check is a unit struct implementing [`Check`], listed once in the
+//! ordered [`CATALOG`]. Its position there is its run order and its order in
+//! `gpucheck list`, the man page and every report. A check probes facts from
+//! the outside world (the `probe` modules), hands them to a pure `evaluate`
+//! function with named thresholds, and returns an [`Outcome`]. Checks never
+//! print; the binary's runner and reporters do the rest.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub mod outcome;
+pub mod probe;
+
+pub mod cuda;
+pub mod ddp;
+pub mod env;
+pub mod gpu;
+pub mod host;
+pub mod nccl;
+pub mod net;
+pub mod torch;
+
+pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
+
+/// The lowest profile that includes a check. Profiles nest:
+/// quick ⊂ standard ⊂ full.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// NVML queries and host facts only: the HEALTHCHECK budget (< 1 s).
+    Quick,
+    /// Adds CUDA contexts, the NCCL all-reduce and torch introspection (< 15 s).
+    #[default]
+    Standard,
+    /// Adds the NCCL size sweep and the DDP benchmark (< 90 s).
+    Full,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Quick => "quick",
+            Profile::Standard => "standard",
+            Profile::Full => "full",
+        }
+    }
+}
+
+/// Where a check runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// In gpucheck's own process, on a worker thread under the timeout.
+    InProcess,
+    /// In a re-executed copy of gpucheck in its own process group, for
+    /// anything that can hang or crash (CUDA contexts, NCCL, Python/torch).
+    Child,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::InProcess => "in-process",
+            Isolation::Child => "child",
+        }
+    }
+}
+
+/// Model size for the DDP benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DdpModel {
+    Small,
+    #[default]
+    Medium,
+    Large,
+}
+
+impl DdpModel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DdpModel::Small => "small",
+            DdpModel::Medium => "medium",
+            DdpModel::Large => "large",
+        }
+    }
+}
+
+/// Everything the user told gpucheck that a check may need. Plain data, so it
+/// crosses into child-isolated checks as JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Options {
+    /// The selected profile (the sweep in `nccl.allreduce` depends on it).
+    pub profile: Profile,
+    /// `--nvml-lib PATH`: load this libnvidia-ml instead of the system one.
+    pub nvml_lib: Option<PathBuf>,
+    /// `--nccl-lib PATH` / GPUCHECK_NCCL_LIB.
+    pub nccl_lib: Option<PathBuf>,
+    /// `--python PATH` / GPUCHECK_PYTHON: the interpreter that will train.
+    pub python: Option<PathBuf>,
+    /// `--expect-gpus N` / GPUCHECK_EXPECT_GPUS.
+    pub expect_gpus: Option<u32>,
+    /// `--min-busbw GBPS`: explicit all-reduce bus bandwidth floor.
+    pub min_busbw_gbps: Option<f64>,
+    /// `--nproc N`: DDP world size (default: visible GPU count).
+    pub nproc: Option<u32>,
+    /// `--ddp-model`.
+    pub ddp_model: DdpModel,
+    /// `--ddp-backend nccl|gloo` (default nccl).
+    pub ddp_backend: Option<String>,
+    /// `--ddp-device cuda|cpu` (default cuda).
+    pub ddp_device: Option<String>,
+    /// `--min-scaling X`: DDP scaling efficiency floor.
+    pub min_scaling: Option<f64>,
+    /// Effective timeout of the check being run, seconds (the runner fills it
+    /// in so a check can budget its own sub-steps).
+    pub timeout_s: f64,
+}
+
+/// What a check sees when it runs: the options, and the outcomes of every
+/// check that ran before it in this run (by id).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Context {
+    pub options: Options,
+    pub earlier: BTreeMap<String, Outcome>,
+}
+
+impl Context {
+    /// The outcome of an earlier check in this run, if it ran.
+    pub fn earlier(&self, id: &str) -> Option<&Outcome> {
+        self.earlier.get(id)
+    }
+}
+
+/// One check. Implementations are unit structs listed in [`CATALOG`].
+pub trait Check: Sync + Send {
+    /// Stable, dotted, lowercase id (`gpu.ecc`). Never renamed once released.
+    fn id(&self) -> &'static str;
+    /// Short title for tables and JUnit.
+    fn title(&self) -> &'static str;
+    /// The group is the part of the id before the first dot.
+    fn group(&self) -> &'static str {
+        let id = self.id();
+        id.split('.').next().unwrap_or(id)
+    }
+    /// The lowest profile that includes this check.
+    fn profile(&self) -> Profile;
+    /// Ids that must have passed (or warned) first, or this check is skipped.
+    fn needs(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn isolation(&self) -> Isolation {
+        Isolation::InProcess
+    }
+    /// Default timeout; `--timeout SECS` overrides it.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+    /// What to do when the check times out (the runner reports the timeout).
+    fn timeout_hint(&self) -> String {
+        format!(
+            "the probe did not answer in time; look for a hung driver (`dmesg` for Xid errors), \
+             give it longer with --timeout SECS, or leave it out with --skip {}",
+            self.id()
+        )
+    }
+    /// What it checks, why it matters for DDP, how to fix each failure.
+    fn explain(&self) -> &'static str;
+    /// Probe, judge, return the verdict. Never prints.
+    fn run(&self, ctx: &Context) -> Outcome;
+}
+
+/// Every check, in run order.
+pub static CATALOG: &[&dyn Check] = &[
+    // host
+    &host::Devices,
+    &host::Shm,
+    &host::Limits,
+    // gpu
+    // env
+    &env::CudaVisibleDevices,
+    &env::Torchrun,
+    // cuda
+    // torch
+    // net
+    &net::Loopback,
+    &net::MasterAddr,
+    &net::MasterPort,
+    // nccl
+    // ddp
+];
+
+/// Look a check up by id.
+pub fn find(id: &str) -> Option<&'static dyn Check> {
+    CATALOG.iter().copied().find(|c| c.id() == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn ids_are_unique_and_well_formed() {
+        let mut seen = HashSet::new();
+        for c in CATALOG {
+            let id = c.id();
+            assert!(seen.insert(id), "duplicate id {id}");
+            let parts: Vec<&str> = id.split('.').collect();
+            assert_eq!(parts.len(), 2, "{id} must be group.name");
+            for p in parts {
+                assert!(!p.is_empty(), "{id} has an empty part");
+                assert!(
+                    p.chars()
+                        .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_'),
+                    "{id} must be lowercase [a-z0-9_]"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_need_names_an_earlier_check() {
+        for (i, c) in CATALOG.iter().enumerate() {
+            for need in c.needs() {
+                let pos = CATALOG.iter().position(|d| d.id() == *need);
+                match pos {
+                    Some(p) => assert!(p < i, "{} needs {need}, which runs later", c.id()),
+                    None => panic!("{} needs unknown check {need}", c.id()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn explain_and_title_present() {
+        for c in CATALOG {
+            assert!(c.title().len() > 3, "{} has no title", c.id());
+            assert!(c.explain().len() > 80, "{} explain text too short", c.id());
+        }
+    }
+
+    #[test]
+    fn groups_are_contiguous() {
+        let mut closed = HashSet::new();
+        let mut current = "";
+        for c in CATALOG {
+            if c.group() != current {
+                assert!(closed.insert(current), "group {current} split");
+                current = c.group();
+                assert!(!closed.contains(current), "group {current} split");
+            }
+        }
+    }
+
+    #[test]
+    fn timeouts_are_positive() {
+        for c in CATALOG {
+            assert!(c.timeout() > Duration::ZERO, "{}", c.id());
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The nccl checks (to be written).

@@ -1,0 +1,224 @@
+//! The result of one check: a verdict, a one-line summary, a concrete hint, and
+//! the numbers and per-GPU rows behind it. Checks build an `Outcome`; the runner
+//! stamps its duration; reporters render it. An `Outcome` is plain data so it
+//! can cross the process boundary of a child-isolated check as JSON.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The verdict of a check.
+///
+/// `fail` means the machine or environment is wrong; `error` means gpucheck
+/// could not find out (a bug, a crash); `warn` means it will work but slower or
+/// fragile; `skip` means not applicable or a prerequisite failed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Skip,
+    Warn,
+    Fail,
+    Error,
+}
+
+impl Status {
+    /// Lower-case name as used in every report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Skip => "skip",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Error => "error",
+        }
+    }
+
+    /// True for the verdicts that make the exit code 1.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Status::Fail | Status::Error)
+    }
+
+    /// True for the verdicts that let a dependent check run (`needs`).
+    pub fn satisfies_needs(self) -> bool {
+        matches!(self, Status::Pass | Status::Warn)
+    }
+
+    /// The worse of two verdicts (pass < skip < warn < fail < error).
+    pub fn worst(self, other: Status) -> Status {
+        self.max(other)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A named number with its unit, e.g. `busbw` = 431.2 `GB/s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Metric {
+    /// snake_case name saying what it is (`busbw_gbps`, `shm_size`).
+    pub name: String,
+    pub value: f64,
+    /// Unit as a person would write it (`GB/s`, `MiB`, `ms`, `%`, `count`).
+    pub unit: String,
+}
+
+/// A per-GPU (or per-rank) sub-result of a check that looks at each device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceResult {
+    /// NVML index of the GPU (or rank, for per-rank results).
+    pub index: u32,
+    /// Marketing name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    pub status: Status,
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
+}
+
+/// A small table of data that belongs to a check: the GPU topology matrix, the
+/// NCCL size sweep. JSON carries it as data; the table reporter draws it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DataTable {
+    pub title: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Optional text printed under the table (a legend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legend: Option<String>,
+}
+
+/// Everything a check found out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Outcome {
+    pub status: Status,
+    /// One line saying what was found.
+    pub summary: String,
+    /// What to do about it, concretely: the command, the flag, the package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceResult>,
+    /// Textual facts (versions, paths) worth keeping in reports.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub facts: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<DataTable>,
+    /// Wall time of the check in milliseconds, stamped by the runner.
+    #[serde(default)]
+    pub duration_ms: f64,
+}
+
+impl Outcome {
+    pub fn new(status: Status, summary: impl Into<String>) -> Self {
+        Outcome {
+            status,
+            summary: summary.into(),
+            hint: None,
+            metrics: Vec::new(),
+            devices: Vec::new(),
+            facts: BTreeMap::new(),
+            tables: Vec::new(),
+            duration_ms: 0.0,
+        }
+    }
+
+    pub fn pass(summary: impl Into<String>) -> Self {
+        Self::new(Status::Pass, summary)
+    }
+
+    pub fn warn(summary: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self::new(Status::Warn, summary).with_hint(hint)
+    }
+
+    pub fn fail(summary: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self::new(Status::Fail, summary).with_hint(hint)
+    }
+
+    /// Not applicable, or a prerequisite failed; `reason` says which.
+    pub fn skip(reason: impl Into<String>) -> Self {
+        Self::new(Status::Skip, reason)
+    }
+
+    /// gpucheck could not find out.
+    pub fn error(summary: impl Into<String>) -> Self {
+        Self::new(Status::Error, summary)
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        let hint = hint.into();
+        self.hint = if hint.is_empty() { None } else { Some(hint) };
+        self
+    }
+
+    pub fn with_metric(mut self, name: &str, value: f64, unit: &str) -> Self {
+        self.metrics.push(Metric {
+            name: name.to_string(),
+            value,
+            unit: unit.to_string(),
+        });
+        self
+    }
+
+    pub fn with_fact(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.facts.insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn with_device(mut self, device: DeviceResult) -> Self {
+        self.devices.push(device);
+        self
+    }
+
+    pub fn with_table(mut self, table: DataTable) -> Self {
+        self.tables.push(table);
+        self
+    }
+
+    /// The value of a metric by name, if present.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_orders_pass_skip_warn_fail_error() {
+        assert_eq!(Status::Pass.worst(Status::Warn), Status::Warn);
+        assert_eq!(Status::Fail.worst(Status::Warn), Status::Fail);
+        assert_eq!(Status::Fail.worst(Status::Error), Status::Error);
+        assert_eq!(Status::Skip.worst(Status::Pass), Status::Skip);
+    }
+
+    #[test]
+    fn outcome_round_trips_through_json() {
+        let o = Outcome::fail("x8 of x16", "reseat the card")
+            .with_metric("pcie_link_width", 8.0, "lanes")
+            .with_fact("driver", "570.86.15");
+        let s = serde_json::to_string(&o).unwrap();
+        let back: Outcome = serde_json::from_str(&s).unwrap();
+        assert_eq!(o, back);
+        assert_eq!(back.metric("pcie_link_width"), Some(8.0));
+    }
+
+    #[test]
+    fn empty_hint_is_none() {
+        assert_eq!(Outcome::pass("ok").with_hint("").hint, None);
+    }
+}

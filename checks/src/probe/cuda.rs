@@ -1,0 +1,1 @@
+//! Probe: cuda (to be written).

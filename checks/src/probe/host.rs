@@ -1,0 +1,1 @@
+//! Probe: host (to be written).

@@ -1,0 +1,1 @@
+//! Probe: libs (to be written).

@@ -1,0 +1,1 @@
+//! Probe: nccl (to be written).

@@ -1,0 +1,1 @@
+//! Probe: net (to be written).

@@ -1,0 +1,1 @@
+//! Probe: nvml (to be written).

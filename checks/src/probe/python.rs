@@ -1,0 +1,1 @@
+//! Probe: python (to be written).

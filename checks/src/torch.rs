@@ -1,0 +1,1 @@
+//! The torch checks (to be written).

@@ -1,0 +1,324 @@
+//! The command line: `gpucheck [run]`, `list`, `explain ID`, `exec -- CMD`,
+//! `completions SHELL`, and the hidden `__child` used for isolated checks.
+//! Every definition here also feeds the man page and shell completions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpucheck_checks::{DdpModel, Profile};
+
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  no check failed (warnings allowed)
+  1  at least one check failed or errored (or warned, under --strict)
+  2  usage or configuration error (bad flag, unknown check id, unwritable report path)";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpucheck",
+    version,
+    about = "Is this machine ready for multi-GPU PyTorch DDP training? Checks driver to DDP step and says what to fix.",
+    long_about = "gpucheck runs an ordered set of checks, from the GPU driver through CUDA, PyTorch and NCCL \
+to a DDP step, and reports each as pass / warn / fail / skip / error with a concrete hint. \
+Run it before torchrun, as a container ENTRYPOINT (gpucheck exec -- torchrun ...) or HEALTHCHECK \
+(gpucheck --profile quick --quiet), or in CI (gpucheck --junit report.xml --json report.json).",
+    after_help = EXIT_CODES_HELP,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the checks (the default when no subcommand is given).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Run(RunArgs),
+    /// List the checks: id, group, profile, title.
+    List(ListArgs),
+    /// Explain a check: what it checks, why it matters for DDP, how to fix it.
+    Explain {
+        /// Check id, e.g. host.shm
+        id: String,
+    },
+    /// Run the checks, then replace gpucheck with CMD if they pass (for ENTRYPOINT).
+    #[command(
+        after_help = "On pass, gpucheck execs CMD (it keeps gpucheck's PID and gets the \
+signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
+--on-fail warn.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
+    )]
+    Exec(ExecArgs),
+    /// Print shell completions for SHELL to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Internal: run one check in this process and write its outcome as JSON.
+    #[command(name = "__child", hide = true)]
+    Child {
+        /// The check id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Junit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnFail {
+    /// Report to stderr and exit 1 without running CMD.
+    Exit,
+    /// Report to stderr and run CMD anyway.
+    Warn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    Quick,
+    Standard,
+    Full,
+}
+
+impl From<ProfileArg> for Profile {
+    fn from(p: ProfileArg) -> Self {
+        match p {
+            ProfileArg::Quick => Profile::Quick,
+            ProfileArg::Standard => Profile::Standard,
+            ProfileArg::Full => Profile::Full,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DdpModelArg {
+    Small,
+    Medium,
+    Large,
+}
+
+impl From<DdpModelArg> for DdpModel {
+    fn from(m: DdpModelArg) -> Self {
+        match m {
+            DdpModelArg::Small => DdpModel::Small,
+            DdpModelArg::Medium => DdpModel::Medium,
+            DdpModelArg::Large => DdpModel::Large,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DdpBackend {
+    Nccl,
+    Gloo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DdpDevice {
+    Cuda,
+    Cpu,
+}
+
+/// Options shared by `run` and `exec`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Which checks to run: quick (NVML and host only, for HEALTHCHECK), standard, or full
+    /// (adds the NCCL size sweep and the DDP benchmark).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "standard",
+        help_heading = "Selection"
+    )]
+    pub profile: ProfileArg,
+    /// Run only these checks: ids (gpu.ecc), groups (gpu, net.*) or globs (*.driver).
+    /// Comma-separated or repeated. Ignores the profile.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "PATTERN",
+        help_heading = "Selection"
+    )]
+    pub only: Vec<String>,
+    /// Skip these checks (ids, groups or globs; comma-separated or repeated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "PATTERN",
+        help_heading = "Selection"
+    )]
+    pub skip: Vec<String>,
+    /// Per-check timeout in seconds, overriding every check's default.
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout, help_heading = "Selection")]
+    pub timeout: Option<f64>,
+
+    /// Format for stdout.
+    #[arg(long, value_enum, default_value = "table", help_heading = "Output")]
+    pub format: Format,
+    /// Also write the JSON report to FILE (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
+    /// Also write the JUnit XML report to FILE (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub junit: Option<PathBuf>,
+    /// Colour in the table: auto (only on a terminal, never with NO_COLOR), always, never.
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
+    pub color: ColorChoice,
+    /// Show metrics and per-GPU rows in the table.
+    #[arg(short, long, help_heading = "Output")]
+    pub verbose: bool,
+    /// Print only the one-line verdict (reports given with --json/--junit are still written).
+    #[arg(short, long, conflicts_with = "verbose", help_heading = "Output")]
+    pub quiet: bool,
+    /// Treat warnings as failures (exit 1).
+    #[arg(long, help_heading = "Output")]
+    pub strict: bool,
+
+    /// Expect at least N GPUs; fewer fails gpu.count.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "GPUCHECK_EXPECT_GPUS",
+        help_heading = "Machine"
+    )]
+    pub expect_gpus: Option<u32>,
+    /// Load this libnvidia-ml.so instead of the system's.
+    #[arg(long, value_name = "PATH", help_heading = "Machine")]
+    pub nvml_lib: Option<PathBuf>,
+    /// Use this libnccl.so.2 for the NCCL checks.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "GPUCHECK_NCCL_LIB",
+        help_heading = "Machine"
+    )]
+    pub nccl_lib: Option<PathBuf>,
+    /// The Python that will train (default: $VIRTUAL_ENV, $CONDA_PREFIX, then python3 on PATH).
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "GPUCHECK_PYTHON",
+        help_heading = "Machine"
+    )]
+    pub python: Option<PathBuf>,
+    /// Fail nccl.allreduce below this bus bandwidth (GB/s) instead of the topology's expectation.
+    #[arg(long, value_name = "GBPS", value_parser = parse_positive, help_heading = "Machine")]
+    pub min_busbw: Option<f64>,
+
+    /// DDP benchmark world size (default: the visible GPU count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "DDP benchmark")]
+    pub nproc: Option<u32>,
+    /// DDP benchmark model size.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "medium",
+        help_heading = "DDP benchmark"
+    )]
+    pub ddp_model: DdpModelArg,
+    /// DDP benchmark process-group backend.
+    #[arg(long, value_enum, help_heading = "DDP benchmark")]
+    pub ddp_backend: Option<DdpBackend>,
+    /// DDP benchmark device (cpu runs the benchmark with gloo on CPUs, report only).
+    #[arg(long, value_enum, help_heading = "DDP benchmark")]
+    pub ddp_device: Option<DdpDevice>,
+    /// Fail the DDP benchmark when scaling efficiency is below X (0-1; default 0.5, warn below 0.8).
+    #[arg(long, value_name = "X", value_parser = parse_fraction, help_heading = "DDP benchmark")]
+    pub min_scaling: Option<f64>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// What to do when a check fails: exit 1 without running CMD, or warn and run it.
+    #[arg(long, value_enum, default_value = "exit")]
+    pub on_fail: OnFail,
+    /// The command to run when the checks pass.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ListFormat,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("must be more than 0 seconds, got '{s}'"));
+    }
+    if v > 86_400.0 {
+        return Err(format!("must be at most 86400 seconds, got '{s}'"));
+    }
+    Ok(v)
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("must be a positive number, got '{s}'"));
+    }
+    Ok(v)
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
+    if !(v > 0.0 && v <= 1.0) {
+        return Err(format!("must be between 0 and 1 (e.g. 0.8), got '{s}'"));
+    }
+    Ok(v)
+}
+
+/// The clap command, for the man page and completions.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn timeout_zero_rejected() {
+        assert!(parse_timeout("0").is_err());
+        assert!(parse_timeout("-1").is_err());
+        assert!(parse_timeout("nan").is_err());
+        assert_eq!(parse_timeout("1.5"), Ok(1.5));
+    }
+
+    #[test]
+    fn scaling_must_be_a_fraction() {
+        assert!(parse_fraction("0").is_err());
+        assert!(parse_fraction("1.5").is_err());
+        assert_eq!(parse_fraction("0.8"), Ok(0.8));
+    }
+}

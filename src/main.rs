@@ -1,0 +1,372 @@
+//! gpucheck: is this machine ready for multi-GPU PyTorch DDP training?
+//!
+//! `main` parses the command line, runs the selected checks, hands the whole
+//! run to each requested reporter, writes their output, and maps the verdict
+//! to an exit code: 0 ready, 1 not ready, 2 usage or configuration error.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use gpucheck_checks::{Options, Profile, CATALOG};
+
+mod cli;
+#[cfg(test)]
+mod man;
+mod report;
+mod runner;
+
+use cli::{Cli, ColorChoice, Command, ExecArgs, Format, ListFormat, OnFail, RunArgs};
+use report::{Reporter, Run};
+
+/// No check failed (warnings allowed).
+const EXIT_READY: u8 = 0;
+/// At least one check failed or errored (or warned, under --strict).
+const EXIT_NOT_READY: u8 = 1;
+/// Usage or configuration error.
+const EXIT_USAGE: u8 = 2;
+
+/// A usage or configuration error: one line on stderr, exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+fn main() -> ExitCode {
+    quiet_panics();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
+                _ => EXIT_USAGE,
+            };
+            if code == 0 {
+                let _ = e.print();
+            } else {
+                // One line naming the problem, not clap's full usage block.
+                let text = e.render().to_string();
+                let first = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("invalid arguments");
+                eprintln!("gpucheck: {}", first.trim_start_matches("error: "));
+                eprintln!("Run 'gpucheck --help' for usage.");
+            }
+            return ExitCode::from(code);
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("gpucheck: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// Panics are bugs; on worker threads the runner turns them into `error`
+/// results, so the default hook's backtrace noise is suppressed there. On the
+/// main thread print one line.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        if std::thread::current().name() == Some("main") {
+            eprintln!("gpucheck: internal error: {info}");
+        }
+    }));
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        None => run_command(&cli.run),
+        Some(Command::Run(args)) => run_command(&args),
+        Some(Command::List(args)) => list(args.format),
+        Some(Command::Explain { id }) => explain(&id),
+        Some(Command::Exec(args)) => exec(&args),
+        Some(Command::Completions { shell }) => {
+            let mut cmd = cli::command();
+            clap_complete::generate(shell, &mut cmd, "gpucheck", &mut std::io::stdout());
+            Ok(EXIT_READY)
+        }
+        Some(Command::Child { id }) => Ok(runner::child_main(&id).clamp(0, 255) as u8),
+    }
+}
+
+fn options(args: &RunArgs) -> Options {
+    Options {
+        profile: args.profile.into(),
+        nvml_lib: args.nvml_lib.clone(),
+        nccl_lib: args.nccl_lib.clone(),
+        python: args.python.clone(),
+        expect_gpus: args.expect_gpus,
+        min_busbw_gbps: args.min_busbw,
+        nproc: args.nproc,
+        ddp_model: args.ddp_model.into(),
+        ddp_backend: args.ddp_backend.map(|b| format!("{b:?}").to_lowercase()),
+        ddp_device: args.ddp_device.map(|d| format!("{d:?}").to_lowercase()),
+        min_scaling: args.min_scaling,
+        timeout_s: 0.0,
+    }
+}
+
+/// Where a report goes.
+enum Target {
+    Stdout,
+    File(PathBuf, File),
+}
+
+fn open_target(path: &Path, what: &str) -> anyhow::Result<Target> {
+    if path == Path::new("-") {
+        return Ok(Target::Stdout);
+    }
+    match File::create(path) {
+        Ok(f) => Ok(Target::File(path.to_path_buf(), f)),
+        Err(e) => Err(UsageError(format!(
+            "cannot write the {what} report to {}: {e}",
+            path.display()
+        ))
+        .into()),
+    }
+}
+
+/// Everything resolved from the run options before any check runs, so a bad
+/// path or pattern fails fast with exit 2.
+struct Plan {
+    checks: Vec<&'static dyn gpucheck_checks::Check>,
+    options: Options,
+    timeout: Option<Duration>,
+    stdout_format: Format,
+    json: Option<Target>,
+    junit: Option<Target>,
+}
+
+fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    let checks = runner::select(args.profile.into(), &args.only, &args.skip)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let json_stdout = args.json.as_deref() == Some(Path::new("-"));
+    let junit_stdout = args.junit.as_deref() == Some(Path::new("-"));
+    if json_stdout && junit_stdout {
+        return Err(UsageError(
+            "--json - and --junit - both ask for stdout; write one of them to a file".into(),
+        )
+        .into());
+    }
+    let stdout_format = if json_stdout {
+        Format::Json
+    } else if junit_stdout {
+        Format::Junit
+    } else {
+        args.format
+    };
+    let json = match &args.json {
+        Some(p) if !json_stdout => Some(open_target(p, "JSON")?),
+        _ => None,
+    };
+    let junit = match &args.junit {
+        Some(p) if !junit_stdout => Some(open_target(p, "JUnit")?),
+        _ => None,
+    };
+    Ok(Plan {
+        checks,
+        options: options(args),
+        timeout: args.timeout.map(Duration::from_secs_f64),
+        stdout_format,
+        json,
+        junit,
+    })
+}
+
+fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
+    runner::install_signal_handlers();
+    let started_at_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let start = Instant::now();
+    let host = gpucheck_checks::probe::system::host_facts();
+    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout);
+    let counts = Run::count(&results);
+    let interrupted = runner::interrupted();
+    let mut exit_code = Run::exit_code_for(&counts, strict);
+    if interrupted.is_some() {
+        exit_code = EXIT_NOT_READY as i32;
+    }
+    Run {
+        format_version: report::FORMAT_VERSION,
+        tool: "gpucheck".to_string(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        profile,
+        strict,
+        started_at_unix,
+        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+        host,
+        results,
+        counts,
+        interrupted,
+        exit_code,
+    }
+}
+
+fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            stream_is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+fn render(format: Format, run: &Run, args: &RunArgs, color: bool) -> String {
+    match format {
+        Format::Table => report::table::Table {
+            color,
+            verbose: args.verbose,
+            quiet: args.quiet,
+        }
+        .render(run),
+        Format::Json => report::json::Json.render(run),
+        Format::Junit => report::junit::Junit.render(run),
+    }
+}
+
+/// Write the file reports; an I/O error here is a configuration error.
+fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
+    for (target, format) in [
+        (plan.json.take(), Format::Json),
+        (plan.junit.take(), Format::Junit),
+    ] {
+        if let Some(Target::File(path, mut file)) = target {
+            let text = match format {
+                Format::Json => report::json::Json.render(run),
+                _ => report::junit::Junit.render(run),
+            };
+            file.write_all(text.as_bytes())
+                .and_then(|_| file.flush())
+                .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Print to a stream, treating a closed pipe (`gpucheck | head`) as success.
+fn emit(mut out: impl Write, text: &str) -> anyhow::Result<()> {
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
+    let mut plan = plan(args)?;
+    let run = execute(&plan, args.strict, args.profile.into());
+    write_files(&mut plan, &run)?;
+    let color = use_color(args.color, std::io::stdout().is_terminal());
+    let text = if args.quiet && plan.stdout_format == Format::Table {
+        format!("{}\n", run.verdict_line())
+    } else {
+        render(plan.stdout_format, &run, args, color)
+    };
+    emit(std::io::stdout().lock(), &text)?;
+    Ok(run.exit_code as u8)
+}
+
+fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
+    let mut plan = plan(&args.run)?;
+    // stdout belongs to CMD: the report goes to stderr.
+    let run = execute(&plan, args.run.strict, args.run.profile.into());
+    write_files(&mut plan, &run)?;
+    let color = use_color(args.run.color, std::io::stderr().is_terminal());
+    let text = if args.run.quiet {
+        format!("{}\n", run.verdict_line())
+    } else {
+        render(plan.stdout_format, &run, &args.run, color)
+    };
+    emit(std::io::stderr().lock(), &text)?;
+    if run.exit_code != 0 && args.on_fail == OnFail::Exit {
+        eprintln!(
+            "gpucheck: not running {}: checks failed (use --on-fail warn to run it anyway)",
+            args.command[0]
+        );
+        return Ok(EXIT_NOT_READY);
+    }
+    let argv: Vec<CString> = args
+        .command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    // execvp only returns on failure.
+    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    let code = match err {
+        nix::errno::Errno::ENOENT => 127,
+        _ => 126,
+    };
+    eprintln!("gpucheck: cannot run {}: {}", args.command[0], err.desc());
+    Ok(code)
+}
+
+fn list(format: ListFormat) -> anyhow::Result<u8> {
+    let text = match format {
+        ListFormat::Json => {
+            let rows: Vec<serde_json::Value> = CATALOG
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "id": c.id(),
+                        "group": c.group(),
+                        "profile": c.profile(),
+                        "isolation": c.isolation(),
+                        "timeout_s": c.timeout().as_secs_f64(),
+                        "needs": c.needs(),
+                        "title": c.title(),
+                    })
+                })
+                .collect();
+            format!("{}\n", serde_json::to_string_pretty(&rows)?)
+        }
+        ListFormat::Table => {
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::NOTHING);
+            t.set_header(["ID", "GROUP", "PROFILE", "TITLE"]);
+            for c in CATALOG {
+                t.add_row([c.id(), c.group(), c.profile().as_str(), c.title()]);
+            }
+            format!("{t}\n")
+        }
+    };
+    emit(std::io::stdout().lock(), &text)?;
+    Ok(EXIT_READY)
+}
+
+fn explain(id: &str) -> anyhow::Result<u8> {
+    let Some(check) = gpucheck_checks::find(id) else {
+        let valid: Vec<&str> = CATALOG.iter().map(|c| c.id()).collect();
+        return Err(UsageError(format!(
+            "unknown check '{id}'; valid ids: {}",
+            valid.join(", ")
+        ))
+        .into());
+    };
+    let needs = if check.needs().is_empty() {
+        "nothing".to_string()
+    } else {
+        check.needs().join(", ")
+    };
+    let text = format!(
+        "{id} — {title}\n\nprofile: {profile}   isolation: {iso}   timeout: {t} s   needs: {needs}\n\n{body}\n",
+        title = check.title(),
+        profile = check.profile().as_str(),
+        iso = check.isolation().as_str(),
+        t = check.timeout().as_secs_f64(),
+        body = check.explain().trim_end(),
+    );
+    emit(std::io::stdout().lock(), &text)?;
+    Ok(EXIT_READY)
+}

@@ -1,0 +1,91 @@
+//! The man page: clap_mangen renders the command line, and a CHECKS section
+//! is drawn from the CATALOG, so neither can drift from the code. The
+//! committed `man/gpucheck.1` is compared with a fresh render in the tests;
+//! regenerate it with `GPUCHECK_UPDATE_MAN=1 cargo test man_page`.
+
+use gpucheck_checks::CATALOG;
+
+/// Escape text for roff: backslashes, and a leading `.` or `'`.
+fn roff(text: &str) -> String {
+    let t = text.replace('\\', "\\e");
+    t.lines()
+        .map(|l| {
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!("\\&{l}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The whole man page as roff.
+pub fn render() -> String {
+    let cmd = crate::cli::command();
+    let man = clap_mangen::Man::new(cmd);
+    let mut buf: Vec<u8> = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = man.render_title(&mut buf);
+    let _ = man.render_name_section(&mut buf);
+    let _ = man.render_synopsis_section(&mut buf);
+    let _ = man.render_description_section(&mut buf);
+    let _ = man.render_options_section(&mut buf);
+    let _ = man.render_subcommands_section(&mut buf);
+    let mut out = String::from_utf8_lossy(&buf).into_owned();
+
+    out.push_str(".SH CHECKS\nChecks run in this order; \\fB--only\\fR and \\fB--skip\\fR take their ids, groups (\\fBgpu\\fR, \\fBnet.*\\fR) or globs.\n");
+    for c in CATALOG {
+        out.push_str(&format!(
+            ".TP\n\\fB{}\\fR ({}, {} profile)\n{}\n",
+            c.id(),
+            c.title(),
+            c.profile().as_str(),
+            roff(c.explain().split("\n\n").next().unwrap_or("").trim())
+        ));
+    }
+    out.push_str(".SH EXIT STATUS\n");
+    for (code, text) in [
+        ("0", "No check failed (warnings allowed)."),
+        ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR)."),
+        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path."),
+    ] {
+        out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));
+    }
+    out.push_str(".SH ENVIRONMENT\n.TP\n\\fBNO_COLOR\\fR\nDisables colour in the table.\n.TP\n\\fBGPUCHECK_EXPECT_GPUS\\fR, \\fBGPUCHECK_PYTHON\\fR, \\fBGPUCHECK_NCCL_LIB\\fR\nDefaults for \\fB--expect-gpus\\fR, \\fB--python\\fR and \\fB--nccl-lib\\fR.\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn man_page_is_up_to_date() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/man/gpucheck.1");
+        let fresh = render();
+        if std::env::var_os("GPUCHECK_UPDATE_MAN").is_some() {
+            std::fs::write(path, &fresh).expect("write man page");
+            return;
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == fresh,
+            "man/gpucheck.1 is out of date; run `GPUCHECK_UPDATE_MAN=1 cargo test man_page`"
+        );
+    }
+
+    #[test]
+    fn man_page_lists_every_check_and_exit_code() {
+        let page = render();
+        for c in CATALOG {
+            assert!(
+                page.contains(&format!("\\fB{}\\fR", c.id())),
+                "{} missing",
+                c.id()
+            );
+        }
+        assert!(page.contains(".SH EXIT STATUS"));
+        assert!(page.contains("--only"));
+    }
+}

@@ -1,0 +1,520 @@
+//! The runner: selects checks (profile, `--only`, `--skip`), runs them in
+//! CATALOG order, resolves `needs`, enforces timeouts, and runs `child`
+//! checks in a re-executed copy of gpucheck in its own process group so a hung
+//! or crashing probe (CUDA, NCCL, Python) can be killed, group and all.
+//!
+//! Nothing gpucheck starts outlives it: a child's whole process group is
+//! killed when the child exits, times out, or gpucheck is interrupted.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use gpucheck_checks::{Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG};
+use thiserror::Error;
+
+use crate::report::CheckResult;
+
+/// Environment variable set in a child so it knows what it is.
+pub const CHILD_ENV: &str = "GPUCHECK_CHILD";
+/// Prefix of a stage marker line a child writes on stderr (see
+/// `gpucheck_checks::probe::stage`); the last one names where a hang happened.
+pub const STAGE_PREFIX: &str = "gpucheck-stage: ";
+
+/// Keep at most this much of a child's stderr (the tail) for error reports.
+const STDERR_TAIL_BYTES: usize = 4096;
+/// How often the runner wakes to look for a signal while waiting on a check.
+const POLL: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Error, PartialEq)]
+pub enum SelectError {
+    #[error("unknown check or group '{pattern}' in --{flag}; valid ids: {valid}")]
+    Unknown {
+        flag: &'static str,
+        pattern: String,
+        valid: String,
+    },
+    #[error("--{flag} got an empty pattern")]
+    Empty { flag: &'static str },
+    #[error("the selection runs no checks (--only and --skip cancel out)")]
+    Nothing,
+}
+
+/// True when `pattern` selects the check `id`: the id itself, its group
+/// (`gpu` or `gpu.*`), or a glob with `*` and `?` (`*.driver`).
+pub fn matches(pattern: &str, id: &str) -> bool {
+    let group = id.split('.').next().unwrap_or(id);
+    pattern == id
+        || pattern == group
+        || pattern.strip_suffix(".*") == Some(group)
+        || glob(pattern.as_bytes(), id.as_bytes())
+}
+
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
+        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+/// The checks to run, in CATALOG order. `--only` ignores the profile.
+pub fn select(
+    profile: Profile,
+    only: &[String],
+    skip: &[String],
+) -> Result<Vec<&'static dyn Check>, SelectError> {
+    for (flag, patterns) in [("only", only), ("skip", skip)] {
+        for p in patterns {
+            if p.trim().is_empty() {
+                return Err(SelectError::Empty { flag });
+            }
+            if !CATALOG.iter().any(|c| matches(p.trim(), c.id())) {
+                return Err(SelectError::Unknown {
+                    flag,
+                    pattern: p.clone(),
+                    valid: CATALOG
+                        .iter()
+                        .map(|c| c.id())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+    }
+    let picked: Vec<&'static dyn Check> = CATALOG
+        .iter()
+        .copied()
+        .filter(|c| {
+            if only.is_empty() {
+                c.profile() <= profile
+            } else {
+                only.iter().any(|p| matches(p.trim(), c.id()))
+            }
+        })
+        .filter(|c| !skip.iter().any(|p| matches(p.trim(), c.id())))
+        .collect();
+    if picked.is_empty() {
+        return Err(SelectError::Nothing);
+    }
+    Ok(picked)
+}
+
+/// The signal that interrupted the run, 0 while none has.
+static INTERRUPTED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+
+/// Route SIGINT and SIGTERM to a flag the runner polls; the runner then kills
+/// the running child's group and reports what finished.
+pub fn install_signal_handlers() {
+    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicUsize::new(0)));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registration fails only for forbidden signals, which these are not;
+        // without it Ctrl-C simply kills gpucheck the default way.
+        let _ = signal_hook::flag::register_usize(sig, Arc::clone(flag), sig as usize);
+    }
+}
+
+/// The signal that stopped the run, if any ("SIGINT").
+pub fn interrupted() -> Option<String> {
+    let sig = INTERRUPTED.get()?.load(Ordering::SeqCst);
+    if sig == 0 {
+        return None;
+    }
+    Some(signal_name(sig as i32))
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Run the selected checks in order. `timeout_override` is `--timeout`.
+pub fn run_checks(
+    checks: &[&'static dyn Check],
+    options: &Options,
+    timeout_override: Option<Duration>,
+) -> Vec<CheckResult> {
+    let mut results: Vec<CheckResult> = Vec::with_capacity(checks.len());
+    let mut earlier: BTreeMap<String, Outcome> = BTreeMap::new();
+    for check in checks {
+        let started = Instant::now();
+        let mut outcome = if let Some(sig) = interrupted() {
+            Outcome::skip(format!("not run: gpucheck was interrupted by {sig}"))
+        } else if let Some((need, status)) = failed_need(*check, &earlier) {
+            Outcome::skip(format!("needs {need}, which {}", past_tense(status)))
+        } else {
+            let timeout = timeout_override.unwrap_or_else(|| check.timeout());
+            let mut options = options.clone();
+            options.timeout_s = timeout.as_secs_f64();
+            let ctx = Context {
+                options,
+                earlier: earlier.clone(),
+            };
+            match check.isolation() {
+                Isolation::InProcess => run_in_process(*check, ctx, timeout),
+                Isolation::Child => run_in_child(*check, &ctx, timeout),
+            }
+        };
+        outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        earlier.insert(check.id().to_string(), outcome.clone());
+        results.push(CheckResult {
+            id: check.id().to_string(),
+            title: check.title().to_string(),
+            group: check.group().to_string(),
+            profile: check.profile(),
+            outcome,
+        });
+    }
+    results
+}
+
+fn past_tense(status: Status) -> &'static str {
+    match status {
+        Status::Fail => "failed",
+        Status::Error => "errored",
+        Status::Skip => "was skipped",
+        Status::Warn => "warned",
+        Status::Pass => "passed",
+    }
+}
+
+/// The first `needs` entry that ran and did not pass or warn. Needs that were
+/// not selected in this run are not enforced: the check probes for itself.
+fn failed_need(check: &dyn Check, earlier: &BTreeMap<String, Outcome>) -> Option<(String, Status)> {
+    check.needs().iter().find_map(|need| {
+        earlier
+            .get(*need)
+            .filter(|o| !o.status.satisfies_needs())
+            .map(|o| (need.to_string(), o.status))
+    })
+}
+
+fn timeout_outcome(check: &dyn Check, timeout: Duration, stage: Option<&str>) -> Outcome {
+    let secs = timeout.as_secs_f64();
+    let secs = if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    };
+    let place = stage.map(|s| format!(" in {s}")).unwrap_or_default();
+    Outcome::fail(
+        format!("timed out after {secs} s{place}"),
+        check.timeout_hint(),
+    )
+}
+
+fn interrupted_outcome(sig: &str) -> Outcome {
+    Outcome::error(format!("interrupted by {sig} before it finished"))
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// Run a check on a worker thread and stop waiting at the timeout. A hung
+/// in-process probe cannot be killed; its thread is abandoned and dies with
+/// gpucheck at exit.
+fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) -> Outcome {
+    let (tx, rx) = mpsc::channel();
+    let spawned = thread::Builder::new()
+        .name(check.id().to_string())
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx)));
+            let _ = tx.send(result);
+        });
+    if let Err(e) = spawned {
+        return Outcome::error(format!("could not start a thread for the check: {e}"));
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return timeout_outcome(check, timeout, None);
+        }
+        match rx.recv_timeout(POLL.min(deadline - now)) {
+            Ok(Ok(outcome)) => return outcome,
+            Ok(Err(panic)) => {
+                return Outcome::error(format!(
+                    "gpucheck bug: the check panicked: {}",
+                    panic_message(panic.as_ref())
+                ))
+                .with_hint("please report this with the output of `gpucheck --json -`")
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(sig) = interrupted() {
+                    return interrupted_outcome(&sig);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Outcome::error("the check's thread ended without a result")
+            }
+        }
+    }
+}
+
+fn read_all(mut r: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        buf
+    })
+}
+
+fn kill_group(pgid: i32) {
+    // ESRCH (the group is already gone) is the normal case after a clean exit.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// The tail of a child's stderr, without stage markers, for error reports.
+fn stderr_tail(stderr: &str) -> String {
+    let text: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with(STAGE_PREFIX) && !l.trim().is_empty())
+        .collect();
+    let joined = text.join("\n");
+    if joined.len() <= STDERR_TAIL_BYTES {
+        return joined;
+    }
+    let mut start = joined.len() - STDERR_TAIL_BYTES;
+    while !joined.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &joined[start..])
+}
+
+fn last_stage(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(STAGE_PREFIX))
+        .map(|s| s.trim().to_string())
+}
+
+/// Run a check in `gpucheck __child ID`, in its own process group, with the
+/// context on stdin and the outcome as JSON on stdout.
+fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome {
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return Outcome::error(format!("cannot find gpucheck's own binary: {e}")),
+    };
+    let input = match serde_json::to_vec(ctx) {
+        Ok(v) => v,
+        Err(e) => return Outcome::error(format!("cannot encode the check context: {e}")),
+    };
+    let mut cmd = Command::new(exe);
+    cmd.arg("__child")
+        .arg(check.id())
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe; it makes the kernel kill the child
+    // if gpucheck itself dies (SIGKILL included), so no probe is orphaned.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),
+    };
+    let pgid = child.id() as i32;
+    let stdout = child.stdout.take().map(read_all);
+    let stderr = child.stderr.take().map(read_all);
+    if let Some(mut stdin) = child.stdin.take() {
+        // A child that dies before reading its input shows up below.
+        let _ = stdin.write_all(&input);
+    }
+
+    let deadline = Instant::now() + timeout;
+    let mut ended: Result<std::process::ExitStatus, Outcome> = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => {}
+            Err(e) => break Err(Outcome::error(format!("cannot wait for the probe: {e}"))),
+        }
+        if let Some(sig) = interrupted() {
+            break Err(interrupted_outcome(&sig));
+        }
+        if Instant::now() >= deadline {
+            break Err(timeout_outcome(check, timeout, None));
+        }
+        thread::sleep(Duration::from_millis(2).min(POLL));
+    };
+    // Whatever happened, nothing in the group may survive.
+    kill_group(pgid);
+    let _ = child.wait();
+    let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    let err = String::from_utf8_lossy(&err);
+
+    if let Err(o) = &mut ended {
+        if o.status == Status::Fail {
+            // A timeout: name the stage it hung in, when the child said.
+            *o = timeout_outcome(check, timeout, last_stage(&err).as_deref());
+            let tail = stderr_tail(&err);
+            if !tail.is_empty() {
+                o.facts.insert("stderr_tail".to_string(), tail);
+            }
+        }
+    }
+    let status = match ended {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    if let Some(sig) = status.signal() {
+        let tail = stderr_tail(&err);
+        let mut o = Outcome::error(format!("probe crashed: {}", signal_name(sig))).with_hint(
+            "the driver or library crashed inside the isolated probe; run it again with \
+             --verbose, and check `dmesg` for Xid errors",
+        );
+        if !tail.is_empty() {
+            o.facts.insert("stderr_tail".to_string(), tail);
+        }
+        return o;
+    }
+    match serde_json::from_slice::<Outcome>(&out) {
+        Ok(o) => o,
+        Err(_) => {
+            let tail = stderr_tail(&err);
+            let mut o = Outcome::error(format!(
+                "the isolated probe exited with status {} without a result",
+                status.code().unwrap_or(-1)
+            ));
+            if !tail.is_empty() {
+                o.facts.insert("stderr_tail".to_string(), tail);
+            }
+            o
+        }
+    }
+}
+
+/// `gpucheck __child ID`: read the context from stdin, run the check, write
+/// the outcome as JSON to the original stdout. While the check runs, fd 1
+/// points at stderr so library noise (NCCL_DEBUG, Python) cannot corrupt the
+/// result.
+pub fn child_main(id: &str) -> i32 {
+    let Some(check) = gpucheck_checks::find(id) else {
+        eprintln!("gpucheck: __child: unknown check '{id}'");
+        return 2;
+    };
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+        eprintln!("gpucheck: __child: cannot read the context: {e}");
+        return 2;
+    }
+    let ctx: Context = match serde_json::from_slice(&input) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gpucheck: __child: bad context: {e}");
+            return 2;
+        }
+    };
+    // SAFETY: plain fd juggling on fds this process owns.
+    let result_fd = unsafe { libc::dup(1) };
+    if result_fd < 0 {
+        eprintln!("gpucheck: __child: cannot duplicate stdout");
+        return 2;
+    }
+    unsafe {
+        libc::dup2(2, 1);
+    }
+    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx))) {
+        Ok(o) => o,
+        Err(p) => Outcome::error(format!(
+            "gpucheck bug: the check panicked: {}",
+            panic_message(p.as_ref())
+        )),
+    };
+    let json = serde_json::to_vec(&outcome).unwrap_or_default();
+    // SAFETY: result_fd is the dup of the original stdout, owned here.
+    let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(result_fd) };
+    if file.write_all(&json).is_err() {
+        return 1;
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_ids_groups_and_globs() {
+        assert!(matches("host.shm", "host.shm"));
+        assert!(matches("host", "host.shm"));
+        assert!(matches("host.*", "host.shm"));
+        assert!(matches("*.shm", "host.shm"));
+        assert!(matches("h?st.s*", "host.shm"));
+        assert!(!matches("hos", "host.shm"));
+        assert!(!matches("net", "host.shm"));
+        assert!(!matches("host.sh", "host.shm"));
+    }
+
+    #[test]
+    fn unknown_pattern_is_an_error_listing_ids() {
+        let Err(err) = select(Profile::Standard, &["gpu.eccc".to_string()], &[]) else {
+            panic!("an unknown id must be rejected")
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.contains("unknown check or group 'gpu.eccc' in --only"),
+            "{msg}"
+        );
+        assert!(msg.contains("host.shm"), "{msg}");
+    }
+
+    #[test]
+    fn quick_profile_excludes_standard_checks() {
+        let quick = select(Profile::Quick, &[], &[]).unwrap();
+        assert!(quick.iter().all(|c| c.profile() == Profile::Quick));
+        let full = select(Profile::Full, &[], &[]).unwrap();
+        assert_eq!(full.len(), CATALOG.len());
+    }
+
+    #[test]
+    fn only_ignores_profile_and_skip_removes() {
+        let picked = select(
+            Profile::Quick,
+            &["host".to_string()],
+            &["host.shm".to_string()],
+        )
+        .unwrap();
+        let ids: Vec<&str> = picked.iter().map(|c| c.id()).collect();
+        assert!(ids.contains(&"host.devices"));
+        assert!(!ids.contains(&"host.shm"));
+    }
+
+    #[test]
+    fn skip_everything_is_an_error() {
+        assert!(matches!(
+            select(Profile::Full, &[], &["*".to_string()]),
+            Err(SelectError::Nothing)
+        ));
+    }
+
+    #[test]
+    fn stage_and_tail_parsing() {
+        let err = "noise\ngpucheck-stage: cuInit\nmore\ngpucheck-stage: ncclCommInitAll\n";
+        assert_eq!(last_stage(err).as_deref(), Some("ncclCommInitAll"));
+        assert_eq!(stderr_tail(err), "noise\nmore");
+    }
+}
