@@ -275,3 +275,50 @@ fn an_unwritable_report_path_is_a_usage_error() {
         assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     }
 }
+
+/// Hostile text in the environment variables the env and net checks read
+/// and quote back (RANK, MASTER_ADDR, CUDA_VISIBLE_DEVICES...): every report
+/// still validates and the table never passes a raw control character to the
+/// terminal. Checks that do not echo a value yet still exercise the path; once
+/// env.torchrun quotes RANK, the last assertions see the text itself.
+#[test]
+fn hostile_environment_values_cannot_break_any_report() {
+    const HOSTILE: &str = "\u{1}\u{1b}[31m]]><x>&\"' \u{FFFF}";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json_path = dir.path().join("h.json");
+    let xml_path = dir.path().join("h.xml");
+    let mut cmd = gpucheck();
+    for var in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "CUDA_VISIBLE_DEVICES",
+    ] {
+        cmd.env(var, HOSTILE);
+    }
+    let out = cmd
+        .args(["--profile", "quick", "--verbose", "--color", "never"])
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--junit")
+        .arg(&xml_path)
+        .output()
+        .expect("run gpucheck");
+    assert_ne!(exit_code(&out), 2, "{}", stderr(&out));
+    let json = std::fs::read_to_string(&json_path).expect("h.json");
+    let doc = assert_valid_json_report(&json);
+    assert_valid_junit(&xml_path);
+    let table = stdout(&out);
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{1}'),
+        "{table}"
+    );
+    assert_table_matches(&table, &doc);
+    if json.contains("\\u0001\\u001b[31m]]><x>&\\\"'") {
+        // A check quoted the value: the table shows it, escaped.
+        assert!(table.contains("\\u{1}\\u{1b}[31m]]><x>&\"'"), "{table}");
+    }
+}
