@@ -141,7 +141,7 @@ fn skip_reason_names_the_failed_need() {
 
 #[test]
 fn exec_replaces_itself_with_the_command_on_pass() {
-    let mut child = gpucheck()
+    let child = gpucheck()
         .args([
             "exec",
             "--only",

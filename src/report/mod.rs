@@ -134,11 +134,12 @@ impl Run {
             _ => "NOT READY",
         };
         let mut line = format!(
-            "{head}: {} passed, {} warned, {} failed, {} errors, {} skipped in {:.2} s",
+            "{head}: {} passed, {} warned, {} failed, {} {}, {} skipped in {:.2} s",
             c.pass,
             c.warn,
             c.fail,
             c.error,
+            if c.error == 1 { "error" } else { "errors" },
             c.skip,
             self.duration_ms / 1000.0
         );
