@@ -127,19 +127,30 @@ fn ids_phrase(ids: &[u32]) -> String {
     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// Summary texts for the findings at `status`, at most four.
+/// Summary of findings, grouped per GPU in order of appearance ("GPU 3: a,
+/// b; GPU 5: c"), at most four groups.
 fn summary_of(findings: &[&Finding]) -> String {
     const SHOWN: usize = 4;
-    let mut parts: Vec<String> = findings
+    let mut groups: Vec<(Option<u32>, Vec<&str>)> = Vec::new();
+    for f in findings {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| f.gpu.is_some() && *g == f.gpu)
+        {
+            Some((_, texts)) => texts.push(&f.text),
+            None => groups.push((f.gpu, vec![&f.text])),
+        }
+    }
+    let mut parts: Vec<String> = groups
         .iter()
         .take(SHOWN)
-        .map(|f| match f.gpu {
-            Some(g) => format!("GPU {g}: {}", f.text),
-            None => f.text.clone(),
+        .map(|(gpu, texts)| match gpu {
+            Some(g) => format!("GPU {g}: {}", texts.join(", ")),
+            None => texts.join(", "),
         })
         .collect();
-    if findings.len() > SHOWN {
-        parts.push(format!("and {} more", findings.len() - SHOWN));
+    if groups.len() > SHOWN {
+        parts.push(format!("and {} more", groups.len() - SHOWN));
     }
     parts.join("; ")
 }
@@ -151,7 +162,7 @@ fn hints_of(findings: &[Finding]) -> String {
         .iter()
         .filter(|f| f.status >= Status::Warn)
         .collect();
-    ordered.sort_by(|a, b| b.status.cmp(&a.status));
+    ordered.sort_by_key(|f| std::cmp::Reverse(f.status));
     let mut templates: Vec<(&str, Vec<u32>)> = Vec::new();
     for f in ordered {
         let Some(t) = f.hint.as_deref() else { continue };
@@ -173,7 +184,7 @@ fn hints_of(findings: &[Finding]) -> String {
                 .replace("{ids}", &ids_phrase(&ids))
         })
         .collect::<Vec<_>>()
-        .join(" ")
+        .join("; ")
 }
 
 /// One per-GPU verdict from that GPU's findings; `ok_text` when it has none.
@@ -545,12 +556,17 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
         }
     }
 
-    // Group by model, in index order of first appearance.
+    // Group by model, in index order of first appearance, with the compute
+    // capability of each model.
     let mut models: Vec<(&str, Vec<u32>)> = Vec::new();
+    let mut capability: Vec<Option<(u32, u32)>> = Vec::new();
     for g in &good {
         match models.iter_mut().find(|(n, _)| *n == g.name) {
             Some((_, ids)) => ids.push(g.index),
-            None => models.push((g.name.as_str(), vec![g.index])),
+            None => {
+                models.push((g.name.as_str(), vec![g.index]));
+                capability.push(g.compute_capability);
+            }
         }
     }
     let model_list = models
@@ -559,10 +575,16 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
         .collect::<Vec<_>>()
         .join(", ");
     if models.len() > 1 {
+        // Suggest the largest group; between equal groups the newer
+        // architecture (higher compute capability), then the first.
         let largest = models
             .iter()
-            .max_by_key(|(_, ids)| ids.len())
-            .map(|(_, ids)| ids.clone())
+            .zip(&capability)
+            .enumerate()
+            .max_by(|(ia, ((_, a), ca)), (ib, ((_, b), cb))| {
+                a.len().cmp(&b.len()).then(ca.cmp(cb)).then(ib.cmp(ia))
+            })
+            .map(|(_, ((_, ids), _))| ids.clone())
             .unwrap_or_default();
         let groups = models
             .iter()
@@ -821,7 +843,7 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
     }
     if supported == 0 && findings.iter().all(|f| f.status < Status::Warn) {
         let mut o = Outcome::skip(format!(
-            "ECC not supported on {} (typical of GeForce cards): nothing to check",
+            "ECC not supported on {} (n/a; GeForce cards have none): nothing to check",
             if gpus.len() == 1 {
                 "this GPU"
             } else {
@@ -831,10 +853,21 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
         o.devices = devices;
         return o;
     }
-    let pass = format!(
-        "{} GPUs: no uncorrectable ECC errors, nothing pending retirement or remap",
-        gpus.len()
-    );
+    let with_ecc = if supported == gpus.len() {
+        format!("{supported} GPUs")
+    } else {
+        format!("{supported} of {} GPUs with ECC", gpus.len())
+    };
+    let pending_known = gpus.iter().any(|g| {
+        g.facts
+            .as_ref()
+            .is_ok_and(|f| f.pages_pending_retirement.is_ok() || f.remapped_rows.is_ok())
+    });
+    let pass = if pending_known {
+        format!("{with_ecc}: no uncorrectable ECC errors, nothing pending retirement or remap")
+    } else {
+        format!("{with_ecc}: no uncorrectable ECC errors")
+    };
     conclude(pass, &findings, devices)
 }
 
@@ -984,7 +1017,15 @@ pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome 
     } else {
         ""
     };
-    let pass = format!("{readable} GPUs at full PCIe link width{idle_note}");
+    let widths: Vec<u32> = gpus
+        .iter()
+        .filter_map(|g| g.facts.as_ref().ok()?.link_width.as_ref().ok().copied())
+        .collect();
+    let width = match widths.first() {
+        Some(w) if widths.iter().all(|x| x == w) => format!(" (x{w})"),
+        _ => String::new(),
+    };
+    let pass = format!("{readable} GPUs at full PCIe link width{width}{idle_note}");
     conclude(pass, &findings, devices)
 }
 
@@ -1178,6 +1219,8 @@ sync boost and display clocks are normal and only noted."
 pub fn evaluate_mode(gpus: &[PerGpu<ModeFacts>]) -> Outcome {
     let mut findings = open_failures(gpus);
     let mut devices = Vec::new();
+    // The distinct values seen, for the summary.
+    let mut seen: [Vec<&str>; 3] = Default::default();
     for g in gpus {
         let i = g.gpu.index;
         let Ok(f) = &g.facts else {
@@ -1265,15 +1308,25 @@ pub fn evaluate_mode(gpus: &[PerGpu<ModeFacts>]) -> Outcome {
         };
         let ok = format!("compute {compute}, persistence {persistence}, MIG {mig}");
         devices.push(device_result(&g.gpu, &findings, ok, Vec::new()));
+        for (values, value) in seen.iter_mut().zip([compute, persistence, mig]) {
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
     }
-    let notes = if findings.iter().any(|f| f.status == Status::Pass) {
-        " (Exclusive Process: one process per GPU)"
-    } else {
-        ""
-    };
+    let all_na = seen.iter().all(|v| v.iter().all(|x| *x == "n/a"));
+    if all_na && findings.iter().all(|f| f.status < Status::Warn) {
+        let mut o =
+            Outcome::skip("compute, persistence and MIG modes not reported by these GPUs (n/a)");
+        o.devices = devices;
+        return o;
+    }
     let pass = format!(
-        "{} GPUs: compute mode usable, persistence on, MIG off{notes}",
-        gpus.len()
+        "{} GPUs: compute {}, persistence {}, MIG {}",
+        gpus.len(),
+        seen[0].join("/"),
+        seen[1].join("/"),
+        seen[2].join("/")
     );
     conclude(pass, &findings, devices)
 }
@@ -1483,15 +1536,27 @@ CUDA_VISIBLE_DEVICES=... Inside a container, processes of other containers show 
 // ---------------------------------------------------------------------------
 // gpu.topology
 
-const TOPOLOGY_LEGEND: &str = "X = the GPU itself; NV# = # NVLinks between the pair (direct or \
-through NVSwitch); PIX = at most one PCIe switch between them; PXB = several PCIe switches, no host \
-bridge; PHB = through a PCIe host bridge (the CPU); NODE = across host bridges within one NUMA node; \
-SYS = across NUMA nodes (the CPU interconnect); INT = same board; n/a = NVML could not say";
+const TOPOLOGY_LEGEND: &str = "\
+X    = the GPU itself
+NV#  = # NVLinks between the pair (direct or through NVSwitch)
+PIX  = at most one PCIe switch between them
+PXB  = several PCIe switches, no host bridge
+PHB  = through a PCIe host bridge (the CPU)
+NODE = across PCIe host bridges within one NUMA node
+SYS  = across NUMA nodes (the CPU interconnect)
+INT  = on the same board
+n/a  = NVML could not say";
 
-const P2P_LEGEND: &str = "OK = peer-to-peer reads and writes work; CNS = chipset does not support \
-P2P; GNS = GPU does not support P2P; TNS = topology does not support P2P (often PCIe ACS / IOMMU); \
-RK = disabled by a driver registry key; NS = not supported; U = unknown; R:/W: = read and write \
-differ; n/a = NVML could not say";
+const P2P_LEGEND: &str = "\
+OK   = peer-to-peer reads and writes work
+CNS  = the chipset does not support P2P
+GNS  = the GPU does not support P2P
+TNS  = the topology does not support P2P (often PCIe ACS / IOMMU)
+RK   = disabled by a driver registry key
+NS   = not supported
+U    = unknown
+R:x W:y = reads (x) and writes (y) differ
+n/a  = NVML could not say";
 
 fn ancestor_code(a: Ancestor) -> &'static str {
     match a {
@@ -1665,8 +1730,11 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
         row[i] = "X".to_string();
         p2p[i][i] = "X".to_string();
     }
-    let mut no_p2p = 0;
+    let pairs = n * (n - 1) / 2;
+    let mut p2p_ok = 0;
     let mut nvlink_pairs = 0;
+    // Pairs without P2P, by reason.
+    let mut no_p2p: Vec<(P2pStatus, Vec<String>)> = Vec::new();
     for pair in &t.pairs {
         let (a, b) = (pair.a as usize, pair.b as usize);
         if a >= n || b >= n {
@@ -1710,22 +1778,33 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
                 );
             }
         }
-        if !nvlink_ok {
-            if let Some((status, _)) = pcie {
-                if status != P2pStatus::Ok {
-                    no_p2p += 1;
-                    findings.push(
-                        Finding::new(
-                            None,
-                            Status::Warn,
-                            format!("no P2P between {pair_name} ({})", p2p_words(status)),
-                        )
-                        .hint(p2p_hint(status)),
-                    );
-                }
-            }
+        match pcie {
+            _ if nvlink_ok => p2p_ok += 1,
+            Some((P2pStatus::Ok, _)) => p2p_ok += 1,
+            Some((status, _)) => match no_p2p.iter_mut().find(|(s, _)| *s == status) {
+                Some((_, names)) => names.push(pair_name),
+                None => no_p2p.push((status, vec![pair_name])),
+            },
+            None => {}
         }
     }
+    const NAMED_PAIRS: usize = 3;
+    for (status, names) in &no_p2p {
+        let which = if names.len() <= NAMED_PAIRS {
+            names.join(", ")
+        } else {
+            format!("{} of {pairs} GPU pairs", names.len())
+        };
+        findings.push(
+            Finding::new(
+                None,
+                Status::Warn,
+                format!("no P2P between {which} ({})", p2p_words(*status)),
+            )
+            .hint(p2p_hint(*status)),
+        );
+    }
+    let unavailable: usize = no_p2p.iter().map(|(_, names)| names.len()).sum();
     let header: Vec<String> = std::iter::once(String::new())
         .chain((0..n).map(|i| format!("GPU{i}")))
         .collect();
@@ -1735,44 +1814,48 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             .map(|(i, r)| std::iter::once(format!("GPU{i}")).chain(r).collect())
             .collect()
     };
-    let pairs = n * (n - 1) / 2;
-    let pass = if nvlink_pairs == pairs {
-        format!("{n} GPUs: P2P between all {pairs} pairs, all over NVLink")
-    } else {
-        format!("{n} GPUs: P2P between all {pairs} pairs")
-    };
-    let mut outcome = conclude(pass, &findings, devices);
-    if no_p2p > 1 && outcome.status == Status::Warn {
-        // Keep the summary short on a box where no pair has P2P.
-        let first = findings
-            .iter()
-            .find(|f| f.text.starts_with("no P2P"))
-            .map(|f| f.text.clone())
-            .unwrap_or_default();
-        let rest: Vec<&Finding> = findings
-            .iter()
-            .filter(|f| f.status == Status::Warn && !f.text.starts_with("no P2P"))
-            .collect();
-        let mut summary = format!("no P2P between {no_p2p} of {pairs} GPU pairs ({first}, ...)");
-        if !rest.is_empty() {
-            summary = format!("{summary}; {}", summary_of(&rest));
-        }
-        outcome.summary = summary;
-    }
-    outcome
-        .with_metric("p2p_pairs_unavailable", no_p2p as f64, "count")
-        .with_table(DataTable {
+    let p2p_na = pairs - p2p_ok - unavailable;
+    let nvlink_known = t
+        .nvlinks
+        .iter()
+        .any(|l| matches!(l, Ok(links) if !links.is_empty()));
+    let tables = [
+        DataTable {
             title: "GPU topology".to_string(),
             header: header.clone(),
             rows: rows(topo),
             legend: Some(TOPOLOGY_LEGEND.to_string()),
-        })
-        .with_table(DataTable {
+        },
+        DataTable {
             title: "GPU P2P read/write".to_string(),
             header,
             rows: rows(p2p),
             legend: Some(P2P_LEGEND.to_string()),
-        })
+        },
+    ];
+    if p2p_na == pairs && !nvlink_known && findings.iter().all(|f| f.status < Status::Warn) {
+        let mut o = Outcome::skip("P2P status and NVLinks not reported by these GPUs (n/a)");
+        o.devices = devices;
+        o.tables = tables.to_vec();
+        return o;
+    }
+    let mut pass = match (n, p2p_na) {
+        (2, 0) => "2 GPUs: P2P between them".to_string(),
+        (_, 0) => format!("{n} GPUs: P2P between all {pairs} pairs"),
+        _ => format!("{n} GPUs: P2P between {p2p_ok} of {pairs} pairs, n/a for {p2p_na}"),
+    };
+    if nvlink_pairs == pairs {
+        pass.push_str(if n == 2 {
+            ", over NVLink"
+        } else {
+            ", all over NVLink"
+        });
+    } else if nvlink_pairs > 0 {
+        pass.push_str(&format!(", {nvlink_pairs} over NVLink"));
+    }
+    let mut outcome = conclude(pass, &findings, devices);
+    outcome.tables = tables.to_vec();
+    outcome.with_metric("p2p_pairs_unavailable", unavailable as f64, "count")
 }
 
 pub struct Topology;
@@ -1817,5 +1900,1065 @@ retrain the link. A single GPU has nothing to check."
             Ok(t) => evaluate_topology(&t),
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::nvml::{
+        EccMode, GpuProcess, MigMode, PairFacts, RemappedRows, ThrottleFacts,
+    };
+
+    fn gpu(index: u32) -> GpuRef {
+        GpuRef {
+            index,
+            name: "NVIDIA H100 80GB HBM3".to_string(),
+            uuid: Some(format!("GPU-{index}")),
+        }
+    }
+
+    fn per<T>(index: u32, facts: T) -> PerGpu<T> {
+        PerGpu {
+            gpu: gpu(index),
+            facts: Ok(facts),
+        }
+    }
+
+    fn lost<T>(index: u32) -> PerGpu<T> {
+        PerGpu {
+            gpu: gpu(index),
+            facts: Err(Unavailable::GpuLost),
+        }
+    }
+
+    fn hint(o: &Outcome) -> &str {
+        o.hint.as_deref().unwrap_or("")
+    }
+
+    // --- gpu.driver --------------------------------------------------------
+
+    #[test]
+    fn driver_pass_reports_versions() {
+        let o = evaluate_driver(
+            &Ok(DriverInfo {
+                driver_version: "570.86.15".into(),
+                nvml_version: "12.570.86.15".into(),
+                cuda_driver_version: Some(12080),
+            }),
+            None,
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "driver 570.86.15, NVML 12.570.86.15, supports CUDA 12.8"
+        );
+        assert_eq!(o.facts["cuda_driver_version"], "12.8");
+        assert_eq!(o.facts["nvml_library"], "libnvidia-ml.so.1");
+        assert_eq!(o.hint, None);
+    }
+
+    #[test]
+    fn driver_without_cuda_version_says_na() {
+        let o = evaluate_driver(
+            &Ok(DriverInfo {
+                driver_version: "418.226.00".into(),
+                nvml_version: "10.418.226.00".into(),
+                cuda_driver_version: None,
+            }),
+            None,
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert!(o.summary.ends_with("supports CUDA n/a"), "{}", o.summary);
+    }
+
+    #[test]
+    fn library_not_found_points_at_driver_install_and_container_runtime() {
+        let o = evaluate_driver(
+            &Err(NvmlFailure::LibraryNotFound {
+                detail: "libnvidia-ml.so.1: cannot open shared object file".into(),
+            }),
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert!(o
+            .summary
+            .starts_with("NVIDIA driver library libnvidia-ml.so.1 not found"));
+        assert!(
+            hint(&o).contains("install the NVIDIA driver"),
+            "{}",
+            hint(&o)
+        );
+        assert!(hint(&o).contains("docker run --gpus all"), "{}", hint(&o));
+        assert!(
+            hint(&o).contains("nvidia-ctk runtime configure"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(
+            o.facts["nvml_error"],
+            "libnvidia-ml.so.1: cannot open shared object file"
+        );
+    }
+
+    #[test]
+    fn library_not_found_at_the_given_path_blames_the_flag() {
+        let path = Path::new("/opt/x/libnvidia-ml.so.1");
+        let o = evaluate_driver(
+            &Err(NvmlFailure::LibraryNotFound {
+                detail: "no such file".into(),
+            }),
+            Some(path),
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "cannot load NVML from --nvml-lib /opt/x/libnvidia-ml.so.1: no such file"
+        );
+        assert!(hint(&o).starts_with("check the path given to --nvml-lib"));
+    }
+
+    #[test]
+    fn each_init_failure_has_its_own_hint() {
+        let cases = [
+            (
+                NvmlFailure::DriverNotLoaded,
+                "NVML_ERROR_DRIVER_NOT_LOADED",
+                "sudo modprobe nvidia",
+            ),
+            (
+                NvmlFailure::LibRmVersionMismatch,
+                "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+                "reboot, or stop everything using the GPUs",
+            ),
+            (
+                NvmlFailure::NoPermission,
+                "NVML_ERROR_NO_PERMISSION",
+                "ls -l /dev/nvidia*",
+            ),
+            (
+                NvmlFailure::Other {
+                    detail: "nvmlInit_v2 failed: Unknown".into(),
+                },
+                "NVML failed: nvmlInit_v2 failed: Unknown",
+                "run `nvidia-smi`",
+            ),
+        ];
+        for (failure, summary, hint_text) in cases {
+            let o = evaluate_driver(&Err(failure), None);
+            assert_eq!(o.status, Status::Fail);
+            assert!(o.summary.contains(summary), "{}", o.summary);
+            assert!(hint(&o).contains(hint_text), "{}", hint(&o));
+        }
+    }
+
+    // --- gpu.count ---------------------------------------------------------
+
+    fn info(index: u32, name: &str, cc: (u32, u32)) -> Result<GpuInfo, GpuError> {
+        Ok(GpuInfo {
+            index,
+            name: name.to_string(),
+            uuid: format!("GPU-{index}"),
+            pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + index),
+            memory_total_mib: 81559,
+            compute_capability: Some(cc),
+            mig_enabled: Some(false),
+            mig_uuids: Vec::new(),
+        })
+    }
+
+    const H100: &str = "NVIDIA H100 80GB HBM3";
+    const A100: &str = "NVIDIA A100-SXM4-80GB";
+
+    #[test]
+    fn count_passes_and_lists_every_gpu() {
+        let inv: Vec<_> = (0..8).map(|i| info(i, H100, (9, 0))).collect();
+        let o = evaluate_count(&inv, None);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "8 GPUs: 8x NVIDIA H100 80GB HBM3");
+        assert_eq!(o.metric("gpu_count"), Some(8.0));
+        assert_eq!(o.devices.len(), 8);
+        assert_eq!(
+            o.devices[1].summary,
+            "NVIDIA H100 80GB HBM3, 81559 MiB, cc 9.0, 00000000:19:00.0"
+        );
+        assert_eq!(o.facts["gpu_models"], "8x NVIDIA H100 80GB HBM3");
+        assert!(o.facts["gpu1"].ends_with("GPU-1"));
+    }
+
+    #[test]
+    fn zero_gpus_fail() {
+        let o = evaluate_count(&[], None);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "NVML sees no GPUs");
+        assert!(hint(&o).contains("docker run --gpus all"));
+    }
+
+    #[test]
+    fn fewer_than_expected_fail_and_more_pass() {
+        let inv: Vec<_> = (0..4).map(|i| info(i, H100, (9, 0))).collect();
+        let o = evaluate_count(&inv, Some(8));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "4 GPUs usable, expected 8 (--expect-gpus)");
+        assert!(hint(&o).starts_with("4 of the expected GPUs are missing"));
+        assert!(hint(&o).contains("nvidia-smi -L"));
+        let o = evaluate_count(&inv, Some(2));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "4 GPUs (expected 2): 4x NVIDIA H100 80GB HBM3");
+    }
+
+    #[test]
+    fn mixed_models_warn_and_suggest_the_largest_group() {
+        let inv = vec![
+            info(0, A100, (8, 0)),
+            info(1, H100, (9, 0)),
+            info(2, H100, (9, 0)),
+            info(3, H100, (9, 0)),
+        ];
+        let o = evaluate_count(&inv, None);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "mixed GPU models: 1x NVIDIA A100-SXM4-80GB (GPU 0), 3x NVIDIA H100 80GB HBM3 (GPUs 1, 2, 3)"
+        );
+        assert!(hint(&o).contains("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=1,2,3"));
+        assert!(hint(&o).contains("slowest GPU"));
+    }
+
+    #[test]
+    fn mixed_models_of_equal_count_prefer_the_newer_architecture() {
+        let inv = vec![
+            info(0, A100, (8, 0)),
+            info(1, A100, (8, 0)),
+            info(2, H100, (9, 0)),
+            info(3, H100, (9, 0)),
+        ];
+        let o = evaluate_count(&inv, None);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            hint(&o).contains("CUDA_VISIBLE_DEVICES=2,3"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
+    fn a_gpu_that_cannot_be_opened_fails_the_count() {
+        let inv = vec![
+            info(0, H100, (9, 0)),
+            Err(GpuError {
+                index: 1,
+                error: Unavailable::GpuLost,
+            }),
+        ];
+        let o = evaluate_count(&inv, None);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: counted but cannot be opened: GPU is lost (fallen off the bus)"
+        );
+        assert!(hint(&o).starts_with("GPU 1 fell off the bus"));
+        assert_eq!(o.devices[1].status, Status::Fail);
+        assert_eq!(o.metric("gpu_count"), Some(1.0));
+    }
+
+    // --- gpu.ecc -----------------------------------------------------------
+
+    fn healthy_ecc() -> EccFacts {
+        EccFacts {
+            mode: Ok(EccMode {
+                current: true,
+                pending: true,
+            }),
+            volatile_uncorrected: Ok(0),
+            volatile_corrected: Ok(0),
+            aggregate_uncorrected: Ok(0),
+            retired_pages_sbe: Err(Unavailable::NotSupported),
+            retired_pages_dbe: Err(Unavailable::NotSupported),
+            pages_pending_retirement: Err(Unavailable::NotSupported),
+            remapped_rows: Ok(RemappedRows::default()),
+        }
+    }
+
+    fn ecc_with(f: impl Fn(&mut EccFacts)) -> Outcome {
+        let mut sick = healthy_ecc();
+        f(&mut sick);
+        evaluate_ecc(
+            &[per(0, healthy_ecc()), per(1, sick)],
+            &EccThresholds::default(),
+        )
+    }
+
+    #[test]
+    fn healthy_ecc_passes() {
+        let o = ecc_with(|_| {});
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "2 GPUs: no uncorrectable ECC errors, nothing pending retirement or remap"
+        );
+        assert_eq!(
+            o.devices[0].summary,
+            "ECC on, 0 uncorrectable, 0 correctable"
+        );
+        assert_eq!(o.hint, None);
+    }
+
+    #[test]
+    fn any_volatile_uncorrectable_error_fails() {
+        let o = ecc_with(|f| f.volatile_uncorrected = Ok(1));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: 1 uncorrectable ECC errors since the driver loaded"
+        );
+        assert!(hint(&o).starts_with("GPU 1 hit uncorrectable memory errors"));
+        assert!(hint(&o).contains("sudo nvidia-smi -r -i 1"));
+        assert_eq!(o.devices[0].status, Status::Pass);
+        assert_eq!(o.devices[1].status, Status::Fail);
+    }
+
+    #[test]
+    fn pages_pending_retirement_fail_with_a_reset_hint() {
+        let o = ecc_with(|f| {
+            f.remapped_rows = Err(Unavailable::NotSupported);
+            f.retired_pages_dbe = Ok(2);
+            f.retired_pages_sbe = Ok(0);
+            f.pages_pending_retirement = Ok(true);
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "GPU 1: memory pages pending retirement");
+        assert!(hint(&o).starts_with("GPU 1 must be reset"));
+        assert!(hint(&o).contains("sudo nvidia-smi -r -i 1"));
+    }
+
+    #[test]
+    fn a_pending_row_remap_fails_with_a_reset_hint() {
+        let o = ecc_with(|f| {
+            f.remapped_rows = Ok(RemappedRows {
+                correctable: 0,
+                uncorrectable: 1,
+                pending: true,
+                failed: false,
+            })
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "GPU 1: row remap pending");
+        assert!(hint(&o).contains("must be reset to finish retiring or remapping"));
+    }
+
+    #[test]
+    fn a_failed_row_remap_fails_with_rma() {
+        let o = ecc_with(|f| {
+            f.remapped_rows = Ok(RemappedRows {
+                failed: true,
+                ..RemappedRows::default()
+            })
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "GPU 1: row remapping failed");
+        assert!(hint(&o).contains("RMA"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn uncorrectable_row_remaps_fail_above_the_dcgm_limit() {
+        let at = ecc_with(|f| {
+            f.remapped_rows = Ok(RemappedRows {
+                uncorrectable: MAX_UNCORRECTABLE_ROW_REMAPS,
+                ..RemappedRows::default()
+            })
+        });
+        assert_eq!(at.status, Status::Pass);
+        let over = ecc_with(|f| {
+            f.remapped_rows = Ok(RemappedRows {
+                uncorrectable: MAX_UNCORRECTABLE_ROW_REMAPS + 1,
+                ..RemappedRows::default()
+            })
+        });
+        assert_eq!(over.status, Status::Fail);
+        assert_eq!(
+            over.summary,
+            "GPU 1: 513 rows remapped for uncorrectable errors (limit 512)"
+        );
+        assert!(hint(&over).contains("RMA"));
+    }
+
+    #[test]
+    fn retired_pages_warn_above_15_and_fail_above_63() {
+        let pages = |n: u32| {
+            ecc_with(move |f| {
+                f.retired_pages_sbe = Ok(n);
+                f.retired_pages_dbe = Ok(0);
+                f.pages_pending_retirement = Ok(false);
+            })
+        };
+        assert_eq!(pages(15).status, Status::Pass);
+        let warn = pages(16);
+        assert_eq!(warn.status, Status::Warn);
+        assert_eq!(
+            warn.summary,
+            "GPU 1: 16 retired memory pages (more than 15)"
+        );
+        assert!(hint(&warn).contains("plan a replacement"));
+        assert_eq!(pages(63).status, Status::Warn);
+        let fail = pages(64);
+        assert_eq!(fail.status, Status::Fail);
+        assert_eq!(fail.summary, "GPU 1: 64 retired memory pages (limit 63)");
+        assert!(hint(&fail).contains("RMA"));
+    }
+
+    #[test]
+    fn very_many_correctable_errors_warn() {
+        let at = ecc_with(|f| f.volatile_corrected = Ok(WARN_VOLATILE_CORRECTED_ECC));
+        assert_eq!(at.status, Status::Pass);
+        let o = ecc_with(|f| f.volatile_corrected = Ok(WARN_VOLATILE_CORRECTED_ECC + 1));
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 1: 20000001 correctable ECC errors since the driver loaded (above 20000000)"
+        );
+        assert!(hint(&o).contains("nvidia-smi -q -d ECC -i 1"));
+    }
+
+    #[test]
+    fn ecc_off_warns() {
+        let o = ecc_with(|f| {
+            f.mode = Ok(EccMode {
+                current: false,
+                pending: false,
+            })
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: ECC off");
+        assert!(hint(&o).contains("sudo nvidia-smi -i 1 -e 1"));
+    }
+
+    #[test]
+    fn ecc_not_supported_anywhere_is_not_applicable() {
+        let geforce = || EccFacts {
+            mode: Err(Unavailable::NotSupported),
+            volatile_uncorrected: Err(Unavailable::NotSupported),
+            volatile_corrected: Err(Unavailable::NotSupported),
+            aggregate_uncorrected: Err(Unavailable::NotSupported),
+            retired_pages_sbe: Err(Unavailable::NotSupported),
+            retired_pages_dbe: Err(Unavailable::NotSupported),
+            pages_pending_retirement: Err(Unavailable::NotSupported),
+            remapped_rows: Err(Unavailable::NotSupported),
+        };
+        let o = evaluate_ecc(
+            &[per(0, geforce()), per(1, geforce())],
+            &EccThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Skip);
+        assert!(o.summary.starts_with("ECC not supported on these GPUs"));
+        assert_eq!(o.devices[0].summary, "ECC not supported (n/a)");
+        // One GPU with ECC among GPUs without: judged, and said so.
+        let o = evaluate_ecc(
+            &[per(0, healthy_ecc()), per(1, geforce())],
+            &EccThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary.starts_with("1 of 2 GPUs with ECC"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn an_nvml_error_is_an_error_and_a_lost_gpu_a_failure() {
+        let o =
+            ecc_with(|f| f.volatile_uncorrected = Err(Unavailable::Failed("Unknown Error".into())));
+        assert_eq!(o.status, Status::Error);
+        assert_eq!(
+            o.summary,
+            "GPU 1: could not read the uncorrectable ECC count: Unknown Error"
+        );
+        assert!(hint(&o).contains("nvidia-smi -q -i 1"));
+        let o = evaluate_ecc(&[per(0, healthy_ecc()), lost(1)], &EccThresholds::default());
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "GPU 1: GPU is lost (fallen off the bus)");
+        assert!(hint(&o).contains("Xid 79"));
+    }
+
+    #[test]
+    fn one_hint_names_every_gpu_it_applies_to() {
+        let sick = || {
+            let mut f = healthy_ecc();
+            f.volatile_uncorrected = Ok(3);
+            f
+        };
+        let o = evaluate_ecc(
+            &[per(0, healthy_ecc()), per(1, sick()), per(3, sick())],
+            &EccThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            hint(&o).starts_with("GPUs 1, 3 hit uncorrectable"),
+            "{}",
+            hint(&o)
+        );
+        assert!(
+            hint(&o).contains("sudo nvidia-smi -r -i 1,3"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(hint(&o).matches("hit uncorrectable").count(), 1);
+    }
+
+    // --- gpu.pcie ----------------------------------------------------------
+
+    fn link(gen: u32, max_gen: u32, width: u32, max_width: u32, util: Reading<u32>) -> PcieFacts {
+        PcieFacts {
+            link_gen: Ok(gen),
+            max_link_gen: Ok(max_gen),
+            link_width: Ok(width),
+            max_link_width: Ok(max_width),
+            utilization_pct: util,
+        }
+    }
+
+    #[test]
+    fn full_links_pass() {
+        let o = evaluate_pcie(
+            &[per(0, link(5, 5, 16, 16, Ok(0)))],
+            &PcieThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "1 GPUs at full PCIe link width (x16)");
+        assert_eq!(o.devices[0].summary, "Gen5 x16 (max Gen5 x16)");
+    }
+
+    #[test]
+    fn a_narrow_link_warns() {
+        let o = evaluate_pcie(
+            &[
+                per(0, link(5, 5, 16, 16, Ok(0))),
+                per(1, link(5, 5, 8, 16, Ok(0))),
+            ],
+            &PcieThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: PCIe link x8 of x16");
+        assert!(hint(&o).starts_with("GPU 1 trained a narrower PCIe link"));
+        assert!(hint(&o).contains("bifurcation"));
+    }
+
+    #[test]
+    fn a_lower_generation_is_normal_at_idle_and_warns_when_busy() {
+        let t = PcieThresholds::default();
+        let idle = evaluate_pcie(&[per(0, link(1, 5, 16, 16, Ok(0)))], &t);
+        assert_eq!(idle.status, Status::Pass);
+        assert_eq!(
+            idle.summary,
+            "1 GPUs at full PCIe link width (x16) (idle GPUs at a lower generation: normal)"
+        );
+        assert!(idle.devices[0]
+            .summary
+            .contains("Gen1 of Gen5 at idle: normal power saving"));
+        let below = evaluate_pcie(
+            &[per(0, link(3, 5, 16, 16, Ok(BUSY_UTILIZATION_PCT - 1)))],
+            &t,
+        );
+        assert_eq!(below.status, Status::Pass);
+        let busy = evaluate_pcie(&[per(0, link(3, 5, 16, 16, Ok(BUSY_UTILIZATION_PCT)))], &t);
+        assert_eq!(busy.status, Status::Warn);
+        assert_eq!(busy.summary, "GPU 0: PCIe Gen3 of Gen5 while 10 % busy");
+        assert!(hint(&busy).contains("nvidia-smi -q -d PCIE -i 0"));
+        let unknown = evaluate_pcie(
+            &[per(0, link(3, 5, 16, 16, Err(Unavailable::NotSupported)))],
+            &t,
+        );
+        assert_eq!(unknown.status, Status::Pass);
+        assert!(unknown.devices[0].summary.contains("utilization n/a"));
+    }
+
+    #[test]
+    fn pcie_not_reported_skips() {
+        let na = PcieFacts {
+            link_gen: Err(Unavailable::NotSupported),
+            max_link_gen: Err(Unavailable::NotSupported),
+            link_width: Err(Unavailable::NotSupported),
+            max_link_width: Err(Unavailable::NotSupported),
+            utilization_pct: Err(Unavailable::NotSupported),
+        };
+        let o = evaluate_pcie(&[per(0, na)], &PcieThresholds::default());
+        assert_eq!(o.status, Status::Skip);
+        assert_eq!(
+            o.summary,
+            "PCIe link width not reported by these GPUs (n/a)"
+        );
+    }
+
+    // --- gpu.throttle ------------------------------------------------------
+
+    fn throttled(bits: u64) -> Outcome {
+        evaluate_throttle(&[
+            per(
+                0,
+                ThrottleFacts {
+                    reasons: Ok(reason::GPU_IDLE),
+                },
+            ),
+            per(1, ThrottleFacts { reasons: Ok(bits) }),
+        ])
+    }
+
+    #[test]
+    fn idle_and_power_cap_are_normal() {
+        let o = throttled(reason::SW_POWER_CAP | reason::APPLICATIONS_CLOCKS_SETTING);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "2 GPUs: no slowdown (1 idle)");
+        assert_eq!(
+            o.devices[1].summary,
+            "no slowdown (application clocks set; at its power cap (normal under load))"
+        );
+        assert_eq!(o.hint, None);
+    }
+
+    #[test]
+    fn hardware_slowdown_fails() {
+        let o = throttled(reason::HW_SLOWDOWN);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: hardware slowdown (clocks cut by half or more)"
+        );
+        assert!(hint(&o).contains("nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i 1"));
+    }
+
+    #[test]
+    fn thermal_and_power_brake_slowdowns_warn() {
+        for (bit, text, needle) in [
+            (
+                reason::HW_THERMAL_SLOWDOWN,
+                "hardware thermal slowdown",
+                "throttling for heat",
+            ),
+            (
+                reason::SW_THERMAL_SLOWDOWN,
+                "software thermal slowdown",
+                "throttling for heat",
+            ),
+            (
+                reason::HW_POWER_BRAKE_SLOWDOWN,
+                "power brake slowdown",
+                "external power brake",
+            ),
+        ] {
+            let o = throttled(bit);
+            assert_eq!(o.status, Status::Warn, "{text}");
+            assert_eq!(o.summary, format!("GPU 1: {text}"));
+            assert!(hint(&o).contains(needle), "{}", hint(&o));
+        }
+    }
+
+    #[test]
+    fn throttle_reasons_not_reported_skip() {
+        let o = evaluate_throttle(&[per(
+            0,
+            ThrottleFacts {
+                reasons: Err(Unavailable::NotSupported),
+            },
+        )]);
+        assert_eq!(o.status, Status::Skip);
+    }
+
+    // --- gpu.mode ----------------------------------------------------------
+
+    fn mode(compute: ComputeMode, persistence: bool, mig: (bool, bool)) -> ModeFacts {
+        ModeFacts {
+            compute_mode: Ok(compute),
+            persistence: Ok(persistence),
+            mig: Ok(MigMode {
+                current: mig.0,
+                pending: mig.1,
+            }),
+        }
+    }
+
+    #[test]
+    fn default_modes_pass() {
+        let o = evaluate_mode(&[per(0, mode(ComputeMode::Default, true, (false, false)))]);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "1 GPUs: compute Default, persistence on, MIG off"
+        );
+    }
+
+    #[test]
+    fn prohibited_compute_mode_fails() {
+        let o = evaluate_mode(&[per(0, mode(ComputeMode::Prohibited, true, (false, false)))]);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "GPU 0: compute mode Prohibited");
+        assert_eq!(
+            hint(&o),
+            "no CUDA process may use GPU 0: `sudo nvidia-smi -i 0 -c DEFAULT`"
+        );
+    }
+
+    #[test]
+    fn exclusive_process_passes_with_a_note() {
+        let o = evaluate_mode(&[
+            per(0, mode(ComputeMode::ExclusiveProcess, true, (false, false))),
+            per(1, mode(ComputeMode::Default, true, (false, false))),
+        ]);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "2 GPUs: compute Exclusive Process/Default, persistence on, MIG off"
+        );
+        assert!(o.devices[0]
+            .summary
+            .contains("one process per GPU, fine for one DDP rank"));
+    }
+
+    #[test]
+    fn persistence_off_warns() {
+        let o = evaluate_mode(&[per(2, mode(ComputeMode::Default, false, (false, false)))]);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 2: persistence mode off");
+        assert!(hint(&o).contains("nvidia-persistenced"));
+        assert!(hint(&o).contains("sudo nvidia-smi -i 2 -pm 1"));
+    }
+
+    #[test]
+    fn mig_enabled_or_pending_warns() {
+        let o = evaluate_mode(&[per(0, mode(ComputeMode::Default, true, (true, true)))]);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 0: MIG enabled");
+        assert!(hint(&o).starts_with("NCCL and DDP cannot span MIG instances"));
+        assert!(hint(&o).contains("sudo nvidia-smi -i 0 -mig 0"));
+        let o = evaluate_mode(&[per(0, mode(ComputeMode::Default, true, (false, true)))]);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 0: MIG on after the next reset");
+        assert!(hint(&o).contains("waits for a reset of GPU 0"));
+    }
+
+    #[test]
+    fn modes_not_reported_skip() {
+        let o = evaluate_mode(&[per(
+            0,
+            ModeFacts {
+                compute_mode: Err(Unavailable::NotSupported),
+                persistence: Err(Unavailable::NotSupported),
+                mig: Err(Unavailable::NotSupported),
+            },
+        )]);
+        assert_eq!(o.status, Status::Skip);
+        assert!(o.summary.contains("(n/a)"));
+    }
+
+    // --- gpu.processes -----------------------------------------------------
+
+    fn procs(list: Vec<GpuProcess>) -> ProcessFacts {
+        ProcessFacts {
+            processes: Ok(list),
+        }
+    }
+
+    fn process(pid: u32, name: Option<&str>, mib: Option<u64>) -> GpuProcess {
+        GpuProcess {
+            pid,
+            name: name.map(str::to_string),
+            used_mib: mib,
+            graphics: false,
+        }
+    }
+
+    #[test]
+    fn no_other_processes_pass() {
+        let o = evaluate_processes(&[per(0, procs(vec![])), per(1, procs(vec![]))], 1);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "no other processes on the 2 GPUs");
+    }
+
+    #[test]
+    fn someone_elses_job_warns_with_pid_name_and_memory() {
+        let o = evaluate_processes(
+            &[
+                per(0, procs(vec![])),
+                per(
+                    1,
+                    procs(vec![process(4242, Some("python train.py"), Some(12000))]),
+                ),
+                per(2, procs(vec![])),
+            ],
+            1,
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "someone else's job is on GPU 1: pid 4242 python train.py (12000 MiB)"
+        );
+        assert!(hint(&o).contains("kill 4242"));
+        assert!(hint(&o).contains("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,2"));
+        assert_eq!(o.metric("other_processes"), Some(1.0));
+    }
+
+    #[test]
+    fn processes_on_every_gpu_warn_without_a_free_gpu_suggestion() {
+        let o = evaluate_processes(
+            &[
+                per(0, procs(vec![process(7, None, None)])),
+                per(1, procs(vec![process(7, None, None)])),
+            ],
+            1,
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.starts_with(
+            "other processes hold memory on GPUs 0, 1: GPU 0: pid 7 (not visible here"
+        ));
+        assert!(o.summary.contains("memory n/a"));
+        assert!(!hint(&o).contains("CUDA_VISIBLE_DEVICES"));
+        assert!(hint(&o).contains("kill 7`"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn gpuchecks_own_process_does_not_count() {
+        let o = evaluate_processes(
+            &[per(
+                0,
+                procs(vec![process(99, Some("gpucheck"), Some(300))]),
+            )],
+            99,
+        );
+        assert_eq!(o.status, Status::Pass);
+    }
+
+    #[test]
+    fn process_lists_not_reported_skip() {
+        let o = evaluate_processes(
+            &[per(
+                0,
+                ProcessFacts {
+                    processes: Err(Unavailable::NotSupported),
+                },
+            )],
+            1,
+        );
+        assert_eq!(o.status, Status::Skip);
+    }
+
+    // --- gpu.topology ------------------------------------------------------
+
+    fn links(remote: NvLinkRemote, up: u32, down: u32) -> Reading<Vec<NvLinkState>> {
+        Ok((0..up + down)
+            .map(|link| NvLinkState {
+                link,
+                active: link < up,
+                remote: remote.clone(),
+            })
+            .collect())
+    }
+
+    fn topology(
+        n: u32,
+        nvlinks: impl Fn(u32) -> Reading<Vec<NvLinkState>>,
+        pcie: Reading<P2pStatus>,
+        nvlink_p2p: impl Fn(u32, u32) -> Reading<P2pStatus>,
+    ) -> TopologyFacts {
+        let mut pairs = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                pairs.push(PairFacts {
+                    a,
+                    b,
+                    ancestor: Ok(if a / 2 == b / 2 {
+                        Ancestor::Single
+                    } else {
+                        Ancestor::System
+                    }),
+                    p2p_read: pcie.clone(),
+                    p2p_write: pcie.clone(),
+                    p2p_nvlink: nvlink_p2p(a, b),
+                });
+            }
+        }
+        TopologyFacts {
+            gpus: (0..n).map(gpu).collect(),
+            nvlinks: (0..n).map(nvlinks).collect(),
+            pairs,
+        }
+    }
+
+    fn no_nvlink(_: u32) -> Reading<Vec<NvLinkState>> {
+        Err(Unavailable::NotSupported)
+    }
+
+    #[test]
+    fn nvswitch_box_passes_with_an_nv18_matrix() {
+        let t = topology(
+            4,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "4 GPUs: P2P between all 6 pairs, all over NVLink"
+        );
+        let m = &o.tables[0];
+        assert_eq!(m.header, ["", "GPU0", "GPU1", "GPU2", "GPU3"]);
+        assert_eq!(m.rows[0], ["GPU0", "X", "NV18", "NV18", "NV18"]);
+        assert_eq!(m.rows[3][1], "NV18");
+        assert!(m.legend.as_deref().unwrap_or("").contains("NV#"));
+        assert_eq!(o.tables[1].rows[2], ["GPU2", "OK", "OK", "X", "OK"]);
+        assert_eq!(o.devices[0].summary, "18/18 NVLinks active (to NVSwitch)");
+    }
+
+    #[test]
+    fn direct_nvlinks_are_counted_per_pair() {
+        let t = topology(
+            2,
+            |i| links(NvLinkRemote::Gpu(1 - i), 4, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "2 GPUs: P2P between them, over NVLink");
+        assert_eq!(o.tables[0].rows[1], ["GPU1", "NV4", "X"]);
+    }
+
+    #[test]
+    fn pcie_only_box_with_p2p_passes_and_shows_the_pcie_path() {
+        let t = topology(4, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
+            Ok(P2pStatus::NotSupported)
+        });
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "4 GPUs: P2P between all 6 pairs");
+        assert_eq!(o.tables[0].rows[0], ["GPU0", "X", "PIX", "SYS", "SYS"]);
+        assert_eq!(o.devices[2].summary, "no NVLink");
+    }
+
+    #[test]
+    fn no_p2p_over_the_chipset_warns_with_the_acs_hint() {
+        let t = topology(2, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
+            Ok(P2pStatus::NotSupported)
+        });
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "no P2P between GPU0-GPU1 (chipset does not support P2P)"
+        );
+        assert!(hint(&o).contains("sudo lspci -vvv | grep ACSCtl"));
+        assert!(hint(&o).contains("iommu=pt"));
+        assert!(hint(&o).contains("NCCL_P2P_DISABLE=1"));
+        assert_eq!(o.tables[1].rows[0], ["GPU0", "X", "CNS"]);
+        assert_eq!(o.metric("p2p_pairs_unavailable"), Some(1.0));
+    }
+
+    #[test]
+    fn many_pairs_without_p2p_are_counted_not_listed() {
+        let t = topology(8, no_nvlink, Ok(P2pStatus::TopologyNotSupported), |_, _| {
+            Ok(P2pStatus::NotSupported)
+        });
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "no P2P between 28 of 28 GPU pairs (PCIe topology does not support P2P)"
+        );
+    }
+
+    #[test]
+    fn geforce_p2p_and_regkey_have_their_own_hints() {
+        let t = topology(2, no_nvlink, Ok(P2pStatus::GpuNotSupported), |_, _| {
+            Ok(P2pStatus::NotSupported)
+        });
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Warn);
+        assert!(hint(&o).contains("nothing to fix in software"));
+        let t = topology(2, no_nvlink, Ok(P2pStatus::DisabledByRegkey), |_, _| {
+            Ok(P2pStatus::NotSupported)
+        });
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Warn);
+        assert!(hint(&o).contains("NVreg_RegistryDwords"));
+    }
+
+    #[test]
+    fn some_nvlinks_down_warn() {
+        let t = topology(
+            2,
+            |i| {
+                if i == 1 {
+                    links(NvLinkRemote::Switch, 16, 2)
+                } else {
+                    links(NvLinkRemote::Switch, 18, 0)
+                }
+            },
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 1: 16 of 18 NVLinks active (down: link 16, 17)"
+        );
+        assert!(hint(&o).contains("nvidia-smi nvlink -s -i 1"));
+        assert_eq!(o.tables[0].rows[0][2], "NV16");
+    }
+
+    #[test]
+    fn nvlinks_up_without_nvlink_p2p_point_at_the_fabric_manager() {
+        let t = topology(
+            2,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::NotSupported),
+        );
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU0-GPU1: NVLinks up but P2P over NVLink unavailable"
+        );
+        assert!(hint(&o).contains("nvidia-fabricmanager"));
+    }
+
+    #[test]
+    fn one_gpu_has_nothing_to_check_and_none_skips() {
+        let o = evaluate_topology(&topology(1, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
+            Ok(P2pStatus::Ok)
+        }));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "single GPU: no peer links to check");
+        let o = evaluate_topology(&topology(0, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
+            Ok(P2pStatus::Ok)
+        }));
+        assert_eq!(o.status, Status::Skip);
+    }
+
+    #[test]
+    fn p2p_not_reported_skips_or_says_na() {
+        let na = || Err(Unavailable::NotSupported);
+        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()));
+        assert_eq!(o.status, Status::Skip);
+        assert_eq!(
+            o.summary,
+            "P2P status and NVLinks not reported by these GPUs (n/a)"
+        );
+        assert_eq!(o.tables[1].rows[0], ["GPU0", "X", "n/a", "n/a"]);
+        // Some pairs known, some not.
+        let mut t = topology(3, no_nvlink, Ok(P2pStatus::Ok), |_, _| na());
+        t.pairs[2].p2p_read = na();
+        t.pairs[2].p2p_write = na();
+        let o = evaluate_topology(&t);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "3 GPUs: P2P between 2 of 3 pairs, n/a for 1");
+    }
+
+    #[test]
+    fn timeout_hint_names_the_check() {
+        assert!(Ecc.timeout_hint().contains("--skip gpu.ecc"));
+        assert!(Driver.timeout() > Ecc.timeout());
     }
 }
