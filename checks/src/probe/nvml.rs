@@ -922,3 +922,85 @@ pub fn topology(lib: Option<&Path>) -> Result<TopologyFacts, NvmlFailure> {
         pairs,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_call_left_hanging_makes_later_probes_fail_at_once() {
+        let (release, wait) = mpsc::channel::<()>();
+        let (entered, is_in) = mpsc::channel::<()>();
+        let hung = std::thread::spawn(move || {
+            call("nvmlDeviceGetEccMode", || {
+                let _ = entered.send(());
+                let _ = wait.recv();
+            })
+        });
+        is_in.recv().expect("the call started");
+        assert_eq!(hung_call(), Some("nvmlDeviceGetEccMode"));
+        // Checked before NVML is touched: no library is loaded here.
+        let Err(NvmlFailure::Other { detail }) = driver(None) else {
+            panic!("a probe behind a hung call must fail")
+        };
+        assert!(
+            detail.starts_with("NVML has not returned from nvmlDeviceGetEccMode"),
+            "{detail}"
+        );
+        let _ = release.send(());
+        hung.join().expect("the call returns");
+        assert_eq!(hung_call(), None);
+    }
+
+    #[test]
+    fn proc_names_a_process_by_its_command_line() {
+        let me = proc_name(std::process::id()).expect("this process is visible");
+        let exe = std::env::current_exe().expect("own path");
+        let name = exe.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(me.contains(name), "{me}");
+        assert_eq!(proc_name(u32::MAX), None);
+    }
+
+    #[test]
+    fn unavailable_readings_say_na_or_why() {
+        assert_eq!(Unavailable::NotSupported.to_string(), "n/a");
+        assert_eq!(
+            Unavailable::GpuLost.to_string(),
+            "GPU is lost (fallen off the bus)"
+        );
+        assert_eq!(
+            unavailable(NvmlError::FailedToLoadSymbol("x".into())),
+            Unavailable::NotSupported
+        );
+        assert_eq!(
+            unavailable(NvmlError::NotSupported),
+            Unavailable::NotSupported
+        );
+        assert_eq!(unavailable(NvmlError::GpuLost), Unavailable::GpuLost);
+        assert!(matches!(
+            unavailable(NvmlError::Unknown),
+            Unavailable::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn init_errors_map_to_their_failures() {
+        assert_eq!(
+            init_failure(NvmlError::DriverNotLoaded),
+            NvmlFailure::DriverNotLoaded
+        );
+        assert_eq!(
+            init_failure(NvmlError::LibRmVersionMismatch),
+            NvmlFailure::LibRmVersionMismatch
+        );
+        assert_eq!(
+            init_failure(NvmlError::NoPermission),
+            NvmlFailure::NoPermission
+        );
+        assert!(matches!(
+            init_failure(NvmlError::LibraryNotFound),
+            NvmlFailure::LibraryNotFound { .. }
+        ));
+    }
+}
