@@ -40,11 +40,15 @@ pub struct GpuInfo {
 pub enum NvmlFailure {
     /// libnvidia-ml.so.1 could not be loaded (no driver, or a container started
     /// without the NVIDIA runtime).
-    LibraryNotFound { detail: String },
+    LibraryNotFound {
+        detail: String,
+    },
     DriverNotLoaded,
     LibRmVersionMismatch,
     NoPermission,
-    Other { detail: String },
+    Other {
+        detail: String,
+    },
 }
 
 /// Driver, NVML and supported CUDA versions. `lib` overrides the library path.
