@@ -7,6 +7,7 @@ pub mod libs;
 pub mod nccl;
 pub mod net;
 pub mod nvml;
+pub mod process;
 pub mod python;
 pub mod system;
 
