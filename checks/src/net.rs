@@ -355,6 +355,10 @@ pub struct MasterPortFacts {
     pub holder: Option<PortHolder>,
     /// A nearby port verified free by binding it, when it was taken.
     pub suggestion: Option<u16>,
+    /// gpucheck runs inside a torchrun-launched process (TORCHELASTIC_RUN_ID,
+    /// or RANK and WORLD_SIZE, are set): the launcher's store then rightly
+    /// holds the port.
+    pub launched_by_torchrun: bool,
 }
 
 impl Check for MasterPort {
@@ -384,8 +388,8 @@ impl Check for MasterPort {
          (another user's process), `sudo ss -ltnp 'sport = :N'` shows it.\n\n\
          MASTER_PORT must be an integer from 1 to 65535. When MASTER_ADDR names another machine, \
          the port can only be checked there, so the check is skipped. When gpucheck itself runs \
-         under torchrun, the port is held by the torchrun agent that launched it, which is \
-         expected."
+         inside a torchrun worker (TORCHELASTIC_RUN_ID set), a port held by the torchrun agent \
+         that launched it is the rendezvous store, as expected, and passes."
     }
     fn run(&self, _ctx: &Context) -> Outcome {
         let master_port = env_lossy("MASTER_PORT");
@@ -397,6 +401,8 @@ impl Check for MasterPort {
             bind: None,
             holder: None,
             suggestion: None,
+            launched_by_torchrun: env_lossy("TORCHELASTIC_RUN_ID").is_some()
+                || (env_lossy("RANK").is_some() && env_lossy("WORLD_SIZE").is_some()),
         };
         let port = match master_port.as_deref().map(parse_master_port) {
             None => DEFAULT_MASTER_PORT,
@@ -493,7 +499,11 @@ pub fn evaluate_master_port(f: &MasterPortFacts) -> Outcome {
         Ok(()) => Outcome::pass(format!("{which_port} is free on this machine")),
         Err(BindError::InUse) => match &f.holder {
             Some(PortHolder::Processes { owners, listening }) => {
-                if let Some(launcher) = owners.iter().find(|o| o.ancestor) {
+                let launcher = owners
+                    .iter()
+                    .find(|o| o.ancestor)
+                    .filter(|_| f.launched_by_torchrun);
+                if let Some(launcher) = launcher {
                     return Outcome::pass(format!(
                         "{which_port} is held by pid {} ({}), which launched gpucheck: that is \
                          the rendezvous store, as expected",
@@ -836,6 +846,7 @@ mod tests {
             bind: Some(Ok(())),
             holder: None,
             suggestion: None,
+            launched_by_torchrun: false,
         }
     }
 
@@ -920,6 +931,7 @@ mod tests {
     #[test]
     fn master_port_held_by_launching_torchrun_passes() {
         let mut f = port_facts(Some("29500"));
+        f.launched_by_torchrun = true;
         f.bind = Some(Err(BindError::InUse));
         f.holder = Some(PortHolder::Processes {
             owners: vec![PortOwner {
@@ -937,6 +949,23 @@ mod tests {
             "{}",
             o.summary
         );
+    }
+
+    #[test]
+    fn master_port_held_by_a_parent_outside_torchrun_fails() {
+        let mut f = port_facts(Some("29500"));
+        f.bind = Some(Err(BindError::InUse));
+        f.holder = Some(PortHolder::Processes {
+            owners: vec![PortOwner {
+                pid: 77,
+                cmdline: "bash run.sh".into(),
+                ancestor: true,
+            }],
+            listening: true,
+        });
+        let o = evaluate_master_port(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("pid 77 (bash run.sh)"), "{}", o.summary);
     }
 
     #[test]
