@@ -997,6 +997,25 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_keeps_lesser_warnings_out_of_the_summary() {
+        let o = vis(Some("0,1,foo,2"), None, None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(!o.summary.contains("CUDA_DEVICE_ORDER"), "{}", o.summary);
+        assert!(
+            o.facts
+                .get("also")
+                .is_some_and(|a| a.contains("CUDA_DEVICE_ORDER")),
+            "{:?}",
+            o.facts
+        );
+        assert!(
+            hint(&o).contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
     fn empty_value_fails() {
         let o = vis(Some(""), None, None);
         assert_eq!(o.status, Status::Fail);

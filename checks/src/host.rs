@@ -224,7 +224,7 @@ impl Check for Shm {
         "host.shm"
     }
     fn title(&self) -> &'static str {
-        "Shared memory (/dev/shm)"
+        "Shared memory"
     }
     fn profile(&self) -> Profile {
         Profile::Quick

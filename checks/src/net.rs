@@ -199,7 +199,10 @@ pub fn lookup_addr(host: &str) -> AddrLookup {
                 ips.into_iter()
                     .map(|ip| {
                         let local = np::is_local(ip, &locals);
-                        let bind_error = if local {
+                        // A link-local IPv6 address binds only with its
+                        // interface's scope id, which a name lookup lacks.
+                        let link_local = matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+                        let bind_error = if local && !link_local {
                             np::try_listen(std::net::SocketAddr::new(ip, 0)).err()
                         } else {
                             None
@@ -834,6 +837,22 @@ mod tests {
             o.facts.get("master_addr_resolved").map(String::as_str),
             Some("10.0.0.1")
         );
+    }
+
+    #[test]
+    fn lookup_classifies_real_addresses() {
+        match lookup_addr("127.0.0.1") {
+            AddrLookup::Resolved(a) => {
+                assert_eq!(a.len(), 1);
+                assert!(a[0].local);
+                assert_eq!(a[0].bind_error, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        match lookup_addr("203.0.113.7") {
+            AddrLookup::Resolved(a) => assert!(!a[0].local),
+            other => panic!("{other:?}"),
+        }
     }
 
     // ---- master_port
