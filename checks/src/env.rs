@@ -3,12 +3,16 @@
 //! the rank layout torchrun hands each process (RANK, WORLD_SIZE, ...).
 //!
 //! [`parse_cuda_visible_devices`] reads CUDA_VISIBLE_DEVICES the way the CUDA
-//! driver does, so a later check can map each token onto the GPUs NVML
-//! reports ("cuda:0 -> GPU 2").
+//! driver does, and [`map_visible_devices`] maps each entry onto the GPUs
+//! NVML reports ("cuda:0 -> GPU 2"), stopping where the driver stops.
+
+use std::sync::mpsc;
+use std::time::Duration;
 
 use crate::net::parse_master_port;
 use crate::probe::host::env_lossy;
-use crate::{Check, Context, Outcome, Profile, Status};
+use crate::probe::nvml::{self, GpuError, GpuInfo};
+use crate::{Check, Context, DeviceResult, Outcome, Profile, Status};
 
 /// Longest value echoed into a summary before it is cut.
 const ECHO_MAX_CHARS: usize = 80;
@@ -250,16 +254,401 @@ pub fn repaired_visible_devices(value: &str) -> Option<String> {
     )
 }
 
+// ---------------------------------------------------------------- mapping onto the GPUs
+
+/// One GPU as NVML reports it, with what the cross-check needs, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NvmlGpu {
+    /// NVML's index: nvidia-smi's numbering, which is PCI bus order.
+    pub index: u32,
+    /// "(unknown)" when NVML could not read it.
+    pub name: String,
+    /// "GPU-..."; `None` when NVML could not read it.
+    pub uuid: Option<String>,
+    /// MIG mode is on: CUDA uses one of the GPU's MIG devices, not the GPU.
+    pub mig_enabled: bool,
+    /// "MIG-..." of every MIG device on the GPU.
+    pub mig_uuids: Vec<String>,
+}
+
+impl NvmlGpu {
+    /// The GPUs of an NVML inventory, in NVML order. A GPU NVML counts but
+    /// cannot describe keeps its place (CUDA's indices count it too), with
+    /// its name and UUID unknown.
+    pub fn from_inventory(inventory: &[Result<GpuInfo, GpuError>]) -> Vec<NvmlGpu> {
+        inventory
+            .iter()
+            .map(|slot| match slot {
+                Ok(g) => NvmlGpu {
+                    index: g.index,
+                    name: g.name.clone(),
+                    uuid: Some(g.uuid.clone()),
+                    mig_enabled: g.mig_enabled == Some(true),
+                    mig_uuids: g.mig_uuids.clone(),
+                },
+                Err(e) => NvmlGpu {
+                    index: e.index,
+                    name: "(unknown)".into(),
+                    ..NvmlGpu::default()
+                },
+            })
+            .collect()
+    }
+}
+
+/// The device one CUDA_VISIBLE_DEVICES entry names on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A whole GPU, by NVML index.
+    Gpu(u32),
+    /// A MIG device: the GPU that owns it, and its identifier (the full
+    /// `MIG-<uuid>`, or `MIG-GPU-<uuid>/<gi>/<ci>` as written).
+    Mig { gpu: u32, id: String },
+}
+
+/// Why CUDA cannot use an entry on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// An index at or beyond the number of GPUs.
+    BeyondCount(u32),
+    /// A UUID or UUID prefix no GPU (or MIG device) has.
+    NoMatch,
+    /// A UUID prefix several devices share: CUDA needs one that names one.
+    Ambiguous(Vec<Target>),
+}
+
+/// CUDA_VISIBLE_DEVICES mapped onto the GPUs NVML reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mapping {
+    /// What cuda:0, cuda:1, ... are: one per accepted entry, in order, up
+    /// to the first entry that names nothing here.
+    pub targets: Vec<Target>,
+    /// The first entry naming no device here (its position among the
+    /// accepted entries, and why): CUDA hides it and everything after it.
+    pub stop: Option<(usize, Unresolved)>,
+    /// Two entries naming the same device (their positions): CUDA then
+    /// shows no device at all.
+    pub duplicate: Option<(usize, usize)>,
+}
+
+impl Mapping {
+    /// The MIG devices among the targets.
+    fn mig_count(&self) -> usize {
+        self.targets
+            .iter()
+            .filter(|t| matches!(t, Target::Mig { .. }))
+            .count()
+    }
+}
+
+/// Map the entries CUDA accepted onto the GPUs NVML reports, as the driver
+/// does when it starts.
+///
+/// Sources: the CUDA Programming Guide, "CUDA Environment Variables" (an
+/// index names a device in CUDA's order; a UUID may be abbreviated to enough
+/// leading characters to name one GPU; "if one of the indices is invalid,
+/// only the devices whose index precedes the invalid index are visible"), and
+/// PyTorch's emulation of the driver, which it tested against real drivers:
+/// torch/cuda/__init__.py `_device_count_nvml` stops at the first index at or
+/// beyond NVML's device count, and `_transform_uuid_to_ordinals` stops at the
+/// first UUID prefix that matches no GPU or more than one, and returns no
+/// device when two entries resolve to the same GPU. MIG UUIDs are matched the
+/// same way against the MIG devices NVML lists.
+pub fn map_visible_devices(tokens: &[DeviceToken], gpus: &[NvmlGpu]) -> Mapping {
+    let mut m = Mapping::default();
+    for (position, token) in tokens.iter().enumerate() {
+        match resolve(token, gpus) {
+            Err(why) => {
+                m.stop = Some((position, why));
+                break;
+            }
+            Ok(target) => {
+                if let Some(first) = m.targets.iter().position(|t| *t == target) {
+                    m.duplicate = Some((first, position));
+                    break;
+                }
+                m.targets.push(target);
+            }
+        }
+    }
+    m
+}
+
+/// The one device a token names here.
+fn resolve(token: &DeviceToken, gpus: &[NvmlGpu]) -> Result<Target, Unresolved> {
+    let one = |found: Vec<Target>| match found.len() {
+        0 => Err(Unresolved::NoMatch),
+        1 => Ok(found.into_iter().next().ok_or(Unresolved::NoMatch)?),
+        _ => Err(Unresolved::Ambiguous(found)),
+    };
+    let uuid_starts =
+        |g: &NvmlGpu, prefix: &str| g.uuid.as_deref().is_some_and(|u| u.starts_with(prefix));
+    match token {
+        DeviceToken::Index(i) => match usize::try_from(*i) {
+            Ok(n) if n < gpus.len() => Ok(Target::Gpu(gpus[n].index)),
+            _ => Err(Unresolved::BeyondCount(*i)),
+        },
+        DeviceToken::Uuid(prefix) => one(gpus
+            .iter()
+            .filter(|g| uuid_starts(g, prefix))
+            .map(|g| Target::Gpu(g.index))
+            .collect()),
+        DeviceToken::Mig(id) => match id.strip_prefix("MIG-").filter(|b| b.starts_with("GPU-")) {
+            // The pre-R470 form names the parent GPU and the instance ids.
+            Some(legacy) => {
+                let parent = legacy.split('/').next().unwrap_or(legacy);
+                one(gpus
+                    .iter()
+                    .filter(|g| g.mig_enabled && uuid_starts(g, parent))
+                    .map(|g| Target::Mig {
+                        gpu: g.index,
+                        id: id.clone(),
+                    })
+                    .collect())
+            }
+            None => one(gpus
+                .iter()
+                .flat_map(|g| {
+                    g.mig_uuids
+                        .iter()
+                        .filter(|u| u.starts_with(id.as_str()))
+                        .map(|u| Target::Mig {
+                            gpu: g.index,
+                            id: u.clone(),
+                        })
+                })
+                .collect()),
+        },
+    }
+}
+
+/// A corrected CUDA_VISIBLE_DEVICES for this machine: every entry that names
+/// one device here, in order, each device once, at most one MIG device (all
+/// a CUDA process can use). `None` when nothing usable is left.
+pub fn repaired_visible_devices_on(value: &str, gpus: &[NvmlGpu]) -> Option<String> {
+    let mut kept: Vec<(DeviceToken, Target)> = Vec::new();
+    for raw in value.split(',') {
+        let Ok((token, _)) = parse_entry(raw) else {
+            continue;
+        };
+        let Ok(target) = resolve(&token, gpus) else {
+            continue;
+        };
+        let second_mig = matches!(target, Target::Mig { .. })
+            && kept.iter().any(|(_, t)| matches!(t, Target::Mig { .. }));
+        if !second_mig && !kept.iter().any(|(k, t)| *k == token || *t == target) {
+            kept.push((token, target));
+        }
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    Some(
+        kept.iter()
+            .map(|(t, _)| t.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+fn gpu_of(gpus: &[NvmlGpu], index: u32) -> Option<&NvmlGpu> {
+    gpus.iter().find(|g| g.index == index)
+}
+
+/// "GPU 2", or "MIG-... on GPU 1".
+fn target_short(t: &Target) -> String {
+    match t {
+        Target::Gpu(i) => format!("GPU {i}"),
+        Target::Mig { gpu, id } => format!("{id} on GPU {gpu}"),
+    }
+}
+
+/// "GPU 2 (NVIDIA H100 80GB HBM3, GPU-...)".
+fn target_long(t: &Target, gpus: &[NvmlGpu]) -> String {
+    let (gpu, mig) = match t {
+        Target::Gpu(i) => (*i, None),
+        Target::Mig { gpu, id } => (*gpu, Some(id)),
+    };
+    let g = gpu_of(gpus, gpu);
+    let name = g.map_or("(unknown)", |g| g.name.as_str());
+    let uuid = g.and_then(|g| g.uuid.as_deref()).unwrap_or("UUID n/a");
+    match mig {
+        Some(id) => format!("{id} on GPU {gpu} ({name}, {uuid})"),
+        None if g.is_some_and(|g| g.mig_enabled) => {
+            format!("GPU {gpu} ({name}, {uuid}; in MIG mode, CUDA uses one of its MIG devices)")
+        }
+        None => format!("GPU {gpu} ({name}, {uuid})"),
+    }
+}
+
+/// "cuda:0 -> GPU 2, cuda:1 -> GPU 5", or "none".
+fn targets_short(targets: &[Target]) -> String {
+    if targets.is_empty() {
+        return "none".into();
+    }
+    targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("cuda:{i} -> {}", target_short(t)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Longest list of devices a summary spells out before it cuts.
+const SUMMARY_MAX_DEVICES: usize = 8;
+
+/// The mapping as a summary shows it: one device in full, several by GPU
+/// number with the models they are.
+fn targets_summary(targets: &[Target], gpus: &[NvmlGpu]) -> String {
+    match targets {
+        [] => "no GPU".into(),
+        [only] => format!("cuda:0 -> {}", target_long(only, gpus)),
+        _ => {
+            let mut listed = targets_short(&targets[..targets.len().min(SUMMARY_MAX_DEVICES)]);
+            if targets.len() > SUMMARY_MAX_DEVICES {
+                listed.push_str(&format!(", … ({} in all)", targets.len()));
+            }
+            let names: Vec<&str> = targets
+                .iter()
+                .map(|t| {
+                    let gpu = match t {
+                        Target::Gpu(i) | Target::Mig { gpu: i, .. } => *i,
+                    };
+                    gpu_of(gpus, gpu).map_or("(unknown)", |g| g.name.as_str())
+                })
+                .collect();
+            format!("{listed} ({})", models(&names))
+        }
+    }
+}
+
+/// "8x NVIDIA H100 80GB HBM3" or "4x A, 4x B", in order of first appearance.
+fn models(names: &[&str]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        match counts.iter_mut().find(|(m, _)| m == n) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((n, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(m, c)| format!("{c}x {m}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn distinct_models(gpus: &[NvmlGpu]) -> usize {
+    let mut names: Vec<&str> = gpus.iter().map(|g| g.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
+/// "1 device", "2 devices".
+fn devices_text(n: usize) -> String {
+    if n == 1 {
+        "1 device".into()
+    } else {
+        format!("{n} devices")
+    }
+}
+
+/// "8 GPUs (0-7)".
+fn gpu_count_text(n: usize) -> String {
+    match n {
+        0 => "no GPU".into(),
+        1 => "1 GPU (0)".into(),
+        n => format!("{n} GPUs (0-{})", n - 1),
+    }
+}
+
+/// Per-device rows: cuda ordinal, the GPU's name and UUID (the MIG UUID for
+/// a MIG device), and the mapping in words.
+fn device_rows(targets: &[Target], gpus: &[NvmlGpu], order_caveat: bool) -> Vec<DeviceResult> {
+    targets
+        .iter()
+        .enumerate()
+        .map(|(ordinal, t)| {
+            let (gpu, uuid) = match t {
+                Target::Gpu(i) => (*i, gpu_of(gpus, *i).and_then(|g| g.uuid.clone())),
+                Target::Mig { gpu, id } => (*gpu, Some(id.clone())),
+            };
+            let mut summary = format!("cuda:{ordinal} -> {}", target_long(t, gpus));
+            if order_caveat {
+                summary.push_str(
+                    " if CUDA counted in PCI order; it counts fastest-first here (CUDA_DEVICE_ORDER is not PCI_BUS_ID)",
+                );
+            }
+            DeviceResult {
+                index: ordinal as u32,
+                name: gpu_of(gpus, gpu).map_or_else(|| "(unknown)".into(), |g| g.name.clone()),
+                uuid,
+                status: Status::Pass,
+                summary,
+                metrics: Vec::new(),
+            }
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------- env.cuda_visible_devices
 
 pub struct CudaVisibleDevices;
 
-/// What `env.cuda_visible_devices` judges: the variables as set (lossy).
+/// What `env.cuda_visible_devices` judges: the variables as set (lossy), and
+/// the GPUs NVML reports (`None` when NVML is not usable).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VisibilityFacts {
     pub cuda_visible_devices: Option<String>,
     pub nvidia_visible_devices: Option<String>,
     pub cuda_device_order: Option<String>,
+    pub gpus: Option<Vec<NvmlGpu>>,
+}
+
+/// How long the check waits for NVML before it judges the variables alone.
+/// NVML starts in well under a second with persistence mode on; without it
+/// the first call initialises every GPU and can take seconds (NVIDIA, "Driver
+/// Persistence"), which gpu.driver reports. Same budget as the gpu.* queries.
+const NVML_WAIT: Duration = Duration::from_secs(5);
+
+/// The GPUs NVML reports, or why the cross-check is not possible. NVML is
+/// not asked when gpu.driver already found it unusable, and is waited for at
+/// most [`NVML_WAIT`]: a hung driver is gpu.driver's verdict, not this one's.
+fn nvml_gpus(ctx: &Context) -> Result<Vec<NvmlGpu>, String> {
+    if let Some(driver) = ctx.earlier("gpu.driver") {
+        if !driver.status.satisfies_needs() {
+            return Err(format!(
+                "not possible: NVML is not usable (gpu.driver: {})",
+                driver.status
+            ));
+        }
+    }
+    // Leave the check's own timeout room to report; `--timeout` is the
+    // user's number, so an absurd one falls back to the default wait.
+    let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.8)
+        .ok()
+        .filter(|w| !w.is_zero())
+        .map_or(NVML_WAIT, |w| w.min(NVML_WAIT));
+    let lib = ctx.options.nvml_lib.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("nvml-inventory".into())
+        .spawn(move || {
+            let _ = tx.send(nvml::inventory(lib.as_deref()));
+        })
+        .map_err(|e| format!("not possible: cannot start a thread for NVML ({e})"))?;
+    match rx.recv_timeout(wait) {
+        Ok(Ok(inventory)) => Ok(NvmlGpu::from_inventory(&inventory)),
+        Ok(Err(failure)) => Err(format!("not possible: NVML is not usable ({failure})")),
+        Err(_) => Err(format!(
+            "not possible: NVML did not answer within {:.0} s{} (see gpu.driver)",
+            wait.as_secs_f64(),
+            nvml::hung_call()
+                .map(|c| format!(", stuck in {c}"))
+                .unwrap_or_default()
+        )),
+    }
 }
 
 impl Check for CudaVisibleDevices {
@@ -273,28 +662,46 @@ impl Check for CudaVisibleDevices {
         Profile::Quick
     }
     fn explain(&self) -> &'static str {
-        "Parses CUDA_VISIBLE_DEVICES exactly as the CUDA driver does and reports which GPUs a CUDA process will see, in which order, and what the value silently hides.\n\n\
+        "Parses CUDA_VISIBLE_DEVICES exactly as the CUDA driver does, maps every entry onto the GPUs NVML reports, and says which GPUs a CUDA process will see, in which order, and what the value silently hides.\n\n\
          The variable is a comma list of indices, GPU-<uuid> (or a unique prefix) and MIG-<uuid> \
          entries. CUDA stops reading at the first entry it cannot use and hides that entry and \
-         everything after it without any message: `0,1,foo,2` gives two GPUs, not three. An \
-         empty value or `-1` hides every GPU, and naming a GPU twice (`0,0`) leaves none at all. \
-         DDP then fails with 'invalid device ordinal' or runs on fewer GPUs than planned. An \
-         index with text after it (`1gpu`) is read as the number.\n\n\
+         everything after it without any message: `0,1,foo,2` gives two GPUs, not three, and on \
+         an 8-GPU machine `0,9,1` gives one, because index 9 names no GPU. A UUID prefix that \
+         matches no GPU, or more than one, ends the list the same way. An empty value or `-1` \
+         hides every GPU, and naming a GPU twice (`0,0`, or an index and that GPU's UUID) \
+         leaves none at all. A CUDA process can use only one MIG device, however many are \
+         listed. DDP then fails with 'invalid device ordinal' or runs on fewer GPUs than \
+         planned. An index with text after it (`1gpu`) is read as the number.\n\n\
+         With a working driver the check shows the result as cuda:N -> GPU M (model, UUID), \
+         with nvidia-smi's GPU numbers, in the summary and as per-device rows (`--verbose`). \
+         Without one it judges the value alone and says the cross-check was not possible; \
+         gpu.driver reports why.\n\n\
          Indices count GPUs in CUDA's enumeration order, which is fastest-first unless \
          CUDA_DEVICE_ORDER=PCI_BUS_ID; only then do they match nvidia-smi's numbering on a \
          machine with mixed GPU models. gpucheck warns when the list names indices and the order \
          is not PCI_BUS_ID. Inside containers, NVIDIA_VISIBLE_DEVICES tells the NVIDIA runtime \
          which GPUs to mount; `void` or `none` mounts none.\n\n\
-         Fix: list each GPU once, separated by commas only (`CUDA_VISIBLE_DEVICES=0,1,2,3`), \
-         prefer UUIDs from `nvidia-smi -L` for stable selection, `export \
-         CUDA_DEVICE_ORDER=PCI_BUS_ID`, or unset the variable to use every GPU."
+         Fix: list each GPU once, separated by commas only, using indices below the GPU count \
+         (`CUDA_VISIBLE_DEVICES=0,1,2,3`) or UUIDs from `nvidia-smi -L` (stable across reboots \
+         and orderings; a prefix must be unique), `export CUDA_DEVICE_ORDER=PCI_BUS_ID`, give \
+         each process its own MIG device or disable MIG to train on whole GPUs, or unset the \
+         variable to use every GPU."
     }
-    fn run(&self, _ctx: &Context) -> Outcome {
-        evaluate_visibility(&VisibilityFacts {
+    fn run(&self, ctx: &Context) -> Outcome {
+        let (gpus, not_checked) = match nvml_gpus(ctx) {
+            Ok(g) => (Some(g), None),
+            Err(why) => (None, Some(why)),
+        };
+        let o = evaluate_visibility(&VisibilityFacts {
             cuda_visible_devices: env_lossy("CUDA_VISIBLE_DEVICES"),
             nvidia_visible_devices: env_lossy("NVIDIA_VISIBLE_DEVICES"),
             cuda_device_order: env_lossy("CUDA_DEVICE_ORDER"),
-        })
+            gpus,
+        });
+        match not_checked {
+            Some(why) => o.with_fact("gpu_cross_check", why),
+            None => o,
+        }
     }
 }
 
@@ -303,6 +710,9 @@ struct Finding {
     status: Status,
     text: String,
     hint: Option<String>,
+    /// Leads the summary even when a warning decides the verdict: the
+    /// mapping onto real GPUs is what a person looks for first.
+    lead: bool,
 }
 
 impl Finding {
@@ -311,6 +721,7 @@ impl Finding {
             status: Status::Pass,
             text: text.into(),
             hint: None,
+            lead: false,
         }
     }
     fn new(status: Status, text: impl Into<String>, hint: impl Into<String>) -> Self {
@@ -318,7 +729,12 @@ impl Finding {
             status,
             text: text.into(),
             hint: Some(hint.into()),
+            lead: false,
         }
+    }
+    fn leading(mut self, lead: bool) -> Self {
+        self.lead = lead;
+        self
     }
 }
 
@@ -332,20 +748,36 @@ fn mapping(tokens: &[DeviceToken]) -> String {
         .join(", ")
 }
 
+/// The summary note when NVML could not be asked.
+const NOT_CROSS_CHECKED: &str = "not checked against the GPUs: NVML not usable";
+
+/// What judging CUDA_VISIBLE_DEVICES found, and what CUDA will show.
+#[derive(Default)]
+struct Judged {
+    findings: Vec<Finding>,
+    /// How many devices CUDA will enumerate; `None` when unknown.
+    visible: Option<usize>,
+    /// "cuda:0 -> GPU 2, ..." for the facts.
+    effective: Option<String>,
+    devices: Vec<DeviceResult>,
+}
+
 /// Judge the GPU visibility variables.
 pub fn evaluate_visibility(f: &VisibilityFacts) -> Outcome {
-    let mut findings: Vec<Finding> = Vec::new();
-    let mut parsed: Option<VisibleDevices> = None;
-    match f.cuda_visible_devices.as_deref() {
-        None => findings.push(Finding::note(
-            "CUDA_VISIBLE_DEVICES unset: all GPUs visible",
-        )),
+    let gpus = f.gpus.as_deref();
+    let order = f.cuda_device_order.as_deref().map(str::trim);
+    let pci_order = order == Some("PCI_BUS_ID");
+    let mixed_models = gpus.is_some_and(|g| distinct_models(g) > 1);
+    let mut indices = false;
+    let judged = match f.cuda_visible_devices.as_deref() {
+        None => judge_unset(gpus, pci_order),
         Some(value) => {
             let p = parse_cuda_visible_devices(value);
-            findings.extend(judge_cuda_visible_devices(value, &p));
-            parsed = Some(p);
+            indices = p.names_indices();
+            judge_cuda_visible_devices(value, &p, gpus, !pci_order && mixed_models)
         }
-    }
+    };
+    let mut findings = judged.findings;
 
     match f.nvidia_visible_devices.as_deref().map(str::trim) {
         Some(v @ ("void" | "")) => findings.push(Finding::new(
@@ -364,8 +796,6 @@ pub fn evaluate_visibility(f: &VisibilityFacts) -> Outcome {
         _ => {}
     }
 
-    let order = f.cuda_device_order.as_deref().map(str::trim);
-    let indices = parsed.as_ref().is_some_and(|p| p.names_indices());
     match order {
         Some("PCI_BUS_ID") => {}
         Some(o) if o != "FASTEST_FIRST" => findings.push(Finding::new(
@@ -376,14 +806,34 @@ pub fn evaluate_visibility(f: &VisibilityFacts) -> Outcome {
             ),
             "`export CUDA_DEVICE_ORDER=PCI_BUS_ID`",
         )),
-        _ if indices => findings.push(Finding::new(
-            Status::Warn,
-            format!(
-                "CUDA_DEVICE_ORDER is {}, so the indices count GPUs fastest-first and may not be nvidia-smi's GPUs on a machine with mixed models",
-                order.map(quote_value).unwrap_or_else(|| "unset (FASTEST_FIRST)".into())
-            ),
-            "`export CUDA_DEVICE_ORDER=PCI_BUS_ID`, or name the GPUs by UUID (`nvidia-smi -L`)",
-        )),
+        _ if indices => {
+            let base = format!(
+                "CUDA_DEVICE_ORDER is {}, so the indices count GPUs fastest-first",
+                order
+                    .map(quote_value)
+                    .unwrap_or_else(|| "unset (FASTEST_FIRST)".into())
+            );
+            let text = match gpus {
+                Some(g) if mixed_models => {
+                    let names: Vec<&str> = g.iter().map(|x| x.name.as_str()).collect();
+                    format!(
+                        "{base}, and this machine mixes models ({}): index N may not be nvidia-smi's GPU N, which the mapping shown assumes",
+                        models(&names)
+                    )
+                }
+                Some(_) => format!(
+                    "{base}, not in nvidia-smi's PCI order; the GPUs here are all one model, so the orders should agree, but only PCI_BUS_ID makes sure"
+                ),
+                None => format!(
+                    "{base} and may not be nvidia-smi's GPUs on a machine with mixed models"
+                ),
+            };
+            findings.push(Finding::new(
+                Status::Warn,
+                text,
+                "`export CUDA_DEVICE_ORDER=PCI_BUS_ID`, or name the GPUs by UUID (`nvidia-smi -L`)",
+            ))
+        }
         _ => {}
     }
 
@@ -391,14 +841,20 @@ pub fn evaluate_visibility(f: &VisibilityFacts) -> Outcome {
         .iter()
         .map(|x| x.status)
         .fold(Status::Pass, Status::worst);
-    // The summary carries the findings of the worst verdict; lesser warnings
-    // keep their hint and are listed as a fact, so a failure stays readable.
-    let summary = findings
-        .iter()
-        .filter(|x| x.status == worst)
-        .map(|x| x.text.as_str())
-        .collect::<Vec<_>>()
-        .join("; ");
+    // The summary carries the findings of the worst verdict, led by the
+    // mapping when only warnings stand against it; lesser warnings keep
+    // their hint and are listed as a fact, so a failure stays readable.
+    let mut parts: Vec<&str> = Vec::new();
+    if worst == Status::Warn {
+        parts.extend(findings.iter().filter(|x| x.lead).map(|x| x.text.as_str()));
+    }
+    parts.extend(
+        findings
+            .iter()
+            .filter(|x| x.status == worst)
+            .map(|x| x.text.as_str()),
+    );
+    let summary = parts.join("; ");
     let lesser = findings
         .iter()
         .filter(|x| x.status != worst && x.status != Status::Pass)
@@ -415,10 +871,21 @@ pub fn evaluate_visibility(f: &VisibilityFacts) -> Outcome {
     if !lesser.is_empty() {
         o = o.with_fact("also", lesser);
     }
-    if let Some(p) = &parsed {
-        o = o
-            .with_metric("visible_devices", p.effective().len() as f64, "count")
-            .with_fact("cuda_visible_effective", mapping(p.effective()));
+    if let Some(n) = judged.visible {
+        o = o.with_metric("visible_devices", n as f64, "count");
+    }
+    if let Some(e) = judged.effective {
+        o = o.with_fact("cuda_visible_effective", e);
+    }
+    o = o.with_fact(
+        "gpu_cross_check",
+        match gpus {
+            Some(g) => format!("{} from NVML", gpu_count_text(g.len())),
+            None => "not possible: NVML is not usable (see gpu.driver)".into(),
+        },
+    );
+    for d in judged.devices {
+        o = o.with_device(d);
     }
     for (key, value) in [
         ("cuda_visible_devices", &f.cuda_visible_devices),
@@ -436,90 +903,393 @@ pub fn evaluate_visibility(f: &VisibilityFacts) -> Outcome {
     o
 }
 
-fn judge_cuda_visible_devices(value: &str, p: &VisibleDevices) -> Vec<Finding> {
-    let shown = quote_value(value);
-    let fix = |what: &str| match repaired_visible_devices(value) {
-        Some(r) => {
-            format!("{what}, e.g. `export CUDA_VISIBLE_DEVICES={r}`, or unset it to use every GPU")
+/// CUDA_VISIBLE_DEVICES unset: every GPU, in CUDA's order.
+fn judge_unset(gpus: Option<&[NvmlGpu]>, pci_order: bool) -> Judged {
+    const UNSET: &str = "CUDA_VISIBLE_DEVICES unset";
+    let Some(gpus) = gpus else {
+        return Judged {
+            findings: vec![Finding::note(format!("{UNSET}: all GPUs visible"))],
+            ..Judged::default()
+        };
+    };
+    let targets: Vec<Target> = gpus.iter().map(|g| Target::Gpu(g.index)).collect();
+    let caveat = !pci_order && distinct_models(gpus) > 1;
+    let text = match targets.as_slice() {
+        [] => format!("{UNSET}: all GPUs visible, but NVML reports none (see gpu.count)"),
+        [only] => format!("{UNSET}: cuda:0 -> {}", target_long(only, gpus)),
+        _ => {
+            let names: Vec<&str> = gpus.iter().map(|g| g.name.as_str()).collect();
+            let order = if caveat {
+                "; CUDA counts them fastest-first (CUDA_DEVICE_ORDER is not PCI_BUS_ID), so cuda:N need not be GPU N"
+            } else {
+                ", cuda:N -> GPU N"
+            };
+            format!(
+                "{UNSET}: all {} GPUs visible ({}){order}",
+                gpus.len(),
+                models(&names)
+            )
         }
-        None => format!("{what}, or `unset CUDA_VISIBLE_DEVICES` to use every GPU"),
+    };
+    Judged {
+        findings: vec![Finding::note(text).leading(true)],
+        visible: Some(targets.len()),
+        effective: Some(targets_short(&targets)),
+        devices: device_rows(&targets, gpus, caveat),
+    }
+}
+
+/// The entries CUDA silently drops from position `from` on: accepted ones
+/// after it, the invalid one, and everything after that.
+fn hidden_from(p: &VisibleDevices, from: usize) -> Vec<String> {
+    p.tokens
+        .iter()
+        .skip(from)
+        .map(|t| t.to_string())
+        .chain(p.invalid.iter().map(|b| b.raw.clone()))
+        .chain(p.ignored.iter().cloned())
+        .collect()
+}
+
+/// "CUDA hides it and everything after it ("1", "2")".
+fn hides(hidden: &[String]) -> String {
+    if hidden.is_empty() {
+        "CUDA hides it".into()
+    } else {
+        format!(
+            "CUDA hides it and everything after it ({})",
+            hidden
+                .iter()
+                .map(|s| quote_value(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// The GPUs (or MIG devices) a hint offers instead, at most eight.
+fn valid_choices(gpus: &[NvmlGpu], mig: bool) -> String {
+    let all: Vec<String> = if mig {
+        gpus.iter()
+            .flat_map(|g| {
+                g.mig_uuids
+                    .iter()
+                    .map(move |u| format!("{u} (GPU {})", g.index))
+            })
+            .collect()
+    } else {
+        gpus.iter()
+            .filter_map(|g| g.uuid.as_ref().map(|u| format!("GPU {} {u}", g.index)))
+            .collect()
+    };
+    let mut s = all
+        .iter()
+        .take(SUMMARY_MAX_DEVICES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if all.len() > SUMMARY_MAX_DEVICES {
+        s.push_str(&format!(", … ({} in all)", all.len()));
+    }
+    s
+}
+
+fn judge_cuda_visible_devices(
+    value: &str,
+    p: &VisibleDevices,
+    gpus: Option<&[NvmlGpu]>,
+    order_caveat: bool,
+) -> Judged {
+    let shown = quote_value(value);
+    let fix = |what: &str| {
+        let repaired = match gpus {
+            Some(g) => repaired_visible_devices_on(value, g),
+            None => repaired_visible_devices(value),
+        };
+        match repaired {
+            Some(r) => format!(
+                "{what}, e.g. `export CUDA_VISIBLE_DEVICES={r}`, or unset it to use every GPU"
+            ),
+            None => format!("{what}, or `unset CUDA_VISIBLE_DEVICES` to use every GPU"),
+        }
+    };
+    let nothing = |f: Finding| Judged {
+        findings: vec![f],
+        visible: Some(0),
+        effective: Some(if gpus.is_some() {
+            "none".into()
+        } else {
+            String::new()
+        }),
+        devices: Vec::new(),
     };
     if value.trim().is_empty() {
-        return vec![Finding::new(
+        return nothing(Finding::new(
             Status::Fail,
             format!("CUDA_VISIBLE_DEVICES is set but empty ({shown}): CUDA sees no GPU"),
             "`unset CUDA_VISIBLE_DEVICES`, or list the GPUs: `export CUDA_VISIBLE_DEVICES=0,1`",
-        )];
+        ));
     }
     if let Some(dup) = &p.duplicate {
-        return vec![Finding::new(
+        return nothing(Finding::new(
             Status::Fail,
             format!(
                 "CUDA_VISIBLE_DEVICES={shown} names {} twice: CUDA then sees no GPU at all",
                 quote_value(dup)
             ),
             fix("list each GPU once"),
-        )];
+        ));
     }
-    let mut out = Vec::new();
-    match &p.invalid {
-        Some(bad) if bad.position == 0 => {
-            let text = if value.trim() == "-1" {
-                "CUDA_VISIBLE_DEVICES=\"-1\" hides every GPU".to_string()
-            } else {
-                format!(
-                    "CUDA_VISIBLE_DEVICES={shown}: the first entry is {}, so CUDA sees no GPU",
-                    bad.reason
-                )
+    if let Some(bad) = p.invalid.as_ref().filter(|b| b.position == 0) {
+        let text = if value.trim() == "-1" {
+            "CUDA_VISIBLE_DEVICES=\"-1\" hides every GPU".to_string()
+        } else {
+            format!(
+                "CUDA_VISIBLE_DEVICES={shown}: the first entry is {}, so CUDA sees no GPU",
+                bad.reason
+            )
+        };
+        return nothing(Finding::new(
+            Status::Fail,
+            text,
+            fix("list the GPUs to train on"),
+        ));
+    }
+
+    let mut out = Judged::default();
+    // What CUDA shows, in words, and whether the GPUs cut the list short.
+    let (visible_text, cut_short) = match gpus {
+        None => {
+            out.visible = Some(p.tokens.len());
+            out.effective = Some(mapping(&p.tokens));
+            (mapping(&p.tokens), false)
+        }
+        Some(g) => {
+            let m = map_visible_devices(&p.tokens, g);
+            let mut shown_targets = m.targets.clone();
+            let sees = |targets: &[Target]| {
+                if targets.is_empty() {
+                    "so it sees no GPU".to_string()
+                } else {
+                    format!("so it sees only {}", targets_short(targets))
+                }
             };
-            return vec![Finding::new(
-                Status::Fail,
-                text,
-                fix("list the GPUs to train on"),
-            )];
-        }
-        Some(bad) if bad.raw.trim().is_empty() && p.ignored.is_empty() => {
-            out.push(Finding::new(
-                Status::Warn,
-                format!(
-                    "CUDA_VISIBLE_DEVICES={shown} ends with a comma; visible: {}",
-                    mapping(&p.tokens)
-                ),
-                fix("remove the trailing comma"),
-            ));
-        }
-        Some(bad) => {
-            let hidden = if p.ignored.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " and everything after it ({})",
-                    p.ignored
+            if let Some((pos, why)) = &m.stop {
+                let entry = p.tokens[*pos].to_string();
+                let hidden = hides(&hidden_from(p, pos + 1));
+                let (text, hint) = match why {
+                    Unresolved::BeyondCount(i) => (
+                        format!(
+                            "CUDA_VISIBLE_DEVICES={shown} names GPU {i} but this machine has {}: {hidden}, {}",
+                            gpu_count_text(g.len()),
+                            sees(&m.targets)
+                        ),
+                        if g.is_empty() {
+                            "NVML reports no GPU on this machine (see gpu.count)".to_string()
+                        } else {
+                            fix(&format!(
+                                "use indices 0-{} (`nvidia-smi -L` lists the GPUs)",
+                                g.len() - 1
+                            ))
+                        },
+                    ),
+                    Unresolved::NoMatch => {
+                        let mig = matches!(p.tokens[*pos], DeviceToken::Mig(_));
+                        let what = if mig { "MIG device" } else { "GPU" };
+                        let unread: Vec<String> = g
+                            .iter()
+                            .filter(|x| x.uuid.is_none())
+                            .map(|x| format!("GPU {}", x.index))
+                            .collect();
+                        let unread = if unread.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (NVML could not read the UUID of {})", unread.join(", "))
+                        };
+                        let case = g
+                            .iter()
+                            .filter(|x| {
+                                x.uuid.as_deref().is_some_and(|u| {
+                                    u.to_ascii_lowercase()
+                                        .starts_with(&entry.to_ascii_lowercase())
+                                })
+                            })
+                            .map(|x| format!("GPU {}", x.index))
+                            .next();
+                        let choices = valid_choices(g, mig);
+                        let mut hint = if choices.is_empty() {
+                            if mig {
+                                "no GPU here has MIG devices (MIG is off, or no instance is created): name whole GPUs instead (`nvidia-smi -L`)".to_string()
+                            } else {
+                                "NVML could read no GPU UUID here: name the GPUs by index".to_string()
+                            }
+                        } else {
+                            format!(
+                                "the {what}s here are {choices}; use one of these UUIDs or a prefix that names one (`nvidia-smi -L`)"
+                            )
+                        };
+                        if let Some(c) = case {
+                            hint.push_str(&format!(
+                                "; {c}'s UUID matches {} only ignoring case: write it as `nvidia-smi -L` prints it",
+                                quote_value(&entry)
+                            ));
+                        }
+                        (
+                            format!(
+                                "CUDA_VISIBLE_DEVICES={shown}: entry {} ({}) matches no {what} on this machine{unread}: {hidden}, {}",
+                                pos + 1,
+                                quote_value(&entry),
+                                sees(&m.targets)
+                            ),
+                            fix(&hint),
+                        )
+                    }
+                    Unresolved::Ambiguous(matches) => {
+                        let names: Vec<String> = matches.iter().map(target_short).collect();
+                        let listed = names
+                            .iter()
+                            .take(SUMMARY_MAX_DEVICES)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        let more = if names.len() > SUMMARY_MAX_DEVICES { ", …" } else { "" };
+                        let full: Vec<String> = matches
+                            .iter()
+                            .take(SUMMARY_MAX_DEVICES)
+                            .map(|t| match t {
+                                Target::Gpu(i) => format!(
+                                    "GPU {i} is {}",
+                                    gpu_of(g, *i)
+                                        .and_then(|x| x.uuid.as_deref())
+                                        .unwrap_or("UUID n/a")
+                                ),
+                                Target::Mig { gpu, id } => format!("{id} is on GPU {gpu}"),
+                            })
+                            .collect();
+                        (
+                            format!(
+                                "CUDA_VISIBLE_DEVICES={shown}: entry {} ({}) matches {} devices ({listed}{more}), and CUDA needs a prefix that names one: {hidden}, {}",
+                                pos + 1,
+                                quote_value(&entry),
+                                matches.len(),
+                                sees(&m.targets)
+                            ),
+                            fix(&format!(
+                                "write enough of the UUID to name one device ({})",
+                                full.join(", ")
+                            )),
+                        )
+                    }
+                };
+                out.findings.push(Finding::new(Status::Fail, text, hint));
+            } else if let Some((first, second)) = m.duplicate {
+                shown_targets.clear();
+                out.findings.push(Finding::new(
+                    Status::Fail,
+                    format!(
+                        "CUDA_VISIBLE_DEVICES={shown}: entries {} and {} both name {}: CUDA then sees no GPU at all",
+                        quote_value(&p.tokens[first].to_string()),
+                        quote_value(&p.tokens[second].to_string()),
+                        target_short(&m.targets[first])
+                    ),
+                    fix("list each GPU once"),
+                ));
+            } else if m.mig_count() > 1 {
+                // NVIDIA MIG User Guide, "CUDA Device Enumeration": a CUDA
+                // process enumerates a single MIG device, however many are
+                // made available (confirmed in pytorch/pytorch#92315).
+                let mut kept_mig = false;
+                shown_targets.retain(|t| {
+                    let mig = matches!(t, Target::Mig { .. });
+                    let keep = !mig || !kept_mig;
+                    kept_mig |= mig;
+                    keep
+                });
+                let mig_gpus: Vec<String> = {
+                    let mut v: Vec<u32> = m
+                        .targets
                         .iter()
-                        .map(|s| quote_value(s))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            out.push(Finding::new(
-                Status::Fail,
-                format!(
-                    "CUDA_VISIBLE_DEVICES={shown}: entry {} ({}) is {}; CUDA silently hides it{hidden}; visible: {}",
-                    bad.position + 1,
-                    quote_value(&bad.raw),
-                    bad.reason,
-                    mapping(&p.tokens)
-                ),
-                fix(&format!("fix or remove {}", quote_value(&bad.raw))),
-            ));
+                        .filter_map(|t| match t {
+                            Target::Mig { gpu, .. } => Some(*gpu),
+                            Target::Gpu(_) => None,
+                        })
+                        .collect();
+                    v.dedup();
+                    v.iter().map(|i| i.to_string()).collect()
+                };
+                out.findings.push(Finding::new(
+                    Status::Fail,
+                    format!(
+                        "CUDA_VISIBLE_DEVICES={shown} lists {} MIG devices, but a CUDA process can use only one MIG device: it sees {}, not {}, and DDP cannot span MIG devices",
+                        m.mig_count(),
+                        devices_text(shown_targets.len()),
+                        m.targets.len()
+                    ),
+                    format!(
+                        "give each process one MIG device of its own (`CUDA_VISIBLE_DEVICES=MIG-...`), or disable MIG to train on whole GPUs (`sudo nvidia-smi -i {} -mig 0`, then reset the GPU)",
+                        mig_gpus.join(",")
+                    ),
+                ));
+            }
+            out.visible = Some(shown_targets.len());
+            out.effective = Some(targets_short(&shown_targets));
+            out.devices = device_rows(&shown_targets, g, order_caveat && p.names_indices());
+            let cut_short = !out.findings.is_empty();
+            (targets_summary(&shown_targets, g), cut_short)
         }
-        None => out.push(Finding::note(format!(
-            "CUDA_VISIBLE_DEVICES={shown}: {}",
-            mapping(&p.tokens)
-        ))),
+    };
+
+    if !cut_short {
+        match &p.invalid {
+            Some(bad) if bad.raw.trim().is_empty() && p.ignored.is_empty() => {
+                out.findings.push(Finding::new(
+                    Status::Warn,
+                    format!(
+                        "CUDA_VISIBLE_DEVICES={shown} ends with a comma; visible: {}",
+                        visible_text
+                    ),
+                    fix("remove the trailing comma"),
+                ));
+            }
+            Some(bad) => {
+                let hidden = if p.ignored.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " and everything after it ({})",
+                        p.ignored
+                            .iter()
+                            .map(|s| quote_value(s))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
+                out.findings.push(Finding::new(
+                    Status::Fail,
+                    format!(
+                        "CUDA_VISIBLE_DEVICES={shown}: entry {} ({}) is {}; CUDA silently hides it{hidden}; visible: {}",
+                        bad.position + 1,
+                        quote_value(&bad.raw),
+                        bad.reason,
+                        visible_text
+                    ),
+                    fix(&format!("fix or remove {}", quote_value(&bad.raw))),
+                ));
+            }
+            None => {
+                let text = match gpus {
+                    Some(_) => format!("CUDA_VISIBLE_DEVICES={shown}: {visible_text}"),
+                    None => format!(
+                        "CUDA_VISIBLE_DEVICES={shown}: {visible_text} ({NOT_CROSS_CHECKED})"
+                    ),
+                };
+                out.findings
+                    .push(Finding::note(text).leading(gpus.is_some()));
+            }
+        }
     }
     for (raw, i) in &p.trailing_text {
-        out.push(Finding::new(
+        out.findings.push(Finding::new(
             Status::Warn,
             format!(
                 "entry {} is read as {i} (CUDA ignores text after the number)",
@@ -529,17 +1299,20 @@ fn judge_cuda_visible_devices(value: &str, p: &VisibleDevices) -> Vec<Finding> {
         ));
     }
     if p.mixes_kinds() {
-        out.push(Finding::new(
+        out.findings.push(Finding::new(
             Status::Warn,
             "the list mixes indices and UUIDs: PyTorch's own parser (used by torch.cuda.device_count before CUDA starts) reads only entries of the first kind, so it can disagree with CUDA",
             "use one kind, preferably UUIDs from `nvidia-smi -L`",
         ));
     }
-    if p.tokens
-        .iter()
-        .any(|t| matches!(t, DeviceToken::Uuid(u) | DeviceToken::Mig(u) if u.len() == 4))
+    // Without the GPUs, a bare prefix can only be suspected; with them the
+    // mapping above says whether it names one GPU or several.
+    if gpus.is_none()
+        && p.tokens
+            .iter()
+            .any(|t| matches!(t, DeviceToken::Uuid(u) | DeviceToken::Mig(u) if u.len() == 4))
     {
-        out.push(Finding::new(
+        out.findings.push(Finding::new(
             Status::Warn,
             "an entry is a bare GPU-/MIG- prefix, which matches every GPU and is ambiguous on a machine with more than one",
             "write the UUID (or enough of it to be unique) from `nvidia-smi -L`",
@@ -929,6 +1702,7 @@ mod tests {
             cuda_visible_devices: cvd.map(String::from),
             nvidia_visible_devices: nvd.map(String::from),
             cuda_device_order: order.map(String::from),
+            gpus: None,
         })
     }
 
@@ -946,7 +1720,7 @@ mod tests {
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
-            r#"CUDA_VISIBLE_DEVICES="2,0": cuda:0 -> 2, cuda:1 -> 0"#
+            r#"CUDA_VISIBLE_DEVICES="2,0": cuda:0 -> 2, cuda:1 -> 0 (not checked against the GPUs: NVML not usable)"#
         );
         assert_eq!(o.metric("visible_devices"), Some(2.0));
     }
@@ -1069,7 +1843,7 @@ mod tests {
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
-            r#"CUDA_VISIBLE_DEVICES="GPU-abc": cuda:0 -> GPU-abc"#
+            r#"CUDA_VISIBLE_DEVICES="GPU-abc": cuda:0 -> GPU-abc (not checked against the GPUs: NVML not usable)"#
         );
     }
 
@@ -1142,6 +1916,662 @@ mod tests {
     fn long_values_are_cut() {
         let long = "7".repeat(500);
         assert!(quote_value(&long).chars().count() < 90);
+    }
+
+    // ---- the cross-check against the GPUs NVML reports
+
+    const H100: &str = "NVIDIA H100 80GB HBM3";
+    const A100: &str = "NVIDIA A100-SXM4-80GB";
+
+    fn gpu_uuid(i: u32) -> String {
+        format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0xfa4e_0000u32 + i, i)
+    }
+
+    fn mig_uuid(gpu: u32, slot: u32) -> String {
+        format!(
+            "MIG-{:08x}-aaaa-4bbb-8ccc-{:012x}",
+            0xfa4e_0000u32 + gpu,
+            slot
+        )
+    }
+
+    fn gpus_named(names: &[&str]) -> Vec<NvmlGpu> {
+        names
+            .iter()
+            .zip(0u32..)
+            .map(|(name, i)| NvmlGpu {
+                index: i,
+                name: name.to_string(),
+                uuid: Some(gpu_uuid(i)),
+                mig_enabled: false,
+                mig_uuids: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn h100s(n: usize) -> Vec<NvmlGpu> {
+        gpus_named(&vec![H100; n])
+    }
+
+    /// 2x A100 40GB, GPU 1 in MIG mode with two MIG devices (the mig scenario).
+    fn mig_box() -> Vec<NvmlGpu> {
+        let mut g = gpus_named(&["NVIDIA A100-SXM4-40GB"; 2]);
+        g[1].mig_enabled = true;
+        g[1].mig_uuids = vec![mig_uuid(1, 0), mig_uuid(1, 1)];
+        g
+    }
+
+    fn on(gpus: &[NvmlGpu], cvd: Option<&str>, order: Option<&str>) -> Outcome {
+        evaluate_visibility(&VisibilityFacts {
+            cuda_visible_devices: cvd.map(String::from),
+            nvidia_visible_devices: None,
+            cuda_device_order: order.map(String::from),
+            gpus: Some(gpus.to_vec()),
+        })
+    }
+
+    const PCI: Option<&str> = Some("PCI_BUS_ID");
+
+    fn device_summaries(o: &Outcome) -> Vec<&str> {
+        o.devices.iter().map(|d| d.summary.as_str()).collect()
+    }
+
+    #[test]
+    fn unset_with_eight_gpus_maps_every_ordinal() {
+        let o = on(&h100s(8), None, None);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "CUDA_VISIBLE_DEVICES unset: all 8 GPUs visible (8x NVIDIA H100 80GB HBM3), cuda:N -> GPU N"
+        );
+        assert_eq!(o.metric("visible_devices"), Some(8.0));
+        assert_eq!(o.devices.len(), 8);
+        let d = &o.devices[3];
+        assert_eq!(d.index, 3);
+        assert_eq!(d.uuid.as_deref(), Some(gpu_uuid(3).as_str()));
+        assert_eq!(
+            d.summary,
+            format!("cuda:3 -> GPU 3 ({H100}, {})", gpu_uuid(3))
+        );
+        assert_eq!(
+            o.facts.get("gpu_cross_check").map(String::as_str),
+            Some("8 GPUs (0-7) from NVML")
+        );
+    }
+
+    #[test]
+    fn unset_with_one_gpu_names_it() {
+        let o = on(&h100s(1), None, None);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            format!(
+                "CUDA_VISIBLE_DEVICES unset: cuda:0 -> GPU 0 ({H100}, {})",
+                gpu_uuid(0)
+            )
+        );
+    }
+
+    #[test]
+    fn unset_on_mixed_models_says_cuda_counts_fastest_first() {
+        let gpus = gpus_named(&[H100, H100, A100, A100]);
+        let o = on(&gpus, None, None);
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .contains("2x NVIDIA H100 80GB HBM3, 2x NVIDIA A100-SXM4-80GB"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            o.summary.contains("fastest-first") && o.summary.contains("need not be GPU N"),
+            "{}",
+            o.summary
+        );
+        assert!(o.devices[0].summary.contains("fastest-first"));
+        // With PCI order the ordinals are nvidia-smi's.
+        let o = on(&gpus, None, PCI);
+        assert!(o.summary.ends_with("cuda:N -> GPU N"), "{}", o.summary);
+        assert!(!o.devices[0].summary.contains("fastest-first"));
+    }
+
+    #[test]
+    fn indices_map_to_nvml_gpus() {
+        let o = on(&h100s(8), Some("2,5"), PCI);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            r#"CUDA_VISIBLE_DEVICES="2,5": cuda:0 -> GPU 2, cuda:1 -> GPU 5 (2x NVIDIA H100 80GB HBM3)"#
+        );
+        assert_eq!(
+            device_summaries(&o),
+            [
+                format!("cuda:0 -> GPU 2 ({H100}, {})", gpu_uuid(2)),
+                format!("cuda:1 -> GPU 5 ({H100}, {})", gpu_uuid(5)),
+            ]
+        );
+        assert_eq!(o.devices[1].index, 1);
+        assert_eq!(o.metric("visible_devices"), Some(2.0));
+        assert_eq!(
+            o.facts.get("cuda_visible_effective").map(String::as_str),
+            Some("cuda:0 -> GPU 2, cuda:1 -> GPU 5")
+        );
+    }
+
+    #[test]
+    fn index_beyond_the_count_fails_and_hides_the_rest() {
+        let o = on(&h100s(8), Some("0,9,1"), PCI);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            r#"CUDA_VISIBLE_DEVICES="0,9,1" names GPU 9 but this machine has 8 GPUs (0-7): CUDA hides it and everything after it ("1"), so it sees only cuda:0 -> GPU 0"#
+        );
+        assert!(hint(&o).contains("use indices 0-7"), "{}", hint(&o));
+        assert!(
+            hint(&o).contains("export CUDA_VISIBLE_DEVICES=0,1`"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("visible_devices"), Some(1.0));
+        assert_eq!(o.devices.len(), 1);
+
+        let o = on(&h100s(8), Some("8"), PCI);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.ends_with(
+                "names GPU 8 but this machine has 8 GPUs (0-7): CUDA hides it, so it sees no GPU"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(
+            hint(&o).contains("`unset CUDA_VISIBLE_DEVICES`"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("visible_devices"), Some(0.0));
+        assert!(o.devices.is_empty());
+    }
+
+    #[test]
+    fn index_beyond_the_count_on_one_gpu() {
+        let o = on(&h100s(1), Some("1"), PCI);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .contains("names GPU 1 but this machine has 1 GPU (0)"),
+            "{}",
+            o.summary
+        );
+        assert!(hint(&o).contains("use indices 0-0"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn a_failed_cross_check_keeps_the_order_warning_in_the_hint() {
+        let o = on(&h100s(8), Some("1,9"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(!o.summary.contains("CUDA_DEVICE_ORDER"), "{}", o.summary);
+        assert!(
+            hint(&o).contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
+    fn full_uuid_maps_to_its_gpu() {
+        let uuid = gpu_uuid(6);
+        let o = on(&h100s(8), Some(&uuid), None);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            format!("CUDA_VISIBLE_DEVICES=\"{uuid}\": cuda:0 -> GPU 6 ({H100}, {uuid})")
+        );
+        assert_eq!(o.devices[0].uuid.as_deref(), Some(uuid.as_str()));
+    }
+
+    #[test]
+    fn unique_uuid_prefix_maps_to_its_gpu() {
+        let o = on(&h100s(8), Some("GPU-fa4e0002,GPU-fa4e0007-1111"), None);
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .ends_with(": cuda:0 -> GPU 2, cuda:1 -> GPU 7 (2x NVIDIA H100 80GB HBM3)"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn uuid_prefix_matching_two_gpus_fails_naming_them() {
+        let o = on(&h100s(2), Some("GPU-fa4e000"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            r#"CUDA_VISIBLE_DEVICES="GPU-fa4e000": entry 1 ("GPU-fa4e000") matches 2 devices (GPU 0, GPU 1), and CUDA needs a prefix that names one: CUDA hides it, so it sees no GPU"#
+        );
+        assert!(
+            hint(&o).contains(&format!(
+                "write enough of the UUID to name one device (GPU 0 is {}, GPU 1 is {})",
+                gpu_uuid(0),
+                gpu_uuid(1)
+            )),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("visible_devices"), Some(0.0));
+    }
+
+    #[test]
+    fn bare_prefix_is_judged_against_the_gpus() {
+        let o = on(&h100s(8), Some("GPU-"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("matches 8 devices"), "{}", o.summary);
+        assert!(!o.summary.contains("bare"), "{}", o.summary);
+        // On a single GPU the bare prefix names it.
+        let o = on(&h100s(1), Some("GPU-"), None);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(o.summary.contains("cuda:0 -> GPU 0"), "{}", o.summary);
+    }
+
+    #[test]
+    fn uuid_matching_no_gpu_fails_listing_the_valid_ones() {
+        let o = on(&h100s(2), Some("GPU-fa4e0001,GPU-dead"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            r#"CUDA_VISIBLE_DEVICES="GPU-fa4e0001,GPU-dead": entry 2 ("GPU-dead") matches no GPU on this machine: CUDA hides it, so it sees only cuda:0 -> GPU 1"#
+        );
+        assert!(
+            hint(&o).contains(&format!(
+                "the GPUs here are GPU 0 {}, GPU 1 {}",
+                gpu_uuid(0),
+                gpu_uuid(1)
+            )),
+            "{}",
+            hint(&o)
+        );
+        assert!(
+            hint(&o).contains("export CUDA_VISIBLE_DEVICES=GPU-fa4e0001`"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("visible_devices"), Some(1.0));
+    }
+
+    #[test]
+    fn uuid_in_upper_case_is_pointed_out() {
+        let o = on(&h100s(4), Some("GPU-FA4E0002"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("matches no GPU"), "{}", o.summary);
+        assert!(
+            hint(&o).contains("GPU 2's UUID matches \"GPU-FA4E0002\" only ignoring case"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
+    fn unreadable_uuid_is_named_when_nothing_matches() {
+        let mut gpus = h100s(4);
+        gpus[3].uuid = None;
+        gpus[3].name = "(unknown)".into();
+        let o = on(&gpus, Some("GPU-0123"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .contains("matches no GPU on this machine (NVML could not read the UUID of GPU 3)"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn mig_uuid_maps_to_the_gpu_that_owns_it() {
+        let mig = mig_uuid(1, 1);
+        let o = on(&mig_box(), Some(&mig), None);
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            format!(
+                "CUDA_VISIBLE_DEVICES=\"{mig}\": cuda:0 -> {mig} on GPU 1 (NVIDIA A100-SXM4-40GB, {})",
+                gpu_uuid(1)
+            )
+        );
+        assert_eq!(o.devices[0].uuid.as_deref(), Some(mig.as_str()));
+        assert_eq!(o.devices[0].name, "NVIDIA A100-SXM4-40GB");
+        // A unique prefix of it works too.
+        let o = on(
+            &mig_box(),
+            Some("MIG-fa4e0001-aaaa-4bbb-8ccc-000000000000"),
+            None,
+        );
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(o.summary.contains(&mig_uuid(1, 0)), "{}", o.summary);
+    }
+
+    #[test]
+    fn legacy_mig_form_maps_to_the_parent_gpu() {
+        let entry = format!("MIG-{}/1/0", gpu_uuid(1));
+        let o = on(&mig_box(), Some(&entry), None);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary.contains(&format!("cuda:0 -> {entry} on GPU 1")),
+            "{}",
+            o.summary
+        );
+        // GPU 0 is not in MIG mode: it has no MIG instance to name.
+        let entry = format!("MIG-{}/1/0", gpu_uuid(0));
+        assert_eq!(on(&mig_box(), Some(&entry), None).status, Status::Fail);
+    }
+
+    #[test]
+    fn two_mig_devices_fail_because_cuda_uses_one() {
+        let value = format!("{},{}", mig_uuid(1, 0), mig_uuid(1, 1));
+        let o = on(&mig_box(), Some(&value), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.contains(
+                "lists 2 MIG devices, but a CUDA process can use only one MIG device: it sees 1 device, not 2"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(
+            hint(&o).contains("`sudo nvidia-smi -i 1 -mig 0`"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("visible_devices"), Some(1.0));
+        assert_eq!(o.devices.len(), 1);
+    }
+
+    #[test]
+    fn mig_uuid_matching_nothing_fails() {
+        let o = on(
+            &mig_box(),
+            Some("MIG-fa4e0001-aaaa-4bbb-8ccc-000000000009"),
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("matches no MIG device"), "{}", o.summary);
+        assert!(
+            hint(&o).contains(&format!(
+                "the MIG devices here are {} (GPU 1)",
+                mig_uuid(1, 0)
+            )),
+            "{}",
+            hint(&o)
+        );
+        // Without MIG anywhere the hint says so.
+        let o = on(&h100s(2), Some("MIG-fa4e0001"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            hint(&o).contains("no GPU here has MIG devices"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
+    fn a_gpu_in_mig_mode_says_cuda_uses_one_mig_device_of_it() {
+        let o = on(&mig_box(), Some("1"), PCI);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary
+                .contains("in MIG mode, CUDA uses one of its MIG devices"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn an_index_and_the_uuid_of_the_same_gpu_leave_nothing() {
+        let value = format!("0,{}", gpu_uuid(0));
+        let o = on(&h100s(8), Some(&value), PCI);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            format!(
+                "CUDA_VISIBLE_DEVICES=\"{value}\": entries \"0\" and \"{}\" both name GPU 0: CUDA then sees no GPU at all",
+                gpu_uuid(0)
+            )
+        );
+        assert!(
+            hint(&o).contains("list each GPU once, e.g. `export CUDA_VISIBLE_DEVICES=0`"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("visible_devices"), Some(0.0));
+        assert!(o.devices.is_empty());
+        // Two prefixes of one UUID do the same.
+        let o = on(&h100s(8), Some("GPU-fa4e0003,GPU-fa4e0003-1111"), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("both name GPU 3"), "{}", o.summary);
+    }
+
+    #[test]
+    fn mixed_kinds_naming_different_gpus_warn_after_the_mapping() {
+        let value = format!("0,{}", gpu_uuid(3));
+        let o = on(&h100s(8), Some(&value), PCI);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.starts_with(&format!(
+                "CUDA_VISIBLE_DEVICES=\"{value}\": cuda:0 -> GPU 0, cuda:1 -> GPU 3 (2x {H100}); the list mixes indices and UUIDs"
+            )),
+            "{}",
+            o.summary
+        );
+        assert_eq!(o.metric("visible_devices"), Some(2.0));
+    }
+
+    #[test]
+    fn indices_without_pci_order_on_one_model_warn_gently() {
+        let o = on(&h100s(8), Some("0,1"), None);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.starts_with(
+                r#"CUDA_VISIBLE_DEVICES="0,1": cuda:0 -> GPU 0, cuda:1 -> GPU 1 (2x NVIDIA H100 80GB HBM3); CUDA_DEVICE_ORDER is unset (FASTEST_FIRST)"#
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(o.summary.contains("all one model"), "{}", o.summary);
+        assert!(
+            hint(&o).contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+            "{}",
+            hint(&o)
+        );
+        assert!(!o.devices[0].summary.contains("fastest-first"));
+    }
+
+    #[test]
+    fn indices_without_pci_order_on_mixed_models_say_the_mapping_may_be_off() {
+        let gpus = gpus_named(&[H100, H100, A100, A100]);
+        let o = on(&gpus, Some("2"), None);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.contains(
+                "this machine mixes models (2x NVIDIA H100 80GB HBM3, 2x NVIDIA A100-SXM4-80GB)"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(
+            o.devices[0].summary.starts_with(&format!(
+                "cuda:0 -> GPU 2 ({A100}, {}) if CUDA counted in PCI order",
+                gpu_uuid(2)
+            )),
+            "{}",
+            o.devices[0].summary
+        );
+    }
+
+    #[test]
+    fn minus_one_and_empty_hide_every_gpu_with_gpus_known() {
+        for (value, says) in [("-1", "hides every GPU"), ("", "set but empty")] {
+            let o = on(&h100s(8), Some(value), PCI);
+            assert_eq!(o.status, Status::Fail, "{value:?}");
+            assert!(o.summary.contains(says), "{value:?}: {}", o.summary);
+            assert!(
+                hint(&o).contains("unset CUDA_VISIBLE_DEVICES"),
+                "{}",
+                hint(&o)
+            );
+            assert_eq!(o.metric("visible_devices"), Some(0.0));
+            assert!(o.devices.is_empty());
+            assert_eq!(
+                o.facts.get("cuda_visible_effective").map(String::as_str),
+                Some("none")
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_word_after_valid_indices_shows_the_real_gpus() {
+        let o = on(&h100s(8), Some("0,1,foo,2"), PCI);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.ends_with(
+                "CUDA silently hides it and everything after it (\"2\"); visible: cuda:0 -> GPU 0, cuda:1 -> GPU 1 (2x NVIDIA H100 80GB HBM3)"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(
+            hint(&o).contains("export CUDA_VISIBLE_DEVICES=0,1,2`"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.devices.len(), 2);
+    }
+
+    #[test]
+    fn trailing_comma_with_gpus_warns_after_the_mapping() {
+        let o = on(&h100s(8), Some("3,"), PCI);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.contains(&format!(
+                "ends with a comma; visible: cuda:0 -> GPU 3 ({H100}, {})",
+                gpu_uuid(3)
+            )),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn long_lists_are_cut_in_the_summary_but_not_in_the_devices() {
+        let value = (0..16).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let o = on(&h100s(16), Some(&value), PCI);
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .contains("cuda:7 -> GPU 7, … (16 in all) (16x NVIDIA H100 80GB HBM3)"),
+            "{}",
+            o.summary
+        );
+        assert_eq!(o.devices.len(), 16);
+    }
+
+    #[test]
+    fn without_nvml_the_cross_check_is_noted_not_failed() {
+        let o = vis(Some("3"), None, Some("PCI_BUS_ID"));
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .ends_with("(not checked against the GPUs: NVML not usable)"),
+            "{}",
+            o.summary
+        );
+        assert!(o.devices.is_empty());
+        assert!(o
+            .facts
+            .get("gpu_cross_check")
+            .is_some_and(|f| f.starts_with("not possible")));
+        // Unset: the summary stays as it was, the fact says why.
+        let o = vis(None, None, None);
+        assert_eq!(o.summary, "CUDA_VISIBLE_DEVICES unset: all GPUs visible");
+        assert!(o.facts.contains_key("gpu_cross_check"));
+    }
+
+    #[test]
+    fn nvml_is_not_asked_after_gpu_driver_failed() {
+        let mut ctx = Context::default();
+        ctx.earlier.insert(
+            "gpu.driver".into(),
+            Outcome::fail("the NVIDIA kernel driver is not loaded", "modprobe"),
+        );
+        assert_eq!(
+            nvml_gpus(&ctx),
+            Err("not possible: NVML is not usable (gpu.driver: fail)".to_string())
+        );
+    }
+
+    #[test]
+    fn mapping_stops_at_the_first_entry_naming_nothing() {
+        let gpus = h100s(4);
+        let m = map_visible_devices(&idx(&[3, 1, 4, 0]), &gpus);
+        assert_eq!(m.targets, [Target::Gpu(3), Target::Gpu(1)]);
+        assert_eq!(m.stop, Some((2, Unresolved::BeyondCount(4))));
+        assert_eq!(m.duplicate, None);
+        let m = map_visible_devices(
+            &[
+                DeviceToken::Uuid("GPU-fa4e0002".into()),
+                DeviceToken::Index(2),
+                DeviceToken::Index(0),
+            ],
+            &gpus,
+        );
+        assert_eq!(m.duplicate, Some((0, 1)));
+    }
+
+    #[test]
+    fn repair_for_this_machine_keeps_what_names_a_device_once() {
+        let gpus = h100s(8);
+        assert_eq!(
+            repaired_visible_devices_on("0,9,1", &gpus).as_deref(),
+            Some("0,1")
+        );
+        assert_eq!(
+            repaired_visible_devices_on(&format!("0,{},1", gpu_uuid(0)), &gpus).as_deref(),
+            Some("0,1")
+        );
+        assert_eq!(repaired_visible_devices_on("9,GPU-dead", &gpus), None);
+        let two_migs = format!("{},{}", mig_uuid(1, 0), mig_uuid(1, 1));
+        assert_eq!(
+            repaired_visible_devices_on(&two_migs, &mig_box()),
+            Some(mig_uuid(1, 0))
+        );
+    }
+
+    #[test]
+    fn inventory_keeps_the_place_of_an_unreadable_gpu() {
+        let good = |index: u32| GpuInfo {
+            index,
+            name: H100.into(),
+            uuid: gpu_uuid(index),
+            pci_bus_id: "00000000:18:00.0".into(),
+            memory_total_mib: 81559,
+            compute_capability: Some((9, 0)),
+            mig_enabled: Some(false),
+            mig_uuids: Vec::new(),
+        };
+        let gpus = NvmlGpu::from_inventory(&[
+            Ok(good(0)),
+            Err(GpuError {
+                index: 1,
+                error: nvml::Unavailable::GpuLost,
+            }),
+            Ok(good(2)),
+        ]);
+        assert_eq!(gpus.len(), 3);
+        assert_eq!(gpus[1].index, 1);
+        assert_eq!(gpus[1].uuid, None);
+        // Index 2 is still GPU 2, as CUDA counts it.
+        let o = on(&gpus, Some("2"), PCI);
+        assert_eq!(o.status, Status::Pass);
+        assert!(o.summary.contains("cuda:0 -> GPU 2"), "{}", o.summary);
     }
 
     // ---- torchrun
