@@ -54,21 +54,28 @@ pub fn kill_group(pgid: i32) {
     }
 }
 
-/// Run `cmd` (stdin closed, stdout/stderr captured) in a new process group
-/// that dies with its parent, wait at most `timeout`, then kill the group.
-pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunError> {
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe; the program dies with its parent.
+/// Make `cmd` start in a process group of its own (so the whole group can be
+/// killed at once) and die with the process that started it (SIGKILL on the
+/// parent's death, so not even a SIGKILLed gpucheck leaves it behind).
+pub fn isolate(cmd: &mut Command) {
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe, as pre_exec requires.
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
+}
+
+/// Run `cmd` (stdin closed, stdout/stderr captured) in a new process group
+/// that dies with its parent, wait at most `timeout`, then kill the group.
+pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunError> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    isolate(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| RunError::Spawn {
         program,
         reason: e.to_string(),
