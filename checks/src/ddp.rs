@@ -1,1 +1,1224 @@
-//! The ddp checks (to be written).
+//! The ddp group: a real DistributedDataParallel training run through the
+//! user's own Python, torch and torchrun, measuring whether adding GPUs
+//! actually makes training faster and whether DDP really keeps the ranks in
+//! sync.
+//!
+//! The payload (checks/payloads/ddp_bench.py) is launched as
+//! `python -m torch.distributed.run` on a loopback port gpucheck found free.
+//! Rank 0 first trains a synthetic model alone (world size 1), then every rank
+//! trains it under DDP (world size N). Rank 0 reports the numbers as marked
+//! JSON lines on stdout; [`parse_records`] reads them, [`evaluate`] judges a
+//! finished run and [`evaluate_failure`] one that did not finish. Both are
+//! pure and unit-tested per verdict.
+//!
+//! torchrun starts every worker in a session of its own, so killing torchrun's
+//! process group misses them. The payload asks the kernel to kill it when
+//! torchrun dies (PR_SET_PDEATHSIG), and when torchrun ends gpucheck also
+//! kills any process still running the payload's unique temporary file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::probe::process::{self, Output, RunError};
+use crate::probe::python::{self, PayloadFile};
+use crate::{
+    Check, Context, DataTable, DdpModel, DeviceResult, Isolation, Options, Outcome, Profile, Status,
+};
+
+/// The benchmark program, embedded so gpucheck stays one file.
+const PAYLOAD: &str = include_str!("../payloads/ddp_bench.py");
+/// Prefix of every protocol line the payload writes on stdout.
+const MARK: &str = "@@gpucheck-ddp@@ ";
+
+/// Scaling efficiency below which adding GPUs is judged not worth it: N GPUs
+/// deliver less than half of N times one GPU. The brief's floor; a healthy
+/// node is far above it (facts.md "DDP scaling": ResNet-50 on 8x V100 about
+/// 93 %, pytorch benchmarks/distributed/ddp; the seed guides expect about 3.5x
+/// on 4 GPUs, 0.875).
+pub const FAIL_BELOW_EFFICIENCY: f64 = 0.5;
+/// Below this a node works but loses a fifth or more of its GPUs to
+/// communication or stragglers; the healthy figures above (0.875-0.93) sit
+/// clearly over it.
+pub const WARN_BELOW_EFFICIENCY: f64 = 0.8;
+/// A rank whose local compute time (the same work on every rank) is over this
+/// multiple of the median rank's is a straggler. gpucheck's choice: run-to-run
+/// noise of identical GPUs on identical work is a few per cent, and DDP runs
+/// every step at the pace of its slowest rank.
+pub const STRAGGLER_RATIO: f64 = 1.15;
+/// Above this share of a step spent waiting on the gradient all-reduce, the
+/// advice for a slow run points at the interconnect rather than at compute.
+/// gpucheck's choice: DDP overlaps all-reduce with backward, so on a healthy
+/// node little of it is exposed.
+pub const COMM_BOUND_SHARE: f64 = 0.3;
+/// Processes for a CPU benchmark when --nproc is not given.
+pub const CPU_DEFAULT_NPROC: u32 = 2;
+/// Default time limit of the whole check: torch import and rendezvous take
+/// seconds, a healthy 8-GPU node finishes well under a minute.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// `ddp.benchmark`.
+pub struct Benchmark;
+
+impl Check for Benchmark {
+    fn id(&self) -> &'static str {
+        "ddp.benchmark"
+    }
+    fn title(&self) -> &'static str {
+        "DDP scaling benchmark"
+    }
+    fn profile(&self) -> Profile {
+        Profile::Full
+    }
+    fn isolation(&self) -> Isolation {
+        Isolation::Child
+    }
+    fn timeout(&self) -> Duration {
+        DEFAULT_TIMEOUT
+    }
+    fn timeout_hint(&self) -> String {
+        HANG_HINT.to_string()
+    }
+    fn explain(&self) -> &'static str {
+        "Runs a short real DistributedDataParallel training job through torchrun and checks that \
+         adding GPUs speeds training up and that DDP keeps every rank's weights identical.\n\n\
+         gpucheck launches `python -m torch.distributed.run` with the Python the training job will \
+         use (--python, $VIRTUAL_ENV, $CONDA_PREFIX, then python3), one process per visible GPU \
+         (--nproc N overrides), on a loopback port it verified free. The model is a stack of \
+         transformer-style MLP blocks (--ddp-model small ~2 M, medium ~67 M, large ~268 M \
+         parameters) trained on synthetic data made on the device, in bf16 autocast where the GPU \
+         supports it, with DDP's default 25 MB gradient buckets. Rank 0 first trains it alone \
+         (world size 1); then all ranks train it under DDP (world size N). Scaling efficiency is \
+         the N-rank throughput divided by N times the one-rank throughput. Each rank reports its \
+         step time (p50/p95) and the share of a step spent waiting on communication, measured as \
+         the forward+backward time of synchronised steps minus that of the same steps under \
+         `ddp.no_sync()`, i.e. the all-reduce time the backward pass could not hide. At the end \
+         every rank fingerprints its parameters (a float64 sum and a hash of the exact bits) and \
+         the fingerprints are compared.\n\n\
+         Why it matters: every other check looks at one part (driver, NCCL, network); this one \
+         runs the stack the training job will run. A node whose GPUs work but talk over a slow \
+         path, share a PCIe switch badly, throttle, or wait on one slow GPU trains at a fraction \
+         of what it costs. Ranks whose weights differ after synchronised steps mean DDP's \
+         all-reduce is returning wrong data: training would silently diverge.\n\n\
+         Verdicts on GPUs: efficiency below 0.5 fails and below 0.8 warns (--min-scaling X sets \
+         the failure floor); a rank whose compute time is over 1.15x the median warns and is named \
+         with its GPU UUID; differing weights fail. On CPUs (--ddp-device cpu, gloo) the numbers \
+         are reported but not judged; the weight check still applies. With the default NCCL \
+         backend on a machine without NVIDIA GPUs the check is skipped.\n\n\
+         How to fix: low efficiency with a large communication share points at the interconnect: \
+         compare `nccl.allreduce` bus bandwidth, look at `nvidia-smi topo -m` (GPUs should reach \
+         each other over NV# links, not SYS), and make sure NCCL_P2P_DISABLE and NCCL_SHM_DISABLE \
+         are not set. Low efficiency with little communication points at stragglers or CPU \
+         contention: check the named GPU with `nvidia-smi -q -d PERFORMANCE` for throttling and \
+         the host for other busy processes. A failed worker is shown with its error; a hang shows \
+         where each rank was: rerun with NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL, and \
+         check `dmesg` for Xid errors."
+    }
+    fn run(&self, ctx: &Context) -> Outcome {
+        run_benchmark(&ctx.options)
+    }
+}
+
+/// What to do when the benchmark hangs (also the runner's timeout hint).
+const HANG_HINT: &str = "a DDP rank stopped making progress: rerun with NCCL_DEBUG=INFO and \
+     TORCH_DISTRIBUTED_DEBUG=DETAIL to see the collective it is stuck in, look for Xid errors \
+     (`dmesg`) and a GPU stuck at 100 % (`nvidia-smi`), try NCCL_P2P_DISABLE=1 or \
+     NCCL_SHM_DISABLE=1 to isolate a broken transport; a busy machine may only need more time \
+     (--timeout SECS), or leave the benchmark out with --skip ddp.benchmark";
+
+// ---------------------------------------------------------------------------
+// What to run
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchDevice {
+    Cuda,
+    Cpu,
+}
+
+impl BenchDevice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BenchDevice::Cuda => "cuda",
+            BenchDevice::Cpu => "cpu",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Nccl,
+    Gloo,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Nccl => "nccl",
+            Backend::Gloo => "gloo",
+        }
+    }
+}
+
+/// How many processes torchrun starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nproc {
+    Count(u32),
+    /// One per GPU torch can see (`--nproc-per-node gpu`: torchrun counts
+    /// them with torch.cuda.device_count(), honouring CUDA_VISIBLE_DEVICES).
+    EveryGpu,
+}
+
+/// The benchmark to run, from the options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub device: BenchDevice,
+    pub backend: Backend,
+    pub nproc: Nproc,
+    pub model: DdpModel,
+    pub warmup_steps: u32,
+    pub timed_steps: u32,
+    pub no_sync_steps: u32,
+}
+
+/// Steps per phase (warm-up, timed, no_sync). GPU steps take tens of
+/// milliseconds; CPU steps are slower and the numbers are report-only there.
+const CUDA_STEPS: (u32, u32, u32) = (5, 20, 10);
+const CPU_STEPS: (u32, u32, u32) = (2, 8, 4);
+
+/// Options that cannot be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("unknown DDP device '{0}'")]
+    UnknownDevice(String),
+    #[error("unknown DDP backend '{0}'")]
+    UnknownBackend(String),
+    #[error("--ddp-backend nccl cannot run on --ddp-device cpu: NCCL only moves GPU memory")]
+    NcclOnCpu,
+}
+
+impl PlanError {
+    /// gpucheck could not run the benchmark it was asked for: an `error`
+    /// naming the flags that work.
+    pub fn outcome(&self) -> Outcome {
+        let hint = match self {
+            PlanError::UnknownDevice(_) => "use --ddp-device cuda or --ddp-device cpu",
+            PlanError::UnknownBackend(_) => "use --ddp-backend nccl or --ddp-backend gloo",
+            PlanError::NcclOnCpu => "benchmark on CPUs with --ddp-backend gloo --ddp-device cpu",
+        };
+        Outcome::error(self.to_string()).with_hint(hint)
+    }
+}
+
+/// Decide device, backend and process count. Defaults: NCCL on CUDA, one
+/// process per GPU; `--ddp-device cpu` alone means gloo with 2 processes.
+pub fn plan(options: &Options) -> Result<Plan, PlanError> {
+    let device = match options.ddp_device.as_deref() {
+        None | Some("cuda") => BenchDevice::Cuda,
+        Some("cpu") => BenchDevice::Cpu,
+        Some(other) => return Err(PlanError::UnknownDevice(other.to_string())),
+    };
+    let backend = match (options.ddp_backend.as_deref(), device) {
+        (None, BenchDevice::Cuda) | (Some("nccl"), BenchDevice::Cuda) => Backend::Nccl,
+        (None, BenchDevice::Cpu) | (Some("gloo"), _) => Backend::Gloo,
+        (Some("nccl"), BenchDevice::Cpu) => return Err(PlanError::NcclOnCpu),
+        (Some(other), _) => return Err(PlanError::UnknownBackend(other.to_string())),
+    };
+    let nproc = match (options.nproc, device) {
+        (Some(n), _) => Nproc::Count(n.max(1)),
+        (None, BenchDevice::Cuda) => Nproc::EveryGpu,
+        (None, BenchDevice::Cpu) => Nproc::Count(CPU_DEFAULT_NPROC),
+    };
+    let (warmup_steps, timed_steps, no_sync_steps) = match device {
+        BenchDevice::Cuda => CUDA_STEPS,
+        BenchDevice::Cpu => CPU_STEPS,
+    };
+    Ok(Plan {
+        device,
+        backend,
+        nproc,
+        model: options.ddp_model,
+        warmup_steps,
+        timed_steps,
+        no_sync_steps,
+    })
+}
+
+/// The time the benchmark may take: the check's timeout less a margin for
+/// gpucheck to kill what is left and report, so the check's own (more
+/// precise) verdict wins over the runner's.
+pub fn budget(timeout_s: f64) -> Duration {
+    let total = if timeout_s > 0.0 {
+        timeout_s
+    } else {
+        DEFAULT_TIMEOUT.as_secs_f64()
+    };
+    let margin = (total * 0.1).clamp(0.5, 5.0);
+    Duration::from_secs_f64((total - margin).max(0.5))
+}
+
+/// True when this machine has an NVIDIA (or ROCm, or WSL) GPU device node:
+/// without one no GPU can be used, and starting Python would only confirm it.
+fn gpu_device_nodes_present() -> bool {
+    ["/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago: bind port 0, read the
+/// number the kernel chose, close. (Stand-in until the net probe's shared
+/// free-port helper lands.)
+fn free_loopback_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `python -m torch.distributed.run ... payload ...`: single node, c10d
+/// rendezvous on 127.0.0.1:port, no restarts, a short monitor interval so a
+/// dead worker ends the run promptly.
+fn torchrun_command(
+    python: &Path,
+    script: &Path,
+    plan: &Plan,
+    port: u16,
+    budget: Duration,
+) -> Command {
+    let mut cmd = python::python_command(python);
+    // torchrun takes PET_* variables as defaults for its own flags (a stray
+    // PET_TEE or PET_REDIRECTS would hide the workers' output); the
+    // benchmark's launch is gpucheck's own.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PET_") {
+            cmd.env_remove(&key);
+        }
+    }
+    let nproc = match plan.nproc {
+        Nproc::Count(n) => n.to_string(),
+        Nproc::EveryGpu => "gpu".to_string(),
+    };
+    cmd.args(["-m", "torch.distributed.run", "--nnodes", "1"])
+        .args(["--nproc-per-node", &nproc])
+        .args(["--rdzv-backend", "c10d"])
+        .args(["--rdzv-endpoint", &format!("127.0.0.1:{port}")])
+        .args(["--rdzv-id", &format!("gpucheck-ddp-{}", std::process::id())])
+        .args(["--max-restarts", "0", "--monitor-interval", "0.2"])
+        .arg(script)
+        .args(["--device", plan.device.as_str()])
+        .args(["--backend", plan.backend.as_str()])
+        .args(["--model", plan.model.as_str()])
+        .args(["--warmup", &plan.warmup_steps.to_string()])
+        .args(["--steps", &plan.timed_steps.to_string()])
+        .args(["--no-sync-steps", &plan.no_sync_steps.to_string()])
+        .args(["--pg-timeout-s", &format!("{:.0}", budget.as_secs_f64())]);
+    // After one worker fails, give the others 5 s to stop before SIGKILL
+    // (torchrun's default is 30 s); an NCCL error aborts the process instead
+    // of leaving it blocked in a collective.
+    for (key, value) in [
+        ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "5"),
+        ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+    ] {
+        if std::env::var_os(key).is_none() {
+            cmd.env(key, value);
+        }
+    }
+    cmd
+}
+
+fn run_benchmark(options: &Options) -> Outcome {
+    let plan = match plan(options) {
+        Ok(p) => p,
+        Err(e) => return e.outcome(),
+    };
+    if plan.device == BenchDevice::Cuda && !gpu_device_nodes_present() {
+        return Outcome::skip(
+            "no GPU on this machine (no /dev/nvidia* device), so no DDP run on CUDA with NCCL",
+        )
+        .with_hint(
+            "to benchmark DDP on CPUs instead: --ddp-device cpu (uses the gloo backend; numbers \
+             are reported, not judged)",
+        );
+    }
+    let py = match python::find_python(options.python.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            return Outcome::fail(
+                format!("no Python to run torchrun with: {e}"),
+                "point gpucheck at the training environment's interpreter with --python PATH \
+                 (or activate its virtualenv/conda environment)",
+            )
+        }
+    };
+    let port = match free_loopback_port() {
+        Ok(p) => p,
+        Err(e) => {
+            return Outcome::fail(
+                format!("cannot bind a TCP port on 127.0.0.1 for the rendezvous: {e}"),
+                "the loopback interface must be up (`ip link set lo up`); see net.loopback",
+            )
+        }
+    };
+    let file = match PayloadFile::write("ddp_bench", PAYLOAD) {
+        Ok(f) => f,
+        Err(e) => {
+            return Outcome::error(format!("cannot start the benchmark: {e}"))
+                .with_hint("TMPDIR must be writable (the payload is written there)")
+        }
+    };
+    let budget = budget(options.timeout_s);
+    let cmd = torchrun_command(&py.path, file.path(), &plan, port, budget);
+    let launcher = describe_command(&cmd, file.path());
+    crate::probe::stage("torchrun");
+    let result = process::run_bounded_then(cmd, budget, || {
+        process::kill_processes_with_arg(file.path().as_os_str(), Duration::from_secs(2));
+    });
+    let judged = match interpret(result, &py.path.display().to_string()) {
+        BenchRun::Finished(facts) => evaluate(
+            &facts,
+            &Thresholds::new(options.min_scaling, plan.device == BenchDevice::Cuda),
+        ),
+        BenchRun::Failed(failure) => evaluate_failure(&failure),
+    };
+    judged
+        .with_fact("python", py.path.display().to_string())
+        .with_fact("launcher", launcher)
+}
+
+/// The command line as a person would retype it, the temporary script shown
+/// by its name.
+fn describe_command(cmd: &Command, script: &Path) -> String {
+    let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
+    for a in cmd.get_args() {
+        if a == script.as_os_str() {
+            words.push("ddp_bench.py".to_string());
+        } else {
+            words.push(a.to_string_lossy().into_owned());
+        }
+    }
+    words.join(" ")
+}
+
+// ---------------------------------------------------------------------------
+// What came back
+// ---------------------------------------------------------------------------
+
+/// Rank 0's description of the run.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Setup {
+    pub torch_version: String,
+    pub backend: String,
+    pub device: String,
+    pub world_size: u32,
+    pub model: String,
+    pub parameters: u64,
+    pub samples_per_rank: u32,
+    pub tokens_per_sample: u32,
+    pub precision: String,
+    pub warmup_steps: u32,
+    pub timed_steps: u32,
+    pub no_sync_steps: u32,
+}
+
+/// Rank 0 training alone.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SingleStats {
+    pub samples_per_s: f64,
+    pub step_p50_ms: f64,
+    pub step_p95_ms: f64,
+}
+
+/// All ranks under DDP: global throughput.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MultiStats {
+    pub world_size: u32,
+    pub samples_per_s: f64,
+}
+
+/// One rank's numbers under DDP.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RankStats {
+    pub rank: u32,
+    pub local_rank: u32,
+    /// GPU name ("NVIDIA H100 80GB HBM3") or "cpu".
+    pub device_name: String,
+    /// "GPU-xxxxxxxx-..." on CUDA.
+    #[serde(default)]
+    pub device_uuid: Option<String>,
+    /// torch's device index (cuda:N) on CUDA.
+    #[serde(default)]
+    pub device_index: Option<u32>,
+    pub wall_s: f64,
+    pub step_p50_ms: f64,
+    pub step_p95_ms: f64,
+    /// Forward+backward of a synchronised step (includes the exposed
+    /// all-reduce wait).
+    pub fwd_bwd_sync_p50_ms: f64,
+    /// Forward+backward under no_sync(): this rank's compute alone.
+    pub fwd_bwd_local_p50_ms: f64,
+    pub param_sum: f64,
+    pub param_hash: String,
+}
+
+impl RankStats {
+    /// Share of a synchronised step spent waiting on the gradient all-reduce
+    /// that the backward pass did not hide.
+    pub fn comm_wait_share(&self) -> f64 {
+        if self.step_p50_ms <= 0.0 {
+            return 0.0;
+        }
+        ((self.fwd_bwd_sync_p50_ms - self.fwd_bwd_local_p50_ms) / self.step_p50_ms).clamp(0.0, 1.0)
+    }
+
+    /// "cuda:3 NVIDIA H100 80GB HBM3 (GPU-...)" or "cpu".
+    fn device_label(&self) -> String {
+        let mut s = match self.device_index {
+            Some(i) => format!("cuda:{i} {}", self.device_name),
+            None => self.device_name.clone(),
+        };
+        if let Some(uuid) = &self.device_uuid {
+            s.push_str(&format!(" ({uuid})"));
+        }
+        s
+    }
+}
+
+/// An exception a rank reported before it died.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct WorkerError {
+    pub rank: u32,
+    /// The exception type ("RuntimeError"), or "no_gpu".
+    pub error: String,
+    pub message: String,
+    #[serde(default)]
+    pub traceback: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Record {
+    Stage { rank: u32, stage: String },
+    Setup(Setup),
+    Single(SingleStats),
+    Rank(RankStats),
+    Multi(MultiStats),
+    Error(WorkerError),
+    Done {},
+}
+
+/// Everything the payload said, in order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    pub setup: Option<Setup>,
+    pub single: Option<SingleStats>,
+    pub multi: Option<MultiStats>,
+    pub ranks: Vec<RankStats>,
+    /// In the order they were reported: the first is the root cause.
+    pub errors: Vec<WorkerError>,
+    /// The last stage each rank reported.
+    pub stages: BTreeMap<u32, String>,
+    pub done: bool,
+}
+
+/// Read the payload's protocol lines from torchrun's stdout; other lines and
+/// lines that do not parse are noise.
+pub fn parse_records(stdout: &str) -> Parsed {
+    let mut p = Parsed::default();
+    for line in stdout.lines() {
+        let Some(at) = line.find(MARK) else { continue };
+        let Ok(record) = serde_json::from_str::<Record>(&line[at + MARK.len()..]) else {
+            continue;
+        };
+        match record {
+            Record::Stage { rank, stage } => {
+                p.stages.insert(rank, stage);
+            }
+            Record::Setup(s) => p.setup = Some(s),
+            Record::Single(s) => p.single = Some(s),
+            Record::Rank(r) => p.ranks.push(r),
+            Record::Multi(m) => p.multi = Some(m),
+            Record::Error(e) => p.errors.push(e),
+            Record::Done {} => p.done = true,
+        }
+    }
+    p
+}
+
+/// A benchmark that ran to the end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchFacts {
+    pub setup: Setup,
+    pub single: SingleStats,
+    pub multi: MultiStats,
+    pub ranks: Vec<RankStats>,
+}
+
+/// How a run that did not finish ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// The interpreter could not be started.
+    NotStarted {
+        reason: String,
+    },
+    TimedOut {
+        secs: f64,
+    },
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// A benchmark that did not finish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFailure {
+    pub ending: Ending,
+    pub parsed: Parsed,
+    /// The last lines of torchrun's and the workers' stderr and of stdout
+    /// that was not protocol.
+    pub tail: String,
+    pub python: String,
+}
+
+/// How a benchmark went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BenchRun {
+    Finished(BenchFacts),
+    Failed(RunFailure),
+}
+
+/// Lines of output kept for a failure report.
+const TAIL_LINES: usize = 40;
+
+fn noise_tail(stdout: &str, stderr: &str) -> String {
+    let noise: String = stdout
+        .lines()
+        .filter(|l| !l.contains(MARK))
+        .chain(stderr.lines())
+        .collect::<Vec<_>>()
+        .join("\n");
+    process::tail(&noise, TAIL_LINES)
+}
+
+/// Turn what torchrun left behind into a finished benchmark or a failure.
+pub fn interpret(result: Result<Output, RunError>, python: &str) -> BenchRun {
+    let (ending, stdout, stderr) = match result {
+        Ok(o) => (
+            Ending::Exited {
+                code: o.code,
+                signal: o.signal,
+            },
+            o.stdout,
+            o.stderr,
+        ),
+        Err(RunError::Timeout {
+            secs,
+            stdout,
+            stderr,
+        }) => (Ending::TimedOut { secs }, stdout, stderr),
+        Err(RunError::Spawn { program, reason }) => (
+            Ending::NotStarted {
+                reason: format!("{program}: {reason}"),
+            },
+            String::new(),
+            String::new(),
+        ),
+    };
+    let parsed = parse_records(&stdout);
+    let succeeded = matches!(ending, Ending::Exited { code: Some(0), .. });
+    if succeeded && parsed.done && parsed.errors.is_empty() {
+        if let (Some(setup), Some(single), Some(multi)) =
+            (&parsed.setup, &parsed.single, &parsed.multi)
+        {
+            return BenchRun::Finished(BenchFacts {
+                setup: setup.clone(),
+                single: single.clone(),
+                multi: multi.clone(),
+                ranks: parsed.ranks.clone(),
+            });
+        }
+    }
+    BenchRun::Failed(RunFailure {
+        ending,
+        tail: noise_tail(&stdout, &stderr),
+        parsed,
+        python: python.to_string(),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Judging
+// ---------------------------------------------------------------------------
+
+/// The numbers a finished run is judged by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thresholds {
+    /// Efficiency below this fails (`--min-scaling`, default 0.5).
+    pub fail_below: f64,
+    /// Efficiency below this warns (0.8).
+    pub warn_below: f64,
+    pub straggler_ratio: f64,
+    /// False on CPUs: speed is reported, not judged.
+    pub judge_speed: bool,
+}
+
+impl Thresholds {
+    pub fn new(min_scaling: Option<f64>, on_gpus: bool) -> Thresholds {
+        Thresholds {
+            fail_below: min_scaling.unwrap_or(FAIL_BELOW_EFFICIENCY),
+            warn_below: WARN_BELOW_EFFICIENCY,
+            straggler_ratio: STRAGGLER_RATIO,
+            judge_speed: on_gpus,
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+fn rate(samples_per_s: f64) -> String {
+    if samples_per_s >= 100.0 {
+        format!("{samples_per_s:.0}")
+    } else {
+        format!("{samples_per_s:.1}")
+    }
+}
+
+/// "ranks 0, 2" / "rank 1".
+fn rank_list(ranks: &[u32]) -> String {
+    let names: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
+    match ranks.len() {
+        1 => format!("rank {}", names[0]),
+        _ => format!("ranks {}", names.join(", ")),
+    }
+}
+
+/// Judge a finished run.
+pub fn evaluate(facts: &BenchFacts, t: &Thresholds) -> Outcome {
+    let world = facts.multi.world_size.max(1);
+    let on = if facts.setup.device == "cuda" {
+        format!("{world} GPU ranks ({})", facts.setup.backend)
+    } else {
+        format!("{world} CPU ranks ({})", facts.setup.backend)
+    };
+
+    // Every rank must have reported, with a usable timing.
+    let mut missing: Vec<u32> = (0..world)
+        .filter(|r| !facts.ranks.iter().any(|s| s.rank == *r))
+        .collect();
+    missing.sort_unstable();
+    if !missing.is_empty() {
+        return Outcome::error(format!(
+            "the benchmark finished without results for {}",
+            rank_list(&missing)
+        ))
+        .with_hint(
+            "please report this with the output of `gpucheck --only ddp.benchmark --json -`",
+        );
+    }
+    let usable = |x: f64| x.is_finite() && x > 0.0;
+    if !usable(facts.single.samples_per_s) || !usable(facts.multi.samples_per_s) {
+        return Outcome::error("the benchmark reported no usable throughput").with_hint(
+            "please report this with the output of `gpucheck --only ddp.benchmark --json -`",
+        );
+    }
+
+    let mut ranks = facts.ranks.clone();
+    ranks.sort_by_key(|r| r.rank);
+    let efficiency = facts.multi.samples_per_s / (world as f64 * facts.single.samples_per_s);
+    let speedup = facts.multi.samples_per_s / facts.single.samples_per_s;
+    let comm_share = median(
+        &ranks
+            .iter()
+            .map(|r| r.comm_wait_share())
+            .collect::<Vec<_>>(),
+    );
+    let compute_median = median(
+        &ranks
+            .iter()
+            .map(|r| r.fwd_bwd_local_p50_ms)
+            .collect::<Vec<_>>(),
+    );
+    let stragglers: Vec<&RankStats> = if t.judge_speed && world > 1 && compute_median > 0.0 {
+        ranks
+            .iter()
+            .filter(|r| r.fwd_bwd_local_p50_ms > t.straggler_ratio * compute_median)
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    // Synchronisation: every rank's weights must match rank 0's bit for bit.
+    let reference = &ranks[0];
+    let diverged: Vec<u32> = ranks
+        .iter()
+        .filter(|r| {
+            r.param_hash != reference.param_hash
+                || r.param_sum.to_bits() != reference.param_sum.to_bits()
+        })
+        .map(|r| r.rank)
+        .collect();
+
+    let throughput = if world > 1 {
+        format!(
+            "{} samples/s on {on} vs {} on 1 ({speedup:.2}x, efficiency {efficiency:.2})",
+            rate(facts.multi.samples_per_s),
+            rate(facts.single.samples_per_s),
+        )
+    } else {
+        format!(
+            "{} samples/s on 1 rank ({}) under DDP vs {} without",
+            rate(facts.multi.samples_per_s),
+            facts.setup.backend,
+            rate(facts.single.samples_per_s),
+        )
+    };
+
+    let mut outcome = if !diverged.is_empty() {
+        Outcome::fail(
+            format!(
+                "ranks diverged: gradients are not being synchronised ({} ended with parameters \
+                 different from rank 0's after {} synchronised steps)",
+                rank_list(&diverged),
+                facts.setup.warmup_steps + facts.setup.timed_steps
+            ),
+            "DDP's all-reduce returned different data on different ranks, so training would \
+             silently drift apart: check the GPUs and links for errors (`dmesg` for Xid, \
+             `nvidia-smi -q -d ECC`), run nccl-tests `all_reduce_perf -c 1` to check results, \
+             and unset NCCL_ALGO / NCCL_PROTO overrides",
+        )
+    } else if world == 1 {
+        Outcome::pass(format!(
+            "{throughput}; one process, so nothing to scale (more GPUs, or --nproc N, to measure \
+             scaling)"
+        ))
+    } else if !t.judge_speed {
+        Outcome::pass(format!(
+            "{throughput}; parameters identical on all ranks; report only on CPUs"
+        ))
+    } else {
+        judge_speed(
+            &throughput,
+            efficiency,
+            comm_share,
+            &stragglers,
+            compute_median,
+            t,
+        )
+    };
+
+    outcome = outcome
+        .with_metric("world_size", world as f64, "count")
+        .with_metric("parameters", facts.setup.parameters as f64, "count")
+        .with_metric("throughput_world1", facts.single.samples_per_s, "samples/s")
+        .with_metric("throughput_worldn", facts.multi.samples_per_s, "samples/s")
+        .with_metric("speedup", speedup, "x")
+        .with_metric("scaling_efficiency", efficiency, "ratio")
+        .with_metric("comm_wait_share", comm_share * 100.0, "%")
+        .with_metric(
+            "step_p50_ms",
+            median(&ranks.iter().map(|r| r.step_p50_ms).collect::<Vec<_>>()),
+            "ms",
+        )
+        .with_metric(
+            "step_p95_ms",
+            ranks.iter().map(|r| r.step_p95_ms).fold(0.0, f64::max),
+            "ms",
+        )
+        .with_metric("step_world1_p50_ms", facts.single.step_p50_ms, "ms")
+        .with_fact("torch_version", facts.setup.torch_version.clone())
+        .with_fact("backend", facts.setup.backend.clone())
+        .with_fact("device", facts.setup.device.clone())
+        .with_fact(
+            "model",
+            format!(
+                "{} ({:.1} M parameters, {} samples x {} tokens per rank, {})",
+                facts.setup.model,
+                facts.setup.parameters as f64 / 1e6,
+                facts.setup.samples_per_rank,
+                facts.setup.tokens_per_sample,
+                facts.setup.precision
+            ),
+        )
+        .with_fact(
+            "sync_verification",
+            if diverged.is_empty() {
+                format!(
+                    "passed: parameters identical on all {world} ranks (hash {})",
+                    reference.param_hash
+                )
+            } else {
+                format!("failed: {} differ from rank 0", rank_list(&diverged))
+            },
+        );
+    if world > 1 && t.judge_speed {
+        outcome = outcome.with_metric("efficiency_fail_below", t.fail_below, "ratio");
+    }
+
+    for r in &ranks {
+        let straggler = stragglers.iter().any(|s| s.rank == r.rank);
+        let is_diverged = diverged.contains(&r.rank);
+        let status = if is_diverged {
+            Status::Fail
+        } else if straggler {
+            Status::Warn
+        } else {
+            Status::Pass
+        };
+        let mut summary = format!(
+            "step p50 {:.1} ms, p95 {:.1} ms; compute p50 {:.1} ms; {:.0} % waiting on all-reduce",
+            r.step_p50_ms,
+            r.step_p95_ms,
+            r.fwd_bwd_local_p50_ms,
+            r.comm_wait_share() * 100.0
+        );
+        if straggler {
+            summary.push_str(&format!(
+                "; straggler: {:.2}x the median compute time",
+                r.fwd_bwd_local_p50_ms / compute_median
+            ));
+        }
+        if is_diverged {
+            summary.push_str("; parameters differ from rank 0");
+        }
+        outcome = outcome.with_device(DeviceResult {
+            index: r.rank,
+            name: match r.device_index {
+                Some(i) => format!("rank {} · cuda:{i} {}", r.rank, r.device_name),
+                None => format!("rank {} · {}", r.rank, r.device_name),
+            },
+            uuid: r.device_uuid.clone(),
+            status,
+            summary,
+            metrics: vec![
+                metric("step_p50_ms", r.step_p50_ms, "ms"),
+                metric("step_p95_ms", r.step_p95_ms, "ms"),
+                metric("compute_p50_ms", r.fwd_bwd_local_p50_ms, "ms"),
+                metric("comm_wait_share", r.comm_wait_share() * 100.0, "%"),
+            ],
+        });
+    }
+
+    outcome
+        .with_table(DataTable {
+            title: "DDP throughput".to_string(),
+            header: ["world size", "samples/s", "step p50 ms", "step p95 ms"]
+                .map(String::from)
+                .to_vec(),
+            rows: vec![
+                vec![
+                    "1".to_string(),
+                    rate(facts.single.samples_per_s),
+                    format!("{:.1}", facts.single.step_p50_ms),
+                    format!("{:.1}", facts.single.step_p95_ms),
+                ],
+                vec![
+                    world.to_string(),
+                    rate(facts.multi.samples_per_s),
+                    format!(
+                        "{:.1}",
+                        median(&ranks.iter().map(|r| r.step_p50_ms).collect::<Vec<_>>())
+                    ),
+                    format!(
+                        "{:.1}",
+                        ranks.iter().map(|r| r.step_p95_ms).fold(0.0, f64::max)
+                    ),
+                ],
+            ],
+            legend: Some(format!(
+                "scaling efficiency {efficiency:.2} = {} / ({world} x {}); {:.0} % of a step waits \
+                 on the gradient all-reduce (median rank)",
+                rate(facts.multi.samples_per_s),
+                rate(facts.single.samples_per_s),
+                comm_share * 100.0
+            )),
+        })
+        .with_table(DataTable {
+            title: "DDP ranks".to_string(),
+            header: [
+                "rank",
+                "device",
+                "step p50 ms",
+                "step p95 ms",
+                "compute p50 ms",
+                "comm wait %",
+                "params",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: ranks
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.rank.to_string(),
+                        r.device_label(),
+                        format!("{:.1}", r.step_p50_ms),
+                        format!("{:.1}", r.step_p95_ms),
+                        format!("{:.1}", r.fwd_bwd_local_p50_ms),
+                        format!("{:.0}", r.comm_wait_share() * 100.0),
+                        if diverged.contains(&r.rank) {
+                            format!("DIFFER ({})", r.param_hash)
+                        } else {
+                            format!("same ({})", r.param_hash)
+                        },
+                    ]
+                })
+                .collect(),
+            legend: Some(
+                "compute = forward+backward under ddp.no_sync(); comm wait = (synchronised \
+                 forward+backward - compute) / step"
+                    .to_string(),
+            ),
+        })
+}
+
+fn metric(name: &str, value: f64, unit: &str) -> crate::Metric {
+    crate::Metric {
+        name: name.to_string(),
+        value,
+        unit: unit.to_string(),
+    }
+}
+
+/// The verdict on speed, on GPUs, for a run whose ranks stayed in sync.
+fn judge_speed(
+    throughput: &str,
+    efficiency: f64,
+    comm_share: f64,
+    stragglers: &[&RankStats],
+    compute_median: f64,
+    t: &Thresholds,
+) -> Outcome {
+    let mut hints: Vec<String> = Vec::new();
+    let mut status = Status::Pass;
+    let mut summary = throughput.to_string();
+
+    if efficiency < t.warn_below || efficiency < t.fail_below {
+        status = if efficiency < t.fail_below {
+            Status::Fail
+        } else {
+            Status::Warn
+        };
+        let floor = if status == Status::Fail {
+            t.fail_below
+        } else {
+            t.warn_below
+        };
+        summary.push_str(&format!(": below {floor:.2}"));
+        if comm_share >= COMM_BOUND_SHARE {
+            hints.push(format!(
+                "{:.0} % of each step waits on the gradient all-reduce, so the interconnect is the \
+                 limit: compare nccl.allreduce bus bandwidth, check `nvidia-smi topo -m` (GPUs \
+                 should reach each other over NV# links, not SYS or PHB), and make sure \
+                 NCCL_P2P_DISABLE / NCCL_SHM_DISABLE are not set",
+                comm_share * 100.0
+            ));
+        } else {
+            hints.push(format!(
+                "only {:.0} % of a step waits on communication, so the ranks are slower together \
+                 than alone for another reason: a straggler GPU (throttling: `nvidia-smi -q -d \
+                 PERFORMANCE`), CPU contention (other busy processes, too few cores per rank), or \
+                 a GPU shared with another job (`nvidia-smi`)",
+                comm_share * 100.0
+            ));
+        }
+        hints.push(format!(
+            "if this node is known to scale this way, set your own floor with --min-scaling X \
+             (now {:.2})",
+            t.fail_below
+        ));
+    }
+    if !stragglers.is_empty() {
+        status = status.worst(Status::Warn);
+        let named: Vec<String> = stragglers
+            .iter()
+            .map(|r| {
+                format!(
+                    "rank {} on {} computes {:.2}x slower than the median rank",
+                    r.rank,
+                    r.device_label(),
+                    r.fwd_bwd_local_p50_ms / compute_median
+                )
+            })
+            .collect();
+        summary.push_str(&format!("; straggler: {}", named.join("; ")));
+        hints.push(
+            "DDP runs every step at the pace of its slowest rank: check the named GPU for thermal \
+             or power throttling (`nvidia-smi -q -d PERFORMANCE,CLOCK -i UUID`), a degraded PCIe \
+             link (gpu.pcie) and other processes on it (`nvidia-smi`)"
+                .to_string(),
+        );
+    }
+    if status == Status::Pass {
+        summary.push_str("; parameters identical on all ranks");
+    }
+    Outcome::new(status, summary).with_hint(hints.join("; "))
+}
+
+/// "ranks 0, 1 at 'world size 2: warm-up'; rank 3 never reported".
+fn describe_stages(parsed: &Parsed) -> String {
+    if parsed.stages.is_empty() {
+        return "before any worker reported (torch import or rendezvous)".to_string();
+    }
+    let mut by_stage: Vec<(String, Vec<u32>)> = Vec::new();
+    for (rank, stage) in &parsed.stages {
+        match by_stage.iter_mut().find(|(s, _)| s == stage) {
+            Some((_, ranks)) => ranks.push(*rank),
+            None => by_stage.push((stage.clone(), vec![*rank])),
+        }
+    }
+    let mut parts: Vec<String> = by_stage
+        .iter()
+        .map(|(stage, ranks)| format!("{} at '{stage}'", rank_list(ranks)))
+        .collect();
+    if let Some(setup) = &parsed.setup {
+        let silent: Vec<u32> = (0..setup.world_size)
+            .filter(|r| !parsed.stages.contains_key(r))
+            .collect();
+        if !silent.is_empty() {
+            parts.push(format!("{} never reported", rank_list(&silent)));
+        }
+    }
+    parts.join("; ")
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    if line.chars().count() <= max {
+        line.to_string()
+    } else {
+        let cut: String = line.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Judge a run that did not finish: a worker error, a hang, a launcher that
+/// could not start.
+pub fn evaluate_failure(f: &RunFailure) -> Outcome {
+    let tail_has = |needle: &str| f.tail.contains(needle);
+    let mut outcome = if let Some(root) = f.parsed.errors.first() {
+        let others: Vec<u32> = f
+            .parsed
+            .errors
+            .iter()
+            .skip(1)
+            .map(|e| e.rank)
+            .filter(|r| *r != root.rank)
+            .collect();
+        let then = if others.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} failed after it)", rank_list(&others))
+        };
+        if root.error == "no_gpu" {
+            Outcome::fail(
+                format!("rank {} has no GPU: {}{then}", root.rank, root.message),
+                "start at most one process per visible GPU: lower --nproc, or check \
+                 CUDA_VISIBLE_DEVICES",
+            )
+        } else {
+            let message = first_line(&root.message, 300);
+            let hint = if message.contains("out of memory") {
+                "the model does not fit in GPU memory next to what is already there: free the \
+                 GPU (`nvidia-smi` shows who holds memory) or use --ddp-model small"
+            } else if message.contains("NCCL") || message.contains("nccl") {
+                "NCCL failed between the ranks: rerun with NCCL_DEBUG=INFO to see the transport \
+                 and the failing call (the output tail is in the report), compare nccl.allreduce, \
+                 and check `dmesg` for Xid errors"
+            } else {
+                "a DDP worker died; its traceback and the launcher's output are in the report \
+                 (`gpucheck --only ddp.benchmark --json -`): fix what they name, or rerun with \
+                 NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL"
+            };
+            Outcome::fail(
+                format!("rank {} failed: {}: {message}{then}", root.rank, root.error),
+                hint,
+            )
+        }
+    } else {
+        match &f.ending {
+            Ending::NotStarted { reason } => Outcome::fail(
+                format!("cannot start the benchmark: {reason}"),
+                "point gpucheck at the training environment's interpreter with --python PATH",
+            ),
+            Ending::TimedOut { secs } => Outcome::fail(
+                format!(
+                    "timed out after {secs:.0} s: {}",
+                    describe_stages(&f.parsed)
+                ),
+                HANG_HINT,
+            ),
+            Ending::Exited { .. }
+                if tail_has("No module named torch") || tail_has("No module named 'torch'") =>
+            {
+                Outcome::fail(
+                    format!("torch is not installed for {}", f.python),
+                    format!(
+                        "install PyTorch into the training environment (`{} -m pip install \
+                         torch`), or point gpucheck at the right interpreter with --python PATH",
+                        f.python
+                    ),
+                )
+            }
+            Ending::Exited { .. } if tail_has("Cuda is not available") => Outcome::fail(
+                format!(
+                    "torch ({}) sees no CUDA GPU, so torchrun cannot start a worker per GPU",
+                    f.python
+                ),
+                "install a CUDA build of torch that this driver supports (see the torch checks), \
+                 check CUDA_VISIBLE_DEVICES, or benchmark on CPUs with --ddp-device cpu",
+            ),
+            Ending::Exited {
+                signal: Some(sig), ..
+            } => Outcome::fail(
+                format!(
+                    "torchrun was killed by signal {sig} before the benchmark finished ({})",
+                    describe_stages(&f.parsed)
+                ),
+                "check `dmesg` for the kernel's out-of-memory killer, or for whatever else \
+                 stopped it",
+            ),
+            Ending::Exited { code: Some(0), .. } => Outcome::error(
+                "torchrun exited cleanly but the benchmark reported no result",
+            )
+            .with_hint(
+                "please report this with the output of `gpucheck --only ddp.benchmark --json -`",
+            ),
+            Ending::Exited { code, .. } => Outcome::fail(
+                format!(
+                    "torchrun exited with status {} before the benchmark finished ({})",
+                    code.map(|c| c.to_string())
+                        .unwrap_or_else(|| "?".to_string()),
+                    describe_stages(&f.parsed)
+                ),
+                "the launcher's output tail is in the report (`gpucheck --only ddp.benchmark \
+                 --json -`); fix what it names",
+            ),
+        }
+    };
+    if let Some(root) = f.parsed.errors.first() {
+        if !root.traceback.is_empty() {
+            outcome = outcome.with_fact("worker_traceback", root.traceback.clone());
+        }
+    }
+    if !f.tail.is_empty() {
+        outcome = outcome.with_fact("stderr_tail", f.tail.clone());
+    }
+    outcome
+}

@@ -2,7 +2,9 @@
 //! timeout, capture its output, and kill the whole group when it ends, so
 //! nothing a probe starts outlives it.
 
+use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -56,7 +58,19 @@ pub fn kill_group(pgid: i32) {
 
 /// Run `cmd` (stdin closed, stdout/stderr captured) in a new process group
 /// that dies with its parent, wait at most `timeout`, then kill the group.
-pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunError> {
+pub fn run_bounded(cmd: Command, timeout: Duration) -> Result<Output, RunError> {
+    run_bounded_then(cmd, timeout, || {})
+}
+
+/// [`run_bounded`], calling `cleanup` after the group kill and before
+/// collecting the output: for programs (torchrun) that start processes in
+/// sessions of their own, which a group kill misses and which would hold the
+/// output pipes open.
+pub fn run_bounded_then(
+    mut cmd: Command,
+    timeout: Duration,
+    cleanup: impl FnOnce(),
+) -> Result<Output, RunError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -86,6 +100,7 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunErr
     };
     kill_group(pgid);
     let _ = child.wait();
+    cleanup();
     let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
     match status {
@@ -101,6 +116,42 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunErr
             stderr,
         }),
     }
+}
+
+/// The pids of the processes whose argument list has an element equal to
+/// `arg` (read from /proc/PID/cmdline; zombies have none).
+pub fn pids_with_arg(arg: &OsStr) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|raw| raw.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// SIGKILL every process whose argument list contains `arg` (a unique
+/// temporary path, so only processes this run started), then wait up to
+/// `grace` for them to go. Returns how many were killed.
+pub fn kill_processes_with_arg(arg: &OsStr, grace: Duration) -> usize {
+    let pids = pids_with_arg(arg);
+    for pid in &pids {
+        // SAFETY: plain syscall; ESRCH (already gone) is fine.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    let deadline = Instant::now() + grace;
+    while !pids_with_arg(arg).is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    pids.len()
 }
 
 /// The last `lines` non-empty lines of `text`, for showing a failure's tail.
@@ -153,6 +204,28 @@ mod tests {
                 .starts_with("cannot start /nonexistent/prog"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn processes_are_found_and_killed_by_an_exact_argument() {
+        let marker = format!("/tmp/gpucheck-test-arg-{}.py", std::process::id());
+        let mut child = Command::new("bash")
+            .args(["-c", &format!("exec -a {marker} sleep 300")])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pids_with_arg(OsStr::new(&marker)).is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(pids_with_arg(OsStr::new(&marker)), vec![child.id() as i32]);
+        // A prefix of the argument is not a match.
+        assert!(pids_with_arg(OsStr::new(&marker[..marker.len() - 3])).is_empty());
+        let killed = kill_processes_with_arg(OsStr::new(&marker), Duration::from_secs(5));
+        assert_eq!(killed, 1);
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(pids_with_arg(OsStr::new(&marker)).is_empty());
     }
 
     #[test]
