@@ -192,6 +192,13 @@ def run(args):
     if int(probe.item()) != WORLD_SIZE:
         raise RuntimeError("all-reduce of ones gave %r, expected %d" % (probe.item(), WORLD_SIZE))
 
+    def barrier():
+        # NCCL wants to be told the device; gloo refuses device_ids.
+        if args.backend == "nccl":
+            dist.barrier(device_ids=[LOCAL_RANK])
+        else:
+            dist.barrier()
+
     spec = MODELS[args.model]
     samples, tokens = BATCH[args.device][args.model]
     torch.manual_seed(1234)
@@ -268,7 +275,7 @@ def run(args):
             torch.cuda.empty_cache()
     else:
         stage("waiting for the world-size-1 run")
-    dist.barrier()
+    barrier()
 
     # World size N: the same model under DDP (default 25 MB buckets).
     stage("DDP setup")
@@ -325,7 +332,7 @@ def run(args):
         )
         emit("done")
     stage("finished")
-    dist.barrier()
+    barrier()
     dist.destroy_process_group()
     return 0
 

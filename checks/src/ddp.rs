@@ -1016,7 +1016,14 @@ fn judge_speed(
         } else {
             t.warn_below
         };
-        summary.push_str(&format!(": below {floor:.2}"));
+        summary.push_str(&format!(
+            ": under the {floor:.2} {} floor",
+            if status == Status::Fail {
+                "failure"
+            } else {
+                "warning"
+            }
+        ));
         if comm_share >= COMM_BOUND_SHARE {
             hints.push(format!(
                 "{:.0} % of each step waits on the gradient all-reduce, so the interconnect is the \
@@ -1201,12 +1208,23 @@ pub fn evaluate_failure(f: &RunFailure) -> Outcome {
                 "please report this with the output of `gpucheck --only ddp.benchmark --json -`",
             ),
             Ending::Exited { code, .. } => Outcome::fail(
-                format!(
-                    "torchrun exited with status {} before the benchmark finished ({})",
-                    code.map(|c| c.to_string())
-                        .unwrap_or_else(|| "?".to_string()),
-                    describe_stages(&f.parsed)
-                ),
+                {
+                    let status = code
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "?".to_string());
+                    if f.parsed.done {
+                        format!(
+                            "torchrun exited with status {status} after the benchmark \
+                             finished, while shutting down"
+                        )
+                    } else {
+                        format!(
+                            "torchrun exited with status {status} before the benchmark \
+                             finished ({})",
+                            describe_stages(&f.parsed)
+                        )
+                    }
+                },
                 "the launcher's output tail is in the report (`gpucheck --only ddp.benchmark \
                  --json -`); fix what it names",
             ),
@@ -1221,4 +1239,694 @@ pub fn evaluate_failure(f: &RunFailure) -> Outcome {
         outcome = outcome.with_fact("stderr_tail", f.tail.clone());
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(device: &str, backend: &str, world: u32) -> Setup {
+        Setup {
+            torch_version: "2.15.0+cu132".to_string(),
+            backend: backend.to_string(),
+            device: device.to_string(),
+            world_size: world,
+            model: "medium".to_string(),
+            parameters: 67_000_000,
+            samples_per_rank: 32,
+            tokens_per_sample: 512,
+            precision: "bf16 autocast".to_string(),
+            warmup_steps: 5,
+            timed_steps: 20,
+            no_sync_steps: 10,
+        }
+    }
+
+    /// A rank on GPU `rank` with the given local compute time and exposed
+    /// all-reduce wait, both in ms.
+    fn gpu_rank(rank: u32, compute_ms: f64, wait_ms: f64) -> RankStats {
+        let step = compute_ms + wait_ms + 5.0;
+        RankStats {
+            rank,
+            local_rank: rank,
+            device_name: "NVIDIA H100 80GB HBM3".to_string(),
+            device_uuid: Some(format!("GPU-0000000{rank}-aaaa-bbbb-cccc-dddddddddddd")),
+            device_index: Some(rank),
+            wall_s: step * 20.0 / 1000.0,
+            step_p50_ms: step,
+            step_p95_ms: step * 1.05,
+            fwd_bwd_sync_p50_ms: compute_ms + wait_ms,
+            fwd_bwd_local_p50_ms: compute_ms,
+            param_sum: 1302.327074834025,
+            param_hash: "7663258649c4e81c".to_string(),
+        }
+    }
+
+    /// A finished run on `world` GPUs with the given efficiency.
+    fn gpu_run(world: u32, efficiency: f64, wait_ms: f64) -> BenchFacts {
+        let single = 1000.0;
+        BenchFacts {
+            setup: setup("cuda", "nccl", world),
+            single: SingleStats {
+                samples_per_s: single,
+                step_p50_ms: 32.0,
+                step_p95_ms: 33.0,
+            },
+            multi: MultiStats {
+                world_size: world,
+                samples_per_s: single * world as f64 * efficiency,
+            },
+            ranks: (0..world).map(|r| gpu_rank(r, 30.0, wait_ms)).collect(),
+        }
+    }
+
+    fn cpu_run(efficiency: f64) -> BenchFacts {
+        let mut f = gpu_run(2, efficiency, 20.0);
+        f.setup = setup("cpu", "gloo", 2);
+        for r in &mut f.ranks {
+            r.device_name = "cpu".to_string();
+            r.device_uuid = None;
+            r.device_index = None;
+        }
+        f
+    }
+
+    fn gpu() -> Thresholds {
+        Thresholds::new(None, true)
+    }
+
+    fn hint(o: &Outcome) -> &str {
+        o.hint.as_deref().unwrap_or("")
+    }
+
+    // ---- plan -------------------------------------------------------------
+
+    fn opts(backend: Option<&str>, device: Option<&str>, nproc: Option<u32>) -> Options {
+        Options {
+            ddp_backend: backend.map(String::from),
+            ddp_device: device.map(String::from),
+            nproc,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn default_plan_is_nccl_on_every_gpu() {
+        let p = plan(&opts(None, None, None)).unwrap();
+        assert_eq!(
+            (p.device, p.backend, p.nproc, p.model),
+            (
+                BenchDevice::Cuda,
+                Backend::Nccl,
+                Nproc::EveryGpu,
+                DdpModel::Medium
+            )
+        );
+        assert_eq!((p.warmup_steps, p.timed_steps, p.no_sync_steps), CUDA_STEPS);
+    }
+
+    #[test]
+    fn cpu_alone_means_gloo_with_two_processes() {
+        let p = plan(&opts(None, Some("cpu"), None)).unwrap();
+        assert_eq!(
+            (p.device, p.backend, p.nproc),
+            (BenchDevice::Cpu, Backend::Gloo, Nproc::Count(2))
+        );
+        let p = plan(&opts(Some("gloo"), Some("cpu"), Some(3))).unwrap();
+        assert_eq!(p.nproc, Nproc::Count(3));
+        // gloo alone still runs on the GPUs.
+        let p = plan(&opts(Some("gloo"), None, None)).unwrap();
+        assert_eq!(
+            (p.device, p.backend, p.nproc),
+            (BenchDevice::Cuda, Backend::Gloo, Nproc::EveryGpu)
+        );
+    }
+
+    #[test]
+    fn nccl_on_cpu_is_an_error_naming_the_flags_that_work() {
+        let err = plan(&opts(Some("nccl"), Some("cpu"), None)).unwrap_err();
+        assert_eq!(err, PlanError::NcclOnCpu);
+        let o = err.outcome();
+        assert_eq!(o.status, Status::Error);
+        assert!(
+            o.summary.contains("NCCL only moves GPU memory"),
+            "{}",
+            o.summary
+        );
+        assert_eq!(
+            hint(&o),
+            "benchmark on CPUs with --ddp-backend gloo --ddp-device cpu"
+        );
+        let o = plan(&opts(Some("mpi"), None, None)).unwrap_err().outcome();
+        assert_eq!(o.summary, "unknown DDP backend 'mpi'");
+        assert!(hint(&o).contains("--ddp-backend gloo"));
+    }
+
+    #[test]
+    fn budget_leaves_a_margin_under_the_timeout() {
+        assert_eq!(budget(180.0), Duration::from_secs(175));
+        assert_eq!(budget(25.0), Duration::from_secs_f64(22.5));
+        assert_eq!(budget(2.0), Duration::from_secs_f64(1.5));
+        assert_eq!(budget(0.0), Duration::from_secs(175));
+    }
+
+    #[test]
+    fn torchrun_command_is_a_single_node_c10d_launch() {
+        let p = plan(&opts(Some("gloo"), Some("cpu"), Some(2))).unwrap();
+        let script = Path::new("/tmp/gpucheck-ddp_bench-abc.py");
+        let cmd = torchrun_command(
+            Path::new("/venv/bin/python"),
+            script,
+            &p,
+            29555,
+            Duration::from_secs(60),
+        );
+        let line = describe_command(&cmd, script);
+        assert!(
+            line.starts_with(
+                "/venv/bin/python -m torch.distributed.run --nnodes 1 --nproc-per-node 2 \
+                 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:29555"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("--max-restarts 0"), "{line}");
+        assert!(
+            line.ends_with(
+                "ddp_bench.py --device cpu --backend gloo --model medium --warmup 2 --steps 8 \
+                 --no-sync-steps 4 --pg-timeout-s 60"
+            ),
+            "{line}"
+        );
+        let every = plan(&opts(None, None, None)).unwrap();
+        let cmd = torchrun_command(
+            Path::new("python3"),
+            script,
+            &every,
+            1,
+            Duration::from_secs(60),
+        );
+        assert!(describe_command(&cmd, script).contains("--nproc-per-node gpu"));
+    }
+
+    #[test]
+    fn free_port_can_be_bound_again() {
+        let port = free_loopback_port().unwrap();
+        assert_ne!(port, 0);
+        std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    }
+
+    // ---- parsing ----------------------------------------------------------
+
+    const GOOD_STDOUT: &str = r#"some torch noise
+@@gpucheck-ddp@@ {"stage":"import torch","kind":"stage","rank":0}
+@@gpucheck-ddp@@ {"stage":"import torch","kind":"stage","rank":1}
+@@gpucheck-ddp@@ {"torch_version":"2.15.0+cu132","backend":"gloo","device":"cpu","world_size":2,"model":"small","parameters":2104832,"samples_per_rank":8,"tokens_per_sample":16,"precision":"fp32","warmup_steps":2,"timed_steps":8,"no_sync_steps":4,"kind":"setup","rank":0}
+@@gpucheck-ddp@@ {"samples_per_s":300.0,"step_p50_ms":26.0,"step_p95_ms":28.0,"kind":"single","rank":0}
+@@gpucheck-ddp@@ {"not json
+[rank1]: @@gpucheck-ddp@@ {"stage":"finished","kind":"stage","rank":1}
+@@gpucheck-ddp@@ {"rank":0,"local_rank":0,"device_name":"cpu","device_uuid":null,"device_index":null,"wall_s":0.2,"step_p50_ms":26.5,"step_p95_ms":29.6,"fwd_bwd_sync_p50_ms":25.6,"fwd_bwd_local_p50_ms":14.3,"param_sum":1302.327074834025,"param_hash":"7663258649c4e81c","kind":"rank"}
+@@gpucheck-ddp@@ {"rank":1,"local_rank":1,"device_name":"cpu","device_uuid":null,"device_index":null,"wall_s":0.21,"step_p50_ms":26.1,"step_p95_ms":34.5,"fwd_bwd_sync_p50_ms":25.3,"fwd_bwd_local_p50_ms":15.9,"param_sum":1302.327074834025,"param_hash":"7663258649c4e81c","kind":"rank"}
+@@gpucheck-ddp@@ {"world_size":2,"samples_per_s":450.0,"kind":"multi","rank":0}
+@@gpucheck-ddp@@ {"kind":"future_kind","rank":0}
+@@gpucheck-ddp@@ {"kind":"done","rank":0}
+@@gpucheck-ddp@@ {"stage":"finished","kind":"stage","rank":0}
+"#;
+
+    #[test]
+    fn protocol_lines_are_read_and_noise_ignored() {
+        let p = parse_records(GOOD_STDOUT);
+        assert!(p.done);
+        assert_eq!(p.setup.as_ref().unwrap().world_size, 2);
+        assert_eq!(p.single.as_ref().unwrap().samples_per_s, 300.0);
+        assert_eq!(p.multi.as_ref().unwrap().samples_per_s, 450.0);
+        assert_eq!(p.ranks.len(), 2);
+        assert_eq!(p.ranks[1].fwd_bwd_local_p50_ms, 15.9);
+        assert!(p.errors.is_empty());
+        // The last stage per rank, also from a line torch prefixed.
+        assert_eq!(p.stages.get(&0).map(String::as_str), Some("finished"));
+        assert_eq!(p.stages.get(&1).map(String::as_str), Some("finished"));
+    }
+
+    fn exited(code: i32, stdout: &str, stderr: &str) -> Result<Output, RunError> {
+        Ok(Output {
+            stdout: stdout.to_string(),
+            stderr: stderr.to_string(),
+            code: Some(code),
+            signal: None,
+        })
+    }
+
+    fn failed(run: BenchRun) -> RunFailure {
+        match run {
+            BenchRun::Failed(f) => f,
+            BenchRun::Finished(f) => panic!("expected a failure, got {f:?}"),
+        }
+    }
+
+    #[test]
+    fn a_clean_exit_with_results_is_a_finished_run() {
+        match interpret(exited(0, GOOD_STDOUT, "warnings"), "python") {
+            BenchRun::Finished(f) => {
+                assert_eq!(f.multi.world_size, 2);
+                assert_eq!(f.ranks.len(), 2);
+            }
+            BenchRun::Failed(f) => panic!("{f:?}"),
+        }
+    }
+
+    #[test]
+    fn a_worker_error_is_a_failure_even_with_some_results() {
+        let stdout = format!(
+            "{GOOD_STDOUT}@@gpucheck-ddp@@ {{\"error\":\"RuntimeError\",\"message\":\"boom\",\"traceback\":\"tb\",\"kind\":\"error\",\"rank\":1}}\n"
+        );
+        let f = failed(interpret(
+            exited(1, &stdout, "Traceback\nChildFailedError"),
+            "python",
+        ));
+        assert_eq!(f.parsed.errors[0].rank, 1);
+        assert_eq!(
+            f.ending,
+            Ending::Exited {
+                code: Some(1),
+                signal: None
+            }
+        );
+        // Protocol lines stay out of the tail; the noise is kept.
+        assert!(!f.tail.contains(MARK), "{}", f.tail);
+        assert!(f.tail.contains("some torch noise") && f.tail.ends_with("ChildFailedError"));
+    }
+
+    #[test]
+    fn a_timeout_and_a_spawn_failure_are_failures() {
+        let f = failed(interpret(
+            Err(RunError::Timeout {
+                secs: 22.5,
+                stdout: GOOD_STDOUT.to_string(),
+                stderr: String::new(),
+            }),
+            "python",
+        ));
+        assert_eq!(f.ending, Ending::TimedOut { secs: 22.5 });
+        let f = failed(interpret(
+            Err(RunError::Spawn {
+                program: "/x/python".to_string(),
+                reason: "Permission denied".to_string(),
+            }),
+            "/x/python",
+        ));
+        assert!(matches!(f.ending, Ending::NotStarted { .. }));
+        // A clean exit that never said "done" is not a finished run either.
+        let f = failed(interpret(exited(0, "nothing", ""), "python"));
+        assert_eq!(evaluate_failure(&f).status, Status::Error);
+    }
+
+    // ---- evaluate: finished runs -------------------------------------------
+
+    #[test]
+    fn good_scaling_on_gpus_passes_with_numbers() {
+        let o = evaluate(&gpu_run(8, 0.93, 2.0), &gpu());
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "7440 samples/s on 8 GPU ranks (nccl) vs 1000 on 1 (7.44x, efficiency 0.93); \
+             parameters identical on all ranks"
+        );
+        assert_eq!(o.hint, None);
+        assert!((o.metric("scaling_efficiency").unwrap() - 0.93).abs() < 1e-9);
+        assert_eq!(o.metric("throughput_world1"), Some(1000.0));
+        assert_eq!(o.metric("world_size"), Some(8.0));
+        assert_eq!(o.metric("efficiency_fail_below"), Some(0.5));
+        // 2 ms of 37 ms exposed.
+        assert!((o.metric("comm_wait_share").unwrap() - 200.0 / 37.0).abs() < 1e-9);
+        assert_eq!(o.devices.len(), 8);
+        assert!(o.devices.iter().all(|d| d.status == Status::Pass));
+        assert_eq!(
+            o.devices[3].uuid.as_deref(),
+            Some("GPU-00000003-aaaa-bbbb-cccc-dddddddddddd")
+        );
+        assert_eq!(o.devices[3].name, "rank 3 · cuda:3 NVIDIA H100 80GB HBM3");
+        assert!(o.facts["sync_verification"].starts_with("passed: parameters identical on all 8"));
+        assert_eq!(o.tables[0].rows[1][0], "8");
+        assert_eq!(o.tables[1].rows.len(), 8);
+    }
+
+    #[test]
+    fn middling_scaling_with_exposed_communication_warns_about_the_interconnect() {
+        let o = evaluate(&gpu_run(8, 0.7, 20.0), &gpu());
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary
+                .ends_with("(5.60x, efficiency 0.70): under the 0.80 warning floor"),
+            "{}",
+            o.summary
+        );
+        assert!(hint(&o).starts_with("36 % of each step waits on the gradient all-reduce"));
+        assert!(hint(&o).contains("nvidia-smi topo -m"), "{}", hint(&o));
+        assert!(
+            hint(&o).contains("--min-scaling X (now 0.50)"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
+    fn middling_scaling_without_communication_points_at_compute() {
+        let o = evaluate(&gpu_run(4, 0.7, 1.0), &gpu());
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            hint(&o).starts_with("only 3 % of a step waits on communication"),
+            "{}",
+            hint(&o)
+        );
+        assert!(hint(&o).contains("CPU contention"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn poor_scaling_fails() {
+        let o = evaluate(&gpu_run(8, 0.4, 40.0), &gpu());
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .starts_with("3200 samples/s on 8 GPU ranks (nccl) vs 1000 on 1 (3.20x, efficiency 0.40): under the 0.50 failure floor"),
+            "{}",
+            o.summary
+        );
+        assert!(hint(&o).contains("interconnect"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn min_scaling_moves_the_failure_floor_both_ways() {
+        let strict = Thresholds::new(Some(0.9), true);
+        let o = evaluate(&gpu_run(8, 0.85, 2.0), &strict);
+        assert_eq!(o.status, Status::Fail, "{}", o.summary);
+        assert!(
+            o.summary.ends_with("under the 0.90 failure floor"),
+            "{}",
+            o.summary
+        );
+        assert!(hint(&o).contains("(now 0.90)"), "{}", hint(&o));
+        assert_eq!(o.metric("efficiency_fail_below"), Some(0.9));
+
+        let lenient = Thresholds::new(Some(0.3), true);
+        let o = evaluate(&gpu_run(8, 0.4, 2.0), &lenient);
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(
+            o.summary.ends_with("under the 0.80 warning floor"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn a_straggler_warns_naming_its_gpu() {
+        let mut facts = gpu_run(8, 0.9, 2.0);
+        facts.ranks[5].fwd_bwd_local_p50_ms = 30.0 * 1.3;
+        let o = evaluate(&facts, &gpu());
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.ends_with(
+                "; straggler: rank 5 on cuda:5 NVIDIA H100 80GB HBM3 \
+                 (GPU-00000005-aaaa-bbbb-cccc-dddddddddddd) computes 1.30x slower than the \
+                 median rank"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(hint(&o).starts_with("DDP runs every step at the pace of its slowest rank"));
+        assert_eq!(o.devices[5].status, Status::Warn);
+        assert!(o.devices[5].summary.contains("straggler: 1.30x"));
+        assert_eq!(o.devices[4].status, Status::Pass);
+    }
+
+    #[test]
+    fn a_rank_just_under_the_straggler_ratio_passes() {
+        let mut facts = gpu_run(8, 0.9, 2.0);
+        facts.ranks[5].fwd_bwd_local_p50_ms = 30.0 * 1.14;
+        assert_eq!(evaluate(&facts, &gpu()).status, Status::Pass);
+    }
+
+    #[test]
+    fn diverged_ranks_fail_on_gpus_and_on_cpus() {
+        let mut facts = gpu_run(4, 0.95, 2.0);
+        facts.ranks[2].param_hash = "0000000000000001".to_string();
+        let o = evaluate(&facts, &gpu());
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "ranks diverged: gradients are not being synchronised (rank 2 ended with parameters \
+             different from rank 0's after 25 synchronised steps)"
+        );
+        assert!(hint(&o).contains("all_reduce_perf -c 1"), "{}", hint(&o));
+        assert_eq!(o.devices[2].status, Status::Fail);
+        assert!(o.facts["sync_verification"].starts_with("failed: rank 2"));
+
+        let mut facts = cpu_run(0.6);
+        facts.ranks[1].param_sum += 1e-9;
+        let o = evaluate(&facts, &Thresholds::new(None, false));
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.starts_with("ranks diverged"), "{}", o.summary);
+    }
+
+    #[test]
+    fn cpu_runs_are_reported_not_judged() {
+        let mut facts = cpu_run(0.3);
+        facts.ranks[1].fwd_bwd_local_p50_ms *= 2.0;
+        let o = evaluate(&facts, &Thresholds::new(None, false));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "600 samples/s on 2 CPU ranks (gloo) vs 1000 on 1 (0.60x, efficiency 0.30); \
+             parameters identical on all ranks; report only on CPUs"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(o.metric("efficiency_fail_below"), None);
+        assert!(o.devices.iter().all(|d| d.status == Status::Pass));
+        assert_eq!(o.devices[0].name, "rank 0 · cpu");
+        assert_eq!(o.devices[0].uuid, None);
+    }
+
+    #[test]
+    fn one_rank_has_nothing_to_scale() {
+        let o = evaluate(&gpu_run(1, 0.97, 0.0), &gpu());
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary.starts_with("970 samples/s on 1 rank (nccl) under DDP vs 1000 without; one process, so nothing to scale"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn missing_ranks_or_throughput_are_errors() {
+        let mut facts = gpu_run(4, 0.9, 2.0);
+        facts.ranks.remove(3);
+        let o = evaluate(&facts, &gpu());
+        assert_eq!(o.status, Status::Error);
+        assert_eq!(
+            o.summary,
+            "the benchmark finished without results for rank 3"
+        );
+
+        let mut facts = gpu_run(4, 0.9, 2.0);
+        facts.single.samples_per_s = 0.0;
+        assert_eq!(evaluate(&facts, &gpu()).status, Status::Error);
+    }
+
+    #[test]
+    fn comm_wait_share_is_the_exposed_all_reduce() {
+        let r = gpu_rank(0, 30.0, 10.0);
+        assert!((r.comm_wait_share() - 10.0 / 45.0).abs() < 1e-12);
+        // Noise can make no_sync steps slower than synced ones: never negative.
+        let mut r = gpu_rank(0, 30.0, 0.0);
+        r.fwd_bwd_local_p50_ms = 31.0;
+        assert_eq!(r.comm_wait_share(), 0.0);
+    }
+
+    // ---- evaluate_failure ---------------------------------------------------
+
+    fn failure(ending: Ending, stdout: &str, tail: &str) -> RunFailure {
+        RunFailure {
+            ending,
+            parsed: parse_records(stdout),
+            tail: tail.to_string(),
+            python: "/venv/bin/python".to_string(),
+        }
+    }
+
+    fn error_line(rank: u32, error: &str, message: &str) -> String {
+        format!(
+            "{MARK}{}\n",
+            serde_json::json!({"kind": "error", "rank": rank, "error": error,
+                "message": message, "traceback": format!("Traceback\n{error}: {message}")})
+        )
+    }
+
+    const EXIT_1: Ending = Ending::Exited {
+        code: Some(1),
+        signal: None,
+    };
+
+    #[test]
+    fn a_failed_worker_is_named_with_its_error_first() {
+        let stdout = error_line(1, "RuntimeError", "boom\nsecond line")
+            + &error_line(0, "RuntimeError", "Connection closed by peer");
+        let o = evaluate_failure(&failure(EXIT_1, &stdout, "ChildFailedError"));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "rank 1 failed: RuntimeError: boom (rank 0 failed after it)"
+        );
+        assert!(hint(&o).starts_with("a DDP worker died"), "{}", hint(&o));
+        assert_eq!(
+            o.facts["worker_traceback"],
+            "Traceback\nRuntimeError: boom\nsecond line"
+        );
+        assert_eq!(o.facts["stderr_tail"], "ChildFailedError");
+    }
+
+    #[test]
+    fn out_of_memory_and_nccl_errors_get_their_own_hints() {
+        let o = evaluate_failure(&failure(
+            EXIT_1,
+            &error_line(
+                0,
+                "OutOfMemoryError",
+                "CUDA out of memory. Tried to allocate 2 GiB",
+            ),
+            "",
+        ));
+        assert!(hint(&o).contains("--ddp-model small"), "{}", hint(&o));
+        let o = evaluate_failure(&failure(
+            EXIT_1,
+            &error_line(
+                3,
+                "DistBackendError",
+                "NCCL error in: ProcessGroupNCCL.cpp, unhandled system error",
+            ),
+            "",
+        ));
+        assert!(o
+            .summary
+            .starts_with("rank 3 failed: DistBackendError: NCCL error"));
+        assert!(hint(&o).starts_with("NCCL failed between the ranks: rerun with NCCL_DEBUG=INFO"));
+    }
+
+    #[test]
+    fn a_rank_without_a_gpu_says_to_lower_nproc() {
+        let o = evaluate_failure(&failure(
+            EXIT_1,
+            &error_line(
+                2,
+                "no_gpu",
+                "local rank 2 has no GPU: torch sees 2 CUDA device(s)",
+            ),
+            "",
+        ));
+        assert_eq!(
+            o.summary,
+            "rank 2 has no GPU: local rank 2 has no GPU: torch sees 2 CUDA device(s)"
+        );
+        assert!(hint(&o).contains("lower --nproc"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn a_timeout_says_where_every_rank_was() {
+        let stdout = r#"@@gpucheck-ddp@@ {"torch_version":"2","backend":"nccl","device":"cuda","world_size":4,"model":"small","parameters":1,"samples_per_rank":1,"tokens_per_sample":1,"precision":"fp32","warmup_steps":1,"timed_steps":1,"no_sync_steps":1,"kind":"setup","rank":0}
+@@gpucheck-ddp@@ {"stage":"world size 4: warm-up","kind":"stage","rank":0}
+@@gpucheck-ddp@@ {"stage":"world size 4: warm-up","kind":"stage","rank":1}
+@@gpucheck-ddp@@ {"stage":"DDP setup","kind":"stage","rank":2}
+"#;
+        let o = evaluate_failure(&failure(Ending::TimedOut { secs: 22.5 }, stdout, ""));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "timed out after 22 s: ranks 0, 1 at 'world size 4: warm-up'; rank 2 at 'DDP \
+             setup'; rank 3 never reported"
+        );
+        assert_eq!(hint(&o), HANG_HINT);
+        assert!(HANG_HINT.contains("NCCL_DEBUG=INFO"));
+        let o = evaluate_failure(&failure(Ending::TimedOut { secs: 60.0 }, "", ""));
+        assert_eq!(
+            o.summary,
+            "timed out after 60 s: before any worker reported (torch import or rendezvous)"
+        );
+    }
+
+    #[test]
+    fn launcher_failures_are_explained() {
+        let o = evaluate_failure(&failure(
+            EXIT_1,
+            "",
+            "python: Error while finding module specification for 'torch.distributed.run' \
+             (ModuleNotFoundError: No module named 'torch')",
+        ));
+        assert_eq!(o.summary, "torch is not installed for /venv/bin/python");
+        assert!(hint(&o).contains("/venv/bin/python -m pip install torch"));
+
+        let o = evaluate_failure(&failure(EXIT_1, "", "ValueError: Cuda is not available."));
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("sees no CUDA GPU"), "{}", o.summary);
+        assert!(hint(&o).contains("--ddp-device cpu"));
+
+        let o = evaluate_failure(&failure(
+            Ending::Exited {
+                code: None,
+                signal: Some(9),
+            },
+            "",
+            "",
+        ));
+        assert!(o.summary.starts_with("torchrun was killed by signal 9"));
+        assert!(hint(&o).contains("out-of-memory killer"));
+
+        let o = evaluate_failure(&failure(
+            Ending::Exited {
+                code: Some(2),
+                signal: None,
+            },
+            "",
+            "torchrun: error: unrecognized arguments",
+        ));
+        assert_eq!(
+            o.summary,
+            "torchrun exited with status 2 before the benchmark finished (before any worker \
+             reported (torch import or rendezvous))"
+        );
+        assert_eq!(
+            o.facts["stderr_tail"],
+            "torchrun: error: unrecognized arguments"
+        );
+
+        let o = evaluate_failure(&failure(EXIT_1, GOOD_STDOUT, "Segmentation fault"));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "torchrun exited with status 1 after the benchmark finished, while shutting down"
+        );
+
+        let o = evaluate_failure(&failure(
+            Ending::NotStarted {
+                reason: "/x/python: Permission denied".to_string(),
+            },
+            "",
+            "",
+        ));
+        assert_eq!(
+            o.summary,
+            "cannot start the benchmark: /x/python: Permission denied"
+        );
+        assert!(hint(&o).contains("--python PATH"));
+    }
+
+    #[test]
+    fn the_check_is_a_child_isolated_full_profile_check() {
+        let c = Benchmark;
+        assert_eq!(c.profile(), Profile::Full);
+        assert_eq!(c.isolation(), Isolation::Child);
+        assert_eq!(c.timeout(), Duration::from_secs(180));
+        assert!(c.timeout_hint().contains("TORCH_DISTRIBUTED_DEBUG=DETAIL"));
+        assert!(crate::find("ddp.benchmark").is_some());
+        let first = c.explain().split("\n\n").next().unwrap();
+        assert!(!first.contains('\n') && first.ends_with('.'), "{first}");
+    }
 }
