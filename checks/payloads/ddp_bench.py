@@ -43,6 +43,7 @@ _die_with_parent()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -70,7 +71,15 @@ BATCH = {
 }
 
 
+def finite_or_none(value):
+    """JSON has no NaN or Infinity: send them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def emit(kind, **fields):
+    fields = {k: finite_or_none(v) for k, v in fields.items()}
     fields["kind"] = kind
     fields.setdefault("rank", RANK)
     data = (MARK + json.dumps(fields, separators=(",", ":")) + "\n").encode()

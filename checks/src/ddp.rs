@@ -457,7 +457,8 @@ pub struct RankStats {
     pub fwd_bwd_sync_p50_ms: f64,
     /// Forward+backward under no_sync(): this rank's compute alone.
     pub fwd_bwd_local_p50_ms: f64,
-    pub param_sum: f64,
+    /// Float64 sum of every parameter; None when it is NaN or infinite.
+    pub param_sum: Option<f64>,
     pub param_hash: String,
 }
 
@@ -766,8 +767,14 @@ pub fn evaluate(facts: &BenchFacts, t: &Thresholds) -> Outcome {
         .iter()
         .filter(|r| {
             r.param_hash != reference.param_hash
-                || r.param_sum.to_bits() != reference.param_sum.to_bits()
+                || r.param_sum.map(f64::to_bits) != reference.param_sum.map(f64::to_bits)
         })
+        .map(|r| r.rank)
+        .collect();
+    // The same synthetic data trains to finite weights on healthy hardware.
+    let non_finite: Vec<u32> = ranks
+        .iter()
+        .filter(|r| r.param_sum.is_none())
         .map(|r| r.rank)
         .collect();
 
@@ -786,7 +793,18 @@ pub fn evaluate(facts: &BenchFacts, t: &Thresholds) -> Outcome {
         )
     };
 
-    let mut outcome = if !diverged.is_empty() {
+    let mut outcome = if !non_finite.is_empty() {
+        Outcome::fail(
+            format!(
+                "training produced NaN or infinite parameters on {}",
+                rank_list(&non_finite)
+            ),
+            "the same synthetic model trains to finite weights on healthy hardware, so a GPU \
+             computed garbage (or its data was corrupted in flight): check the GPUs for errors \
+             (`dmesg` for Xid, `nvidia-smi -q -d ECC`) and run the GPU vendor's diagnostics \
+             (`dcgmi diag -r 2`)",
+        )
+    } else if !diverged.is_empty() {
         Outcome::fail(
             format!(
                 "ranks diverged: gradients are not being synchronised ({} ended with parameters \
@@ -869,7 +887,7 @@ pub fn evaluate(facts: &BenchFacts, t: &Thresholds) -> Outcome {
 
     for r in &ranks {
         let straggler = stragglers.iter().any(|s| s.rank == r.rank);
-        let is_diverged = diverged.contains(&r.rank);
+        let is_diverged = diverged.contains(&r.rank) || non_finite.contains(&r.rank);
         let status = if is_diverged {
             Status::Fail
         } else if straggler {
@@ -1277,7 +1295,7 @@ mod tests {
             step_p95_ms: step * 1.05,
             fwd_bwd_sync_p50_ms: compute_ms + wait_ms,
             fwd_bwd_local_p50_ms: compute_ms,
-            param_sum: 1302.327074834025,
+            param_sum: Some(1302.327074834025),
             param_hash: "7663258649c4e81c".to_string(),
         }
     }
@@ -1681,10 +1699,33 @@ mod tests {
         assert!(o.facts["sync_verification"].starts_with("failed: rank 2"));
 
         let mut facts = cpu_run(0.6);
-        facts.ranks[1].param_sum += 1e-9;
+        facts.ranks[1].param_sum = facts.ranks[1].param_sum.map(|s| s + 1e-9);
         let o = evaluate(&facts, &Thresholds::new(None, false));
         assert_eq!(o.status, Status::Fail);
         assert!(o.summary.starts_with("ranks diverged"), "{}", o.summary);
+    }
+
+    #[test]
+    fn non_finite_parameters_fail() {
+        let mut facts = gpu_run(2, 0.95, 2.0);
+        for r in &mut facts.ranks {
+            r.param_sum = None;
+        }
+        let o = evaluate(&facts, &gpu());
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "training produced NaN or infinite parameters on ranks 0, 1"
+        );
+        assert!(hint(&o).contains("dcgmi diag"), "{}", hint(&o));
+        assert!(o.devices.iter().all(|d| d.status == Status::Fail));
+        // The payload writes NaN as null.
+        let p = parse_records(
+            "@@gpucheck-ddp@@ {\"rank\":0,\"local_rank\":0,\"device_name\":\"cpu\",\"wall_s\":1.0,\
+             \"step_p50_ms\":1.0,\"step_p95_ms\":1.0,\"fwd_bwd_sync_p50_ms\":1.0,\
+             \"fwd_bwd_local_p50_ms\":1.0,\"param_sum\":null,\"param_hash\":\"0\",\"kind\":\"rank\"}",
+        );
+        assert_eq!(p.ranks[0].param_sum, None);
     }
 
     #[test]
