@@ -46,13 +46,14 @@ fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> (Output, Valu
         cmd.env(k, v);
     }
     let out = cmd.output().expect("run gpucheck");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not a JSON report ({e}):\n{}\nstderr:\n{}",
-            common::stdout(&out),
-            common::stderr(&out)
-        )
-    });
+    assert!(
+        out.stdout.starts_with(b"{"),
+        "stdout is not a JSON report:\n{}\nstderr:\n{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    // Every report, passing or failing, validates against the schema.
+    let doc = common::assert_valid_json_report(&common::stdout(&out));
     (out, doc)
 }
 

@@ -268,12 +268,23 @@ fn gpu_device_nodes_present() -> bool {
         .any(|p| Path::new(p).exists())
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago: bind port 0, read the
-/// number the kernel chose, close. (Stand-in until the net probe's shared
-/// free-port helper lands.)
-fn free_loopback_port() -> std::io::Result<u16> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    Ok(listener.local_addr()?.port())
+/// A port for the rendezvous store: one the kernel hands out as free, then
+/// verified with the net probe's check, which binds it the way PyTorch's
+/// TCPStore server does (the wildcard address, IPv6 dual-stack then IPv4).
+/// There is a window between this and torchrun's bind, as with any free-port
+/// search.
+fn free_store_port() -> std::io::Result<u16> {
+    let mut last = None;
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind(("0.0.0.0", 0))?
+            .local_addr()?
+            .port();
+        match crate::probe::net::store_port_free(port) {
+            Ok(()) => return Ok(port),
+            Err(e) => last = Some(e.to_string()),
+        }
+    }
+    Err(std::io::Error::other(last.unwrap_or_default()))
 }
 
 /// `python -m torch.distributed.run ... payload ...`: single node, c10d
@@ -351,11 +362,11 @@ fn run_benchmark(options: &Options) -> Outcome {
             )
         }
     };
-    let port = match free_loopback_port() {
+    let port = match free_store_port() {
         Ok(p) => p,
         Err(e) => {
             return Outcome::fail(
-                format!("cannot bind a TCP port on 127.0.0.1 for the rendezvous: {e}"),
+                format!("cannot find a free TCP port for the rendezvous store: {e}"),
                 "the loopback interface must be up (`ip link set lo up`); see net.loopback",
             )
         }
@@ -1163,13 +1174,13 @@ pub fn evaluate_failure(f: &RunFailure) -> Outcome {
                 "the model does not fit in GPU memory next to what is already there: free the \
                  GPU (`nvidia-smi` shows who holds memory) or use --ddp-model small"
             } else if message.contains("NCCL") || message.contains("nccl") {
-                "NCCL failed between the ranks: rerun with NCCL_DEBUG=INFO to see the transport \
-                 and the failing call (the output tail is in the report), compare nccl.allreduce, \
+                "NCCL failed between the ranks: rerun with NCCL_DEBUG=INFO and --verbose to see \
+                 the transport and the failing call in the output tail, compare nccl.allreduce, \
                  and check `dmesg` for Xid errors"
             } else {
-                "a DDP worker died; its traceback and the launcher's output are in the report \
-                 (`gpucheck --only ddp.benchmark --json -`): fix what they name, or rerun with \
-                 NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL"
+                "a DDP worker died; --verbose (or --json -) shows its traceback and the \
+                 launcher's output: fix what they name, or rerun with NCCL_DEBUG=INFO \
+                 TORCH_DISTRIBUTED_DEBUG=DETAIL"
             };
             Outcome::fail(
                 format!("rank {} failed: {}: {message}{then}", root.rank, root.error),
@@ -1243,8 +1254,7 @@ pub fn evaluate_failure(f: &RunFailure) -> Outcome {
                         )
                     }
                 },
-                "the launcher's output tail is in the report (`gpucheck --only ddp.benchmark \
-                 --json -`); fix what it names",
+                "--verbose (or --json -) shows the launcher's output tail; fix what it names",
             ),
         }
     };
@@ -1448,9 +1458,9 @@ mod tests {
 
     #[test]
     fn free_port_can_be_bound_again() {
-        let port = free_loopback_port().unwrap();
+        let port = free_store_port().unwrap();
         assert_ne!(port, 0);
-        std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        std::net::TcpListener::bind(("0.0.0.0", port)).unwrap();
     }
 
     // ---- parsing ----------------------------------------------------------
