@@ -179,7 +179,9 @@ def run(args):
         uuid = getattr(props, "uuid", None)
         device_name = props.name
         device_uuid = ("GPU-%s" % uuid) if uuid is not None else None
-        bf16 = torch.cuda.is_bf16_supported()
+        # Native bf16 tensor cores from compute capability 8.0 (Ampere) on;
+        # is_bf16_supported() also says yes where bf16 is only emulated.
+        bf16 = props.major >= 8
         torch.backends.cuda.matmul.allow_tf32 = True
     else:
         device = torch.device("cpu")
