@@ -216,6 +216,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::MasterPort,
     // nccl
     // ddp
+    &ddp::Benchmark,
 ];
 
 /// Look a check up by id.
