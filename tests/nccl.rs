@@ -1,0 +1,421 @@
+//! The nccl checks through the real binary: nccl.library against the real
+//! libnccl.so.2 of the test virtual environment's PyPI wheel and against a
+//! fake one (tests/fixtures/fake_nccl.c), nccl.env against this machine's
+//! real network interfaces, and nccl.allreduce end to end against the fake
+//! libcuda (tests/fixtures/fake_cuda.c, host-memory backed) plus the fake
+//! NCCL that really sums: verification, timing, busbw, a wrong result, and a
+//! hang in ncclCommInitAll killed at the timeout.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The fake libnccl.so.2, in its own folder.
+fn fake_nccl() -> PathBuf {
+    common::build_fixture_lib("fake_nccl.c", "nccl", "libnccl.so.2")
+}
+
+/// A Python "environment" with no site-packages at all: an executable in an
+/// otherwise empty prefix, so no wheel copy of NCCL is found.
+fn empty_python(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let py = dir.join("bin/python");
+    std::fs::create_dir_all(py.parent().unwrap()).unwrap();
+    std::fs::write(&py, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    py
+}
+
+/// gpucheck with a scrubbed environment, no LD_LIBRARY_PATH and a private
+/// HOME (no ~/.nccl.conf), reporting JSON on stdout.
+fn run(args: &[&str], envs: &[(&str, &str)]) -> (Output, Value) {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd: Command = common::gpucheck();
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env("HOME", home.path())
+        .args(args)
+        .args(["--json", "-"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpucheck");
+    let text = common::stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{text}\nstderr:\n{}",
+            common::stderr(&out)
+        )
+    });
+    (out, doc)
+}
+
+fn summary<'a>(doc: &'a Value, id: &str) -> &'a str {
+    common::result(doc, id)["summary"].as_str().unwrap_or("")
+}
+
+fn hint<'a>(doc: &'a Value, id: &str) -> &'a str {
+    common::result(doc, id)["hint"].as_str().unwrap_or("")
+}
+
+fn fact<'a>(doc: &'a Value, id: &str, key: &str) -> &'a str {
+    common::result(doc, id)["facts"][key].as_str().unwrap_or("")
+}
+
+/// The NCCL version pip installed into the venv, from the wheel's
+/// dist-info folder name (nvidia_nccl_cu13-2.30.7.dist-info): a source
+/// independent of ncclGetVersion.
+fn wheel_nccl_version(python: &Path) -> Option<(PathBuf, String)> {
+    let prefix = python.parent()?.parent()?;
+    for lib in std::fs::read_dir(prefix.join("lib")).ok()?.flatten() {
+        let sp = lib.path().join("site-packages");
+        let Ok(entries) = std::fs::read_dir(&sp) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(rest) = name
+                .strip_prefix("nvidia_nccl_cu")
+                .and_then(|r| r.strip_suffix(".dist-info"))
+            {
+                let version = rest.split_once('-')?.1.to_string();
+                return Some((sp.join("nvidia/nccl/lib/libnccl.so.2"), version));
+            }
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// nccl.library
+// ---------------------------------------------------------------------------
+
+#[test]
+fn library_reads_the_real_wheel_nccl_of_the_venv() {
+    let py = common::venv_python();
+    let (wheel_lib, version) =
+        wheel_nccl_version(&py).expect("the test venv has the nvidia-nccl wheel torch needs");
+    let (out, doc) = run(
+        &["--only", "nccl.library", "--python", py.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
+    assert_eq!(out.status.code(), Some(0));
+    // The wheel's copy is listed with the version pip installed.
+    let rows = common::result(&doc, "nccl.library")["tables"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let wheel_real = wheel_lib.canonicalize().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| {
+            r[3].as_str()
+                .unwrap_or("")
+                .contains(&*wheel_real.to_string_lossy())
+        })
+        .unwrap_or_else(|| panic!("the wheel's libnccl is not listed: {rows:#?}"));
+    assert_eq!(row[1], version.as_str());
+    assert_eq!(row[2], "Python wheel (site-packages/nvidia)");
+    // With nothing on LD_LIBRARY_PATH and no system NCCL, it is the one used.
+    if rows.len() == 1 {
+        assert_eq!(fact(&doc, "nccl.library", "nccl_version"), version);
+        assert_eq!(row[0], "*");
+        assert!(
+            summary(&doc, "nccl.library").starts_with(&format!("NCCL {version} from ")),
+            "{}",
+            summary(&doc, "nccl.library")
+        );
+    }
+}
+
+#[test]
+fn library_decodes_both_version_encodings_of_an_explicit_copy() {
+    let lib = fake_nccl();
+    let dir = tempfile::tempdir().unwrap();
+    let py = empty_python(dir.path());
+    for (code, text) in [("2804", "2.8.4"), ("22707", "2.27.7"), ("20906", "2.9.6")] {
+        let (out, doc) = run(
+            &[
+                "--only",
+                "nccl.library",
+                "--nccl-lib",
+                lib.to_str().unwrap(),
+                "--python",
+                py.to_str().unwrap(),
+            ],
+            &[("FAKE_NCCL_VERSION", code)],
+        );
+        assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            summary(&doc, "nccl.library").starts_with(&format!(
+                "NCCL {text} from {} (given explicitly)",
+                lib.display()
+            )),
+            "{}",
+            summary(&doc, "nccl.library")
+        );
+        assert_eq!(fact(&doc, "nccl.library", "nccl_version"), text);
+    }
+}
+
+#[test]
+fn library_given_as_a_missing_path_fails() {
+    let (out, doc) = run(
+        &[
+            "--only",
+            "nccl.library",
+            "--nccl-lib",
+            "/nonexistent/libnccl.so.2",
+        ],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail");
+    assert_eq!(
+        summary(&doc, "nccl.library"),
+        "--nccl-lib /nonexistent/libnccl.so.2 is not a file"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // GPUCHECK_NCCL_LIB is the same setting.
+    let (_, doc) = run(
+        &["--only", "nccl.library"],
+        &[("GPUCHECK_NCCL_LIB", "/nonexistent/libnccl.so.2")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail");
+}
+
+#[test]
+fn library_that_is_not_a_working_nccl_fails() {
+    let lib = fake_nccl();
+    let (out, doc) = run(
+        &[
+            "--only",
+            "nccl.library",
+            "--nccl-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("FAKE_NCCL_SCENARIO", "no_version")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.library"),
+        format!(
+            "--nccl-lib {} is not a usable NCCL: ncclGetVersion returned error 3",
+            lib.display()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// Whether this machine has an NCCL outside any Python environment (a GPU
+/// host with libnccl2 installed): then "none found" cannot be produced.
+fn system_nccl_present() -> bool {
+    let in_cache = Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q 'libnccl\\.so'"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    let in_dirs = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/cuda/lib64",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join("libnccl.so.2").exists());
+    in_cache || in_dirs
+}
+
+#[test]
+fn no_nccl_anywhere_fails_with_the_install_hint() {
+    if system_nccl_present() {
+        eprintln!("this machine has a system NCCL; the none-found verdict cannot be produced here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = empty_python(dir.path());
+    let (out, doc) = run(
+        &["--only", "nccl.library", "--python", py.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.library").starts_with("no libnccl.so.2 found"),
+        "{}",
+        summary(&doc, "nccl.library")
+    );
+    let h = hint(&doc, "nccl.library");
+    assert!(h.contains("pip install nvidia-nccl-cu12"), "{h}");
+    assert!(h.contains("apt install libnccl2"), "{h}");
+    assert!(h.contains("--nccl-lib"), "{h}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+// ---------------------------------------------------------------------------
+// nccl.env, against this machine's interfaces (`lo` always exists)
+// ---------------------------------------------------------------------------
+
+fn env_check(envs: &[(&str, &str)]) -> (Output, Value) {
+    run(&["--only", "nccl.env"], envs)
+}
+
+#[test]
+fn env_with_no_settings_passes() {
+    let (out, doc) = env_check(&[]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass");
+    assert_eq!(
+        summary(&doc, "nccl.env"),
+        "no NCCL_* variables set; NCCL chooses its defaults"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn env_socket_ifname_forms_against_real_interfaces() {
+    for ok in [
+        "lo",
+        "l",
+        "=lo",
+        "=lo,gpucheck-none0",
+        "^gpucheck-none",
+        "^=gpucheck-none0",
+    ] {
+        let (out, doc) = env_check(&[("NCCL_SOCKET_IFNAME", ok)]);
+        assert_eq!(
+            common::status_of(&doc, "nccl.env"),
+            "pass",
+            "NCCL_SOCKET_IFNAME={ok}: {}",
+            summary(&doc, "nccl.env")
+        );
+        assert_eq!(out.status.code(), Some(0));
+    }
+    for bad in ["gpucheck-none0", "=l", "=lo0"] {
+        let (out, doc) = env_check(&[("NCCL_SOCKET_IFNAME", bad)]);
+        assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{bad}");
+        let s = summary(&doc, "nccl.env");
+        assert!(
+            s.starts_with(&format!(
+                "NCCL_SOCKET_IFNAME={bad} matches no network interface"
+            )),
+            "{s}"
+        );
+        assert!(s.contains("this host has: ") && s.contains("lo"), "{s}");
+        assert!(hint(&doc, "nccl.env").contains("fails or hangs at init"));
+        assert_eq!(out.status.code(), Some(1));
+    }
+}
+
+#[test]
+fn env_excluding_every_interface_fails() {
+    // Exclude every interface this machine has, by exact name.
+    let names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let value = format!("^={}", names.join(","));
+    let (_, doc) = env_check(&[("NCCL_SOCKET_IFNAME", &value)]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{value}");
+}
+
+#[test]
+fn env_misspelled_name_gets_the_real_one() {
+    let (out, doc) = env_check(&[("NCCL_SOCKET_IFACE", "lo")]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "warn");
+    assert_eq!(
+        summary(&doc, "nccl.env"),
+        "NCCL_SOCKET_IFACE: did you mean NCCL_SOCKET_IFNAME?"
+    );
+    assert!(hint(&doc, "nccl.env").contains("NCCL ignores variables it does not know"));
+    // A warning alone keeps the exit code 0...
+    assert_eq!(out.status.code(), Some(0));
+    // ...and makes it 1 under --strict.
+    let (out, _) = run(
+        &["--only", "nccl.env", "--strict"],
+        &[("NCCL_SOCKET_IFACE", "lo")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn env_reads_nccl_conf_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nccl.conf");
+    std::fs::write(
+        &conf,
+        "# site settings\nNCCL_SOCKET_IFNAME==gpucheck-none0\n",
+    )
+    .unwrap();
+    let (out, doc) = env_check(&[("NCCL_CONF_FILE", conf.to_str().unwrap())]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.env").starts_with(&format!(
+            "NCCL_SOCKET_IFNAME==gpucheck-none0 (from {}) matches no network interface",
+            conf.display()
+        )),
+        "{}",
+        summary(&doc, "nccl.env")
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // The environment wins over the file.
+    let (_, doc) = env_check(&[
+        ("NCCL_CONF_FILE", conf.to_str().unwrap()),
+        ("NCCL_SOCKET_IFNAME", "lo"),
+    ]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass", "{doc:#}");
+}
+
+#[test]
+fn env_runs_in_the_quick_profile() {
+    let (_, doc) = run(&["--profile", "quick"], &[("NCCL_P2P_DISABLE", "1")]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "warn");
+    assert_eq!(
+        summary(&doc, "nccl.env"),
+        "NCCL_P2P_DISABLE=1 turns off direct GPU-to-GPU transfers"
+    );
+    let ids: Vec<&str> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert!(!ids.contains(&"nccl.allreduce") && !ids.contains(&"nccl.library"));
+}
+
+// ---------------------------------------------------------------------------
+// nccl.allreduce without a driver
+// ---------------------------------------------------------------------------
+
+fn libcuda_present() -> bool {
+    Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q 'libcuda\\.so\\.1'"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn allreduce_without_a_driver_skips() {
+    if libcuda_present() {
+        eprintln!("this machine has a CUDA driver; the no-driver skip cannot be produced here");
+        return;
+    }
+    let (out, doc) = run(
+        &[
+            "--only",
+            "nccl.allreduce",
+            "--python",
+            common::venv_python().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "no NVIDIA driver: libcuda.so.1 cannot be loaded, so there is no GPU to run NCCL on"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
