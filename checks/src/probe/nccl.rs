@@ -549,6 +549,24 @@ pub fn max_buffer_bytes(free_bytes: u64) -> u64 {
     free_bytes.saturating_sub(nccl_reserve_bytes(free_bytes)) / 2
 }
 
+/// Split the planned sizes into those that fit in `fit` bytes per buffer
+/// (None: unknown, keep all) and those that do not. When some do not, the
+/// largest power of two that fits runs in their place (a small GPU still
+/// gets a measurement). Both lists stay ascending.
+pub fn fit_sizes(planned: &[u64], fit: Option<u64>) -> (Vec<u64>, Vec<u64>) {
+    let Some(limit) = fit else {
+        return (planned.to_vec(), Vec::new());
+    };
+    let (mut sizes, skipped): (Vec<u64>, Vec<u64>) = planned.iter().partition(|&&b| b <= limit);
+    if !skipped.is_empty() && limit >= 8 {
+        let cap = 1u64 << (63 - limit.leading_zeros());
+        if sizes.last().is_none_or(|&last| last < cap) {
+            sizes.push(cap);
+        }
+    }
+    (sizes, skipped)
+}
+
 /// Timed iterations for a size whose one iteration took `one_iter`: as many
 /// as fit in `budget`, between 1 and [`MAX_TIMED_ITERS`].
 pub fn timed_iters(budget: Duration, one_iter: Duration) -> u32 {
@@ -777,10 +795,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         }
     }
     let fit = min_free.map(|(_, free)| max_buffer_bytes(free));
-    let (sizes, skipped_for_memory): (Vec<u64>, Vec<u64>) = plan
-        .sizes
-        .iter()
-        .partition(|&&b| fit.is_none_or(|limit| b <= limit));
+    let (sizes, skipped_for_memory) = fit_sizes(&plan.sizes, fit);
     let Some(&max_bytes) = sizes.last() else {
         let (gpu, free_bytes) = min_free.unwrap_or((0, 0));
         return Err(AllReduceFailure::NoMemory { gpu, free_bytes });
@@ -1193,6 +1208,30 @@ mod tests {
         // A small (or fake) GPU with 64 MiB free keeps a quarter back.
         assert_eq!(max_buffer_bytes(64 << 20), 24 << 20);
         assert_eq!(max_buffer_bytes(0), 0);
+    }
+
+    #[test]
+    fn sizes_that_do_not_fit_are_replaced_by_the_largest_that_does() {
+        let mib = 1u64 << 20;
+        // Standard profile on a GPU with room for 36 MiB buffers: run 32 MiB.
+        assert_eq!(
+            fit_sizes(&[256 * mib], Some(36 * mib)),
+            (vec![32 * mib], vec![256 * mib])
+        );
+        // A sweep keeps what fits; 32 MiB is already in it.
+        let sweep: Vec<u64> = (3..=30).map(|p| 1u64 << p).collect();
+        let (run, skipped) = fit_sizes(&sweep, Some(36 * mib));
+        assert_eq!(*run.last().unwrap(), 32 * mib);
+        assert_eq!(run.len() + skipped.len(), sweep.len());
+        assert_eq!(skipped[0], 64 * mib);
+        // Everything fits, or nothing is known: unchanged.
+        assert_eq!(
+            fit_sizes(&[256 * mib], Some(1 << 40)),
+            (vec![256 * mib], vec![])
+        );
+        assert_eq!(fit_sizes(&[256 * mib], None), (vec![256 * mib], vec![]));
+        // Not even 8 bytes.
+        assert_eq!(fit_sizes(&[256 * mib], Some(4)), (vec![], vec![256 * mib]));
     }
 
     #[test]
