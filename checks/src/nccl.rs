@@ -156,7 +156,6 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
         ("nccl_path", chosen.path.display().to_string()),
         ("nccl_real_path", chosen.real_path.display().to_string()),
         ("nccl_source", source_name(chosen.source).to_string()),
-        ("nccl_copies", facts.copies.len().to_string()),
     ];
     let others: Vec<String> = facts
         .copies
@@ -488,13 +487,16 @@ impl NameFilter {
 /// One thing nccl.env found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
+    /// The variable it is about.
+    pub var: String,
     pub status: Status,
     pub text: String,
     pub hint: String,
 }
 
-fn finding(status: Status, text: String, hint: impl Into<String>) -> Finding {
+fn finding(var: &str, status: Status, text: String, hint: impl Into<String>) -> Finding {
     Finding {
+        var: var.to_string(),
         status,
         text,
         hint: hint.into(),
@@ -536,6 +538,7 @@ fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         .map(|s| format!(" (did you mean {s}?)"))
         .unwrap_or_default();
     out.push(finding(
+        "NCCL_SOCKET_IFNAME",
         Status::Fail,
         format!(
             "NCCL_SOCKET_IFNAME={}{} matches no network interface{suggestion}; this host has: {have}",
@@ -559,6 +562,7 @@ fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
     let origin = describe_origin(&var.origin);
     if facts.ib_devices.is_empty() {
         out.push(finding(
+            "NCCL_IB_HCA",
             Status::Warn,
             format!(
                 "NCCL_IB_HCA={}{origin} is set but this host shows no InfiniBand/RoCE device \
@@ -605,6 +609,7 @@ fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         })
         .unwrap_or_default();
     out.push(finding(
+        "NCCL_IB_HCA",
         Status::Fail,
         format!(
             "NCCL_IB_HCA={}{origin} selects none of this host's HCA ports{suggestion}; it has: {}",
@@ -624,6 +629,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         .filter(|v| is_set_nonzero(&v.value))
     {
         out.push(finding(
+            "NCCL_P2P_DISABLE",
             Status::Warn,
             format!(
                 "NCCL_P2P_DISABLE={}{} turns off direct GPU-to-GPU transfers",
@@ -640,6 +646,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         .filter(|v| matches!(v.value.trim().to_ascii_uppercase().as_str(), "LOC" | "0"))
     {
         out.push(finding(
+            "NCCL_P2P_LEVEL",
             Status::Warn,
             format!(
                 "NCCL_P2P_LEVEL={}{} never uses GPU-to-GPU P2P",
@@ -655,6 +662,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         .filter(|v| is_set_nonzero(&v.value))
     {
         out.push(finding(
+            "NCCL_SHM_DISABLE",
             Status::Warn,
             format!(
                 "NCCL_SHM_DISABLE={}{} turns off the shared-memory transport",
@@ -673,6 +681,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         if !facts.ib_devices.is_empty() {
             let names: Vec<&str> = facts.ib_devices.iter().map(|d| d.name.as_str()).collect();
             out.push(finding(
+                "NCCL_IB_DISABLE",
                 Status::Warn,
                 format!(
                     "NCCL_IB_DISABLE={}{} while this host has InfiniBand/RoCE devices ({})",
@@ -688,6 +697,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
     for name in ["NCCL_ALGO", "NCCL_PROTO"] {
         if let Some(v) = facts.get(name).filter(|v| !v.value.trim().is_empty()) {
             out.push(finding(
+                name,
                 Status::Warn,
                 format!(
                     "{name}={}{} forces NCCL's choice for every message size",
@@ -709,6 +719,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         )
     }) {
         out.push(finding(
+            "NCCL_DEBUG",
             Status::Warn,
             format!(
                 "NCCL_DEBUG={}{} logs every NCCL step on every rank",
@@ -729,6 +740,7 @@ fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         }
         if let Some((_, new)) = TORCH_RENAMED.iter().find(|(old, _)| *old == name) {
             out.push(finding(
+                name,
                 Status::Warn,
                 format!("{name} is PyTorch's old name for {new}"),
                 format!(
@@ -759,7 +771,7 @@ fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                 ),
             ),
         };
-        out.push(finding(Status::Warn, text, hint));
+        out.push(finding(name, Status::Warn, text, hint));
     }
 }
 
@@ -809,7 +821,7 @@ pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
                 if findings.len() == 1 {
                     f.hint.clone()
                 } else {
-                    format!("{}: {}", f.text, f.hint)
+                    format!("{}: {}", f.var, f.hint)
                 }
             })
             .collect::<Vec<_>>()
