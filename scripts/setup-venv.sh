@@ -7,11 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="${GPUCHECK_TEST_TORCH:-2.15.0}"
 VENV=.venv
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import torch, xmlschema, jsonschema; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import torch, xmlschema; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
   exit 0
 fi
 echo "setup-venv: creating $VENV with torch==$TORCH_VERSION (about 3.5 GB, first run only)" >&2
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "xmlschema==3.4.3" "jsonschema==4.23.0" numpy
+"$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "xmlschema==3.4.3" numpy
 "$VENV/bin/python" -c "import torch; print('setup-venv: torch', torch.__version__, 'cuda', torch.version.cuda)" >&2

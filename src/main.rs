@@ -51,11 +51,19 @@ fn main() -> ExitCode {
             } else {
                 // One line naming the problem, not clap's full usage block.
                 let text = e.render().to_string();
-                let first = text
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("invalid arguments");
-                eprintln!("gpucheck: {}", first.trim_start_matches("error: "));
+                let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+                let mut first = lines
+                    .next()
+                    .unwrap_or("invalid arguments")
+                    .trim_start_matches("error: ")
+                    .to_string();
+                // "the following required arguments were not provided:" + the list.
+                if first.ends_with(':') {
+                    if let Some(next) = lines.next() {
+                        first = format!("{first} {next}");
+                    }
+                }
+                eprintln!("gpucheck: {first}");
                 eprintln!("Run 'gpucheck --help' for usage.");
             }
             return ExitCode::from(code);
@@ -183,6 +191,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 
 fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     runner::install_signal_handlers();
+    runner::become_subreaper();
     let started_at_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -190,6 +199,7 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     let start = Instant::now();
     let host = gpucheck_checks::probe::system::host_facts();
     let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout);
+    runner::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();
     let mut exit_code = Run::exit_code_for(&counts, strict);
@@ -302,6 +312,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    runner::stop_being_subreaper();
     // execvp only returns on failure.
     let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
     let code = match err {

@@ -272,6 +272,72 @@ fn read_all(mut r: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
     })
 }
 
+/// Make gpucheck the "child subreaper" of everything it starts: a process
+/// whose parent dies is re-parented to gpucheck instead of init, so
+/// [`reap_descendants`] can find and kill it even if it left the probe's
+/// process group (torchrun workers, daemons that setsid).
+pub fn become_subreaper() {
+    // SAFETY: plain prctl on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Undo [`become_subreaper`] (before `exec` hands the process to CMD).
+pub fn stop_being_subreaper() {
+    // SAFETY: plain prctl on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+    }
+}
+
+/// Direct children of `parent` from /proc: (pid, process group).
+fn children_of(parent: i32) -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // Fields after the command name, which may itself contain ") ".
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let mut f = rest.split_whitespace();
+            let _state = f.next()?;
+            let ppid: i32 = f.next()?.parse().ok()?;
+            let pgrp: i32 = f.next()?.parse().ok()?;
+            (ppid == parent).then_some((pid, pgrp))
+        })
+        .collect()
+}
+
+/// Kill and reap every process gpucheck started that is still around: its
+/// own children and, through the subreaper, any orphaned descendant. Bounded:
+/// gives up after about a second of trying.
+pub fn reap_descendants() {
+    let me = std::process::id() as i32;
+    for _ in 0..100 {
+        let kids = children_of(me);
+        if kids.is_empty() {
+            return;
+        }
+        for (pid, pgrp) in kids {
+            if pgrp != nix::unistd::getpgrp().as_raw() {
+                kill_group(pgrp);
+            }
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::wait::waitpid(
+                nix::unistd::Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn kill_group(pgid: i32) {
     // ESRCH (the group is already gone) is the normal case after a clean exit.
     let _ = nix::sys::signal::killpg(
@@ -359,9 +425,13 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         }
         thread::sleep(Duration::from_millis(2).min(POLL));
     };
-    // Whatever happened, nothing in the group may survive.
+    // Whatever happened, nothing in the group, nor anything it started that
+    // escaped the group, may survive.
     kill_group(pgid);
     let _ = child.wait();
+    // Before reading the pipes to their end: an escaped descendant could
+    // hold them open forever.
+    reap_descendants();
     let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
     let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     let err = String::from_utf8_lossy(&err);

@@ -161,7 +161,12 @@ impl Outcome {
         self
     }
 
+    /// Add a named number. A non-finite value (NaN, infinity) is not a
+    /// measurement and is left out: JSON cannot carry it.
     pub fn with_metric(mut self, name: &str, value: f64, unit: &str) -> Self {
+        if !value.is_finite() {
+            return self;
+        }
         self.metrics.push(Metric {
             name: name.to_string(),
             value,
@@ -215,6 +220,16 @@ mod tests {
         let back: Outcome = serde_json::from_str(&s).unwrap();
         assert_eq!(o, back);
         assert_eq!(back.metric("pcie_link_width"), Some(8.0));
+    }
+
+    #[test]
+    fn non_finite_metrics_are_left_out() {
+        let o = Outcome::pass("x")
+            .with_metric("a", f64::NAN, "ms")
+            .with_metric("b", f64::INFINITY, "ms")
+            .with_metric("c", 1.0, "ms");
+        assert_eq!(o.metrics.len(), 1);
+        assert!(serde_json::from_str::<Outcome>(&serde_json::to_string(&o).unwrap()).is_ok());
     }
 
     #[test]

@@ -1,29 +1,657 @@
-//! The table report (stub: to be written).
+//! The table report: what a person reads in a terminal, or pastes into an
+//! issue. One header line naming the host, then the checks grouped by check
+//! group in run order, one line per check (status badge, id, summary), the
+//! fix under every row that did not pass, the check's data tables (the GPU
+//! topology matrix, the NCCL size sweep), and the one-line verdict last.
+//!
+//! Layout choices:
+//! - Plain aligned lines, not a boxed grid: they survive copy-paste into an
+//!   issue or a chat, `grep` finds a check with its verdict on one line, and
+//!   nothing is lost when the terminal is narrower than the table.
+//! - Summaries and hints are never wrapped: a hint is often a command, and a
+//!   command broken over two lines no longer pastes into a shell. The columns
+//!   before the summary take 37 characters at most, so a typical one-line
+//!   summary fits in 100 columns; longer ones are left to the terminal.
+//! - The badge carries the verdict in words ("✘ FAIL"), so the table reads
+//!   the same without colour; colour is only added when the caller says so.
+//! - Data tables are drawn without `--verbose`: for the checks that have
+//!   them, they are the result. `--verbose` adds metrics, facts, per-GPU rows
+//!   and durations.
+//! - Text from the machine (environment values, driver strings) is shown with
+//!   control characters escaped (`\u{1b}`), so a hostile value cannot recolour
+//!   or rewrite the terminal.
 
-use super::{Reporter, Run};
+use comfy_table::CellAlignment;
+use gpucheck_checks::{DataTable, DeviceResult, Metric, Status};
+
+use super::{CheckResult, Reporter, Run};
 
 pub struct Table {
+    /// Add ANSI colour (the caller decides from the TTY, NO_COLOR and --color).
     pub color: bool,
+    /// Add metrics, facts, per-device rows and durations.
     pub verbose: bool,
+    /// Only the verdict line.
     pub quiet: bool,
+}
+
+/// Width of the badge column: the longest badge is "? ERROR".
+const BADGE_WIDTH: usize = 7;
+/// Ids longer than this push their own summary right instead of widening the
+/// column for every row.
+const ID_WIDTH_MAX: usize = 24;
+/// Indent of check rows under their group heading.
+const ROW_INDENT: &str = "  ";
+/// Indent of everything under a check row (hint, tables, verbose details):
+/// the id column.
+const DETAIL_INDENT: &str = "           ";
+
+/// The verdict as a person reads it without colour: a glyph and a word,
+/// upper case where the exit code turns to 1.
+pub(super) fn badge(status: Status) -> &'static str {
+    match status {
+        Status::Pass => "✔ pass",
+        Status::Warn => "! warn",
+        Status::Fail => "✘ FAIL",
+        Status::Skip => "- skip",
+        Status::Error => "? ERROR",
+    }
 }
 
 impl Reporter for Table {
     fn render(&self, run: &Run) -> String {
-        let mut out = String::new();
+        if self.color {
+            // colored consults NO_COLOR, CLICOLOR and the TTY itself unless
+            // overridden; the caller has already decided. Only ever set to
+            // true: with colour off nothing here calls colored at all.
+            colored::control::set_override(true);
+        }
+        let mut lines: Vec<String> = Vec::new();
         if !self.quiet {
-            for r in &run.results {
-                out.push_str(&format!(
-                    "{} {} {}\n",
-                    r.outcome.status, r.id, r.outcome.summary
-                ));
-                if let Some(h) = &r.outcome.hint {
-                    out.push_str(&format!("    hint: {h}\n"));
+            lines.push(self.header(run));
+            if self.verbose {
+                lines.push(host_line(run));
+            }
+            if run.results.is_empty() {
+                lines.push(String::new());
+                lines.push("no checks ran".to_string());
+            }
+            let id_width = run
+                .results
+                .iter()
+                .map(|r| r.id.chars().count())
+                .max()
+                .unwrap_or(0)
+                .min(ID_WIDTH_MAX);
+            for (group, results) in run.groups() {
+                push_blank(&mut lines);
+                lines.push(self.paint_heading(&clean(group)));
+                for r in results {
+                    self.check_lines(r, id_width, &mut lines);
                 }
             }
+            push_blank(&mut lines);
         }
-        out.push_str(&run.verdict_line());
-        out.push('\n');
+        lines.push(self.paint_verdict(run));
+        let mut out = String::new();
+        for line in lines {
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl Table {
+    fn header(&self, run: &Run) -> String {
+        let h = &run.host;
+        let mut parts = vec![
+            format!("{} {}", clean(&run.tool), clean(&run.tool_version)),
+            clean(&h.hostname),
+            clean(&h.os),
+        ];
+        if let Some(c) = &h.container {
+            parts.push(clean(c));
+        }
+        parts.push(format!("profile {}", run.profile.as_str()));
+        if run.strict {
+            parts.push("strict".to_string());
+        }
+        parts.join(" · ")
+    }
+
+    /// The row of one check and everything under it.
+    fn check_lines(&self, r: &CheckResult, id_width: usize, lines: &mut Vec<String>) {
+        let o = &r.outcome;
+        let mut summary = o.summary.lines();
+        let first = summary.next().unwrap_or("");
+        let badge = format!("{:<BADGE_WIDTH$}", badge(o.status));
+        let id = format!("{:<id_width$}", clean(&r.id));
+        lines.push(format!(
+            "{ROW_INDENT}{}  {id}  {}",
+            self.paint(&badge, o.status),
+            clean(first)
+        ));
+        for more in summary {
+            lines.push(format!("{DETAIL_INDENT}{}", clean(more)));
+        }
+        if o.status != Status::Pass {
+            match &o.hint {
+                Some(hint) => {
+                    let mut hint_lines = hint.lines();
+                    let arrow = self.paint("→ fix:", o.status);
+                    lines.push(format!(
+                        "{DETAIL_INDENT}{arrow} {}",
+                        clean(hint_lines.next().unwrap_or(""))
+                    ));
+                    for more in hint_lines {
+                        lines.push(format!("{DETAIL_INDENT}       {}", clean(more)));
+                    }
+                }
+                // A check that failed without saying how to fix it still
+                // points somewhere useful.
+                None if o.status != Status::Skip => lines.push(format!(
+                    "{DETAIL_INDENT}{} gpucheck explain {}",
+                    self.paint("→ more:", o.status),
+                    clean(&r.id)
+                )),
+                None => {}
+            }
+        }
+        if self.verbose {
+            for m in &o.metrics {
+                lines.push(format!("{DETAIL_INDENT}{}", metric_text(m)));
+            }
+            for (k, v) in &o.facts {
+                lines.push(format!("{DETAIL_INDENT}{}: {}", clean(k), clean(v)));
+            }
+            for line in device_lines(&o.devices) {
+                lines.push(format!("{DETAIL_INDENT}{line}"));
+            }
+            lines.push(format!(
+                "{DETAIL_INDENT}took {}",
+                duration_text(o.duration_ms)
+            ));
+        }
+        // A blank line above and below each drawn table keeps the next
+        // check's row from reading as part of it.
+        for t in &o.tables {
+            push_blank(lines);
+            for line in data_table_lines(t) {
+                lines.push(format!("{DETAIL_INDENT}{line}"));
+            }
+            lines.push(String::new());
+        }
+    }
+
+    fn paint(&self, text: &str, status: Status) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        use colored::Colorize;
+        match status {
+            Status::Pass => text.green().to_string(),
+            Status::Warn => text.yellow().bold().to_string(),
+            Status::Fail => text.red().bold().to_string(),
+            Status::Error => text.magenta().bold().to_string(),
+            Status::Skip => text.dimmed().to_string(),
+        }
+    }
+
+    fn paint_heading(&self, text: &str) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        use colored::Colorize;
+        text.bold().underline().to_string()
+    }
+
+    fn paint_verdict(&self, run: &Run) -> String {
+        let line = clean(&run.verdict_line());
+        if !self.color {
+            return line;
+        }
+        use colored::Colorize;
+        let c = &run.counts;
+        if run.exit_code != 0 {
+            line.red().bold().to_string()
+        } else if c.warn > 0 {
+            line.yellow().bold().to_string()
+        } else {
+            line.green().bold().to_string()
+        }
+    }
+}
+
+/// One empty line, unless the last line already is one.
+fn push_blank(lines: &mut Vec<String>) {
+    if lines.last().is_some_and(|l| !l.is_empty()) {
+        lines.push(String::new());
+    }
+}
+
+/// The host in more detail, for --verbose.
+fn host_line(run: &Run) -> String {
+    let h = &run.host;
+    format!(
+        "kernel {} · {} · {} · {} CPUs · {} GiB memory",
+        clean(&h.kernel),
+        clean(&h.arch),
+        clean(&h.cpu),
+        h.cpu_count,
+        h.memory_total_mib / 1024
+    )
+}
+
+/// Text from the machine made safe for a terminal and for one line: tabs
+/// and line breaks become spaces; other control characters (ESC, BEL, C1)
+/// and the bidirectional overrides are shown escaped (`\u{1b}`) instead of
+/// being acted on.
+pub(super) fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\t' | '\n' | '\r' => out.push(' '),
+            c if c.is_control()
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                out.extend(c.escape_default())
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number as a person reads it: integers without a fraction, others with
+/// about three significant digits (the JSON report has the exact value).
+pub(super) fn number_text(value: f64) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    let magnitude = value.abs();
+    if value.fract() == 0.0 && magnitude < 1e15 {
+        return format!("{value:.0}");
+    }
+    let decimals = if magnitude >= 100.0 {
+        1
+    } else if magnitude >= 1.0 {
+        2
+    } else {
+        // 0.0123 -> 3 decimals ... 0.000123 -> 6; tiny values stop at 12.
+        (2 - magnitude.log10().floor() as i32).clamp(3, 12) as usize
+    };
+    let s = format!("{value:.decimals$}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `name = value unit`.
+pub(super) fn metric_text(m: &Metric) -> String {
+    let unit = clean(&m.unit);
+    if unit.is_empty() {
+        format!("{} = {}", clean(&m.name), number_text(m.value))
+    } else {
+        format!("{} = {} {unit}", clean(&m.name), number_text(m.value))
+    }
+}
+
+/// A duration in milliseconds as "0.06 ms", "12 ms" or "2.41 s".
+pub(super) fn duration_text(ms: f64) -> String {
+    if ms >= 1000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        let s = format!("{:.2}", ms.max(0.0));
+        format!("{} ms", s.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
+/// Per-device rows (GPU index, name, verdict, summary), each followed by
+/// that device's metrics on a line of their own.
+pub(super) fn device_lines(devices: &[DeviceResult]) -> Vec<String> {
+    let rows: Vec<Vec<String>> = devices
+        .iter()
+        .map(|d| {
+            vec![
+                format!("GPU{}", d.index),
+                clean(&d.name),
+                badge(d.status).to_string(),
+                clean(&d.summary),
+            ]
+        })
+        .collect();
+    let mut lines = Vec::new();
+    // One line per row: no header, and cells never wrap.
+    for (line, d) in aligned(None, &rows).into_iter().zip(devices) {
+        lines.push(line);
+        if !d.metrics.is_empty() {
+            let metrics: Vec<String> = d.metrics.iter().map(metric_text).collect();
+            lines.push(format!("      {}", metrics.join(", ")));
+        }
+    }
+    lines
+}
+
+/// A [`DataTable`] drawn compactly, the way `nvidia-smi topo -m` draws the
+/// topology: the title, a borderless matrix with the header as first row,
+/// columns of numbers right-aligned, then the legend.
+///
+/// A matrix whose header is one cell shorter than its rows gets an empty
+/// corner cell, so `["GPU0", "GPU1"]` over rows `["GPU0", " X ", "NV18"]`
+/// lines up.
+pub(super) fn data_table_lines(t: &DataTable) -> Vec<String> {
+    let mut lines = vec![clean(&t.title)];
+    let width = t.rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut header: Vec<String> = t.header.iter().map(|h| clean(h)).collect();
+    if !header.is_empty() && header.len() + 1 == width {
+        header.insert(0, String::new());
+    }
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| r.iter().map(|c| clean(c)).collect())
+        .collect();
+    let header = (!header.is_empty()).then_some(header);
+    lines.extend(
+        aligned(header.as_deref(), &rows)
+            .into_iter()
+            .map(|l| format!("  {l}")),
+    );
+    if let Some(legend) = &t.legend {
+        lines.push("Legend:".to_string());
+        lines.extend(legend.lines().map(|l| format!("  {}", clean(l))));
+    }
+    lines
+}
+
+/// Rows of cells in columns two spaces apart, without borders or trailing
+/// spaces. A column of numbers of different widths (a bandwidth sweep) is
+/// right-aligned so the digits line up; everything else is left-aligned, as
+/// in `nvidia-smi topo -m`.
+fn aligned(header: Option<&[String]>, rows: &[Vec<String>]) -> Vec<String> {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::NOTHING);
+    if let Some(h) = header {
+        table.set_header(h);
+    }
+    for r in rows {
+        table.add_row(r);
+    }
+    let columns = rows
+        .iter()
+        .map(Vec::len)
+        .chain(header.map(<[String]>::len))
+        .max()
+        .unwrap_or(0);
+    for i in 0..columns {
+        let body: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r.get(i))
+            .map(|c| c.trim())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let numeric = !body.is_empty() && body.iter().all(|c| c.parse::<f64>().is_ok());
+        let ragged = body
+            .iter()
+            .any(|c| c.chars().count() != body[0].chars().count());
+        if let Some(col) = table.column_mut(i) {
+            col.set_padding((0, 2));
+            if numeric && ragged {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+    }
+    // The default content arrangement never wraps a cell, whatever the
+    // terminal width.
+    table.lines().map(|l| l.trim_end().to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures;
+
+    fn plain(verbose: bool) -> Table {
+        Table {
+            color: false,
+            verbose,
+            quiet: false,
+        }
+    }
+
+    /// The line of the report that starts with `prefix` after trimming.
+    fn line_of<'a>(out: &'a str, prefix: &str) -> &'a str {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{out}"))
+    }
+
+    /// The line right after the first line containing `needle`.
+    fn line_after<'a>(out: &'a str, needle: &str) -> &'a str {
+        let mut it = out.lines().skip_while(|l| !l.contains(needle));
+        it.next();
+        it.next().unwrap_or("")
+    }
+
+    #[test]
+    fn every_status_has_its_badge_and_word() {
+        let out = plain(false).render(&fixtures::every_status());
+        assert!(line_of(&out, "✔ pass").contains("gpu.topology"));
+        assert!(line_of(&out, "✘ FAIL").contains("gpu.ecc"));
+        assert!(line_of(&out, "! warn").contains("host.shm  "));
+        assert!(line_of(&out, "- skip").contains("needs gpu.ecc, which failed"));
+        assert!(line_of(&out, "? ERROR").contains("probe crashed: SIGSEGV"));
+        // Badge, id and summary on one line, columns aligned across groups.
+        let ecc = line_of(&out, "✘ FAIL");
+        let shm = line_of(&out, "! warn");
+        assert_eq!(
+            ecc.find("GPU1 has").map(|i| ecc[..i].chars().count()),
+            shm.find("/dev/shm").map(|i| shm[..i].chars().count())
+        );
+    }
+
+    #[test]
+    fn the_fix_is_on_its_own_line_under_every_row_that_did_not_pass() {
+        let out = plain(false).render(&fixtures::every_status());
+        assert_eq!(
+            line_after(&out, "gpu.ecc").trim(),
+            "→ fix: drain the node and run `nvidia-smi -q -d ECC`; reset with `nvidia-smi -r -i 1`"
+        );
+        assert_eq!(
+            line_after(&out, "host.shm").trim(),
+            "→ fix: docker run --shm-size=16g (or --ipc=host)"
+        );
+        // An error without a hint still points somewhere.
+        assert_eq!(
+            line_after(&out, "net.master_port").trim(),
+            "→ more: gpucheck explain net.master_port"
+        );
+        // The skip reason is the row's summary; no fix line for a skip.
+        assert!(!line_after(&out, "nccl.allreduce").contains('→'));
+        // A pass has no fix line.
+        assert!(!line_after(&out, "gpu.topology").contains('→'));
+    }
+
+    #[test]
+    fn groups_in_run_order_with_headings_and_verdict_last() {
+        let run = fixtures::every_status();
+        let out = plain(false).render(&run);
+        let headings: Vec<&str> = out
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with(' '))
+            .collect();
+        assert!(headings[0].starts_with("gpucheck 0.1.0 · gpu-node-7 · Ubuntu 22.04.4 LTS"));
+        assert_eq!(&headings[1..5], ["gpu", "host", "nccl", "net"]);
+        assert_eq!(out.lines().last(), Some(run.verdict_line().as_str()));
+        assert!(run.verdict_line().starts_with("NOT READY"));
+    }
+
+    #[test]
+    fn topology_matrix_is_drawn_like_nvidia_smi_topo_without_verbose() {
+        let out = plain(false).render(&fixtures::every_status());
+        let lines: Vec<&str> = out.lines().collect();
+        let title = lines
+            .iter()
+            .position(|l| l.trim() == "GPU topology")
+            .expect("table title");
+        let matrix: Vec<&str> = lines[title + 1..title + 4]
+            .iter()
+            .map(|l| l.trim_start())
+            .collect();
+        assert_eq!(
+            matrix,
+            [
+                "GPU0  GPU1  CPU Affinity  NUMA Affinity",
+                "GPU0   X    NV18  0-95          0",
+                "GPU1  NV18   X    0-95          0",
+            ]
+        );
+        // The header row starts under the first GPU column, not the corner.
+        assert_eq!(lines[title + 1].find("GPU0"), lines[title + 2].find(" X "));
+        assert_eq!(lines[title + 4].trim(), "Legend:");
+        assert_eq!(lines[title + 5].trim(), "X    = Self");
+    }
+
+    #[test]
+    fn numeric_columns_are_right_aligned() {
+        let t = DataTable {
+            title: "all_reduce sweep".into(),
+            header: ["size", "busbw GB/s"].map(String::from).to_vec(),
+            rows: vec![
+                ["8 MiB", "95.5"].map(String::from).to_vec(),
+                ["1 GiB", "431.25"].map(String::from).to_vec(),
+            ],
+            legend: None,
+        };
+        let lines = data_table_lines(&t);
+        assert_eq!(
+            lines,
+            [
+                "all_reduce sweep",
+                "  size   busbw GB/s",
+                "  8 MiB        95.5",
+                "  1 GiB      431.25",
+            ]
+        );
+    }
+
+    #[test]
+    fn verbose_adds_metrics_facts_devices_and_duration() {
+        let run = fixtures::every_status();
+        let terse = plain(false).render(&run);
+        let out = plain(true).render(&run);
+        for line in [
+            "ecc_uncorrectable = 3 count",
+            "driver: 570.86.15",
+            "shm_size = 64 MiB",
+            "kernel 5.15.0-105-generic · x86_64 · AMD EPYC 9654 96-Core Processor · 192 CPUs · 2014 GiB memory",
+        ] {
+            assert!(out.lines().any(|l| l.trim() == line), "{line:?} missing:\n{out}");
+            assert!(!terse.contains(line), "{line:?} shown without --verbose");
+        }
+        let gpu1 = line_of(&out, "GPU1  NVIDIA");
+        assert_eq!(
+            gpu1.trim_start(),
+            "GPU1  NVIDIA H100 80GB HBM3  ✘ FAIL  3 uncorrectable ECC errors"
+        );
+        assert_eq!(
+            line_after(&out, "GPU1  NVIDIA").trim(),
+            "ecc_uncorrectable = 3 count"
+        );
+        assert!(out.contains("took 0 ms"));
+    }
+
+    #[test]
+    fn quiet_is_the_verdict_alone() {
+        let run = fixtures::every_status();
+        let t = Table {
+            color: false,
+            verbose: false,
+            quiet: true,
+        };
+        assert_eq!(t.render(&run), format!("{}\n", run.verdict_line()));
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let run = fixtures::every_status();
+        let plain_out = plain(true).render(&run);
+        assert!(!plain_out.contains('\u{1b}'));
+        let coloured = Table {
+            color: true,
+            verbose: false,
+            quiet: false,
+        }
+        .render(&run);
+        assert!(
+            coloured.contains("\u{1b}[1;31m✘ FAIL \u{1b}[0m"),
+            "{coloured}"
+        );
+        assert!(coloured.contains("\u{1b}[32m✔ pass \u{1b}[0m"));
+        // Same words with the escapes removed.
+        assert_eq!(strip_ansi(&coloured), plain(false).render(&run));
+    }
+
+    #[test]
+    fn no_trailing_whitespace_and_reasonable_width() {
+        let run = fixtures::every_status();
+        let out = plain(true).render(&run);
+        for l in out.lines() {
+            assert_eq!(l, l.trim_end(), "trailing whitespace: {l:?}");
+            // The verdict line is shared by every format and may name up to
+            // four checks; it is the one line allowed to run long.
+            if l != run.verdict_line() {
+                assert!(l.chars().count() <= 100, "line over 100 columns: {l:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_text_cannot_drive_the_terminal() {
+        let out = plain(true).render(&fixtures::hostile());
+        assert!(!out.contains('\u{1b}'), "raw ESC in:\n{out}");
+        assert!(!out.contains('\u{1}'));
+        assert!(out.contains("\\u{1}\\u{1b}[31m]]><x>&\"'"));
+        // Still one line per check: nothing in the text broke the layout.
+        assert!(line_of(&out, "✘ FAIL").contains("env.torchrun"));
+        assert!(line_of(&out, "? ERROR").contains("env.error"));
+    }
+
+    #[test]
+    fn numbers_read_like_numbers() {
+        assert_eq!(number_text(8.0), "8");
+        assert_eq!(number_text(431.25), "431.2");
+        assert_eq!(number_text(0.1 + 0.2), "0.3");
+        assert_eq!(number_text(12.345), "12.35");
+        assert_eq!(number_text(0.000123456), "0.000123");
+        assert_eq!(number_text(-3.5), "-3.5");
+        assert_eq!(number_text(f64::NAN), "NaN");
+        assert_eq!(duration_text(2412.0), "2.41 s");
+        assert_eq!(duration_text(12.34), "12 ms");
+        assert_eq!(duration_text(0.0587), "0.06 ms");
+        assert_eq!(duration_text(0.0), "0 ms");
+    }
+
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for n in chars.by_ref() {
+                    if n.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
         out
     }
 }

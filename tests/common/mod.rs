@@ -137,7 +137,10 @@ pub fn assert_valid_json_report(json: &str) -> serde_json::Value {
         serde_json::from_str(json).unwrap_or_else(|e| panic!("report is not JSON ({e}):\n{json}"));
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "JSON report does not validate: {errors:#?}");
+    assert!(
+        errors.is_empty(),
+        "JSON report does not validate: {errors:#?}"
+    );
     doc
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Benchmark, not a test: wall time and peak RSS of `gpucheck --profile quick`
+# (the HEALTHCHECK profile) against `python -c "import torch;
+# torch.cuda.is_available()"`, the usual first check people run.
+#
+#   bash scripts/bench.sh [RUNS]        (default 20 runs each)
+#
+# Env: GPUCHECK_BIN (default target/release/gpucheck, built if missing),
+# PYTHON (default .venv/bin/python, else python3), BENCH_ARGS (extra gpucheck
+# arguments, e.g. "--nvml-lib target/fixtures/nvml/libnvidia-ml.so.1").
+# Prints median and max wall time and the largest peak RSS for each command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-20}"
+BIN="${GPUCHECK_BIN:-target/release/gpucheck}"
+if [ ! -x "$BIN" ]; then
+  cargo build --release --locked >&2
+fi
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+# The measuring itself is done by python3 (os.wait4 gives each run's peak RSS).
+python3 - "$RUNS" "$BIN" "$PY" "${BENCH_ARGS:-}" <<'PYEOF'
+import os, shlex, statistics, subprocess, sys, time
+runs, binary, py, extra = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+
+def measure(argv, env=None):
+    walls, rss = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        walls.append((time.perf_counter() - t0) * 1000)
+        rss.append(usage.ru_maxrss / 1024)  # KiB -> MiB
+    return statistics.median(walls), max(walls), max(rss)
+
+rows = [("gpucheck --profile quick " + extra).strip(),
+        [binary, "--profile", "quick", "--quiet"] + shlex.split(extra)]
+res = [(rows[0], *measure(rows[1]))]
+torch_cmd = [py, "-c", "import torch; torch.cuda.is_available()"]
+if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
+    res.append(("python -c 'import torch; torch.cuda.is_available()'", *measure(torch_cmd)))
+else:
+    print(f"(torch not importable with {py}: skipping the torch comparison)")
+print(f"{'command':60} {'median ms':>10} {'max ms':>8} {'peak RSS MiB':>13}   ({runs} runs)")
+for name, med, mx, rss in res:
+    print(f"{name[:60]:60} {med:10.1f} {mx:8.1f} {rss:13.1f}")
+PYEOF

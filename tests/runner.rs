@@ -1,0 +1,351 @@
+//! The runner and the CLI contract through the real binary: exit codes 0/1/2,
+//! one-line usage errors, `exec`, timeouts of child-isolated checks that leave
+//! nothing running, and SIGTERM still producing a report.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn assert_one_line_error(out: &std::process::Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", stderr(out));
+    let err = stderr(out);
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.starts_with("gpucheck: "), "{err}");
+    assert!(first.contains(needle), "expected '{needle}' in: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    assert!(
+        err.lines().count() <= 2,
+        "more than a one-line error: {err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--only", "gpu.eccc"], "unknown check or group 'gpu.eccc'"),
+        (
+            &["--skip", "nonsense.*"],
+            "unknown check or group 'nonsense.*'",
+        ),
+        (&["--timeout", "0"], "--timeout"),
+        (&["--timeout", "abc"], "--timeout"),
+        (&["--format", "yaml"], "yaml"),
+        (&["--color", "sometimes"], "sometimes"),
+        (&["--profile", "huge"], "huge"),
+        (&["--min-scaling", "2"], "between 0 and 1"),
+        (
+            &["--junit", "/nonexistent/dir/report.xml"],
+            "cannot write the JUnit report to /nonexistent/dir/report.xml",
+        ),
+        (
+            &["--json", "/nonexistent/dir/report.json"],
+            "cannot write the JSON report",
+        ),
+        (&["--json", "-", "--junit", "-"], "both ask for stdout"),
+        (&["explain", "no.such"], "unknown check 'no.such'"),
+        (&["--no-such-flag"], "--no-such-flag"),
+        (&["exec", "--only", "env.torchrun"], "CMD"),
+    ];
+    for (args, needle) in cases {
+        let out = gpucheck().args(*args).output().unwrap();
+        assert_one_line_error(&out, needle);
+        assert!(stdout(&out).is_empty(), "{args:?} printed to stdout");
+    }
+}
+
+#[test]
+fn unknown_id_error_lists_valid_ids() {
+    let out = gpucheck().args(["--only", "nope"]).output().unwrap();
+    assert!(
+        stderr(&out).contains("valid ids: host.devices"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn exit_0_when_nothing_fails_and_1_when_something_does() {
+    let ok = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet"])
+        .envs([
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("LOCAL_WORLD_SIZE", "2"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    assert!(stdout(&ok).starts_with("READY"), "{}", stdout(&ok));
+
+    let bad = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet"])
+        .envs([("RANK", "3"), ("WORLD_SIZE", "2")])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1), "{}", stdout(&bad));
+    assert!(stdout(&bad).starts_with("NOT READY"), "{}", stdout(&bad));
+    assert!(
+        stdout(&bad).contains("see env.torchrun"),
+        "{}",
+        stdout(&bad)
+    );
+}
+
+#[test]
+fn strict_turns_a_warning_into_exit_1() {
+    let args = ["--only", "nccl.env", "--quiet"];
+    let plain = gpucheck()
+        .args(args)
+        .env("NCCL_DEBUG", "TRACE")
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(0), "{}", stdout(&plain));
+    assert!(stdout(&plain).contains("1 warned"), "{}", stdout(&plain));
+    let strict = gpucheck()
+        .args(args)
+        .arg("--strict")
+        .env("NCCL_DEBUG", "TRACE")
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
+    assert!(stdout(&strict).contains("--strict"), "{}", stdout(&strict));
+}
+
+#[test]
+fn skip_reason_names_the_failed_need() {
+    // torch.cuda needs torch.import; a Python that does not exist fails the
+    // choice of interpreter, which is a skip, so torch.cuda is skipped too.
+    let out = gpucheck()
+        .args(["--only", "torch.import,torch.cuda", "--json", "-"])
+        .args(["--python", "/nonexistent/python3"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cuda = result(&doc, "torch.cuda");
+    assert_eq!(cuda["status"], "skip");
+    assert!(
+        cuda["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("needs torch.import, which"),
+        "{cuda}"
+    );
+}
+
+#[test]
+fn exec_replaces_itself_with_the_command_on_pass() {
+    let child = gpucheck()
+        .args([
+            "exec",
+            "--only",
+            "env.torchrun",
+            "--",
+            "sh",
+            "-c",
+            "echo pid=$$",
+        ])
+        .envs([("RANK", "0"), ("WORLD_SIZE", "1")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Same PID: gpucheck exec'd the command instead of spawning it.
+    assert_eq!(stdout(&out).trim(), format!("pid={pid}"));
+    // The report went to stderr, stdout belongs to the command.
+    assert!(stderr(&out).contains("READY"), "{}", stderr(&out));
+}
+
+#[test]
+fn exec_does_not_run_the_command_on_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = gpucheck()
+        .args(["exec", "--only", "env.torchrun", "--", "touch"])
+        .arg(&marker)
+        .envs([("RANK", "5"), ("WORLD_SIZE", "2")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!marker.exists(), "the command ran although a check failed");
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains("not running touch"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("env.torchrun"), "{}", stderr(&out));
+
+    let warn = gpucheck()
+        .args([
+            "exec",
+            "--on-fail",
+            "warn",
+            "--only",
+            "env.torchrun",
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .envs([("RANK", "5"), ("WORLD_SIZE", "2")])
+        .output()
+        .unwrap();
+    assert_eq!(warn.status.code(), Some(0), "{}", stderr(&warn));
+    assert!(marker.exists(), "--on-fail warn must run the command");
+}
+
+#[test]
+fn exec_of_a_missing_command_exits_127() {
+    let out = gpucheck()
+        .args(["exec", "--only", "env.torchrun", "--", "/nonexistent/cmd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        stderr(&out).contains("cannot run /nonexistent/cmd"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn hang_python() -> std::path::PathBuf {
+    root().join("tests/fixtures/hang-python.sh")
+}
+
+#[test]
+fn child_timeout_kills_the_whole_tree() {
+    let mark = format!("gpucheck-runner-timeout-{}", std::process::id());
+    let out = gpucheck()
+        .args([
+            "--only",
+            "torch.import",
+            "--timeout",
+            "2",
+            "--json",
+            "-",
+            "--python",
+        ])
+        .arg(hang_python())
+        .env("GPUCHECK_TEST_MARK", &mark)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("timed out after 2 s"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "processes survived gpucheck"
+    );
+}
+
+#[test]
+fn sigterm_kills_children_and_still_reports() {
+    let mark = format!("gpucheck-runner-sigterm-{}", std::process::id());
+    let child = gpucheck()
+        .args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python())
+        .env("GPUCHECK_TEST_MARK", &mark)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the fake Python is running, then interrupt gpucheck.
+    let start = Instant::now();
+    while processes_matching(&format!("{mark}-main")).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the probe never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["interrupted"], "SIGTERM");
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "error");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted by SIGTERM"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "processes survived gpucheck"
+    );
+}
+
+#[test]
+fn list_and_explain_cover_the_catalog() {
+    let out = gpucheck()
+        .args(["list", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(rows.len() >= 8);
+    for row in &rows {
+        let id = row["id"].as_str().unwrap();
+        let ex = gpucheck().args(["explain", id]).output().unwrap();
+        assert_eq!(ex.status.code(), Some(0), "explain {id}");
+        assert!(stdout(&ex).starts_with(id), "{}", stdout(&ex));
+        assert!(stdout(&ex).len() > 150, "explain {id} is too thin");
+    }
+    let table = gpucheck().arg("list").output().unwrap();
+    assert!(stdout(&table).contains("host.shm"));
+}
+
+#[test]
+fn help_documents_exit_codes_and_completions_work() {
+    let out = gpucheck().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout(&out).contains("2  usage or configuration error"),
+        "{}",
+        stdout(&out)
+    );
+    let comp = gpucheck().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(comp.status.code(), Some(0));
+    assert!(stdout(&comp).contains("gpucheck"));
+}
+
+#[test]
+fn closed_stdout_pipe_is_not_an_error() {
+    let mut child = gpucheck()
+        .args(["list"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
