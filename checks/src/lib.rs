@@ -201,7 +201,13 @@ pub static CATALOG: &[&dyn Check] = &[
     &env::CudaVisibleDevices,
     &env::Torchrun,
     // cuda
+    &cuda::CudaDriver,
+    &cuda::CudaRuntime,
     // torch
+    &torch::TorchImport,
+    &torch::TorchCuda,
+    &torch::TorchArch,
+    &torch::TorchNccl,
     // net
     &net::Loopback,
     &net::MasterAddr,
