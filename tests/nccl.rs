@@ -419,3 +419,360 @@ fn allreduce_without_a_driver_skips() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn library_differing_from_torchs_nccl_warns() {
+    // torch.nccl reports the venv's real NCCL; --nccl-lib puts an older one first.
+    let py = common::venv_python();
+    let (_, version) = wheel_nccl_version(&py).expect("the venv has the NCCL wheel");
+    let lib = fake_nccl();
+    let (out, doc) = run(
+        &[
+            "--only",
+            "torch.import,torch.nccl,nccl.library",
+            "--python",
+            py.to_str().unwrap(),
+            "--nccl-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("FAKE_NCCL_VERSION", "2804")],
+    );
+    assert_eq!(fact(&doc, "torch.nccl", "nccl_version"), version, "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.library"), "warn", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.library"),
+        format!(
+            "libnccl.so.2 found first is NCCL 2.8.4 ({}), but torch reports NCCL {version}",
+            lib.display()
+        )
+    );
+    assert!(hint(&doc, "nccl.library").contains("nvidia/nccl/lib first on LD_LIBRARY_PATH"));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+// ---------------------------------------------------------------------------
+// nccl.allreduce end to end: fake libcuda (host memory) + fake NCCL (sums)
+// ---------------------------------------------------------------------------
+
+/// The all-reduce tests look for leftover `__child nccl.allreduce`
+/// processes, so they run one at a time.
+static ALLREDUCE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Two H100s with 96 MiB each: 32 MiB buffers fit, 256 MiB do not, which
+/// keeps the fake's host memory and time small.
+const SMALL_GPUS: &str = "NVIDIA H100 80GB HBM3, 9.0, 96;NVIDIA H100 80GB HBM3, 9.0, 96";
+
+/// Run `checks` (the all-reduce and any others) against the fakes: the fake
+/// libcuda on LD_LIBRARY_PATH, the fake NCCL as --nccl-lib unless `args`
+/// name another.
+fn allreduce(checks: &str, args: &[&str], envs: &[(&str, &str)]) -> (Output, Value) {
+    let _one_at_a_time = ALLREDUCE.lock().unwrap_or_else(|e| e.into_inner());
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let cuda_dir = cuda.parent().unwrap().to_str().unwrap().to_string();
+    let nccl = fake_nccl();
+    let dir = tempfile::tempdir().unwrap();
+    let py = empty_python(dir.path());
+    let mut all_args = vec!["--only", checks, "--python", py.to_str().unwrap()];
+    if !args.contains(&"--nccl-lib") {
+        all_args.extend(["--nccl-lib", nccl.to_str().unwrap()]);
+    }
+    all_args.extend_from_slice(args);
+    let mut all_envs = vec![("LD_LIBRARY_PATH", cuda_dir.as_str())];
+    all_envs.extend_from_slice(envs);
+    let result = run(&all_args, &all_envs);
+    let left = common::processes_matching("__child nccl.allreduce");
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    result
+}
+
+fn table_rows(doc: &Value, id: &str) -> Vec<Vec<String>> {
+    common::result(doc, id)["tables"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn allreduce_healthy_two_gpus_runs_verifies_and_reports_busbw() {
+    // The fake libcuda's default: two H100 80GB, so the standard 256 MiB runs.
+    let (out, doc) = allreduce("cuda.driver,nccl.library,nccl.allreduce", &[], &[]);
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(s.starts_with("busbw "), "{s}");
+    assert!(
+        s.ends_with(
+            " GB/s at 256 MiB over 2 GPUs (NCCL 2.27.7), results verified; not judged: no \
+             reference figure for 2x NVIDIA H100 80GB HBM3 (set one with --min-busbw GBPS)"
+        ),
+        "{s}"
+    );
+    let r = common::result(&doc, "nccl.allreduce");
+    let busbw = r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "busbw_gbps")
+        .and_then(|m| m["value"].as_f64())
+        .expect("busbw_gbps metric");
+    assert!(busbw > 0.0);
+    let rows = table_rows(&doc, "nccl.allreduce");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][0], "268435456");
+    assert_eq!(rows[0][1], "67108864");
+    assert_eq!(rows[0][6], "0");
+    let devices = r["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    assert!(devices.iter().all(|d| d["summary"] == "results verified"));
+    assert_eq!(out.status.code(), Some(0));
+    common::assert_valid_json_report(&common::stdout(&out));
+}
+
+#[test]
+fn allreduce_busbw_floor_decides_the_verdict() {
+    let devices = [("FAKE_CUDA_DEVICES", SMALL_GPUS)];
+    let (out, doc) = allreduce("nccl.allreduce", &["--min-busbw", "1000000"], &devices);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.contains(" at 32 MiB over 2 GPUs (NCCL 2.27.7), below --min-busbw 1000000.0"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("nvidia-smi topo -m"));
+    assert_eq!(out.status.code(), Some(1));
+
+    let (out, doc) = allreduce("nccl.allreduce", &["--min-busbw", "0.0001"], &devices);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(summary(&doc, "nccl.allreduce").ends_with("results verified; at least --min-busbw 0.0"));
+    assert_eq!(out.status.code(), Some(0));
+
+    // No floor and no room for 256 MiB: measured, shown, not judged.
+    let (_, doc) = allreduce("nccl.allreduce", &[], &devices);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").ends_with(
+            "bandwidth not judged: the largest size that fit in free GPU memory was 32 MiB (< 256 \
+             MiB)"
+        ),
+        "{}",
+        summary(&doc, "nccl.allreduce")
+    );
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "sizes_skipped_for_memory"),
+        "256 MiB"
+    );
+}
+
+#[test]
+fn allreduce_wrong_sum_fails_and_names_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--junit", junit.to_str().unwrap()],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "wrong"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with(
+            "all-reduce returned wrong data: 1 of 16777216 elements wrong at 32 MiB (first: GPU \
+             1, element 4194304: got "
+        ),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("NCCL_P2P_DISABLE=1"));
+    let devices = common::result(&doc, "nccl.allreduce")["devices"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(devices[0]["status"], "pass");
+    assert_eq!(devices[1]["status"], "fail");
+    assert_eq!(devices[1]["summary"], "1 wrong element");
+    assert_eq!(table_rows(&doc, "nccl.allreduce")[0][6], "1");
+    assert_eq!(out.status.code(), Some(1));
+    common::assert_valid_json_report(&common::stdout(&out));
+    common::assert_valid_junit(&junit);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<failure"), "{xml}");
+}
+
+#[test]
+fn allreduce_catches_data_corrupted_on_the_way_back() {
+    // The fake driver flips the first byte of every copy from GPU 1.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_CUDA_CORRUPT", "1"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains("(first: GPU 1, element 0: got "),
+        "{}",
+        summary(&doc, "nccl.allreduce")
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_hang_in_comm_init_is_killed_at_the_timeout() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "3"],
+        &[("FAKE_NCCL_SCENARIO", "hang_init")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "timed out after 3 s in ncclCommInitAll"
+    );
+    let h = hint(&doc, "nccl.allreduce");
+    assert!(
+        h.contains("NCCL_P2P_DISABLE=1") && h.contains("NCCL_DEBUG=WARN"),
+        "{h}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // allreduce() asserted that no `__child nccl.allreduce` survived.
+}
+
+#[test]
+fn allreduce_hang_in_the_driver_names_the_gpu_step() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "3"],
+        &[("FAKE_CUDA_HANG", "cuDevicePrimaryCtxRetain")],
+    );
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "timed out after 3 s in cuDevicePrimaryCtxRetain GPU 0",
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_nccl_errors_carry_nccls_own_words() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[("FAKE_NCCL_SCENARIO", "init_error")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "ncclCommInitAll failed: unhandled system error (run with NCCL_DEBUG=INFO for details) \
+         (fake: bootstrap could not find a socket interface)"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("NCCL_DEBUG=WARN"));
+    assert_eq!(fact(&doc, "nccl.allreduce", "nccl_error_code"), "2");
+    assert_eq!(out.status.code(), Some(1));
+
+    let (_, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "async_error"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "ncclAllReduce 32 MiB (warm-up) failed: remote process exited or there was a network \
+         error (fake: peer went away)"
+    );
+}
+
+#[test]
+fn allreduce_full_profile_sweeps_what_fits() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--profile", "full"],
+        &[("FAKE_CUDA_DEVICES", SMALL_GPUS)],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let rows = table_rows(&doc, "nccl.allreduce");
+    // 8 B .. 32 MiB by factors of two; 64 MiB .. 1 GiB do not fit in 96 MiB.
+    assert_eq!(rows.len(), 23);
+    assert_eq!(rows[0][..3], ["8", "2", "float"]);
+    assert_eq!(rows[22][0], "33554432");
+    assert!(rows.iter().all(|r| r[6] == "0"));
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "sizes_skipped_for_memory"),
+        "64 MiB, 128 MiB, 256 MiB, 512 MiB, 1 GiB"
+    );
+    let header = &common::result(&doc, "nccl.allreduce")["tables"][0]["header"];
+    assert_eq!(
+        header,
+        &serde_json::json!([
+            "size (B)",
+            "count",
+            "type",
+            "time (us)",
+            "algbw (GB/s)",
+            "busbw (GB/s)",
+            "#wrong"
+        ])
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_on_one_gpu_still_runs() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[("FAKE_CUDA_DEVICES", "NVIDIA L4, 8.9, 96")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with("NCCL 2.27.7 initialised and ran a verified all-reduce on 1 GPU ("),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("bus bandwidth is not meaningful with one GPU"),
+        "{s}"
+    );
+    assert_eq!(table_rows(&doc, "nccl.allreduce")[0][5], "n/a");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_without_a_gpu_skips() {
+    let (out, doc) = allreduce("nccl.allreduce", &[], &[("FAKE_CUDA_INIT", "100")]);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
+    assert!(summary(&doc, "nccl.allreduce").starts_with("CUDA sees no GPU"));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_is_skipped_when_nccl_is_missing() {
+    let (out, doc) = allreduce(
+        "nccl.library,nccl.allreduce",
+        &["--nccl-lib", "/nonexistent/libnccl.so.2"],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail");
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "needs nccl.library, which failed"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -1213,7 +1213,7 @@ fn device_rows(run: &AllReduceRun) -> Vec<DeviceResult> {
                     Status::Pass
                 },
                 summary: if wrong > 0 {
-                    format!("{wrong} wrong elements")
+                    format!("{wrong} wrong element{}", if wrong == 1 { "" } else { "s" })
                 } else {
                     "results verified".to_string()
                 },
@@ -1307,15 +1307,14 @@ pub fn evaluate_allreduce(facts: &AllReduceFacts, th: &AllReduceThresholds) -> O
     }
 
     let explicit = th.min_busbw_gbps;
-    let Some(judged) = judged_size(run, explicit.is_some()) else {
-        let largest = run.results.last().map(|r| r.bytes).unwrap_or(0);
-        return base(Outcome::pass(format!(
-            "{nccl} all-reduce verified on {n} GPU{}; bandwidth not judged: the largest size that \
-             fit in free GPU memory was {} (< {})",
-            if n == 1 { "" } else { "s" },
-            probe::format_bytes(largest),
-            probe::format_bytes(STANDARD_BYTES)
-        )));
+    let judged_opt = judged_size(run, explicit.is_some());
+    // Without a judged size (too little memory for 256 MiB), still show the
+    // largest size's numbers.
+    let Some(judged) = judged_opt.or_else(|| run.results.iter().rev().find(|r| r.time_us > 0.0))
+    else {
+        return base(Outcome::error(
+            "the all-reduce ran but CUDA events reported no time",
+        ));
     };
     let (algbw, busbw) = bandwidth_gbps(judged.bytes, judged.time_us / 1e6, n);
     let size = probe::format_bytes(judged.bytes);
@@ -1340,6 +1339,13 @@ pub fn evaluate_allreduce(facts: &AllReduceFacts, th: &AllReduceThresholds) -> O
     }
 
     let measured = format!("busbw {busbw:.1} GB/s at {size} over {n} GPUs ({nccl})");
+    if judged_opt.is_none() {
+        return base(with_numbers(Outcome::pass(format!(
+            "{measured}, results verified; bandwidth not judged: the largest size that fit in \
+             free GPU memory was {size} (< {})",
+            probe::format_bytes(STANDARD_BYTES)
+        ))));
+    }
     if let Some(floor) = explicit {
         let o = if busbw < floor {
             Outcome::fail(
@@ -1486,7 +1492,7 @@ impl Check for AllReduce {
         Profile::Standard
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["nccl.library"]
+        &["cuda.driver", "nccl.library"]
     }
     fn isolation(&self) -> Isolation {
         Isolation::Child
@@ -2356,9 +2362,10 @@ mod tests {
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
-            "NCCL 2.27.7 all-reduce verified on 8 GPUs; bandwidth not judged: the largest size \
-             that fit in free GPU memory was 16 MiB (< 256 MiB)"
+            "busbw 20.0 GB/s at 16 MiB over 8 GPUs (NCCL 2.27.7), results verified; bandwidth not \
+             judged: the largest size that fit in free GPU memory was 16 MiB (< 256 MiB)"
         );
+        assert!((o.metric("busbw_gbps").unwrap() - 20.0).abs() < 1e-6);
         assert_eq!(o.facts["sizes_skipped_for_memory"], "256 MiB");
         let o = evaluate_allreduce(
             &f,
