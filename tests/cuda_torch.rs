@@ -210,6 +210,8 @@ fn cuinit_errors_are_named_with_their_fix() {
         assert_eq!(r["status"], "fail", "{name}: {r}");
         assert!(field(r, "summary").starts_with(summary), "{name}: {r}");
         assert!(field(r, "hint").contains(hint), "{name}: {r}");
+        // cuDriverGetVersion answers before cuInit: the version is kept.
+        assert_eq!(fact(r, "cuda_driver_version"), "12.8", "{name}: {r}");
     }
 }
 

@@ -413,7 +413,20 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
                 NO_LIBCUDA_HINT,
             )
         }
-        Err(DriverProbeError::Call(e)) => return call_failure(e, cvd),
+        Err(DriverProbeError::Call {
+            error,
+            library,
+            cuda_driver_version,
+        }) => {
+            let mut o = call_failure(error, cvd);
+            if let Some(v) = cuda_driver_version {
+                o = o.with_fact("cuda_driver_version", v.to_string());
+            }
+            if let Some(lib) = library {
+                o = o.with_fact("libcuda", lib.display().to_string());
+            }
+            return o;
+        }
         Err(DriverProbeError::Library { detail }) => {
             if let Some(symbol) = detail
                 .strip_prefix("Missing symbol ")
@@ -1029,6 +1042,14 @@ mod tests {
         }
     }
 
+    fn call_failed(error: CudaCallError) -> Result<DriverProbe, DriverProbeError> {
+        Err(DriverProbeError::Call {
+            error,
+            library: None,
+            cuda_driver_version: Some(v(12, 8)),
+        })
+    }
+
     fn call_err(call: &str, code: i32) -> CudaCallError {
         CudaCallError {
             call: call.to_string(),
@@ -1074,7 +1095,7 @@ mod tests {
     #[test]
     fn fabric_manager_not_running_is_named() {
         let o = evaluate_driver(&facts(
-            Err(DriverProbeError::Call(call_err("cuInit", 802))),
+            call_failed(call_err("cuInit", 802)),
             Expectation::Unknown { why: String::new() },
         ));
         assert_eq!(o.status, Status::Fail);
@@ -1094,7 +1115,7 @@ mod tests {
     #[test]
     fn no_device_mentions_cuda_visible_devices_when_set() {
         let mut f = facts(
-            Err(DriverProbeError::Call(call_err("cuInit", 100))),
+            call_failed(call_err("cuInit", 100)),
             Expectation::Unknown { why: String::new() },
         );
         f.cuda_visible_devices = Some("-1".to_string());
@@ -1115,7 +1136,7 @@ mod tests {
             (804, "only data-center GPUs"),
         ] {
             let o = evaluate_driver(&facts(
-                Err(DriverProbeError::Call(call_err("cuInit", code))),
+                call_failed(call_err("cuInit", code)),
                 Expectation::Unknown { why: String::new() },
             ));
             assert_eq!(o.status, Status::Fail);
@@ -1127,7 +1148,7 @@ mod tests {
     #[test]
     fn unknown_error_suggests_reset() {
         let o = evaluate_driver(&facts(
-            Err(DriverProbeError::Call(call_err("cuInit", 999))),
+            call_failed(call_err("cuInit", 999)),
             Expectation::Unknown { why: String::new() },
         ));
         assert!(o.summary.contains("CUDA_ERROR_UNKNOWN (999)"));
@@ -1143,7 +1164,7 @@ mod tests {
         e.description =
             Some("the provided PTX was compiled with an unsupported toolchain.".to_string());
         let o = evaluate_driver(&facts(
-            Err(DriverProbeError::Call(e)),
+            call_failed(e),
             Expectation::Unknown { why: String::new() },
         ));
         assert_eq!(o.status, Status::Fail);
