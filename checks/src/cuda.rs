@@ -10,9 +10,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::env::{parse_cuda_visible_devices, quote_value, DeviceToken, VisibleDevices};
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, CudaVersion, DriverProbe, DriverProbeError, RoundTrip,
 };
+use crate::probe::host::env_lossy;
 use crate::probe::libs::LibSource;
 use crate::probe::{nvml, python};
 use crate::{Check, Context, DataTable, DeviceResult, Isolation, Outcome, Profile, Status};
@@ -176,7 +178,8 @@ pub struct ErrorAdvice {
 pub fn error_advice(code: i32, cvd: Option<&str>) -> Option<ErrorAdvice> {
     let hidden = match cvd {
         Some(v) => format!(
-            "CUDA_VISIBLE_DEVICES is set to '{v}': an empty, '-1' or invalid first entry hides every GPU (`unset CUDA_VISIBLE_DEVICES` to test); "
+            "CUDA_VISIBLE_DEVICES is set to {}: an empty, '-1' or invalid first entry hides every GPU (`unset CUDA_VISIBLE_DEVICES` to test, see env.cuda_visible_devices); ",
+            quote_value(v)
         ),
         None => String::new(),
     };
@@ -290,16 +293,47 @@ pub enum Expectation {
     Unknown { why: String },
 }
 
-/// What NVML and the environment predict for the CUDA device count.
-///
-/// With CUDA_VISIBLE_DEVICES set, only an unset variable is predicted for
-/// now: the exact parser (`crate::env::parse_cuda_visible_devices`) is being
-/// written on another branch, and wiring it belongs here.
+/// How many devices CUDA enumerates for a parsed CUDA_VISIBLE_DEVICES on
+/// these GPUs, following PyTorch's emulation of the driver
+/// (torch/cuda/__init__.py, `_device_count_nvml` and
+/// `_transform_uuid_to_ordinals`): indices stop at the first one out of
+/// range, a UUID entry must prefix exactly one GPU's UUID (else the list
+/// stops there), and naming a GPU twice leaves none. None when MIG entries
+/// make it unpredictable from GPU-level facts.
+pub fn visible_count(v: &VisibleDevices, gpus: &[nvml::GpuInfo]) -> Option<u32> {
+    let mut ordinals: Vec<usize> = Vec::new();
+    for token in v.effective() {
+        let ordinal = match token {
+            DeviceToken::Index(i) => Some(*i as usize).filter(|i| *i < gpus.len()),
+            DeviceToken::Uuid(prefix) => {
+                let mut hits = gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.uuid.starts_with(prefix.as_str()));
+                match (hits.next(), hits.next()) {
+                    (Some((i, _)), None) => Some(i),
+                    _ => None,
+                }
+            }
+            DeviceToken::Mig(_) => return None,
+        };
+        let Some(ordinal) = ordinal else { break };
+        if ordinals.contains(&ordinal) {
+            return Some(0);
+        }
+        ordinals.push(ordinal);
+    }
+    Some(ordinals.len() as u32)
+}
+
+/// What NVML and CUDA_VISIBLE_DEVICES predict for the CUDA device count;
+/// without NVML, `--expect-gpus N` gives a floor.
 pub fn predict_devices(
     nvml_gpus: Option<&[nvml::GpuInfo]>,
     cvd: Option<&str>,
     expect_gpus: Option<u32>,
 ) -> Expectation {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     match nvml_gpus {
         Some(gpus) => {
             if gpus.iter().any(|g| g.mig_enabled == Some(true)) {
@@ -307,18 +341,27 @@ pub fn predict_devices(
                     why: "MIG is enabled, so CUDA enumerates MIG instances, not GPUs".to_string(),
                 };
             }
-            if let Some(v) = cvd {
-                return Expectation::Unknown {
-                    why: format!("CUDA_VISIBLE_DEVICES='{v}' selects the devices"),
-                };
-            }
-            Expectation::Exactly {
-                count: gpus.len() as u32,
-                from: format!(
-                    "NVML sees {} GPU{}",
-                    gpus.len(),
-                    if gpus.len() == 1 { "" } else { "s" }
-                ),
+            let seen = format!("NVML sees {} GPU{}", gpus.len(), plural(gpus.len()));
+            match cvd {
+                None => Expectation::Exactly {
+                    count: gpus.len() as u32,
+                    from: seen,
+                },
+                Some(v) => match visible_count(&parse_cuda_visible_devices(v), gpus) {
+                    Some(n) => Expectation::Exactly {
+                        count: n,
+                        from: format!(
+                            "{seen} and CUDA_VISIBLE_DEVICES={} selects {n}",
+                            quote_value(v)
+                        ),
+                    },
+                    None => Expectation::Unknown {
+                        why: format!(
+                            "CUDA_VISIBLE_DEVICES={} names MIG instances",
+                            quote_value(v)
+                        ),
+                    },
+                },
             }
         }
         None => match (expect_gpus, cvd) {
@@ -370,7 +413,20 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
                 NO_LIBCUDA_HINT,
             )
         }
-        Err(DriverProbeError::Call(e)) => return call_failure(e, cvd),
+        Err(DriverProbeError::Call {
+            error,
+            library,
+            cuda_driver_version,
+        }) => {
+            let mut o = call_failure(error, cvd);
+            if let Some(v) = cuda_driver_version {
+                o = o.with_fact("cuda_driver_version", v.to_string());
+            }
+            if let Some(lib) = library {
+                o = o.with_fact("libcuda", lib.display().to_string());
+            }
+            return o;
+        }
         Err(DriverProbeError::Library { detail }) => {
             if let Some(symbol) = detail
                 .strip_prefix("Missing symbol ")
@@ -558,7 +614,7 @@ How to fix: libcuda missing means no driver in this environment — in a contain
 The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is unset and MIG is off; without NVML, `--expect-gpus N` gives the floor."
     }
     fn run(&self, ctx: &Context) -> Outcome {
-        let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let cvd = env_lossy("CUDA_VISIBLE_DEVICES");
         let nvml_gpus = nvml::gpus(ctx.options.nvml_lib.as_deref()).ok();
         let contexts = ctx.options.profile >= Profile::Standard;
         let facts = DriverFacts {
@@ -986,6 +1042,14 @@ mod tests {
         }
     }
 
+    fn call_failed(error: CudaCallError) -> Result<DriverProbe, DriverProbeError> {
+        Err(DriverProbeError::Call {
+            error,
+            library: None,
+            cuda_driver_version: Some(v(12, 8)),
+        })
+    }
+
     fn call_err(call: &str, code: i32) -> CudaCallError {
         CudaCallError {
             call: call.to_string(),
@@ -1031,7 +1095,7 @@ mod tests {
     #[test]
     fn fabric_manager_not_running_is_named() {
         let o = evaluate_driver(&facts(
-            Err(DriverProbeError::Call(call_err("cuInit", 802))),
+            call_failed(call_err("cuInit", 802)),
             Expectation::Unknown { why: String::new() },
         ));
         assert_eq!(o.status, Status::Fail);
@@ -1051,7 +1115,7 @@ mod tests {
     #[test]
     fn no_device_mentions_cuda_visible_devices_when_set() {
         let mut f = facts(
-            Err(DriverProbeError::Call(call_err("cuInit", 100))),
+            call_failed(call_err("cuInit", 100)),
             Expectation::Unknown { why: String::new() },
         );
         f.cuda_visible_devices = Some("-1".to_string());
@@ -1059,7 +1123,7 @@ mod tests {
         assert!(o.summary.contains("CUDA_ERROR_NO_DEVICE (100)"));
         let hint = o.hint.unwrap();
         assert!(
-            hint.contains("CUDA_VISIBLE_DEVICES is set to '-1'"),
+            hint.contains("CUDA_VISIBLE_DEVICES is set to \"-1\""),
             "{hint}"
         );
         assert!(hint.contains("--gpus all"));
@@ -1072,7 +1136,7 @@ mod tests {
             (804, "only data-center GPUs"),
         ] {
             let o = evaluate_driver(&facts(
-                Err(DriverProbeError::Call(call_err("cuInit", code))),
+                call_failed(call_err("cuInit", code)),
                 Expectation::Unknown { why: String::new() },
             ));
             assert_eq!(o.status, Status::Fail);
@@ -1084,7 +1148,7 @@ mod tests {
     #[test]
     fn unknown_error_suggests_reset() {
         let o = evaluate_driver(&facts(
-            Err(DriverProbeError::Call(call_err("cuInit", 999))),
+            call_failed(call_err("cuInit", 999)),
             Expectation::Unknown { why: String::new() },
         ));
         assert!(o.summary.contains("CUDA_ERROR_UNKNOWN (999)"));
@@ -1100,7 +1164,7 @@ mod tests {
         e.description =
             Some("the provided PTX was compiled with an unsupported toolchain.".to_string());
         let o = evaluate_driver(&facts(
-            Err(DriverProbeError::Call(e)),
+            call_failed(e),
             Expectation::Unknown { why: String::new() },
         ));
         assert_eq!(o.status, Status::Fail);
@@ -1236,10 +1300,26 @@ mod tests {
                 from: "NVML sees 2 GPUs".to_string()
             }
         );
-        assert!(matches!(
-            predict_devices(Some(&gpus), Some("0"), None),
-            Expectation::Unknown { .. }
-        ));
+        assert_eq!(
+            predict_devices(Some(&gpus), Some("1"), None),
+            Expectation::Exactly {
+                count: 1,
+                from: "NVML sees 2 GPUs and CUDA_VISIBLE_DEVICES=\"1\" selects 1".to_string()
+            }
+        );
+        let count = |v: &str| match predict_devices(Some(&gpus), Some(v), None) {
+            Expectation::Exactly { count, .. } => Some(count),
+            _ => None,
+        };
+        // Out-of-range index ends the list; invalid entries too; duplicates hide all.
+        assert_eq!(count("0,5,1"), Some(1));
+        assert_eq!(count("1,foo,0"), Some(1));
+        assert_eq!(count("0,0"), Some(0));
+        assert_eq!(count(""), Some(0));
+        assert_eq!(count("GPU-1"), Some(1));
+        // "GPU-" prefixes both UUIDs: ambiguous, so nothing.
+        assert_eq!(count("GPU-"), Some(0));
+        assert_eq!(count("MIG-0123abcd"), None);
         let mig = vec![gpu(0, Some(true))];
         assert!(matches!(
             predict_devices(Some(&mig), None, None),

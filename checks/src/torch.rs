@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cuda::{
-    incompatible_fix, minor_version_floor, runtime_compat, DriverVersion, RuntimeCompat,
+    incompatible_fix, minor_version_floor, predict_devices, runtime_compat, DriverVersion,
+    Expectation, RuntimeCompat,
 };
 use crate::probe::cuda::CudaVersion;
 use crate::probe::nvml;
@@ -387,10 +388,45 @@ impl TorchInfo {
 // torch.import
 // ---------------------------------------------------------------------------
 
-/// How long the payload may take inside the check's own timeout, leaving the
-/// child time to report.
+/// How long the payload may take inside the check's own timeout: a little
+/// less, so the payload is stopped before the runner gives up on the check
+/// and the verdict can name the stage torch hung in.
 fn payload_budget(timeout_s: f64) -> Duration {
-    Duration::from_secs_f64((timeout_s - 2.0).max(1.0))
+    let margin = (timeout_s * 0.25).min(0.5);
+    Duration::from_secs_f64((timeout_s - margin).max(0.1))
+}
+
+/// Seconds as the runner prints them ("2", "1.5").
+fn secs_label(secs: f64) -> String {
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    }
+}
+
+/// Run the payload for a check, within that check's timeout. A timeout is
+/// reported against the check's timeout, as the runner would report it.
+fn run_for(ctx: &Context) -> (Option<PythonSource>, Result<TorchInfo, TorchProbeError>) {
+    let (choice, result) = probe_torch(
+        ctx.options.python.as_deref(),
+        payload_budget(ctx.options.timeout_s),
+    );
+    let result = result.map_err(|e| match e {
+        TorchProbeError::Timeout {
+            python,
+            stage,
+            stderr_tail,
+            ..
+        } => TorchProbeError::Timeout {
+            python,
+            secs: ctx.options.timeout_s,
+            stage,
+            stderr_tail,
+        },
+        other => other,
+    });
+    (choice.map(|c| c.source), result)
 }
 
 const NO_TORCH_HINT: &str = "install PyTorch into the Python that will train (`pip install torch`, or a specific CUDA build: `pip install torch --index-url https://download.pytorch.org/whl/cu128`), or point gpucheck at that Python with --python PATH";
@@ -452,7 +488,11 @@ pub fn probe_failure(e: &TorchProbeError) -> Outcome {
         } => {
             let place = stage.as_deref().map(|s| format!(" in {s}")).unwrap_or_default();
             let mut o = Outcome::fail(
-                format!("torch did not answer within {secs:.0} s{place} ({})", python.display()),
+                format!(
+                    "timed out after {} s{place} ({})",
+                    secs_label(*secs),
+                    python.display()
+                ),
                 "a hang in torch.cuda.is_available() or init points at the driver (look for Xid errors in `dmesg`, check `nvidia-smi`); a slow `import torch` at a network file system or a cold cache — give it longer with --timeout SECS",
             );
             if !stderr_tail.is_empty() {
@@ -548,12 +588,9 @@ Why it matters for DDP: every rank imports torch first. A torch that fails to im
 How to fix: no Python or no torch is a skip (install torch, or name the Python with --python). An import failure names the error: reinstall torch (`pip install --force-reinstall torch`) or remove the shadowing folder from LD_LIBRARY_PATH."
     }
     fn run(&self, ctx: &Context) -> Outcome {
-        let (choice, result) = probe_torch(
-            ctx.options.python.as_deref(),
-            payload_budget(ctx.options.timeout_s),
-        );
+        let (source, result) = run_for(ctx);
         match result {
-            Ok(info) => evaluate_import(&info, choice.map(|c| c.source)),
+            Ok(info) => evaluate_import(&info, source),
             Err(e) => probe_failure(&e),
         }
     }
@@ -569,11 +606,7 @@ fn torch_info(ctx: &Context) -> Result<TorchInfo, Box<Outcome>> {
             ))
         });
     }
-    let (_, result) = probe_torch(
-        ctx.options.python.as_deref(),
-        payload_budget(ctx.options.timeout_s),
-    );
-    result.map_err(|e| Box::new(probe_failure(&e)))
+    run_for(ctx).1.map_err(|e| Box::new(probe_failure(&e)))
 }
 
 /// Timeout of the dependent torch checks: instant with torch.import's
@@ -632,11 +665,12 @@ pub struct TorchCudaFacts {
     pub cuda_visible_devices: Option<String>,
 }
 
-/// Whether CUDA_VISIBLE_DEVICES hides every GPU: empty, or a first entry
-/// CUDA cannot use ("-1"). CUDA stops at the first invalid entry.
+/// Whether CUDA_VISIBLE_DEVICES hides every GPU (empty, "-1", an invalid
+/// first entry, or a GPU named twice), as the CUDA driver reads it.
 pub fn cvd_hides_everything(v: &str) -> bool {
-    let first = v.split(',').next().unwrap_or("").trim();
-    first.is_empty() || first.starts_with('-')
+    crate::env::parse_cuda_visible_devices(v)
+        .effective()
+        .is_empty()
 }
 
 /// The first sentence of torch's message ("RuntimeError: Found no NVIDIA
@@ -690,12 +724,15 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
     if t.cuda_available {
         let expected = f
             .cuda_driver_devices
-            .map(|n| (n, "the CUDA driver (cuda.driver)".to_string()))
-            .or_else(|| match (&f.nvml, &f.cuda_visible_devices) {
-                (NvmlView::Gpus(g), None) if !g.iter().any(|g| g.mig_enabled == Some(true)) => {
-                    Some((g.len() as u32, "NVML".to_string()))
+            .map(|n| (n, format!("the CUDA driver sees {n} (cuda.driver)")))
+            .or_else(|| match &f.nvml {
+                NvmlView::Gpus(g) => {
+                    match predict_devices(Some(g), f.cuda_visible_devices.as_deref(), None) {
+                        Expectation::Exactly { count, from } => Some((count, from)),
+                        _ => None,
+                    }
                 }
-                _ => None,
+                NvmlView::Unavailable(_) => None,
             });
         let mut names: Vec<String> = t.devices.iter().map(|d| d.name.clone()).collect();
         names.dedup();
@@ -714,7 +751,7 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
             if n != t.device_count {
                 o.status = Status::Fail;
                 o.summary = format!(
-                    "torch sees {} device{} but {from} sees {n}",
+                    "torch sees {} device{} but {from}",
                     t.device_count,
                     plural(t.device_count)
                 );
@@ -758,7 +795,10 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
             .filter(|v| cvd_hides_everything(v))
         {
             return Outcome::fail(
-                format!("torch.cuda.is_available() is False although {seen}: CUDA_VISIBLE_DEVICES='{v}' hides every GPU"),
+                format!(
+                    "torch.cuda.is_available() is False although {seen}: CUDA_VISIBLE_DEVICES={} hides every GPU",
+                    crate::env::quote_value(v)
+                ),
                 "unset CUDA_VISIBLE_DEVICES, or set it to the GPUs this job should use (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3); see env.cuda_visible_devices",
             );
         }
@@ -838,7 +878,7 @@ How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --ind
             cuda_driver_devices,
             driver_cuda,
             driver_version,
-            cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+            cuda_visible_devices: crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES"),
         })
     }
 }
@@ -1433,7 +1473,8 @@ mod tests {
         });
         assert_eq!(o.status, Status::Fail);
         assert!(
-            o.summary.contains("within 58 s in torch.cuda.is_available"),
+            o.summary
+                .starts_with("timed out after 58 s in torch.cuda.is_available"),
             "{}",
             o.summary
         );
@@ -1528,11 +1569,13 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert!(
             o.summary
-                .contains("CUDA_VISIBLE_DEVICES='' hides every GPU"),
+                .contains("CUDA_VISIBLE_DEVICES=\"\" hides every GPU"),
             "{}",
             o.summary
         );
         assert!(cvd_hides_everything("-1"));
+        assert!(cvd_hides_everything("0,0"));
+        assert!(cvd_hides_everything("foo,0"));
         assert!(!cvd_hides_everything("0,1"));
     }
 
@@ -1576,7 +1619,7 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert!(
             o.summary
-                .contains("torch sees 8 devices but the CUDA driver (cuda.driver) sees 7"),
+                .contains("torch sees 8 devices but the CUDA driver sees 7 (cuda.driver)"),
             "{}",
             o.summary
         );

@@ -89,8 +89,13 @@ impl CudaCallError {
 pub enum DriverProbeError {
     /// No libcuda could be loaded under any of the names cudarc tries.
     LibraryNotFound { tried: Vec<String> },
-    /// A driver call before any device was touched failed (cuInit, ...).
-    Call(CudaCallError),
+    /// A driver call before any device was touched failed (cuInit, ...);
+    /// what was learnt before it comes along.
+    Call {
+        error: CudaCallError,
+        library: Option<PathBuf>,
+        cuda_driver_version: Option<CudaVersion>,
+    },
     /// libcuda lacks a function cudarc needs (a driver older than CUDA 12),
     /// or cudarc gave up in another way; the panic message.
     Library { detail: String },
@@ -241,11 +246,15 @@ fn probe_loaded(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
     };
     let library = mapped_library("libcuda.so");
 
+    let failed = |call: &str, e: DriverError| DriverProbeError::Call {
+        error: CudaCallError::from_driver(call, e),
+        library: library.clone(),
+        cuda_driver_version,
+    };
     stage("cuInit");
-    result::init().map_err(|e| DriverProbeError::Call(CudaCallError::from_driver("cuInit", e)))?;
+    result::init().map_err(|e| failed("cuInit", e))?;
     stage("cuDeviceGetCount");
-    let count = result::device::get_count()
-        .map_err(|e| DriverProbeError::Call(CudaCallError::from_driver("cuDeviceGetCount", e)))?;
+    let count = result::device::get_count().map_err(|e| failed("cuDeviceGetCount", e))?;
     let device_count = count.max(0) as u32;
 
     let mut devices = Vec::with_capacity(device_count as usize);
