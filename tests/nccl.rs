@@ -776,3 +776,58 @@ fn allreduce_is_skipped_when_nccl_is_missing() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// NVML's view of the fake libcuda's two default GPUs (same UUIDs, as the
+/// fake libcuda derives them), on PCIe Gen4 x16 without NVLink.
+const PCIE_GEN4_PAIR: &str = "\
+system driver=570.86.15 nvml=12.570.86.15 cuda=12080
+gpus 2 name=\"NVIDIA H100 80GB HBM3\" mem_mib=81559 cc=9.0 nvlink=none pcie=1/4 width=16/16
+gpu 0 uuid=GPU-00102030-4050-6070-8090-a0b0c0d0e0f0
+gpu 1 uuid=GPU-01112131-4151-6171-8191-a1b1c1d1e1f1
+";
+
+#[test]
+fn allreduce_is_judged_against_the_pcie_links_nvml_reports() {
+    let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("pcie.scenario");
+    std::fs::write(&scenario, PCIE_GEN4_PAIR).unwrap();
+    let nvml_args = ["--nvml-lib", nvml.to_str().unwrap()];
+    let scenario_env = ("FAKE_NVML_SCENARIO", scenario.to_str().unwrap());
+    // The fake driver says every timed loop took 1 s: at most 20 iterations
+    // of 256 MiB, so busbw <= 5.4 GB/s, under half of the ~17 GB/s a Gen4
+    // x16 link gives.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &nvml_args,
+        &[scenario_env, ("FAKE_CUDA_ELAPSED_MS", "1000")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.contains("% of the expected about 17 GB/s (55% of PCIe Gen4 x16 (31.5 GB/s))"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("gpu.pcie"));
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "busbw_reference"),
+        "55% of PCIe Gen4 x16 (31.5 GB/s)"
+    );
+    assert_eq!(out.status.code(), Some(1));
+
+    // A fast timer: well above the expectation.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &nvml_args,
+        &[scenario_env, ("FAKE_CUDA_ELAPSED_MS", "0.001")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").ends_with(
+            "results verified; expected about 17 GB/s (55% of PCIe Gen4 x16 (31.5 GB/s))"
+        ),
+        "{}",
+        summary(&doc, "nccl.allreduce")
+    );
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -14,6 +14,7 @@ use crate::probe::nccl::{
     self as probe, AllReduceFailure, AllReducePlan, AllReduceRun, EnvFacts, LibraryFacts, NcclCopy,
     NcclVersion, SizeResult, VarOrigin,
 };
+use crate::probe::nvml as nv;
 use crate::{Check, Context, DataTable, DeviceResult, Isolation, Outcome, Profile, Status};
 
 // ===========================================================================
@@ -1471,14 +1472,127 @@ fn nccl_to_run(ctx: &Context) -> Result<std::path::PathBuf, Box<Outcome>> {
     }
 }
 
+/// NVLink generation by architecture (compute capability major): Pascal
+/// NVLink1, Volta 2, Ampere 3, Hopper 4, Blackwell 5 (NVIDIA NVLink page).
+fn nvlink_generation(cc_major: u32) -> Option<u32> {
+    match cc_major {
+        6 => Some(1),
+        7 => Some(2),
+        8 => Some(3),
+        9 => Some(4),
+        10 => Some(5),
+        _ => None,
+    }
+}
+
+/// The link facts of the GPUs in the communicator (their NVML indices),
+/// from NVML's plain facts: the weakest GPU's maximum PCIe generation and
+/// width; its active NVLink count and generation, and whether every pair
+/// reaches the other over NVLink (NVML's NVLink P2P status).
+pub fn link_facts(
+    indices: &[u32],
+    infos: &[nv::GpuInfo],
+    pcie: &[nv::PerGpu<nv::PcieFacts>],
+    topo: Option<&nv::TopologyFacts>,
+) -> (Option<NvLinkFacts>, Option<PcieFacts>) {
+    let links: Option<Vec<(u32, u32)>> = indices
+        .iter()
+        .map(|i| {
+            let p = pcie
+                .iter()
+                .find(|p| p.gpu.index == *i)?
+                .facts
+                .as_ref()
+                .ok()?;
+            Some((
+                *p.max_link_gen.as_ref().ok()?,
+                *p.max_link_width.as_ref().ok()?,
+            ))
+        })
+        .collect();
+    let pcie_facts = links.and_then(|l| {
+        Some(PcieFacts {
+            generation: l.iter().map(|x| x.0).min()?,
+            width: l.iter().map(|x| x.1).min()?,
+        })
+    });
+
+    let nvlink = topo.and_then(|t| {
+        let active: Vec<u32> = indices
+            .iter()
+            .map(|i| {
+                t.gpus
+                    .iter()
+                    .position(|g| g.index == *i)
+                    .and_then(|pos| t.nvlinks.get(pos))
+                    .and_then(|l| l.as_ref().ok())
+                    .map(|l| l.iter().filter(|x| x.active).count() as u32)
+                    .unwrap_or(0)
+            })
+            .collect();
+        let active_links = active.iter().copied().min()?;
+        if active_links == 0 {
+            return None;
+        }
+        let version = indices
+            .iter()
+            .map(|i| {
+                let info = infos.iter().find(|g| g.index == *i)?;
+                nvlink_generation(info.compute_capability?.0)
+            })
+            .collect::<Option<Vec<u32>>>()?
+            .into_iter()
+            .min()?;
+        let all_pairs = indices.iter().enumerate().all(|(k, &a)| {
+            indices[k + 1..].iter().all(|&b| {
+                let (lo, hi) = (a.min(b), a.max(b));
+                t.pairs
+                    .iter()
+                    .any(|p| p.a == lo && p.b == hi && p.p2p_nvlink == Ok(nv::P2pStatus::Ok))
+            })
+        });
+        Some(NvLinkFacts {
+            version,
+            active_links,
+            all_pairs,
+        })
+    });
+    (nvlink, pcie_facts)
+}
+
 /// Topology facts for the GPUs that ran: names from CUDA; NVLink and PCIe
-/// from NVML once the NVML probe exposes them.
-fn topology(run: &AllReduceRun) -> TopologyFacts {
-    TopologyFacts {
+/// from NVML, matched to the CUDA devices by UUID (CUDA's order and
+/// CUDA_VISIBLE_DEVICES differ from NVML's indices). Without NVML, or when
+/// a GPU cannot be matched, names only.
+fn topology(run: &AllReduceRun, nvml_lib: Option<&Path>) -> TopologyFacts {
+    let mut t = TopologyFacts {
         gpu_names: run.gpus.iter().map(|g| g.name.clone()).collect(),
         nvlink: None,
         pcie: None,
-    }
+    };
+    let Some(uuids) = run
+        .gpus
+        .iter()
+        .map(|g| g.uuid.clone())
+        .collect::<Option<Vec<String>>>()
+    else {
+        return t;
+    };
+    crate::probe::stage("NVML topology");
+    let Ok(infos) = nv::gpus(nvml_lib) else {
+        return t;
+    };
+    let Some(indices) = uuids
+        .iter()
+        .map(|u| infos.iter().find(|g| g.uuid == *u).map(|g| g.index))
+        .collect::<Option<Vec<u32>>>()
+    else {
+        return t;
+    };
+    let pcie = nv::pcie(nvml_lib).unwrap_or_default();
+    let topo = nv::topology(nvml_lib).ok();
+    (t.nvlink, t.pcie) = link_facts(&indices, &infos, &pcie, topo.as_ref());
+    t
 }
 
 impl Check for AllReduce {
@@ -1560,7 +1674,7 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
         match probe::run_allreduce(&plan) {
             Ok(run) => {
                 let facts = AllReduceFacts {
-                    topology: topology(&run),
+                    topology: topology(&run, ctx.options.nvml_lib.as_deref()),
                     run,
                     nccl_path: nccl_lib.display().to_string(),
                 };
@@ -2181,6 +2295,7 @@ mod tests {
                     .map(|i| GpuDesc {
                         ordinal: i,
                         name: name.to_string(),
+                        uuid: None,
                         free_bytes: Some(70 << 30),
                         total_bytes: Some(80 << 30),
                     })
@@ -2487,6 +2602,162 @@ mod tests {
         });
         assert_eq!(o.status, Status::Fail);
         assert!(o.hint.unwrap().contains("nvidia-nccl-cu12"));
+    }
+
+    fn nv_infos(n: u32, cc: (u32, u32)) -> Vec<nv::GpuInfo> {
+        (0..n)
+            .map(|i| nv::GpuInfo {
+                index: i,
+                name: H100.to_string(),
+                uuid: format!("GPU-{i}"),
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+                memory_total_mib: 81559,
+                compute_capability: Some(cc),
+                mig_enabled: Some(false),
+                mig_uuids: vec![],
+            })
+            .collect()
+    }
+
+    fn gpu_ref(i: u32) -> nv::GpuRef {
+        nv::GpuRef {
+            index: i,
+            name: H100.to_string(),
+            uuid: Some(format!("GPU-{i}")),
+        }
+    }
+
+    fn nv_pcie(widths: &[u32], gen: u32) -> Vec<nv::PerGpu<nv::PcieFacts>> {
+        widths
+            .iter()
+            .zip(0..)
+            .map(|(&w, i)| nv::PerGpu {
+                gpu: gpu_ref(i),
+                facts: Ok(nv::PcieFacts {
+                    link_gen: Ok(1),
+                    max_link_gen: Ok(gen),
+                    link_width: Ok(w),
+                    max_link_width: Ok(w),
+                    utilization_pct: Ok(0),
+                }),
+            })
+            .collect()
+    }
+
+    /// `links[i]` active NVLinks per GPU; `linked(a, b)` says whether NVML
+    /// reports NVLink P2P between a pair.
+    fn nv_topo(links: &[u32], linked: impl Fn(u32, u32) -> bool) -> nv::TopologyFacts {
+        let n = links.len() as u32;
+        let mut pairs = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                let nvl = if linked(a, b) {
+                    nv::P2pStatus::Ok
+                } else {
+                    nv::P2pStatus::NotSupported
+                };
+                pairs.push(nv::PairFacts {
+                    a,
+                    b,
+                    ancestor: Ok(nv::Ancestor::System),
+                    p2p_read: Ok(nv::P2pStatus::Ok),
+                    p2p_write: Ok(nv::P2pStatus::Ok),
+                    p2p_nvlink: Ok(nvl),
+                });
+            }
+        }
+        nv::TopologyFacts {
+            gpus: (0..n).map(gpu_ref).collect(),
+            nvlinks: links
+                .iter()
+                .map(|&k| {
+                    if k == 0 {
+                        Err(nv::Unavailable::NotSupported)
+                    } else {
+                        Ok((0..k)
+                            .map(|l| nv::NvLinkState {
+                                link: l,
+                                active: true,
+                                remote: nv::NvLinkRemote::Switch,
+                            })
+                            .collect())
+                    }
+                })
+                .collect(),
+            pairs,
+        }
+    }
+
+    #[test]
+    fn links_of_four_gpus_on_an_nvswitch_box() {
+        let infos = nv_infos(8, (9, 0));
+        let pcie = nv_pcie(&[16; 8], 5);
+        let topo = nv_topo(&[18; 8], |_, _| true);
+        let (nvlink, pcie) = link_facts(&[2, 3, 5, 7], &infos, &pcie, Some(&topo));
+        assert_eq!(
+            nvlink,
+            Some(NvLinkFacts {
+                version: 4,
+                active_links: 18,
+                all_pairs: true
+            })
+        );
+        assert_eq!(
+            pcie,
+            Some(PcieFacts {
+                generation: 5,
+                width: 16
+            })
+        );
+        let t = TopologyFacts {
+            gpu_names: names(4, H100),
+            nvlink,
+            pcie,
+        };
+        assert!((expected_busbw(&t).unwrap().busbw_gbps - 315.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn links_of_bridged_pairs_fall_back_to_pcie() {
+        let infos = nv_infos(4, (8, 6));
+        let pcie = nv_pcie(&[16, 16, 8, 16], 4);
+        // 0-1 and 2-3 bridged; a ring over all four crosses PCIe.
+        let topo = nv_topo(&[4; 4], |a, b| (a, b) == (0, 1) || (a, b) == (2, 3));
+        let (nvlink, pcie) = link_facts(&[0, 1, 2, 3], &infos, &pcie, Some(&topo));
+        assert_eq!(nvlink.map(|l| (l.version, l.all_pairs)), Some((3, false)));
+        // The weakest link: GPU 2 at x8.
+        assert_eq!(
+            pcie,
+            Some(PcieFacts {
+                generation: 4,
+                width: 8
+            })
+        );
+        let t = TopologyFacts {
+            gpu_names: names(4, "NVIDIA RTX A6000"),
+            nvlink,
+            pcie,
+        };
+        assert_eq!(
+            expected_busbw(&t).unwrap().basis,
+            "55% of PCIe Gen4 x8 (15.8 GB/s)"
+        );
+        // Just one bridged pair: NVLink carries the ring.
+        let (nvlink, _) = link_facts(&[0, 1], &infos, &nv_pcie(&[16; 4], 4), Some(&topo));
+        assert_eq!(nvlink.map(|l| l.all_pairs), Some(true));
+    }
+
+    #[test]
+    fn links_without_nvlink_or_without_answers() {
+        let infos = nv_infos(2, (8, 9));
+        let topo = nv_topo(&[0, 0], |_, _| false);
+        let (nvlink, pcie) = link_facts(&[0, 1], &infos, &nv_pcie(&[16, 16], 4), Some(&topo));
+        assert_eq!(nvlink, None);
+        assert_eq!(pcie.map(|p| p.generation), Some(4));
+        // NVML could not read one GPU's PCIe link: no PCIe bound at all.
+        let mut partial = nv_pcie(&[16, 16], 4);
+        partial[1].facts = Err(nv::Unavailable::NotSupported);
+        assert_eq!(link_facts(&[0, 1], &infos, &partial, None), (None, None));
     }
 
     #[test]
