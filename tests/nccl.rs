@@ -103,6 +103,7 @@ fn library_reads_the_real_wheel_nccl_of_the_venv() {
     );
     assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
     assert_eq!(out.status.code(), Some(0));
+    common::assert_valid_json_report(&common::stdout(&out));
     // The wheel's copy is listed with the version pip installed.
     let rows = common::result(&doc, "nccl.library")["tables"][0]["rows"]
         .as_array()
@@ -360,6 +361,7 @@ fn env_reads_nccl_conf_file() {
         summary(&doc, "nccl.env")
     );
     assert_eq!(out.status.code(), Some(1));
+    common::assert_valid_json_report(&common::stdout(&out));
     // The environment wins over the file.
     let (_, doc) = env_check(&[
         ("NCCL_CONF_FILE", conf.to_str().unwrap()),
