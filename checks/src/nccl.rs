@@ -370,8 +370,9 @@ pub const KNOWN_NCCL_VARS: &[&str] = &[
     "NCCL_WIN_STRIDE", "NCCL_WORK_ARGS_BYTES", "NCCL_WORK_FIFO_BYTES",
 ];
 
-/// NCCL_* names PyTorch used to read itself, renamed TORCH_NCCL_* in
-/// PyTorch 2.2 (the old names are deprecated and only warned about).
+/// NCCL_* names PyTorch reads itself, not NCCL: renamed TORCH_NCCL_* in
+/// PyTorch 2.2; ProcessGroupNCCL.hpp still accepts each old name as a
+/// deprecated alias of the new one.
 const TORCH_RENAMED: &[(&str, &str)] = &[
     (
         "NCCL_ASYNC_ERROR_HANDLING",
