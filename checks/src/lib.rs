@@ -209,12 +209,21 @@ pub static CATALOG: &[&dyn Check] = &[
     &env::CudaVisibleDevices,
     &env::Torchrun,
     // cuda
+    &cuda::CudaDriver,
+    &cuda::CudaRuntime,
     // torch
+    &torch::TorchImport,
+    &torch::TorchCuda,
+    &torch::TorchArch,
+    &torch::TorchNccl,
     // net
     &net::Loopback,
     &net::MasterAddr,
     &net::MasterPort,
     // nccl
+    &nccl::Library,
+    &nccl::Env,
+    &nccl::AllReduce,
     // ddp
     &ddp::Benchmark,
 ];
