@@ -209,13 +209,23 @@ pub static CATALOG: &[&dyn Check] = &[
     &env::CudaVisibleDevices,
     &env::Torchrun,
     // cuda
+    &cuda::CudaDriver,
+    &cuda::CudaRuntime,
     // torch
+    &torch::TorchImport,
+    &torch::TorchCuda,
+    &torch::TorchArch,
+    &torch::TorchNccl,
     // net
     &net::Loopback,
     &net::MasterAddr,
     &net::MasterPort,
     // nccl
+    &nccl::Library,
+    &nccl::Env,
+    &nccl::AllReduce,
     // ddp
+    &ddp::Benchmark,
 ];
 
 /// Look a check up by id.

@@ -1,1 +1,493 @@
-//! Probe: cuda (to be written).
+//! Probe: the CUDA driver (libcuda, through cudarc) and the CUDA runtime
+//! libraries (libcudart) a training job would load.
+//!
+//! cudarc loads libcuda lazily and panics when it is missing or lacks a
+//! symbol, so presence is tested first with cudarc's own non-panicking
+//! `is_culib_present`, and any panic left is caught and turned into a plain
+//! error. Everything here loads driver code: callers run it in a
+//! child-isolated check. Nothing here judges; `crate::cuda` does.
+
+use std::path::{Path, PathBuf};
+
+use cudarc::driver::{result, sys, CudaContext, DriverError};
+
+use super::libs::{self, FoundLib, SearchPlaces};
+use super::stage;
+
+/// A CUDA version as the driver and runtime APIs encode it
+/// (`1000 * major + 10 * minor`: 12080 is 12.8, 13020 is 13.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CudaVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl CudaVersion {
+    pub const fn new(major: u32, minor: u32) -> Self {
+        CudaVersion { major, minor }
+    }
+
+    /// Decode the integer from cuDriverGetVersion / cudaRuntimeGetVersion.
+    pub fn from_encoded(v: i32) -> Option<Self> {
+        if v <= 0 {
+            return None;
+        }
+        let v = v as u32;
+        Some(CudaVersion {
+            major: v / 1000,
+            minor: (v % 1000) / 10,
+        })
+    }
+
+    /// Parse "12.8" (also "12.8.90", as torch.version.cuda or a fact has it).
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut parts = s.trim().split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next().unwrap_or("0").parse().ok()?;
+        Some(CudaVersion { major, minor })
+    }
+}
+
+impl std::fmt::Display for CudaVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// A failed driver API call, with the driver's own name for the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaCallError {
+    /// The driver function that failed ("cuInit").
+    pub call: String,
+    /// The CUresult code (802).
+    pub code: i32,
+    /// "CUDA_ERROR_SYSTEM_NOT_READY", from cuGetErrorName when it answers.
+    pub name: Option<String>,
+    /// cuGetErrorString's sentence, when it answers.
+    pub description: Option<String>,
+}
+
+impl CudaCallError {
+    fn from_driver(call: impl Into<String>, e: DriverError) -> Self {
+        CudaCallError {
+            call: call.into(),
+            code: e.0 as i32,
+            name: e
+                .error_name()
+                .ok()
+                .map(|s| s.to_string_lossy().into_owned()),
+            description: e
+                .error_string()
+                .ok()
+                .map(|s| s.to_string_lossy().into_owned()),
+        }
+    }
+}
+
+/// Why the driver could not be probed at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverProbeError {
+    /// No libcuda could be loaded under any of the names cudarc tries.
+    LibraryNotFound { tried: Vec<String> },
+    /// A driver call before any device was touched failed (cuInit, ...);
+    /// what was learnt before it comes along.
+    Call {
+        error: CudaCallError,
+        library: Option<PathBuf>,
+        cuda_driver_version: Option<CudaVersion>,
+    },
+    /// libcuda lacks a function cudarc needs (a driver older than CUDA 12),
+    /// or cudarc gave up in another way; the panic message.
+    Library { detail: String },
+}
+
+/// What a host -> device -> host copy of a small buffer gave back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundTrip {
+    /// Every byte came back as written.
+    Verified { bytes: usize },
+    /// The bytes differ from the first differing offset on.
+    Mismatch { bytes: usize, first_bad: usize },
+}
+
+/// One CUDA device as the driver API sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceProbe {
+    pub ordinal: u32,
+    pub name: Option<String>,
+    pub compute_capability: Option<(u32, u32)>,
+    pub total_mem_mib: Option<u64>,
+    /// Context creation and the copy; None when contexts were not asked for.
+    pub context: Option<Result<RoundTrip, CudaCallError>>,
+}
+
+/// Everything the driver probe found out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverProbe {
+    /// The libcuda file the process mapped (from /proc/self/maps).
+    pub library: Option<PathBuf>,
+    /// cuDriverGetVersion: the newest CUDA this driver supports.
+    pub cuda_driver_version: Option<CudaVersion>,
+    pub device_count: u32,
+    pub devices: Vec<DeviceProbe>,
+}
+
+/// Size of the buffer copied to each device and back.
+const ROUND_TRIP_BYTES: usize = 64 * 1024;
+
+/// The bytes written to device `ordinal`: a pattern that differs per device
+/// and per offset, so a copy from the wrong place or a stuck bit shows.
+pub fn round_trip_pattern(ordinal: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i as u32).wrapping_mul(31).wrapping_add(ordinal * 7 + 1) % 251) as u8)
+        .collect()
+}
+
+/// Compare what came back with what was written.
+pub fn compare_round_trip(sent: &[u8], back: &[u8]) -> RoundTrip {
+    match sent
+        .iter()
+        .zip(back.iter())
+        .position(|(a, b)| a != b)
+        .or(if sent.len() == back.len() {
+            None
+        } else {
+            Some(sent.len().min(back.len()))
+        }) {
+        None => RoundTrip::Verified { bytes: sent.len() },
+        Some(first_bad) => RoundTrip::Mismatch {
+            bytes: sent.len(),
+            first_bad,
+        },
+    }
+}
+
+/// True when some libcuda can be loaded the way cudarc will load it.
+pub fn libcuda_present() -> bool {
+    // SAFETY: only dlopen/dlclose of the candidate names; no call into it.
+    unsafe { sys::is_culib_present() }
+}
+
+/// The library names cudarc tries, in order.
+pub fn libcuda_candidates() -> Vec<String> {
+    cudarc::get_lib_name_candidates("cuda")
+}
+
+/// The first mapped file of this process whose name starts with `prefix`
+/// ("libcuda.so"), read from /proc/self/maps.
+pub fn mapped_library(prefix: &str) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(PathBuf::from)
+        .find(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().starts_with(prefix))
+                .unwrap_or(false)
+        })
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "cudarc panicked".to_string())
+}
+
+/// Run `f`, turning a cudarc panic (missing library or symbol) into an error.
+fn no_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| panic_text(p.as_ref()))
+}
+
+/// The newest CUDA version the installed driver supports, from
+/// cuDriverGetVersion (no cuInit, no GPU needed). None without a libcuda.
+pub fn driver_cuda_version() -> Option<CudaVersion> {
+    if !libcuda_present() {
+        return None;
+    }
+    stage("cuDriverGetVersion");
+    no_panic(|| {
+        let mut v: std::ffi::c_int = 0;
+        // SAFETY: plain out-parameter call into libcuda.
+        let rc = unsafe { sys::cuDriverGetVersion(&mut v) };
+        (rc == sys::CUresult::CUDA_SUCCESS).then_some(v)
+    })
+    .ok()
+    .flatten()
+    .and_then(CudaVersion::from_encoded)
+}
+
+/// Load libcuda, cuInit, read the driver version and the device count, and,
+/// with `contexts`, retain the primary context of every device and copy a
+/// small buffer there and back. Each step is marked with [`stage`] so a
+/// hang names it.
+pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
+    stage("dlopen libcuda");
+    if !libcuda_present() {
+        return Err(DriverProbeError::LibraryNotFound {
+            tried: libcuda_candidates(),
+        });
+    }
+    match no_panic(|| probe_loaded(contexts)) {
+        Ok(r) => r,
+        Err(detail) => Err(DriverProbeError::Library { detail }),
+    }
+}
+
+fn probe_loaded(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
+    stage("cuDriverGetVersion");
+    let mut encoded: std::ffi::c_int = 0;
+    // SAFETY: plain out-parameter call; valid before cuInit.
+    let rc = unsafe { sys::cuDriverGetVersion(&mut encoded) };
+    let cuda_driver_version = if rc == sys::CUresult::CUDA_SUCCESS {
+        CudaVersion::from_encoded(encoded)
+    } else {
+        None
+    };
+    let library = mapped_library("libcuda.so");
+
+    let failed = |call: &str, e: DriverError| DriverProbeError::Call {
+        error: CudaCallError::from_driver(call, e),
+        library: library.clone(),
+        cuda_driver_version,
+    };
+    stage("cuInit");
+    result::init().map_err(|e| failed("cuInit", e))?;
+    stage("cuDeviceGetCount");
+    let count = result::device::get_count().map_err(|e| failed("cuDeviceGetCount", e))?;
+    let device_count = count.max(0) as u32;
+
+    let mut devices = Vec::with_capacity(device_count as usize);
+    for ordinal in 0..device_count {
+        devices.push(probe_device(ordinal, contexts));
+    }
+    Ok(DriverProbe {
+        library,
+        cuda_driver_version,
+        device_count,
+        devices,
+    })
+}
+
+fn probe_device(ordinal: u32, contexts: bool) -> DeviceProbe {
+    stage(&format!("cuDeviceGet (device {ordinal})"));
+    let mut dev = DeviceProbe {
+        ordinal,
+        name: None,
+        compute_capability: None,
+        total_mem_mib: None,
+        context: None,
+    };
+    let cu_device = match result::device::get(ordinal as i32) {
+        Ok(d) => d,
+        Err(e) => {
+            dev.context = Some(Err(CudaCallError::from_driver("cuDeviceGet", e)));
+            return dev;
+        }
+    };
+    dev.name = result::device::get_name(cu_device).ok();
+    // SAFETY: attribute and memory queries on a device handle the driver gave us.
+    unsafe {
+        let major = result::device::get_attribute(
+            cu_device,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        );
+        let minor = result::device::get_attribute(
+            cu_device,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        );
+        if let (Ok(major), Ok(minor)) = (major, minor) {
+            dev.compute_capability = Some((major.max(0) as u32, minor.max(0) as u32));
+        }
+        dev.total_mem_mib = result::device::total_mem(cu_device)
+            .ok()
+            .map(|b| b as u64 / (1024 * 1024));
+    }
+    if contexts {
+        dev.context = Some(round_trip(ordinal));
+    }
+    dev
+}
+
+fn round_trip(ordinal: u32) -> Result<RoundTrip, CudaCallError> {
+    stage(&format!("cuDevicePrimaryCtxRetain (device {ordinal})"));
+    let ctx = CudaContext::new(ordinal as usize)
+        .map_err(|e| CudaCallError::from_driver("cuDevicePrimaryCtxRetain", e))?;
+    let stream = ctx.default_stream();
+    let sent = round_trip_pattern(ordinal, ROUND_TRIP_BYTES);
+    stage(&format!("cuMemcpyHtoD (device {ordinal})"));
+    let on_device = stream
+        .clone_htod(&sent)
+        .map_err(|e| CudaCallError::from_driver("cuMemcpyHtoD", e))?;
+    stage(&format!("cuMemcpyDtoH (device {ordinal})"));
+    let back = stream
+        .clone_dtoh(&on_device)
+        .map_err(|e| CudaCallError::from_driver("cuMemcpyDtoH", e))?;
+    stage(&format!("cuStreamSynchronize (device {ordinal})"));
+    stream
+        .synchronize()
+        .map_err(|e| CudaCallError::from_driver("cuStreamSynchronize", e))?;
+    Ok(compare_round_trip(&sent, &back))
+}
+
+/// One libcudart on disk and the version it reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeCopy {
+    pub lib: FoundLib,
+    /// cudaRuntimeGetVersion, or why it could not be read.
+    pub version: Result<CudaVersion, String>,
+}
+
+/// Every libcudart a job could load (LD_LIBRARY_PATH, the loader's cache,
+/// system folders, CUDA_HOME/CUDA_PATH, /usr/local/cuda*, and the wheels of
+/// the Python environment whose site-packages are given), with versions.
+pub fn find_runtimes(site_packages: &[PathBuf]) -> Vec<RuntimeCopy> {
+    let places = SearchPlaces::from_env(None, site_packages);
+    libs::find(&places, "libcudart.so")
+        .into_iter()
+        .map(|lib| {
+            stage(&format!("cudaRuntimeGetVersion ({})", lib.path.display()));
+            let version = libs::call_version_fn(&lib.path, "cudaRuntimeGetVersion").and_then(|v| {
+                CudaVersion::from_encoded(v).ok_or_else(|| format!("implausible version {v}"))
+            });
+            RuntimeCopy { lib, version }
+        })
+        .collect()
+}
+
+/// Folders on LD_LIBRARY_PATH that hold a libcuda from the cuda-compat
+/// (forward compatibility) package, which replaces the system driver's
+/// libcuda. The package installs to /usr/local/cuda-X.Y/compat, so only
+/// folders with a `compat` path component count.
+pub fn compat_libcuda_dirs(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+    let Some(v) = ld_library_path else {
+        return Vec::new();
+    };
+    std::env::split_paths(v)
+        .filter(|d| !d.as_os_str().is_empty() && is_compat_path(d))
+        .filter(|d| {
+            std::fs::read_dir(d)
+                .map(|rd| {
+                    rd.flatten()
+                        .any(|e| libs::name_matches(&e.file_name().to_string_lossy(), "libcuda.so"))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// The kernel module's version ("570.86.15") from /proc/driver/nvidia/version.
+pub fn kernel_driver_version() -> Option<String> {
+    parse_proc_driver_version(&std::fs::read_to_string("/proc/driver/nvidia/version").ok()?)
+}
+
+/// Parse "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Tue ..."
+/// (also the "Open Kernel Module" variant).
+pub fn parse_proc_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    let after = line.split("Kernel Module").nth(1)?;
+    after
+        .split_whitespace()
+        .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .map(str::to_string)
+}
+
+/// Whether `path` looks like a library under a forward-compatibility folder.
+pub fn is_compat_path(path: &Path) -> bool {
+    path.components()
+        .any(|c| c.as_os_str().to_string_lossy() == "compat")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_decode_like_cuda() {
+        assert_eq!(
+            CudaVersion::from_encoded(12080),
+            Some(CudaVersion::new(12, 8))
+        );
+        assert_eq!(
+            CudaVersion::from_encoded(13020),
+            Some(CudaVersion::new(13, 2))
+        );
+        assert_eq!(
+            CudaVersion::from_encoded(11040),
+            Some(CudaVersion::new(11, 4))
+        );
+        assert_eq!(CudaVersion::from_encoded(0), None);
+        assert_eq!(CudaVersion::parse("13.2"), Some(CudaVersion::new(13, 2)));
+        assert_eq!(CudaVersion::parse("12.8.90"), Some(CudaVersion::new(12, 8)));
+        assert_eq!(CudaVersion::parse("none"), None);
+        assert_eq!(CudaVersion::new(12, 10).to_string(), "12.10");
+        assert!(CudaVersion::new(12, 10) > CudaVersion::new(12, 9));
+    }
+
+    #[test]
+    fn round_trip_comparison_finds_the_first_bad_byte() {
+        let sent = round_trip_pattern(3, 1000);
+        assert_eq!(
+            compare_round_trip(&sent, &sent),
+            RoundTrip::Verified { bytes: 1000 }
+        );
+        let mut back = sent.clone();
+        back[517] ^= 0x10;
+        assert_eq!(
+            compare_round_trip(&sent, &back),
+            RoundTrip::Mismatch {
+                bytes: 1000,
+                first_bad: 517
+            }
+        );
+        assert_eq!(
+            compare_round_trip(&sent, &sent[..10]),
+            RoundTrip::Mismatch {
+                bytes: 1000,
+                first_bad: 10
+            }
+        );
+        assert_ne!(round_trip_pattern(0, 64), round_trip_pattern(1, 64));
+    }
+
+    #[test]
+    fn proc_driver_version_parses_both_module_kinds() {
+        let closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Tue Jan 14 00:00:00 UTC 2025\nGCC version:  gcc version 12.2.0\n";
+        assert_eq!(
+            parse_proc_driver_version(closed).as_deref(),
+            Some("570.86.15")
+        );
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  (dvs-builder@U16-I3-B03-4-3)\n";
+        assert_eq!(
+            parse_proc_driver_version(open).as_deref(),
+            Some("580.65.06")
+        );
+        assert_eq!(parse_proc_driver_version("garbage"), None);
+    }
+
+    #[test]
+    fn compat_dirs_are_the_ones_holding_a_libcuda() {
+        let dir = tempfile::tempdir().unwrap();
+        let compat = dir.path().join("cuda-13.0/compat");
+        let other = dir.path().join("lib");
+        let fake = dir.path().join("fixtures/cuda");
+        for d in [&compat, &other, &fake] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(compat.join("libcuda.so.580.65.06"), b"x").unwrap();
+        std::fs::write(other.join("libcudart.so.13"), b"x").unwrap();
+        // A libcuda elsewhere on the path is not the compat package.
+        std::fs::write(fake.join("libcuda.so.1"), b"x").unwrap();
+        let v = std::env::join_paths([&other, &fake, &compat]).unwrap();
+        assert_eq!(compat_libcuda_dirs(Some(&v)), vec![compat.clone()]);
+        assert!(is_compat_path(&compat.join("libcuda.so.1")));
+        assert!(!is_compat_path(&other.join("libcuda.so.1")));
+    }
+
+    #[test]
+    fn mapped_library_finds_libc() {
+        // Every Rust test binary on Linux maps libc.
+        let p = mapped_library("libc.so").or_else(|| mapped_library("libc-"));
+        assert!(p.is_some());
+    }
+}

@@ -10,6 +10,7 @@ pub mod nvml;
 pub mod process;
 pub mod python;
 pub mod system;
+pub mod torch;
 
 /// Mark the stage a child-isolated probe is entering ("cuInit",
 /// "ncclCommInitAll"), so that a timeout can say where it hung. Writes one

@@ -1,0 +1,539 @@
+//! The cuda.* and torch.* checks through the real binary.
+//!
+//! CUDA driver: a fake libcuda.so.1 (tests/fixtures/fake_cuda.c, scenarios
+//! in tests/fixtures/cuda/) on LD_LIBRARY_PATH, loaded by the real cudarc
+//! code path. CUDA runtime and PyTorch: the real torch 2.15.0+cu132 wheel and
+//! its bundled libcudart.so.13 in the test virtual environment (.venv).
+//!
+//! A few tests assume what this CI machine is: no NVIDIA driver. On a host
+//! that has one they return early and say so.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::*;
+
+/// The folder holding the fake libcuda.so.1, built on first use.
+fn fake_cuda_dir() -> PathBuf {
+    let lib = build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    lib.parent()
+        .expect("fixture lib has a folder")
+        .to_path_buf()
+}
+
+fn scenario(name: &str) -> PathBuf {
+    let p = root()
+        .join("tests/fixtures/cuda")
+        .join(format!("{name}.scenario"));
+    assert!(p.exists(), "{} missing", p.display());
+    p
+}
+
+/// LD_LIBRARY_PATH with the fake libcuda's folder first.
+fn ld_path_with_fake() -> String {
+    let mut dirs = vec![fake_cuda_dir()];
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&old));
+    }
+    std::env::join_paths(dirs)
+        .expect("join LD_LIBRARY_PATH")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Run gpucheck against the fake libcuda driven by `scenario_name`, with
+/// `--json -`; returns the output and the validated report.
+fn run_fake(
+    scenario_name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, serde_json::Value) {
+    let mut cmd = gpucheck();
+    cmd.args(args)
+        .args(["--json", "-"])
+        .env("LD_LIBRARY_PATH", ld_path_with_fake())
+        .env("FAKE_CUDA_SCENARIO", scenario(scenario_name));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+/// Run gpucheck without the fake, with `--json -`.
+fn run_plain(args: &[&str]) -> (Output, serde_json::Value) {
+    let out = gpucheck()
+        .args(args)
+        .args(["--json", "-"])
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+fn assert_no_panic(out: &Output) {
+    let err = stderr(out);
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "gpucheck panicked:\n{err}"
+    );
+}
+
+fn field<'a>(r: &'a serde_json::Value, key: &str) -> &'a str {
+    r[key].as_str().unwrap_or("")
+}
+
+fn fact<'a>(r: &'a serde_json::Value, key: &str) -> &'a str {
+    r["facts"][key].as_str().unwrap_or("")
+}
+
+/// True when this machine has an NVIDIA driver (then the "no driver" tests
+/// do not apply).
+fn has_nvidia_driver() -> bool {
+    if Path::new("/proc/driver/nvidia/version").exists() {
+        return true;
+    }
+    let cache = std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    cache.contains("libcuda.so") || cache.contains("libnvidia-ml.so")
+}
+
+/// Processes whose environment carries `NAME=VALUE` (for "nothing left
+/// running" checks of processes whose command line says nothing).
+fn processes_with_env(entry: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            if let Ok(raw) = std::fs::read(e.path().join("environ")) {
+                if raw.split(|b| *b == 0).any(|v| v == entry.as_bytes()) {
+                    found.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+// ---------------------------------------------------------------- cuda.driver
+
+#[test]
+fn cuda_driver_without_libcuda_fails_cleanly() {
+    if has_nvidia_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let (out, doc) = run_plain(&["--only", "cuda"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with("libcuda.so.1 not found"),
+        "{r}"
+    );
+    assert!(field(r, "hint").contains("docker run --gpus all"), "{r}");
+    assert_eq!(status_of(&doc, "cuda.runtime"), "skip");
+}
+
+#[test]
+fn healthy_fake_driver_passes_with_a_verified_copy_on_each_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let (out, doc) = run_fake(
+        "healthy-2x-h100",
+        &["--only", "cuda.driver", "--junit", junit.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "CUDA 12.8 driver, 2 devices; a context and a verified host-device copy on each"
+    );
+    let devices = r["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    for d in devices {
+        assert_eq!(d["name"], "NVIDIA H100 80GB HBM3");
+        assert_eq!(d["status"], "pass");
+        assert!(
+            field(d, "summary")
+                .starts_with("context and 64 KiB copy verified; compute 9.0, 81559 MiB"),
+            "{d}"
+        );
+    }
+    assert!(
+        fact(r, "libcuda").ends_with("target/fixtures/cuda/libcuda.so.1"),
+        "{r}"
+    );
+    assert_eq!(fact(r, "cuda_driver_version"), "12.8");
+    assert_valid_junit(&junit);
+}
+
+#[test]
+fn cuinit_errors_are_named_with_their_fix() {
+    let cases = [
+        (
+            "no-device",
+            "cuInit failed: CUDA_ERROR_NO_DEVICE (100)",
+            "--gpus all",
+        ),
+        (
+            "fabric-manager-down",
+            "cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802)",
+            "sudo systemctl start nvidia-fabricmanager",
+        ),
+        (
+            "unknown-error",
+            "cuInit failed: CUDA_ERROR_UNKNOWN (999)",
+            "sudo nvidia-smi -r -i N",
+        ),
+    ];
+    for (name, summary, hint) in cases {
+        let (out, doc) = run_fake(name, &["--only", "cuda.driver"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let r = result(&doc, "cuda.driver");
+        assert_eq!(r["status"], "fail", "{name}: {r}");
+        assert!(field(r, "summary").starts_with(summary), "{name}: {r}");
+        assert!(field(r, "hint").contains(hint), "{name}: {r}");
+        // cuDriverGetVersion answers before cuInit: the version is kept.
+        assert_eq!(fact(r, "cuda_driver_version"), "12.8", "{name}: {r}");
+    }
+}
+
+#[test]
+fn no_device_names_a_hiding_cuda_visible_devices() {
+    let (_, doc) = run_fake(
+        "no-device",
+        &["--only", "cuda.driver"],
+        &[("CUDA_VISIBLE_DEVICES", "-1")],
+    );
+    let r = result(&doc, "cuda.driver");
+    assert!(
+        field(r, "hint").starts_with("CUDA_VISIBLE_DEVICES is set to \"-1\""),
+        "{r}"
+    );
+}
+
+#[test]
+fn fewer_cuda_devices_than_expected_fails() {
+    // No NVML on this machine: --expect-gpus is the prediction.
+    let (out, doc) = run_fake(
+        "four-of-eight",
+        &["--only", "cuda.driver", "--expect-gpus", "8"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary")
+            .starts_with("CUDA sees 4 devices but --expect-gpus 8 expects at least 8"),
+        "{r}"
+    );
+    assert!(field(r, "hint").contains("fallen off the bus"), "{r}");
+    // The same machine with the right expectation passes.
+    let (out, doc) = run_fake(
+        "four-of-eight",
+        &["--only", "cuda.driver", "--expect-gpus", "4"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(status_of(&doc, "cuda.driver"), "pass");
+}
+
+#[test]
+fn hung_cuinit_times_out_and_leaves_nothing_running() {
+    let token = format!("gpucheck-cuda-hang-{}", std::process::id());
+    let (out, doc) = run_fake(
+        "hang-cuinit",
+        &["--only", "cuda.driver", "--timeout", "2"],
+        &[("FAKE_CUDA_TEST_TOKEN", &token)],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert_eq!(field(r, "summary"), "timed out after 2 s in cuInit");
+    assert!(field(r, "hint").contains("nvidia-smi -pm 1"), "{r}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        processes_with_env(&format!("FAKE_CUDA_TEST_TOKEN={token}")),
+        Vec::<u32>::new(),
+        "a process of the hung probe survived"
+    );
+}
+
+#[test]
+fn one_gpu_refusing_a_context_fails_that_gpu() {
+    let (out, doc) = run_fake("context-fails-gpu1", &["--only", "cuda.driver"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with(
+            "cuda:1 (NVIDIA H100 80GB HBM3): cuDevicePrimaryCtxRetain failed: CUDA_ERROR_UNKNOWN (999)"
+        ),
+        "{r}"
+    );
+    assert_eq!(r["devices"][0]["status"], "pass");
+    assert_eq!(r["devices"][1]["status"], "fail");
+    assert!(
+        field(r, "hint").starts_with("cuda:1: look for Xid errors"),
+        "{r}"
+    );
+}
+
+#[test]
+fn corrupted_copy_fails_as_faulty_memory() {
+    let (_, doc) = run_fake("corrupt-gpu1", &["--only", "cuda.driver"], &[]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").contains(
+            "cuda:1 (NVIDIA H100 80GB HBM3): copy of 64 KiB came back wrong from byte 0 on"
+        ),
+        "{r}"
+    );
+    assert!(field(r, "hint").contains("dcgmi diag -r 2"), "{r}");
+}
+
+// ---------------------------------------------------------------- cuda.runtime
+
+fn venv_python_arg() -> String {
+    venv_python().to_string_lossy().into_owned()
+}
+
+#[test]
+fn cuda_runtime_versions_the_wheels_libcudart_without_a_driver() {
+    if has_nvidia_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let py = venv_python_arg();
+    let (out, doc) = run_plain(&["--only", "cuda.runtime", "--python", &py]);
+    assert_eq!(out.status.code(), Some(0));
+    let r = result(&doc, "cuda.runtime");
+    assert_eq!(r["status"], "skip", "{r}");
+    assert!(
+        field(r, "summary")
+            .starts_with("found libcudart 13.2 from Python wheel (site-packages/nvidia)"),
+        "{r}"
+    );
+    assert!(field(r, "summary").contains("no NVIDIA driver"), "{r}");
+    assert_eq!(fact(r, "cuda_runtime_version"), "13.2");
+    let copies: Vec<&str> = r["facts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("libcudart_"))
+        .filter_map(|(_, v)| v.as_str())
+        .collect();
+    assert!(
+        copies
+            .iter()
+            .any(|c| c.contains("nvidia/cu13/lib/libcudart.so.13") && c.ends_with(" = 13.2")),
+        "{copies:?}"
+    );
+}
+
+#[test]
+fn cuda_runtime_against_fake_drivers() {
+    let py = venv_python_arg();
+    let args = ["--only", "cuda.runtime", "--python", py.as_str()];
+
+    // CUDA 12.8 driver, CUDA 13.2 wheel: no compatible path.
+    let (out, doc) = run_fake("healthy-2x-h100", &args, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.runtime");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(field(r, "summary").starts_with("libcudart 13.2 at "), "{r}");
+    assert!(
+        field(r, "summary").contains("is newer than the driver (CUDA 12.8) supports"),
+        "{r}"
+    );
+    let hint = field(r, "hint");
+    assert!(
+        hint.contains("install an NVIDIA driver >= 580.65.06"),
+        "{hint}"
+    );
+    assert!(
+        hint.contains("pip install torch --index-url https://download.pytorch.org/whl/cu128"),
+        "{hint}"
+    );
+
+    // CUDA 13.0 driver: minor-version compatibility.
+    let (out, doc) = run_fake("driver-13.0", &args, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let r = result(&doc, "cuda.runtime");
+    assert_eq!(r["status"], "warn", "{r}");
+    assert!(
+        field(r, "summary").contains("only through minor-version compatibility"),
+        "{r}"
+    );
+    assert!(field(r, "hint").contains("PTX"), "{r}");
+
+    // CUDA 13.2 driver, with cuda.driver first: native.
+    let args_with_driver = ["--only", "cuda", "--python", py.as_str()];
+    let (out, doc) = run_fake("driver-13.2", &args_with_driver, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let r = result(&doc, "cuda.runtime");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(
+        field(r, "summary")
+            .starts_with("libcudart 13.2 from Python wheel (site-packages/nvidia) runs on"),
+        "{r}"
+    );
+    assert_eq!(
+        r["tables"][0]["legend"],
+        "driver side: CUDA 13.2 from cuDriverGetVersion"
+    );
+}
+
+// ---------------------------------------------------------------- torch.*
+
+#[test]
+fn torch_checks_report_the_real_torch() {
+    if has_nvidia_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let py = venv_python_arg();
+    let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    let imp = result(&doc, "torch.import");
+    assert_eq!(imp["status"], "pass", "{imp}");
+    assert!(fact(imp, "torch_version").starts_with("2.15.0"), "{imp}");
+    assert_eq!(fact(imp, "torch_cuda"), "13.2");
+    assert_eq!(
+        fact(imp, "arch_list"),
+        "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+    );
+    assert_eq!(fact(imp, "cuda_available"), "no");
+    assert!(
+        fact(imp, "cuda_unavailable_reason").contains("Found no NVIDIA driver"),
+        "{imp}"
+    );
+    assert!(
+        fact(imp, "cuda_libraries_loaded").contains("libcudart.so.13"),
+        "{imp}"
+    );
+    let summary = field(imp, "summary");
+    assert!(summary.starts_with("torch 2.15.0"), "{summary}");
+    assert!(summary.contains("(CUDA 13.2 build)"), "{summary}");
+    assert!(
+        summary.contains("torch.cuda.is_available() is False: RuntimeError: Found no NVIDIA driver on your system."),
+        "{summary}"
+    );
+    assert!(imp["metrics"][0]["name"] == "import_time_s", "{imp}");
+
+    let cuda = result(&doc, "torch.cuda");
+    assert_eq!(cuda["status"], "skip", "{cuda}");
+    let s = field(cuda, "summary");
+    assert!(
+        s.starts_with("not applicable: no NVIDIA driver/GPU on this machine"),
+        "{s}"
+    );
+    assert!(
+        s.contains("is a CUDA 13.2 build and would need an NVIDIA driver >= 580.65.06"),
+        "{s}"
+    );
+
+    let arch = result(&doc, "torch.arch");
+    assert_eq!(arch["status"], "skip", "{arch}");
+    assert!(
+        field(arch, "summary").ends_with("carries code for sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
+        "{arch}"
+    );
+
+    let nccl = result(&doc, "torch.nccl");
+    assert_eq!(nccl["status"], "pass", "{nccl}");
+    let v = fact(nccl, "nccl_version");
+    let parts: Vec<&str> = v.split('.').collect();
+    assert!(
+        parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()) && parts[0] == "2",
+        "nccl_version {v:?}"
+    );
+    assert_eq!(fact(imp, "nccl_version"), v);
+}
+
+#[test]
+fn torch_nccl_alone_runs_the_payload_itself() {
+    let py = venv_python_arg();
+    let (out, doc) = run_plain(&["--only", "torch.nccl", "--python", &py]);
+    assert_eq!(out.status.code(), Some(0));
+    let r = result(&doc, "torch.nccl");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(field(r, "summary").starts_with("NCCL 2."), "{r}");
+    assert!(
+        field(r, "summary").ends_with("available in torch 2.15.0+cu132"),
+        "{r}"
+    );
+}
+
+/// A python3 without torch, if this machine has one.
+fn python_without_torch() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let py = std::env::split_paths(&path)
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())?;
+    let has_torch = std::process::Command::new(&py)
+        .args(["-c", "import torch"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(true);
+    (!has_torch).then_some(py)
+}
+
+#[test]
+fn python_without_torch_skips_the_torch_checks() {
+    let Some(py) = python_without_torch() else {
+        eprintln!("skipped: no python3 without torch on PATH");
+        return;
+    };
+    let py = py.to_string_lossy().into_owned();
+    let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert_eq!(imp["status"], "skip", "{imp}");
+    // The payload names the interpreter it ran in (a pyenv shim resolves to
+    // the real one).
+    let summary = field(imp, "summary");
+    assert!(summary.starts_with("torch is not installed for /"), "{imp}");
+    assert!(
+        summary.ends_with("(ModuleNotFoundError: No module named 'torch')"),
+        "{imp}"
+    );
+    assert!(field(imp, "hint").contains("pip install torch"), "{imp}");
+    for id in ["torch.cuda", "torch.arch", "torch.nccl"] {
+        assert_eq!(
+            field(result(&doc, id), "summary"),
+            "needs torch.import, which was skipped",
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_python_named_on_the_command_line_fails() {
+    let (out, doc) = run_plain(&["--only", "torch.import", "--python", "/nonexistent/python3"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(field(r, "summary").contains("/nonexistent/python3"), "{r}");
+    assert!(field(r, "hint").contains("--python"), "{r}");
+}
