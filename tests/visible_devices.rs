@@ -135,6 +135,7 @@ fn unset_on_eight_gpus_maps_every_ordinal() {
     assert_eq!(devices.len(), 8);
     for (i, d) in devices.iter().enumerate() {
         assert_eq!(d["index"], i as u64);
+        assert_eq!(d["label"], format!("cuda:{i}").as_str());
         assert_eq!(d["uuid"], uuids[i].as_str());
         assert_eq!(
             d["summary"],
@@ -154,6 +155,21 @@ fn indices_map_onto_the_gpus_in_the_table_a_user_reads() {
         uuids[6]
     );
     assert!(table.contains(&expected), "{table}");
+    // --verbose adds a row per CUDA device, named by its cuda ordinal.
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", scenario("h100x8"))
+        .envs([("CUDA_VISIBLE_DEVICES", "6"), PCI])
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .args(["--only", ID, "--verbose", "--color", "never"])
+        .output()
+        .expect("run gpucheck");
+    let table = stdout(&out);
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("cuda:0 "))
+        .unwrap_or_else(|| panic!("no device row:\n{table}"));
+    assert!(row.contains("cuda:0 -> GPU 6 (NVIDIA H100"), "{row}");
 }
 
 #[test]

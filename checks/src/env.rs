@@ -582,6 +582,7 @@ fn device_rows(targets: &[Target], gpus: &[NvmlGpu], order_caveat: bool) -> Vec<
             }
             DeviceResult {
                 index: ordinal as u32,
+                label: Some(format!("cuda:{ordinal}")),
                 name: gpu_of(gpus, gpu).map_or_else(|| "(unknown)".into(), |g| g.name.clone()),
                 uuid,
                 status: Status::Pass,
@@ -1988,6 +1989,7 @@ mod tests {
         assert_eq!(o.devices.len(), 8);
         let d = &o.devices[3];
         assert_eq!(d.index, 3);
+        assert_eq!(d.label.as_deref(), Some("cuda:3"));
         assert_eq!(d.uuid.as_deref(), Some(gpu_uuid(3).as_str()));
         assert_eq!(
             d.summary,
