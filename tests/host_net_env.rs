@@ -69,6 +69,10 @@ fn run_check(mut cmd: Command, id: &str) -> Report {
 fn check(id: &str, env: &[(&str, &str)]) -> Report {
     let mut cmd = gpucheck();
     cmd.envs(env.iter().copied());
+    // These tests judge the environment alone: keep a real driver, where the
+    // suite runs on a GPU host, out of it (tests/visible_devices.rs covers
+    // the cross-check against GPUs with the fake NVML).
+    cmd.args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]);
     run_check(cmd, id)
 }
 
