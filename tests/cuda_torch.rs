@@ -537,3 +537,43 @@ fn a_missing_python_named_on_the_command_line_fails() {
     assert!(field(r, "summary").contains("/nonexistent/python3"), "{r}");
     assert!(field(r, "hint").contains("--python"), "{r}");
 }
+
+#[test]
+fn a_hanging_torch_is_reported_with_the_stage_it_hung_in() {
+    // Stands in for a Python whose torch.cuda.is_available() never returns
+    // (a wedged driver): it prints the payload's stage line, then hangs.
+    let mark = format!("gpucheck-torch-hang-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let py = dir.path().join("python");
+    std::fs::write(
+        &py,
+        format!(
+            "#!/usr/bin/env bash\necho 'GPUCHECK_TORCH_STAGE torch.cuda.is_available' >&2\nexec -a {mark} sleep 300\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, doc) = run_plain(&[
+        "--only",
+        "torch.import",
+        "--timeout",
+        "3",
+        "--python",
+        py.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with("timed out after 3 s in torch.cuda.is_available"),
+        "{r}"
+    );
+    assert!(field(r, "hint").contains("dmesg"), "{r}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "the payload survived"
+    );
+}

@@ -392,7 +392,7 @@ impl TorchInfo {
 /// less, so the payload is stopped before the runner gives up on the check
 /// and the verdict can name the stage torch hung in.
 fn payload_budget(timeout_s: f64) -> Duration {
-    let margin = (timeout_s * 0.25).min(0.5);
+    let margin = (timeout_s * 0.25).min(0.3);
     Duration::from_secs_f64((timeout_s - margin).max(0.1))
 }
 
