@@ -8,13 +8,14 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gpucheck_checks::probe::process::{isolate, kill_group};
 use gpucheck_checks::{Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG};
 use thiserror::Error;
 
@@ -338,14 +339,6 @@ pub fn reap_descendants() {
     }
 }
 
-fn kill_group(pgid: i32) {
-    // ESRCH (the group is already gone) is the normal case after a clean exit.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pgid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
 /// The tail of a child's stderr, without stage markers, for error reports.
 fn stderr_tail(stderr: &str) -> String {
     let text: Vec<&str> = stderr
@@ -388,16 +381,8 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         .env(CHILD_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe; it makes the kernel kill the child
-    // if gpucheck itself dies (SIGKILL included), so no probe is orphaned.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+        .stderr(Stdio::piped());
+    isolate(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),

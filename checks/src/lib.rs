@@ -197,6 +197,14 @@ pub static CATALOG: &[&dyn Check] = &[
     &host::Shm,
     &host::Limits,
     // gpu
+    &gpu::Driver,
+    &gpu::Count,
+    &gpu::Ecc,
+    &gpu::Pcie,
+    &gpu::Throttle,
+    &gpu::Mode,
+    &gpu::Processes,
+    &gpu::Topology,
     // env
     &env::CudaVisibleDevices,
     &env::Torchrun,
@@ -214,6 +222,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::MasterPort,
     // nccl
     // ddp
+    &ddp::Benchmark,
 ];
 
 /// Look a check up by id.

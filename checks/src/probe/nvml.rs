@@ -1,10 +1,32 @@
 //! Probe: everything gpucheck asks NVML (libnvidia-ml.so.1, through
 //! nvml-wrapper). Returns plain structs; no NVML type leaves this file.
 //!
-//! STUB: the public surface below is the contract other checks (cuda.*, torch.*,
-//! nccl.*, env.cuda_visible_devices) build on; the NVML work fills it in.
+//! NVML is loaded and initialised once per process and shared, as the
+//! `bottom` codebase does: the first caller's result (a working `Nvml` or the
+//! reason it failed) is cached in a `OnceLock`. nvml-wrapper resolves every
+//! symbol lazily, so a function an old driver lacks shows up as "not
+//! supported" on the query that needs it, never as a load failure.
+//!
+//! NVML calls can hang inside the driver (a GPU fallen off the bus, a wedged
+//! kernel module). The runner abandons a check's thread at its timeout; this
+//! module remembers which NVML call is still in flight, so the timeout can
+//! name it ([`hung_call`]) and later probes fail at once instead of queueing
+//! behind a driver that is not answering.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use nvml_wrapper::enum_wrappers::device::{
+    ComputeMode as NvmlComputeMode, EccCounter, MemoryError, P2pCapabilitiesIndex,
+    P2pStatus as NvmlP2pStatus, TopologyLevel,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
+use nvml_wrapper::{Device, Nvml};
+
+/// The soname the driver installs and the NVIDIA Container Toolkit mounts.
+pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// Driver-level facts.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +48,7 @@ pub struct GpuInfo {
     pub uuid: String,
     /// "00000000:18:00.0"
     pub pci_bus_id: String,
+    /// 0 when NVML could not say.
     pub memory_total_mib: u64,
     /// (major, minor), e.g. (9, 0) for H100.
     pub compute_capability: Option<(u32, u32)>,
@@ -46,23 +69,938 @@ pub enum NvmlFailure {
     DriverNotLoaded,
     LibRmVersionMismatch,
     NoPermission,
+    /// Anything else, including "an earlier NVML call is still hung".
     Other {
         detail: String,
     },
 }
 
+impl std::fmt::Display for NvmlFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NvmlFailure::LibraryNotFound { detail } => write!(f, "cannot load NVML: {detail}"),
+            NvmlFailure::DriverNotLoaded => f.write_str("NVML_ERROR_DRIVER_NOT_LOADED"),
+            NvmlFailure::LibRmVersionMismatch => f.write_str("NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+            NvmlFailure::NoPermission => f.write_str("NVML_ERROR_NO_PERMISSION"),
+            NvmlFailure::Other { detail } => f.write_str(detail),
+        }
+    }
+}
+
+/// Why one query on one GPU has no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unavailable {
+    /// NVML_ERROR_NOT_SUPPORTED, or the function is missing in this driver:
+    /// shown as "n/a", never a failure.
+    NotSupported,
+    /// NVML_ERROR_GPU_IS_LOST: the GPU has fallen off the bus.
+    GpuLost,
+    /// Any other NVML error, as NVML words it.
+    Failed(String),
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unavailable::NotSupported => f.write_str("n/a"),
+            Unavailable::GpuLost => f.write_str("GPU is lost (fallen off the bus)"),
+            Unavailable::Failed(e) => write!(f, "NVML error: {e}"),
+        }
+    }
+}
+
+/// The answer to one query on one GPU.
+pub type Reading<T> = Result<T, Unavailable>;
+
+/// Which GPU a per-GPU fact is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuRef {
+    pub index: u32,
+    /// "(unknown)" when NVML could not say.
+    pub name: String,
+    pub uuid: Option<String>,
+}
+
+/// Facts about one GPU; `facts` is an error when the GPU could not be opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerGpu<T> {
+    pub gpu: GpuRef,
+    pub facts: Reading<T>,
+}
+
+/// A GPU NVML counts but could not describe (its handle or identity failed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuError {
+    pub index: u32,
+    pub error: Unavailable,
+}
+
+/// ECC mode, error counters, retired pages and remapped rows of one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EccFacts {
+    /// ECC enabled now (`current`) and after the next reset (`pending`).
+    pub mode: Reading<EccMode>,
+    /// Since the driver loaded.
+    pub volatile_uncorrected: Reading<u64>,
+    pub volatile_corrected: Reading<u64>,
+    /// Over the GPU's lifetime.
+    pub aggregate_uncorrected: Reading<u64>,
+    /// Pages retired for multiple single-bit errors (pre-Ampere).
+    pub retired_pages_sbe: Reading<u32>,
+    /// Pages retired for a double-bit error (pre-Ampere).
+    pub retired_pages_dbe: Reading<u32>,
+    /// Pages waiting for a reset to be retired (pre-Ampere).
+    pub pages_pending_retirement: Reading<bool>,
+    /// Row remapping (Ampere and later).
+    pub remapped_rows: Reading<RemappedRows>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EccMode {
+    pub current: bool,
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    /// A remap is waiting for a GPU reset.
+    pub pending: bool,
+    /// A remap failed: the memory cannot be repaired in the field.
+    pub failed: bool,
+}
+
+/// PCIe link state of one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcieFacts {
+    pub link_gen: Reading<u32>,
+    pub max_link_gen: Reading<u32>,
+    pub link_width: Reading<u32>,
+    pub max_link_width: Reading<u32>,
+    /// GPU utilization over NVML's last sample period, percent.
+    pub utilization_pct: Reading<u32>,
+}
+
+/// Why the clocks are held down: NVML's clocks-event (throttle) reason bits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThrottleFacts {
+    pub reasons: Reading<u64>,
+}
+
+/// NVML's clock event reason bits (nvml.h, nvmlClocksEventReason*).
+pub mod reason {
+    pub const GPU_IDLE: u64 = 0x1;
+    pub const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
+    pub const SW_POWER_CAP: u64 = 0x4;
+    pub const HW_SLOWDOWN: u64 = 0x8;
+    pub const SYNC_BOOST: u64 = 0x10;
+    pub const SW_THERMAL_SLOWDOWN: u64 = 0x20;
+    pub const HW_THERMAL_SLOWDOWN: u64 = 0x40;
+    pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
+    pub const DISPLAY_CLOCK_SETTING: u64 = 0x100;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputeMode {
+    Default,
+    ExclusiveThread,
+    Prohibited,
+    ExclusiveProcess,
+}
+
+/// Compute, persistence and MIG mode of one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModeFacts {
+    pub compute_mode: Reading<ComputeMode>,
+    pub persistence: Reading<bool>,
+    /// MIG now and after the next reset.
+    pub mig: Reading<MigMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigMode {
+    pub current: bool,
+    pub pending: bool,
+}
+
+/// A process holding memory on a GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// NVML's name for it, else /proc/PID/cmdline or comm; None when the
+    /// process is not visible from here (another PID namespace).
+    pub name: Option<String>,
+    /// None when the driver does not say (e.g. under MIG without privileges).
+    pub used_mib: Option<u64>,
+    pub graphics: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessFacts {
+    pub processes: Reading<Vec<GpuProcess>>,
+}
+
+/// Common ancestor of two GPUs in the PCIe tree (nvidia-smi topo -m's codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ancestor {
+    /// Same board (multi-GPU board).
+    Internal,
+    /// At most one PCIe switch between them (PIX).
+    Single,
+    /// Several PCIe switches, no host bridge (PXB).
+    Multiple,
+    /// Through a PCIe host bridge, usually the CPU (PHB).
+    HostBridge,
+    /// Between host bridges within one NUMA node (NODE).
+    Node,
+    /// Across NUMA nodes, over the inter-socket link (SYS).
+    System,
+}
+
+/// NVML's P2P status for one capability between two GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P2pStatus {
+    Ok,
+    ChipsetNotSupported,
+    GpuNotSupported,
+    TopologyNotSupported,
+    DisabledByRegkey,
+    NotSupported,
+    Unknown,
+}
+
+/// What the far end of an NVLink is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NvLinkRemote {
+    /// Another GPU of this host, by NVML index.
+    Gpu(u32),
+    Switch,
+    /// Something else (an IBM NPU, a GPU NVML does not show here).
+    Other(String),
+    /// NVML could not say.
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NvLinkState {
+    pub link: u32,
+    pub active: bool,
+    pub remote: NvLinkRemote,
+}
+
+/// Topology between two GPUs (`a` < `b`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairFacts {
+    pub a: u32,
+    pub b: u32,
+    pub ancestor: Reading<Ancestor>,
+    pub p2p_read: Reading<P2pStatus>,
+    pub p2p_write: Reading<P2pStatus>,
+    pub p2p_nvlink: Reading<P2pStatus>,
+}
+
+/// The GPU-to-GPU topology of the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopologyFacts {
+    pub gpus: Vec<GpuRef>,
+    /// Per GPU (same order): its NVLinks, or why there are none to show
+    /// (NotSupported = no NVLink on this GPU).
+    pub nvlinks: Vec<Reading<Vec<NvLinkState>>>,
+    /// Every pair a < b.
+    pub pairs: Vec<PairFacts>,
+}
+
+// ---------------------------------------------------------------------------
+// The shared NVML instance and the in-flight call
+
+/// The library path it was loaded from (None = default) and the outcome.
+static NVML: OnceLock<(Option<PathBuf>, Result<Nvml, NvmlFailure>)> = OnceLock::new();
+
+/// The NVML call running now. Checks run one after another, so a call still
+/// in flight when a new probe starts belongs to a thread the runner gave up
+/// on: that call is hung.
+static IN_FLIGHT: Mutex<Option<&'static str>> = Mutex::new(None);
+
+/// The NVML function that has not returned, if one is hung.
+pub fn hung_call() -> Option<&'static str> {
+    *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Marks an NVML call in flight for as long as it lives.
+struct InFlight;
+
+impl InFlight {
+    fn enter(name: &'static str) -> InFlight {
+        *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) = Some(name);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Run one NVML call, marked in flight under its C name.
+fn call<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    let _mark = InFlight::enter(name);
+    f()
+}
+
+fn hung_failure(name: &str) -> NvmlFailure {
+    NvmlFailure::Other {
+        detail: format!(
+            "NVML has not returned from {name} (called by an earlier check); the driver is not answering"
+        ),
+    }
+}
+
+fn init_failure(e: NvmlError) -> NvmlFailure {
+    match e {
+        NvmlError::LibloadingError(e) => NvmlFailure::LibraryNotFound {
+            detail: e.to_string(),
+        },
+        NvmlError::LibraryNotFound => NvmlFailure::LibraryNotFound {
+            detail: "NVML_ERROR_LIBRARY_NOT_FOUND".to_string(),
+        },
+        NvmlError::DriverNotLoaded => NvmlFailure::DriverNotLoaded,
+        NvmlError::LibRmVersionMismatch => NvmlFailure::LibRmVersionMismatch,
+        NvmlError::NoPermission => NvmlFailure::NoPermission,
+        NvmlError::FailedToLoadSymbol(s) => NvmlFailure::Other {
+            detail: format!("the library is not a usable NVML ({s})"),
+        },
+        e => NvmlFailure::Other {
+            detail: format!("nvmlInit_v2 failed: {e}"),
+        },
+    }
+}
+
+/// The process-wide NVML, loading and initialising it on first use.
+fn nvml(lib: Option<&Path>) -> Result<&'static Nvml, NvmlFailure> {
+    if let Some(name) = hung_call() {
+        return Err(hung_failure(name));
+    }
+    let (loaded_from, result) = NVML.get_or_init(|| {
+        let path: &OsStr = lib.map_or(OsStr::new(DEFAULT_LIBRARY), |p| p.as_os_str());
+        let result = call("nvmlInit_v2", || Nvml::builder().lib_path(path).init());
+        (lib.map(Path::to_path_buf), result.map_err(init_failure))
+    });
+    if loaded_from.as_deref() != lib {
+        return Err(NvmlFailure::Other {
+            detail: format!(
+                "NVML was already loaded from {} in this process",
+                loaded_from
+                    .as_deref()
+                    .map_or(DEFAULT_LIBRARY.into(), |p| p.display().to_string())
+            ),
+        });
+    }
+    result.as_ref().map_err(Clone::clone)
+}
+
+fn unavailable(e: NvmlError) -> Unavailable {
+    match e {
+        NvmlError::NotSupported
+        | NvmlError::FunctionNotFound
+        | NvmlError::FailedToLoadSymbol(_) => Unavailable::NotSupported,
+        NvmlError::GpuLost => Unavailable::GpuLost,
+        e => Unavailable::Failed(e.to_string()),
+    }
+}
+
+/// One NVML query, marked in flight, with its error sorted.
+fn read<T>(name: &'static str, f: impl FnOnce() -> Result<T, NvmlError>) -> Reading<T> {
+    call(name, f).map_err(unavailable)
+}
+
+fn other(e: NvmlError) -> NvmlFailure {
+    NvmlFailure::Other {
+        detail: e.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Driver and inventory
+
 /// Driver, NVML and supported CUDA versions. `lib` overrides the library path.
 pub fn driver(lib: Option<&Path>) -> Result<DriverInfo, NvmlFailure> {
-    let _ = lib;
-    Err(NvmlFailure::LibraryNotFound {
-        detail: "NVML probe not implemented yet".to_string(),
+    let nvml = nvml(lib)?;
+    let driver_version =
+        call("nvmlSystemGetDriverVersion", || nvml.sys_driver_version()).map_err(other)?;
+    let nvml_version =
+        call("nvmlSystemGetNVMLVersion", || nvml.sys_nvml_version()).map_err(other)?;
+    let cuda_driver_version = read("nvmlSystemGetCudaDriverVersion_v2", || {
+        nvml.sys_cuda_driver_version()
+    })
+    .or_else(|_| {
+        // Drivers before the _v2 entry point have the original one.
+        read("nvmlSystemGetCudaDriverVersion", || {
+            let sym = nvml_sym(nvml.lib().nvmlSystemGetCudaDriverVersion.as_ref())?;
+            let mut version: i32 = 0;
+            // SAFETY: the symbol has this signature in every NVML; `version`
+            // outlives the call.
+            nvml_try(unsafe { sym(&mut version) })?;
+            Ok(version)
+        })
+    })
+    .ok();
+    Ok(DriverInfo {
+        driver_version,
+        nvml_version,
+        cuda_driver_version,
     })
 }
 
-/// Every GPU NVML sees, in NVML index order.
-pub fn gpus(lib: Option<&Path>) -> Result<Vec<GpuInfo>, NvmlFailure> {
-    let _ = lib;
-    Err(NvmlFailure::LibraryNotFound {
-        detail: "NVML probe not implemented yet".to_string(),
+fn device_count(nvml: &Nvml) -> Result<u32, NvmlFailure> {
+    call("nvmlDeviceGetCount_v2", || nvml.device_count()).map_err(other)
+}
+
+fn device(nvml: &Nvml, index: u32) -> Reading<Device<'_>> {
+    read("nvmlDeviceGetHandleByIndex_v2", || {
+        nvml.device_by_index(index)
     })
+}
+
+fn gpu_ref(device: &Reading<Device<'_>>, index: u32) -> GpuRef {
+    let (name, uuid) = match device {
+        Ok(d) => (
+            read("nvmlDeviceGetName", || d.name()).ok(),
+            read("nvmlDeviceGetUUID", || d.uuid()).ok(),
+        ),
+        Err(_) => (None, None),
+    };
+    GpuRef {
+        index,
+        name: name.unwrap_or_else(|| "(unknown)".to_string()),
+        uuid,
+    }
+}
+
+/// Probe every GPU with `f`, which gets the GPU's handle.
+fn per_gpu<T>(
+    lib: Option<&Path>,
+    f: impl Fn(&Nvml, &Device<'_>) -> T,
+) -> Result<Vec<PerGpu<T>>, NvmlFailure> {
+    let nvml = nvml(lib)?;
+    let count = device_count(nvml)?;
+    Ok((0..count)
+        .map(|index| {
+            let device = device(nvml, index);
+            let gpu = gpu_ref(&device, index);
+            let facts = device.map(|d| f(nvml, &d));
+            PerGpu { gpu, facts }
+        })
+        .collect())
+}
+
+fn memory_total_mib(device: &Device<'_>) -> Reading<u64> {
+    read("nvmlDeviceGetMemoryInfo_v2", || device.memory_info())
+        .map(|m| m.total)
+        .or_else(|_| {
+            // Drivers before R510 have only the original entry point.
+            read("nvmlDeviceGetMemoryInfo", || {
+                let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetMemoryInfo.as_ref())?;
+                // SAFETY: plain C struct of three u64, written by the call.
+                let mut memory = unsafe { std::mem::zeroed() };
+                nvml_try(unsafe { sym(device.handle(), &mut memory) })?;
+                Ok(memory.total)
+            })
+        })
+        .map(|bytes| bytes / (1024 * 1024))
+}
+
+fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
+    let fail = |error| GpuError { index, error };
+    let device = device(nvml, index).map_err(fail)?;
+    let name = read("nvmlDeviceGetName", || device.name()).map_err(fail)?;
+    let uuid = read("nvmlDeviceGetUUID", || device.uuid()).map_err(fail)?;
+    let pci = read("nvmlDeviceGetPciInfo_v3", || device.pci_info()).map_err(fail)?;
+    let compute_capability = read("nvmlDeviceGetCudaComputeCapability", || {
+        device.cuda_compute_capability()
+    })
+    .ok()
+    .and_then(|cc| Some((u32::try_from(cc.major).ok()?, u32::try_from(cc.minor).ok()?)));
+    let mig_enabled = read("nvmlDeviceGetMigMode", || device.mig_mode())
+        .ok()
+        .map(|m| m.current == 1);
+    let mut mig_uuids = Vec::new();
+    if mig_enabled == Some(true) {
+        let max = read("nvmlDeviceGetMaxMigDeviceCount", || {
+            device.mig_device_count()
+        })
+        .unwrap_or(0);
+        for slot in 0..max {
+            // Empty slots answer NOT_FOUND.
+            if let Ok(mig) = read("nvmlDeviceGetMigDeviceHandleByIndex", || {
+                device.mig_device_by_index(slot)
+            }) {
+                if let Ok(uuid) = read("nvmlDeviceGetUUID", || mig.uuid()) {
+                    mig_uuids.push(uuid);
+                }
+            }
+        }
+    }
+    Ok(GpuInfo {
+        index,
+        name,
+        uuid,
+        pci_bus_id: pci.bus_id,
+        memory_total_mib: memory_total_mib(&device).unwrap_or(0),
+        compute_capability,
+        mig_enabled,
+        mig_uuids,
+    })
+}
+
+/// Every GPU NVML counts, in NVML index order, each described or with the
+/// reason it could not be (a GPU fallen off the bus).
+pub fn inventory(lib: Option<&Path>) -> Result<Vec<Result<GpuInfo, GpuError>>, NvmlFailure> {
+    let nvml = nvml(lib)?;
+    let count = device_count(nvml)?;
+    Ok((0..count).map(|index| describe(nvml, index)).collect())
+}
+
+/// Every GPU NVML sees, in NVML index order (GPUs NVML counts but cannot
+/// open are left out; `inventory` reports them).
+pub fn gpus(lib: Option<&Path>) -> Result<Vec<GpuInfo>, NvmlFailure> {
+    Ok(inventory(lib)?.into_iter().filter_map(Result::ok).collect())
+}
+
+// ---------------------------------------------------------------------------
+// Per-GPU health
+
+/// Count of retired pages for one cause, through the raw call (nvml-wrapper
+/// only offers the full list, which needs a second entry point).
+fn retired_page_count(device: &Device<'_>, cause: u32) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetRetiredPages.as_ref())?;
+    let mut count: u32 = 0;
+    // SAFETY: asking for the count only: a zero-sized buffer and a null
+    // address pointer, as nvml.h documents.
+    let code = unsafe { sym(device.handle(), cause, &mut count, std::ptr::null_mut()) };
+    match nvml_try(code) {
+        Ok(()) | Err(NvmlError::InsufficientSize(_)) => Ok(count),
+        Err(e) => Err(e),
+    }
+}
+
+/// Remapped rows through the raw call: nvml-wrapper 0.13 has no method.
+fn remapped_rows(device: &Device<'_>) -> Result<RemappedRows, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
+    let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
+    // SAFETY: four out-parameters, each a valid u32 for the whole call.
+    nvml_try(unsafe {
+        sym(
+            device.handle(),
+            &mut corr,
+            &mut unc,
+            &mut pending,
+            &mut failure,
+        )
+    })?;
+    Ok(RemappedRows {
+        correctable: corr,
+        uncorrectable: unc,
+        pending: pending != 0,
+        failed: failure != 0,
+    })
+}
+
+/// nvmlPageRetirementCause_t.
+const CAUSE_MULTIPLE_SINGLE_BIT: u32 = 0;
+const CAUSE_DOUBLE_BIT: u32 = 1;
+
+/// ECC facts of every GPU.
+pub fn ecc(lib: Option<&Path>) -> Result<Vec<PerGpu<EccFacts>>, NvmlFailure> {
+    per_gpu(lib, |_, d| EccFacts {
+        mode: read("nvmlDeviceGetEccMode", || d.is_ecc_enabled()).map(|m| EccMode {
+            current: m.currently_enabled,
+            pending: m.pending_enabled,
+        }),
+        volatile_uncorrected: read("nvmlDeviceGetTotalEccErrors", || {
+            d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+        }),
+        volatile_corrected: read("nvmlDeviceGetTotalEccErrors", || {
+            d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+        }),
+        aggregate_uncorrected: read("nvmlDeviceGetTotalEccErrors", || {
+            d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
+        }),
+        retired_pages_sbe: read("nvmlDeviceGetRetiredPages", || {
+            retired_page_count(d, CAUSE_MULTIPLE_SINGLE_BIT)
+        }),
+        retired_pages_dbe: read("nvmlDeviceGetRetiredPages", || {
+            retired_page_count(d, CAUSE_DOUBLE_BIT)
+        }),
+        pages_pending_retirement: read("nvmlDeviceGetRetiredPagesPendingStatus", || {
+            d.are_pages_pending_retired()
+        }),
+        remapped_rows: read("nvmlDeviceGetRemappedRows", || remapped_rows(d)),
+    })
+}
+
+/// PCIe link facts of every GPU.
+pub fn pcie(lib: Option<&Path>) -> Result<Vec<PerGpu<PcieFacts>>, NvmlFailure> {
+    per_gpu(lib, |_, d| PcieFacts {
+        link_gen: read("nvmlDeviceGetCurrPcieLinkGeneration", || {
+            d.current_pcie_link_gen()
+        }),
+        max_link_gen: read("nvmlDeviceGetMaxPcieLinkGeneration", || {
+            d.max_pcie_link_gen()
+        }),
+        link_width: read("nvmlDeviceGetCurrPcieLinkWidth", || {
+            d.current_pcie_link_width()
+        }),
+        max_link_width: read("nvmlDeviceGetMaxPcieLinkWidth", || d.max_pcie_link_width()),
+        utilization_pct: read("nvmlDeviceGetUtilizationRates", || d.utilization_rates())
+            .map(|u| u.gpu),
+    })
+}
+
+/// Clock throttle reasons of every GPU.
+pub fn throttle(lib: Option<&Path>) -> Result<Vec<PerGpu<ThrottleFacts>>, NvmlFailure> {
+    per_gpu(lib, |_, d| ThrottleFacts {
+        reasons: read("nvmlDeviceGetCurrentClocksThrottleReasons", || {
+            d.current_throttle_reasons()
+        })
+        .map(|r| r.bits()),
+    })
+}
+
+/// Compute, persistence and MIG modes of every GPU.
+pub fn modes(lib: Option<&Path>) -> Result<Vec<PerGpu<ModeFacts>>, NvmlFailure> {
+    per_gpu(lib, |_, d| ModeFacts {
+        compute_mode: read("nvmlDeviceGetComputeMode", || d.compute_mode()).map(|m| match m {
+            NvmlComputeMode::Default => ComputeMode::Default,
+            NvmlComputeMode::ExclusiveThread => ComputeMode::ExclusiveThread,
+            NvmlComputeMode::Prohibited => ComputeMode::Prohibited,
+            NvmlComputeMode::ExclusiveProcess => ComputeMode::ExclusiveProcess,
+        }),
+        persistence: read("nvmlDeviceGetPersistenceMode", || d.is_in_persistent_mode()),
+        mig: read("nvmlDeviceGetMigMode", || d.mig_mode()).map(|m| MigMode {
+            current: m.current == 1,
+            pending: m.pending == 1,
+        }),
+    })
+}
+
+/// A process's name as the driver knows it, else as /proc shows it here.
+fn process_name(nvml: &Nvml, pid: u32) -> Option<String> {
+    let from_nvml = read("nvmlSystemGetProcessName", || {
+        nvml.sys_process_name(pid, 256)
+    })
+    .ok()
+    .filter(|n| !n.trim().is_empty());
+    from_nvml.or_else(|| proc_name(pid))
+}
+
+/// /proc/PID/cmdline (arguments joined), else /proc/PID/comm.
+fn proc_name(pid: u32) -> Option<String> {
+    const MAX_CHARS: usize = 80;
+    let dir = PathBuf::from("/proc").join(pid.to_string());
+    let cmdline = std::fs::read(dir.join("cmdline"))
+        .ok()
+        .map(|raw| {
+            raw.split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|s| !s.is_empty());
+    let name = cmdline.or_else(|| {
+        std::fs::read_to_string(dir.join("comm"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })?;
+    Some(if name.chars().count() > MAX_CHARS {
+        format!("{}…", name.chars().take(MAX_CHARS).collect::<String>())
+    } else {
+        name
+    })
+}
+
+/// Processes holding memory on every GPU (compute and graphics).
+pub fn processes(lib: Option<&Path>) -> Result<Vec<PerGpu<ProcessFacts>>, NvmlFailure> {
+    per_gpu(lib, |nvml, d| {
+        let compute = read("nvmlDeviceGetComputeRunningProcesses_v3", || {
+            d.running_compute_processes()
+        });
+        let graphics = read("nvmlDeviceGetGraphicsRunningProcesses_v3", || {
+            d.running_graphics_processes()
+        });
+        let processes = match (compute, graphics) {
+            (Err(e), Err(_)) => Err(e),
+            (compute, graphics) => {
+                let mut list = Vec::new();
+                for (infos, is_graphics) in [(compute, false), (graphics, true)] {
+                    for p in infos.unwrap_or_default() {
+                        // A process with both contexts is listed once.
+                        if list.iter().any(|q: &GpuProcess| q.pid == p.pid) {
+                            continue;
+                        }
+                        list.push(GpuProcess {
+                            pid: p.pid,
+                            name: process_name(nvml, p.pid),
+                            used_mib: match p.used_gpu_memory {
+                                UsedGpuMemory::Used(bytes) => Some(bytes / (1024 * 1024)),
+                                UsedGpuMemory::Unavailable => None,
+                            },
+                            graphics: is_graphics,
+                        });
+                    }
+                }
+                Ok(list)
+            }
+        };
+        ProcessFacts { processes }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Topology
+
+fn ancestor(level: TopologyLevel) -> Ancestor {
+    match level {
+        TopologyLevel::Internal => Ancestor::Internal,
+        TopologyLevel::Single => Ancestor::Single,
+        TopologyLevel::Multiple => Ancestor::Multiple,
+        TopologyLevel::HostBridge => Ancestor::HostBridge,
+        TopologyLevel::Node => Ancestor::Node,
+        TopologyLevel::System => Ancestor::System,
+    }
+}
+
+fn p2p(status: NvmlP2pStatus) -> P2pStatus {
+    match status {
+        NvmlP2pStatus::Ok => P2pStatus::Ok,
+        NvmlP2pStatus::ChipsetNotSupported => P2pStatus::ChipsetNotSupported,
+        NvmlP2pStatus::GpuNotSupported => P2pStatus::GpuNotSupported,
+        NvmlP2pStatus::IohTopologyNotSupported => P2pStatus::TopologyNotSupported,
+        NvmlP2pStatus::DisabledByRegkey => P2pStatus::DisabledByRegkey,
+        NvmlP2pStatus::NotSupported => P2pStatus::NotSupported,
+        NvmlP2pStatus::Unknown => P2pStatus::Unknown,
+    }
+}
+
+/// nvmlIntNvLinkDeviceType_t.
+const NVLINK_DEVICE_GPU: u32 = 0;
+const NVLINK_DEVICE_SWITCH: u32 = 2;
+
+/// The remote device type through the raw call: nvml-wrapper 0.13's
+/// `remote_device_type` never reads the answer back.
+fn remote_device_type(device: &Device<'_>, link: u32) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetNvLinkRemoteDeviceType
+            .as_ref(),
+    )?;
+    let mut kind: u32 = u32::MAX;
+    // SAFETY: one out-parameter, valid for the call.
+    nvml_try(unsafe { sym(device.handle(), link, &mut kind) })?;
+    Ok(kind)
+}
+
+/// Upper bound on NVLinks per GPU (NVML_NVLINK_MAX_LINKS in nvml.h).
+const NVLINK_MAX_LINKS: u32 = 18;
+
+fn nvlinks(device: &Device<'_>, buses: &[Option<(u32, u32, u32)>]) -> Reading<Vec<NvLinkState>> {
+    let mut links = Vec::new();
+    for link in 0..NVLINK_MAX_LINKS {
+        let wrapper = device.link_wrapper_for(link);
+        let active = match read("nvmlDeviceGetNvLinkState", || wrapper.is_active()) {
+            Ok(a) => a,
+            // Links past the last one this GPU has answer INVALID_ARGUMENT
+            // (or NOT_SUPPORTED); a GPU without NVLink answers NOT_SUPPORTED
+            // for link 0.
+            Err(Unavailable::NotSupported) | Err(Unavailable::Failed(_)) if link > 0 => break,
+            Err(e) => return Err(e),
+        };
+        let remote_bus = read("nvmlDeviceGetNvLinkRemotePciInfo_v2", || {
+            wrapper.remote_pci_info()
+        })
+        .ok();
+        let kind = read("nvmlDeviceGetNvLinkRemoteDeviceType", || {
+            remote_device_type(device, link)
+        })
+        .ok();
+        let peer = remote_bus.as_ref().and_then(|p| {
+            buses
+                .iter()
+                .position(|b| *b == Some((p.domain, p.bus, p.device)))
+        });
+        let remote = match (peer, kind) {
+            (Some(i), _) => NvLinkRemote::Gpu(i as u32),
+            (None, Some(NVLINK_DEVICE_SWITCH)) => NvLinkRemote::Switch,
+            (None, Some(NVLINK_DEVICE_GPU)) => NvLinkRemote::Other(format!(
+                "GPU {}",
+                remote_bus.map(|p| p.bus_id).unwrap_or_default()
+            )),
+            (None, Some(_)) => NvLinkRemote::Other("NPU".to_string()),
+            // Without the device type (older drivers), a peer that is not
+            // one of our GPUs is an NVSwitch.
+            (None, None) if remote_bus.is_some() => NvLinkRemote::Switch,
+            (None, None) => NvLinkRemote::Unknown,
+        };
+        links.push(NvLinkState {
+            link,
+            active,
+            remote,
+        });
+    }
+    Ok(links)
+}
+
+/// The GPU-to-GPU topology: common ancestors, P2P status, NVLinks.
+pub fn topology(lib: Option<&Path>) -> Result<TopologyFacts, NvmlFailure> {
+    let nvml = nvml(lib)?;
+    let count = device_count(nvml)?;
+    let devices: Vec<Reading<Device<'_>>> = (0..count).map(|i| device(nvml, i)).collect();
+    let gpus: Vec<GpuRef> = devices
+        .iter()
+        .zip(0..)
+        .map(|(d, i)| gpu_ref(d, i))
+        .collect();
+    let buses: Vec<Option<(u32, u32, u32)>> = devices
+        .iter()
+        .map(|d| {
+            let d = d.as_ref().ok()?;
+            let pci = read("nvmlDeviceGetPciInfo_v3", || d.pci_info()).ok()?;
+            Some((pci.domain, pci.bus, pci.device))
+        })
+        .collect();
+    let nvlinks = devices
+        .iter()
+        .map(|d| match d {
+            Ok(d) => self::nvlinks(d, &buses),
+            Err(e) => Err(e.clone()),
+        })
+        .collect();
+    let mut pairs = Vec::new();
+    for a in 0..devices.len() {
+        for b in a + 1..devices.len() {
+            let (da, db) = match (&devices[a], &devices[b]) {
+                (Ok(da), Ok(db)) => (da, db),
+                (Err(e), _) | (_, Err(e)) => {
+                    pairs.push(PairFacts {
+                        a: a as u32,
+                        b: b as u32,
+                        ancestor: Err(e.clone()),
+                        p2p_read: Err(e.clone()),
+                        p2p_write: Err(e.clone()),
+                        p2p_nvlink: Err(e.clone()),
+                    });
+                    continue;
+                }
+            };
+            let status = |index| read("nvmlDeviceGetP2PStatus", || da.p2p_status(db, index));
+            // topology_common_ancestor takes the peer by value: hand it a
+            // second wrapper around the same handle.
+            // SAFETY: `db`'s handle came from this `nvml`, which lives for
+            // the whole process.
+            let peer = unsafe { Device::new(db.handle(), nvml) };
+            pairs.push(PairFacts {
+                a: a as u32,
+                b: b as u32,
+                ancestor: read("nvmlDeviceGetTopologyCommonAncestor", || {
+                    da.topology_common_ancestor(peer)
+                })
+                .map(ancestor),
+                p2p_read: status(P2pCapabilitiesIndex::Read).map(p2p),
+                p2p_write: status(P2pCapabilitiesIndex::Write).map(p2p),
+                p2p_nvlink: status(P2pCapabilitiesIndex::NvLink).map(p2p),
+            });
+        }
+    }
+    Ok(TopologyFacts {
+        gpus,
+        nvlinks,
+        pairs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_call_left_hanging_makes_later_probes_fail_at_once() {
+        let (release, wait) = mpsc::channel::<()>();
+        let (entered, is_in) = mpsc::channel::<()>();
+        let hung = std::thread::spawn(move || {
+            call("nvmlDeviceGetEccMode", || {
+                let _ = entered.send(());
+                let _ = wait.recv();
+            })
+        });
+        is_in.recv().expect("the call started");
+        assert_eq!(hung_call(), Some("nvmlDeviceGetEccMode"));
+        // Checked before NVML is touched: no library is loaded here.
+        let Err(NvmlFailure::Other { detail }) = driver(None) else {
+            panic!("a probe behind a hung call must fail")
+        };
+        assert!(
+            detail.starts_with("NVML has not returned from nvmlDeviceGetEccMode"),
+            "{detail}"
+        );
+        let _ = release.send(());
+        hung.join().expect("the call returns");
+        assert_eq!(hung_call(), None);
+    }
+
+    #[test]
+    fn proc_names_a_process_by_its_command_line() {
+        let me = proc_name(std::process::id()).expect("this process is visible");
+        let exe = std::env::current_exe().expect("own path");
+        let name = exe.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(me.contains(name), "{me}");
+        assert_eq!(proc_name(u32::MAX), None);
+    }
+
+    #[test]
+    fn unavailable_readings_say_na_or_why() {
+        assert_eq!(Unavailable::NotSupported.to_string(), "n/a");
+        assert_eq!(
+            Unavailable::GpuLost.to_string(),
+            "GPU is lost (fallen off the bus)"
+        );
+        assert_eq!(
+            unavailable(NvmlError::FailedToLoadSymbol("x".into())),
+            Unavailable::NotSupported
+        );
+        assert_eq!(
+            unavailable(NvmlError::NotSupported),
+            Unavailable::NotSupported
+        );
+        assert_eq!(unavailable(NvmlError::GpuLost), Unavailable::GpuLost);
+        assert!(matches!(
+            unavailable(NvmlError::Unknown),
+            Unavailable::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn init_errors_map_to_their_failures() {
+        assert_eq!(
+            init_failure(NvmlError::DriverNotLoaded),
+            NvmlFailure::DriverNotLoaded
+        );
+        assert_eq!(
+            init_failure(NvmlError::LibRmVersionMismatch),
+            NvmlFailure::LibRmVersionMismatch
+        );
+        assert_eq!(
+            init_failure(NvmlError::NoPermission),
+            NvmlFailure::NoPermission
+        );
+        assert!(matches!(
+            init_failure(NvmlError::LibraryNotFound),
+            NvmlFailure::LibraryNotFound { .. }
+        ));
+    }
 }

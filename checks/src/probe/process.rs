@@ -2,7 +2,9 @@
 //! timeout, capture its output, and kill the whole group when it ends, so
 //! nothing a probe starts outlives it.
 
+use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -33,15 +35,30 @@ pub enum RunError {
     },
 }
 
-/// Keep at most this much of each stream.
-const MAX_CAPTURE: u64 = 1 << 20;
+/// Keep at most the last this-many bytes of each stream: results and errors
+/// come at the end, so a chatty program (NCCL_DEBUG=TRACE) loses its start.
+const MAX_CAPTURE: usize = 1 << 20;
 
 fn capture(mut r: impl Read + Send + 'static) -> thread::JoinHandle<String> {
     thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.by_ref().take(MAX_CAPTURE).read_to_end(&mut buf);
-        // Drain the rest so the writer never blocks on a full pipe.
-        let _ = std::io::copy(&mut r, &mut std::io::sink());
+        let mut buf: Vec<u8> = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if buf.len() > 2 * MAX_CAPTURE {
+                        buf.drain(..buf.len() - MAX_CAPTURE);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        if buf.len() > MAX_CAPTURE {
+            buf.drain(..buf.len() - MAX_CAPTURE);
+        }
         String::from_utf8_lossy(&buf).into_owned()
     })
 }
@@ -54,21 +71,40 @@ pub fn kill_group(pgid: i32) {
     }
 }
 
-/// Run `cmd` (stdin closed, stdout/stderr captured) in a new process group
-/// that dies with its parent, wait at most `timeout`, then kill the group.
-pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunError> {
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe; the program dies with its parent.
+/// Make `cmd` start in a process group of its own (so the whole group can be
+/// killed at once) and die with the process that started it (SIGKILL on the
+/// parent's death, so not even a SIGKILLed gpucheck leaves it behind).
+pub fn isolate(cmd: &mut Command) {
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe, as pre_exec requires.
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
+}
+
+/// Run `cmd` (stdin closed, stdout/stderr captured) in a new process group
+/// that dies with its parent, wait at most `timeout`, then kill the group.
+pub fn run_bounded(cmd: Command, timeout: Duration) -> Result<Output, RunError> {
+    run_bounded_then(cmd, timeout, || {})
+}
+
+/// [`run_bounded`], calling `cleanup` after the group kill and before
+/// collecting the output: for programs (torchrun) that start processes in
+/// sessions of their own, which a group kill misses and which would hold the
+/// output pipes open.
+pub fn run_bounded_then(
+    mut cmd: Command,
+    timeout: Duration,
+    cleanup: impl FnOnce(),
+) -> Result<Output, RunError> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    isolate(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| RunError::Spawn {
         program,
         reason: e.to_string(),
@@ -86,6 +122,7 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunErr
     };
     kill_group(pgid);
     let _ = child.wait();
+    cleanup();
     let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
     match status {
@@ -101,6 +138,42 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, RunErr
             stderr,
         }),
     }
+}
+
+/// The pids of the processes whose argument list has an element equal to
+/// `arg` (read from /proc/PID/cmdline; zombies have none).
+pub fn pids_with_arg(arg: &OsStr) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|raw| raw.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// SIGKILL every process whose argument list contains `arg` (a unique
+/// temporary path, so only processes this run started), then wait up to
+/// `grace` for them to go. Returns how many were killed.
+pub fn kill_processes_with_arg(arg: &OsStr, grace: Duration) -> usize {
+    let pids = pids_with_arg(arg);
+    for pid in &pids {
+        // SAFETY: plain syscall; ESRCH (already gone) is fine.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    let deadline = Instant::now() + grace;
+    while !pids_with_arg(arg).is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    pids.len()
 }
 
 /// The last `lines` non-empty lines of `text`, for showing a failure's tail.
@@ -145,6 +218,18 @@ mod tests {
     }
 
     #[test]
+    fn a_chatty_program_keeps_its_last_lines() {
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo RESULT",
+        ]);
+        let o = run_bounded(cmd, Duration::from_secs(20)).unwrap();
+        assert!(o.stdout.len() <= MAX_CAPTURE, "{}", o.stdout.len());
+        assert!(o.stdout.ends_with("RESULT\n"));
+    }
+
+    #[test]
     fn missing_program_is_a_spawn_error() {
         let err =
             run_bounded(Command::new("/nonexistent/prog"), Duration::from_secs(1)).unwrap_err();
@@ -153,6 +238,28 @@ mod tests {
                 .starts_with("cannot start /nonexistent/prog"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn processes_are_found_and_killed_by_an_exact_argument() {
+        let marker = format!("/tmp/gpucheck-test-arg-{}.py", std::process::id());
+        let mut child = Command::new("bash")
+            .args(["-c", &format!("exec -a {marker} sleep 300")])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pids_with_arg(OsStr::new(&marker)).is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(pids_with_arg(OsStr::new(&marker)), vec![child.id() as i32]);
+        // A prefix of the argument is not a match.
+        assert!(pids_with_arg(OsStr::new(&marker[..marker.len() - 3])).is_empty());
+        let killed = kill_processes_with_arg(OsStr::new(&marker), Duration::from_secs(5));
+        assert_eq!(killed, 1);
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(pids_with_arg(OsStr::new(&marker)).is_empty());
     }
 
     #[test]

@@ -128,6 +128,40 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PythonChoice, FindPythonEr
     )
 }
 
+/// An embedded payload written to a private temporary file
+/// (`gpucheck-NAME-XXXXXX.py`, mode 0600), removed when dropped. Its path is
+/// unique, so it also names every process running it.
+pub struct PayloadFile {
+    file: tempfile::NamedTempFile,
+}
+
+impl PayloadFile {
+    pub fn write(name: &str, script: &str) -> Result<PayloadFile, PayloadError> {
+        let mut file = tempfile::Builder::new()
+            .prefix(&format!("gpucheck-{name}-"))
+            .suffix(".py")
+            .tempfile()
+            .map_err(|e| PayloadError::TempFile(e.to_string()))?;
+        file.write_all(script.as_bytes())
+            .and_then(|_| file.flush())
+            .map_err(|e| PayloadError::TempFile(e.to_string()))?;
+        Ok(PayloadFile { file })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
+/// A command running `python` with the environment every payload gets
+/// (unbuffered output, no .pyc files next to the temporary script).
+pub fn python_command(python: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    cmd
+}
+
 /// Run an embedded payload (`script` is its source) with `python`, passing
 /// `args` and extra environment, in its own process group, under `timeout`.
 /// The script is written to a private temporary file, removed afterwards.
@@ -139,20 +173,11 @@ pub fn run_payload(
     env: &[(String, String)],
     timeout: Duration,
 ) -> Result<Output, PayloadError> {
-    let mut file = tempfile::Builder::new()
-        .prefix(&format!("gpucheck-{name}-"))
-        .suffix(".py")
-        .tempfile()
-        .map_err(|e| PayloadError::TempFile(e.to_string()))?;
-    file.write_all(script.as_bytes())
-        .and_then(|_| file.flush())
-        .map_err(|e| PayloadError::TempFile(e.to_string()))?;
-    let mut cmd = Command::new(python);
+    let file = PayloadFile::write(name, script)?;
+    let mut cmd = python_command(python);
     cmd.arg(file.path())
         .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1");
+        .envs(env.iter().map(|(k, v)| (k, v)));
     run_bounded(cmd, timeout).map_err(PayloadError::Run)
 }
 

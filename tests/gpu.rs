@@ -1,0 +1,791 @@
+//! The gpu.* checks through the real binary and the real nvml-wrapper code,
+//! against a fake libnvidia-ml.so.1 (tests/fixtures/fake_nvml.c) driven by
+//! the scenario files in tests/fixtures/nvml/. Each test asserts what a user
+//! sees: verdicts, summaries, hints, exit codes, and reports that validate.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{
+    assert_valid_json_report, assert_valid_junit, build_fixture_lib, gpucheck, result, root,
+    status_of, stderr, stdout,
+};
+use serde_json::Value;
+
+const GPU_CHECKS: [&str; 8] = [
+    "gpu.driver",
+    "gpu.count",
+    "gpu.ecc",
+    "gpu.pcie",
+    "gpu.throttle",
+    "gpu.mode",
+    "gpu.processes",
+    "gpu.topology",
+];
+
+/// The fake NVML, built from tests/fixtures/fake_nvml.c.
+fn fake_nvml() -> PathBuf {
+    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
+}
+
+/// The fake NVML as an old driver (fake_nvml_old.c includes fake_nvml.c,
+/// which build_fixture_lib's freshness check does not see: drop a stale copy).
+fn fake_nvml_old() -> PathBuf {
+    let built = root().join("target/fixtures/nvml-old/libnvidia-ml.so.1");
+    let source = root().join("tests/fixtures/fake_nvml.c");
+    if let (Ok(b), Ok(s)) = (std::fs::metadata(&built), std::fs::metadata(&source)) {
+        if s.modified().ok() > b.modified().ok() {
+            let _ = std::fs::remove_file(&built);
+        }
+    }
+    build_fixture_lib("fake_nvml_old.c", "nvml-old", "libnvidia-ml.so.1")
+}
+
+fn scenario(name: &str) -> PathBuf {
+    let p = root()
+        .join("tests/fixtures/nvml")
+        .join(format!("{name}.scenario"));
+    assert!(p.exists(), "{} missing", p.display());
+    p
+}
+
+/// Wait for a spawned gpucheck; a run that does not end within a minute is
+/// the bug under test (a hang), not slowness, so it is killed and reported.
+fn wait_bounded(mut child: Child) -> Output {
+    const LIVENESS: Duration = Duration::from_secs(60);
+    let started = Instant::now();
+    let mut out_pipe = child.stdout.take().expect("stdout piped");
+    let mut err_pipe = child.stderr.take().expect("stderr piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out_pipe.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err_pipe.read_to_end(&mut v);
+        v
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for gpucheck") {
+            break status;
+        }
+        if started.elapsed() > LIVENESS {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gpucheck did not exit: an NVML hang was not bounded");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// gpucheck against `lib` in `scenario`, with the JSON report on stdout.
+fn run_with(lib: &Path, scenario_name: &str, args: &[&str]) -> (Output, Value) {
+    let child = gpucheck()
+        .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
+        .arg("--nvml-lib")
+        .arg(lib)
+        .args(["--format", "json", "--color", "never"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpucheck");
+    let out = wait_bounded(child);
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+/// The gpu checks only, in `scenario`, JSON on stdout (validated).
+fn run_gpu(scenario_name: &str, args: &[&str]) -> (Output, Value) {
+    let mut all = vec!["--only", "gpu"];
+    all.extend_from_slice(args);
+    run_with(&fake_nvml(), scenario_name, &all)
+}
+
+fn exit_code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn summary(doc: &Value, id: &str) -> String {
+    result(doc, id)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn hint(doc: &Value, id: &str) -> String {
+    result(doc, id)["hint"].as_str().unwrap_or("").to_string()
+}
+
+fn device<'a>(doc: &'a Value, id: &str, index: u64) -> &'a Value {
+    result(doc, id)["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|x| x["index"] == index))
+        .unwrap_or_else(|| panic!("{id} has no device {index}"))
+}
+
+fn table<'a>(doc: &'a Value, id: &str, title: &str) -> &'a Value {
+    result(doc, id)["tables"]
+        .as_array()
+        .and_then(|t| t.iter().find(|x| x["title"] == title))
+        .unwrap_or_else(|| panic!("{id} has no table {title}"))
+}
+
+/// Cell (row GPU `a`, column GPU `b`) of a GPU matrix table.
+fn cell(t: &Value, a: usize, b: usize) -> String {
+    t["rows"][a][b + 1].as_str().unwrap_or("").to_string()
+}
+
+/// Also write the JUnit report of the same run and validate it against the
+/// Jenkins XSD; return its text.
+fn junit_of(scenario_name: &str, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("report.xml");
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .args(["--only", "gpu", "--quiet", "--junit"])
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("run gpucheck");
+    assert!(path.exists(), "no JUnit report written: {}", stderr(&out));
+    assert_valid_junit(&path);
+    std::fs::read_to_string(&path).expect("read the JUnit report")
+}
+
+fn assert_all(doc: &Value, ids: &[&str], status: &str) {
+    for id in ids {
+        assert_eq!(status_of(doc, id), status, "{id}: {}", summary(doc, id));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Healthy machines
+
+#[test]
+fn healthy_8x_h100_with_nvswitch_passes_everything() {
+    let (out, doc) = run_gpu("h100x8", &["--expect-gpus", "8"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert_all(&doc, &GPU_CHECKS, "pass");
+    assert_eq!(
+        summary(&doc, "gpu.driver"),
+        "driver 570.86.15, NVML 12.570.86.15, supports CUDA 12.8"
+    );
+    assert_eq!(
+        result(&doc, "gpu.driver")["facts"]["cuda_driver_version"],
+        "12.8"
+    );
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "8 GPUs (expected 8): 8x NVIDIA H100 80GB HBM3"
+    );
+    let gpus = result(&doc, "gpu.count")["devices"]
+        .as_array()
+        .expect("devices");
+    assert_eq!(gpus.len(), 8);
+    let gpu3 = device(&doc, "gpu.count", 3);
+    assert_eq!(gpu3["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(gpu3["uuid"], "GPU-fa4e0003-1111-4222-8333-000000000003");
+    assert_eq!(
+        gpu3["summary"],
+        "NVIDIA H100 80GB HBM3, 81559 MiB, cc 9.0, 00000000:5D:00.0"
+    );
+    // Idle links at Gen1 of Gen5 are power saving, not a warning.
+    assert!(
+        summary(&doc, "gpu.pcie").contains("idle GPUs at a lower generation: normal"),
+        "{}",
+        summary(&doc, "gpu.pcie")
+    );
+    assert!(device(&doc, "gpu.pcie", 0)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .contains("Gen1 of Gen5 at idle: normal power saving"));
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "8 GPUs: P2P between all 28 pairs, all over NVLink"
+    );
+    let topo = table(&doc, "gpu.topology", "GPU topology");
+    assert_eq!(topo["header"][0], "");
+    assert_eq!(topo["header"][8], "GPU7");
+    assert_eq!(topo["rows"][0][0], "GPU0");
+    for a in 0..8 {
+        for b in 0..8 {
+            let want = if a == b { "X" } else { "NV18" };
+            assert_eq!(cell(topo, a, b), want, "GPU{a}-GPU{b}");
+        }
+    }
+    assert!(topo["legend"].as_str().unwrap_or("").contains("NV#"));
+    let p2p = table(&doc, "gpu.topology", "GPU P2P read/write");
+    assert_eq!(cell(p2p, 2, 6), "OK");
+    assert_eq!(
+        device(&doc, "gpu.topology", 5)["summary"],
+        "18/18 NVLinks active (to NVSwitch)"
+    );
+}
+
+#[test]
+fn healthy_4x_a800_passes_and_reports_validate() {
+    let (out, doc) = run_gpu("a800x4", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_all(&doc, &GPU_CHECKS, "pass");
+    assert_eq!(
+        summary(&doc, "gpu.driver"),
+        "driver 535.161.08, NVML 12.535.161.08, supports CUDA 12.2"
+    );
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "4 GPUs: 4x NVIDIA A800-SXM4-80GB"
+    );
+    assert_eq!(
+        device(&doc, "gpu.count", 0)["summary"],
+        "NVIDIA A800-SXM4-80GB, 81920 MiB, cc 8.0, 00000000:18:00.0"
+    );
+    assert_eq!(
+        cell(table(&doc, "gpu.topology", "GPU topology"), 1, 3),
+        "NV8"
+    );
+    let xml = junit_of("a800x4", &[]);
+    assert!(xml.contains("name=\"gpu.topology\""), "{xml}");
+    assert!(!xml.contains("<failure"), "{xml}");
+}
+
+#[test]
+fn default_library_name_is_found_through_the_loader_path() {
+    // No --nvml-lib: gpucheck asks for libnvidia-ml.so.1 as the driver names
+    // it, and the loader finds the fake first on LD_LIBRARY_PATH.
+    let lib = fake_nvml();
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", scenario("a800x4"))
+        .env("LD_LIBRARY_PATH", lib.parent().expect("fixture dir"))
+        .args(["--only", "gpu.driver,gpu.count", "--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "4 GPUs: 4x NVIDIA A800-SXM4-80GB"
+    );
+    assert_eq!(
+        result(&doc, "gpu.driver")["facts"]["nvml_library"],
+        "libnvidia-ml.so.1"
+    );
+}
+
+#[test]
+fn gpu_checks_are_in_the_quick_profile() {
+    let (_, doc) = run_with(&fake_nvml(), "h100x8", &["--profile", "quick"]);
+    assert_all(&doc, &GPU_CHECKS, "pass");
+}
+
+#[test]
+fn single_gpu_has_no_peer_links_to_check() {
+    let (out, doc) = run_gpu("single_gpu", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "single GPU: no peer links to check"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Consumer GPUs and missing features
+
+#[test]
+fn two_geforce_cards_without_ecc_nvlink_or_p2p() {
+    let (out, doc) = run_gpu("geforce2", &[]);
+    assert_eq!(exit_code(&out), 0, "warnings only");
+    // No ECC on GeForce: not applicable, not a failure.
+    assert_eq!(status_of(&doc, "gpu.ecc"), "skip");
+    assert!(summary(&doc, "gpu.ecc").starts_with("ECC not supported on these GPUs"));
+    assert_eq!(status_of(&doc, "gpu.pcie"), "pass");
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "no P2P between GPU0-GPU1 (GPU does not support P2P)"
+    );
+    assert!(hint(&doc, "gpu.topology").contains("nothing to fix in software"));
+    assert!(!hint(&doc, "gpu.topology").contains("ACSCtl"));
+    let topo = table(&doc, "gpu.topology", "GPU topology");
+    assert_eq!(cell(topo, 0, 1), "PHB");
+    assert_eq!(
+        cell(table(&doc, "gpu.topology", "GPU P2P read/write"), 1, 0),
+        "GNS"
+    );
+    assert_eq!(device(&doc, "gpu.topology", 0)["summary"], "no NVLink");
+    // Persistence mode off: slow CUDA starts.
+    assert_eq!(status_of(&doc, "gpu.mode"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.mode"),
+        "GPU 0: persistence mode off; GPU 1: persistence mode off"
+    );
+    let h = hint(&doc, "gpu.mode");
+    assert!(
+        h.contains("nvidia-persistenced") && h.contains("nvidia-smi -i 0,1 -pm 1"),
+        "{h}"
+    );
+    // --strict turns the warnings into exit 1.
+    let (strict, _) = run_gpu("geforce2", &["--strict"]);
+    assert_eq!(exit_code(&strict), 1);
+}
+
+#[test]
+fn queries_not_supported_are_na_never_failures() {
+    let (out, doc) = run_gpu("unsupported", &[]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout(&out));
+    assert_all(&doc, &["gpu.driver", "gpu.count"], "pass");
+    assert_all(
+        &doc,
+        &[
+            "gpu.ecc",
+            "gpu.pcie",
+            "gpu.throttle",
+            "gpu.mode",
+            "gpu.processes",
+            "gpu.topology",
+        ],
+        "skip",
+    );
+    for id in [
+        "gpu.pcie",
+        "gpu.throttle",
+        "gpu.mode",
+        "gpu.processes",
+        "gpu.topology",
+    ] {
+        assert!(
+            summary(&doc, id).contains("(n/a)"),
+            "{id}: {}",
+            summary(&doc, id)
+        );
+    }
+    assert_eq!(
+        device(&doc, "gpu.count", 2)["summary"],
+        "GRID V100-16Q, memory n/a, cc n/a, 00000000:38:00.0"
+    );
+}
+
+#[test]
+fn an_old_driver_missing_newer_functions_still_works() {
+    // The old-driver build lacks nvmlDeviceGetRemappedRows, _MemoryInfo_v2,
+    // _MigMode, _ComputeRunningProcesses_v3, _CudaDriverVersion_v2 and more.
+    let (out, doc) = run_with(&fake_nvml_old(), "h100x8", &["--only", "gpu"]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout(&out));
+    // The original entry points fill in what the newer ones would have.
+    assert_eq!(
+        result(&doc, "gpu.driver")["facts"]["cuda_driver_version"],
+        "12.8"
+    );
+    assert!(device(&doc, "gpu.count", 0)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .contains("81559 MiB"));
+    assert_eq!(status_of(&doc, "gpu.ecc"), "pass");
+    let metrics = device(&doc, "gpu.ecc", 0)["metrics"].to_string();
+    assert!(!metrics.contains("remapped_rows"), "{metrics}");
+    assert_eq!(status_of(&doc, "gpu.processes"), "skip");
+    assert!(
+        summary(&doc, "gpu.mode").contains("MIG n/a"),
+        "{}",
+        summary(&doc, "gpu.mode")
+    );
+    assert_eq!(status_of(&doc, "gpu.topology"), "pass");
+}
+
+// ---------------------------------------------------------------------------
+// Sick machines
+
+#[test]
+fn uncorrectable_ecc_and_a_pending_row_remap_fail() {
+    let (out, doc) = run_gpu("ecc_remap", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.ecc"), "fail");
+    assert_eq!(
+        summary(&doc, "gpu.ecc"),
+        "GPU 3: 2 uncorrectable ECC errors since the driver loaded, row remap pending"
+    );
+    let h = hint(&doc, "gpu.ecc");
+    assert!(h.contains("sudo nvidia-smi -r -i 3"), "{h}");
+    assert!(h.contains("GPU 3 must be reset"), "{h}");
+    assert_eq!(device(&doc, "gpu.ecc", 3)["status"], "fail");
+    assert_eq!(device(&doc, "gpu.ecc", 2)["status"], "pass");
+    // The other checks are not dragged down.
+    assert_all(&doc, &["gpu.count", "gpu.pcie", "gpu.topology"], "pass");
+    let xml = junit_of("ecc_remap", &[]);
+    assert!(xml.contains("<failure"), "{xml}");
+}
+
+#[test]
+fn a_width_degraded_pcie_link_warns_and_idle_generation_does_not() {
+    let (out, doc) = run_gpu("pcie_x8", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.pcie"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.pcie"),
+        "GPU 2: PCIe Gen3 of Gen5 while 95 % busy; GPU 5: PCIe link x8 of x16"
+    );
+    let h = hint(&doc, "gpu.pcie");
+    assert!(
+        h.contains("GPU 5 trained a narrower PCIe link") && h.contains("LnkSta"),
+        "{h}"
+    );
+    assert!(h.contains("nvidia-smi -q -d PCIE -i 2"), "{h}");
+    for idle in [0, 1, 3, 4, 6, 7] {
+        assert_eq!(
+            device(&doc, "gpu.pcie", idle)["status"],
+            "pass",
+            "GPU {idle}"
+        );
+    }
+    assert_eq!(device(&doc, "gpu.pcie", 5)["status"], "warn");
+}
+
+#[test]
+fn mig_enabled_warns_that_ddp_cannot_span_instances() {
+    let (out, doc) = run_gpu("mig", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.mode"), "warn");
+    assert_eq!(summary(&doc, "gpu.mode"), "GPU 1: MIG enabled");
+    let h = hint(&doc, "gpu.mode");
+    assert!(h.contains("cannot span MIG instances"), "{h}");
+    assert!(h.contains("sudo nvidia-smi -i 1 -mig 0"), "{h}");
+    assert!(device(&doc, "gpu.count", 1)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .ends_with("MIG on (2 instances)"));
+}
+
+#[test]
+fn another_process_on_gpu_1_is_named() {
+    let (out, doc) = run_gpu("other_process", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.processes"), "warn");
+    let s = summary(&doc, "gpu.processes");
+    assert!(
+        s.starts_with("someone else's job is on GPU 1: pid 4242 python (12000 MiB), "),
+        "{s}"
+    );
+    // The second process has no NVML name: /proc names it. It is this test
+    // process (gpucheck's parent).
+    let me = std::process::id();
+    let exe = std::env::current_exe().expect("test binary path");
+    let exe_name = exe.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(s.contains(&format!("pid {me} ")), "{s}");
+    assert!(s.contains(exe_name), "{s}");
+    assert!(s.ends_with("(512 MiB)"), "{s}");
+    let h = hint(&doc, "gpu.processes");
+    assert!(h.contains(&format!("kill 4242 {me}")), "{h}");
+    assert!(h.contains("CUDA_VISIBLE_DEVICES=0,2,3,4,5,6,7"), "{h}");
+    assert_eq!(device(&doc, "gpu.processes", 0)["status"], "pass");
+}
+
+#[test]
+fn mixed_models_warn_and_suggest_one_model() {
+    let (out, doc) = run_gpu("mixed", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.count"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "mixed GPU models: 4x NVIDIA H100 80GB HBM3 (GPUs 0, 1, 2, 3), \
+         4x NVIDIA A100-SXM4-80GB (GPUs 4, 5, 6, 7)"
+    );
+    let h = hint(&doc, "gpu.count");
+    assert!(h.contains("slowest GPU"), "{h}");
+    assert!(h.contains("CUDA_VISIBLE_DEVICES=0,1,2,3"), "{h}");
+    let topo = table(&doc, "gpu.topology", "GPU topology");
+    assert_eq!(cell(topo, 0, 1), "NV18");
+    assert_eq!(cell(topo, 0, 5), "NV12");
+}
+
+#[test]
+fn thermal_slowdown_warns_and_hardware_slowdown_fails() {
+    let (out, doc) = run_gpu("thermal", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.throttle"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.throttle"),
+        "GPU 6: hardware thermal slowdown, software thermal slowdown"
+    );
+    let h = hint(&doc, "gpu.throttle");
+    assert!(h.starts_with("GPU 6 is throttling for heat"), "{h}");
+    assert!(
+        h.contains("nvidia-smi -q -d TEMPERATURE,PERFORMANCE -i 6"),
+        "{h}"
+    );
+    // The power cap under load is normal.
+    assert_eq!(device(&doc, "gpu.throttle", 0)["status"], "pass");
+    assert!(device(&doc, "gpu.throttle", 0)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .contains("power cap"));
+
+    let (out, doc) = run_gpu("hw_slowdown", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.throttle"), "fail");
+    assert_eq!(
+        summary(&doc, "gpu.throttle"),
+        "GPU 0: hardware slowdown (clocks cut by half or more)"
+    );
+    let h = hint(&doc, "gpu.throttle");
+    assert!(h.contains("PERFORMANCE,TEMPERATURE,POWER -i 0"), "{h}");
+    assert!(h.contains("power brake"), "{h}");
+}
+
+#[test]
+fn an_nvlink_down_warns() {
+    let (out, doc) = run_gpu("nvlink_down", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "GPU 3: 16 of 18 NVLinks active (down: link 16, 17)"
+    );
+    let h = hint(&doc, "gpu.topology");
+    assert!(h.contains("nvidia-smi nvlink -s -i 3"), "{h}");
+    assert!(h.contains("nvidia-fabricmanager"), "{h}");
+    assert_eq!(
+        cell(table(&doc, "gpu.topology", "GPU topology"), 3, 0),
+        "NV16"
+    );
+}
+
+#[test]
+fn no_p2p_through_the_chipset_points_at_acs_and_iommu() {
+    let (out, doc) = run_gpu("no_p2p_acs", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "no P2P between 6 of 6 GPU pairs (chipset does not support P2P)"
+    );
+    let h = hint(&doc, "gpu.topology");
+    for needle in ["lspci -vvv | grep ACSCtl", "iommu=pt", "NCCL_P2P_DISABLE=1"] {
+        assert!(h.contains(needle), "{needle} missing from {h}");
+    }
+    let topo = table(&doc, "gpu.topology", "GPU topology");
+    assert_eq!(cell(topo, 0, 1), "PXB");
+    assert_eq!(cell(topo, 1, 3), "SYS");
+    assert_eq!(
+        cell(table(&doc, "gpu.topology", "GPU P2P read/write"), 2, 3),
+        "CNS"
+    );
+    assert_eq!(result(&doc, "gpu.topology")["metrics"][0]["value"], 6.0);
+}
+
+#[test]
+fn prohibited_compute_mode_fails_and_exclusive_process_is_noted() {
+    let (out, doc) = run_gpu("prohibited", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.mode"), "fail");
+    assert_eq!(summary(&doc, "gpu.mode"), "GPU 1: compute mode Prohibited");
+    let h = hint(&doc, "gpu.mode");
+    assert!(
+        h.starts_with("no CUDA process may use GPU 1: `sudo nvidia-smi -i 1 -c DEFAULT`"),
+        "{h}"
+    );
+    // The persistence warning is still there, after the failure's hint.
+    assert!(h.contains("nvidia-smi -i 0,1 -pm 1"), "{h}");
+    let gpu0 = device(&doc, "gpu.mode", 0);
+    assert_eq!(gpu0["status"], "warn");
+    assert!(gpu0["summary"]
+        .as_str()
+        .unwrap_or("")
+        .contains("Exclusive Process"));
+}
+
+#[test]
+fn a_gpu_fallen_off_the_bus_fails_the_count() {
+    let (out, doc) = run_gpu("gpu_lost", &["--expect-gpus", "8"]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.count"), "fail");
+    let s = summary(&doc, "gpu.count");
+    assert!(
+        s.starts_with("GPU 2: counted but cannot be opened: GPU is lost (fallen off the bus)"),
+        "{s}"
+    );
+    assert!(s.contains("7 GPUs usable, expected 8"), "{s}");
+    assert!(hint(&doc, "gpu.count").contains("Xid 79"));
+    assert_eq!(status_of(&doc, "gpu.ecc"), "skip");
+    assert_eq!(summary(&doc, "gpu.ecc"), "needs gpu.count, which failed");
+
+    // Run alone (its need not selected), gpu.ecc judges the lost GPU itself.
+    let (_, doc) = run_with(&fake_nvml(), "gpu_lost", &["--only", "gpu.ecc"]);
+    assert_eq!(status_of(&doc, "gpu.ecc"), "fail");
+    assert_eq!(
+        summary(&doc, "gpu.ecc"),
+        "GPU 2: GPU is lost (fallen off the bus)"
+    );
+    assert_eq!(device(&doc, "gpu.ecc", 3)["status"], "pass");
+}
+
+#[test]
+fn fewer_gpus_than_expected_fail() {
+    let (out, doc) = run_gpu("a800x4", &["--expect-gpus", "8"]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.count"), "fail");
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "4 GPUs usable, expected 8 (--expect-gpus)"
+    );
+    assert!(hint(&doc, "gpu.count").starts_with("4 of the expected GPUs are missing"));
+    // The environment variable works the same way.
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", scenario("a800x4"))
+        .env("GPUCHECK_EXPECT_GPUS", "4")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .args(["--only", "gpu.count", "--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "4 GPUs (expected 4): 4x NVIDIA A800-SXM4-80GB"
+    );
+}
+
+#[test]
+fn zero_gpus_fail_and_dependents_skip() {
+    let (out, doc) = run_gpu("zero_gpus", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.driver"), "pass");
+    assert_eq!(status_of(&doc, "gpu.count"), "fail");
+    assert_eq!(summary(&doc, "gpu.count"), "NVML sees no GPUs");
+    assert!(hint(&doc, "gpu.count").contains("docker run --gpus all"));
+    for id in &GPU_CHECKS[2..] {
+        assert_eq!(status_of(&doc, id), "skip", "{id}");
+        assert_eq!(summary(&doc, id), "needs gpu.count, which failed");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// NVML that cannot start
+
+#[test]
+fn driver_not_loaded_says_modprobe() {
+    let (out, doc) = run_gpu("init_driver_not_loaded", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.driver"), "fail");
+    assert_eq!(
+        summary(&doc, "gpu.driver"),
+        "the NVIDIA kernel driver is not loaded (NVML_ERROR_DRIVER_NOT_LOADED)"
+    );
+    assert!(hint(&doc, "gpu.driver").starts_with("load it with `sudo modprobe nvidia`"));
+    assert_eq!(summary(&doc, "gpu.count"), "needs gpu.driver, which failed");
+    for id in &GPU_CHECKS[2..] {
+        assert_eq!(
+            summary(&doc, id),
+            "needs gpu.count, which was skipped",
+            "{id}"
+        );
+    }
+    let xml = junit_of("init_driver_not_loaded", &[]);
+    assert!(xml.contains("<skipped"), "{xml}");
+}
+
+#[test]
+fn version_mismatch_says_reboot_or_reload() {
+    let (out, doc) = run_gpu("init_version_mismatch", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert!(summary(&doc, "gpu.driver").starts_with("driver/library version mismatch"));
+    let h = hint(&doc, "gpu.driver");
+    assert!(
+        h.starts_with("the driver was upgraded without reloading the kernel module: reboot"),
+        "{h}"
+    );
+    assert!(
+        h.contains("sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia"),
+        "{h}"
+    );
+}
+
+#[test]
+fn no_permission_points_at_the_device_nodes() {
+    let (out, doc) = run_gpu("init_no_permission", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(
+        summary(&doc, "gpu.driver"),
+        "no permission to talk to the NVIDIA driver (NVML_ERROR_NO_PERMISSION)"
+    );
+    assert!(hint(&doc, "gpu.driver").contains("ls -l /dev/nvidia*"));
+}
+
+#[test]
+fn a_library_that_is_not_there_fails_cleanly() {
+    let missing = root().join("target/fixtures/does-not-exist/libnvidia-ml.so.1");
+    let out = gpucheck()
+        .arg("--nvml-lib")
+        .arg(&missing)
+        .args(["--only", "gpu", "--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(exit_code(&out), 1);
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(status_of(&doc, "gpu.driver"), "fail");
+    let s = summary(&doc, "gpu.driver");
+    assert!(
+        s.starts_with(&format!(
+            "cannot load NVML from --nvml-lib {}",
+            missing.display()
+        )),
+        "{s}"
+    );
+    assert!(hint(&doc, "gpu.driver").contains("check the path given to --nvml-lib"));
+    for id in &GPU_CHECKS[1..] {
+        assert_eq!(status_of(&doc, id), "skip", "{id}");
+    }
+    assert!(!stderr(&out).contains("panic"), "{}", stderr(&out));
+}
+
+// ---------------------------------------------------------------------------
+// NVML that hangs
+
+#[test]
+fn nvml_hanging_in_a_call_times_out_and_gpucheck_exits() {
+    let (out, doc) = run_gpu("hang_ecc", &["--timeout", "1"]);
+    assert_eq!(exit_code(&out), 1);
+    assert_all(&doc, &["gpu.driver", "gpu.count"], "pass");
+    assert_eq!(status_of(&doc, "gpu.ecc"), "fail");
+    assert_eq!(summary(&doc, "gpu.ecc"), "timed out after 1 s");
+    let h = hint(&doc, "gpu.ecc");
+    assert!(
+        h.starts_with("NVML did not return from nvmlDeviceGetEccMode"),
+        "{h}"
+    );
+    assert!(h.contains("--skip gpu.ecc"), "{h}");
+    // The checks after it do not queue behind the hung driver.
+    for id in &GPU_CHECKS[3..] {
+        assert_eq!(status_of(&doc, id), "fail", "{id}");
+        assert!(
+            summary(&doc, id).contains("NVML has not returned from nvmlDeviceGetEccMode"),
+            "{id}: {}",
+            summary(&doc, id)
+        );
+    }
+}
+
+#[test]
+fn nvml_hanging_in_init_times_out_and_the_rest_skip() {
+    let (out, doc) = run_gpu("hang_init", &["--timeout", "1"]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.driver"), "fail");
+    assert_eq!(summary(&doc, "gpu.driver"), "timed out after 1 s");
+    assert!(hint(&doc, "gpu.driver").starts_with("NVML did not return from nvmlInit_v2"));
+    assert_eq!(summary(&doc, "gpu.count"), "needs gpu.driver, which failed");
+    // The JUnit report of a hung run is still complete and valid.
+    let xml = junit_of("hang_init", &["--timeout", "1"]);
+    assert!(xml.contains("timed out after 1 s"), "{xml}");
+}
