@@ -751,3 +751,26 @@ fn torch_arch_fails_for_a_gpu_the_wheel_dropped() {
     assert!(hint.contains("whl/cu128"), "{hint}");
     assert_eq!(r["devices"][1]["status"], "fail");
 }
+
+#[test]
+fn a_hung_nvml_does_not_hang_the_cuda_checks_too() {
+    // gpu.driver times out in nvmlInit_v2; cuda.driver (a fresh child
+    // process) must not ask NVML again, or it would hang there as well.
+    let (out, doc) = run_nvml_and_cuda(
+        &nvml_scenario("hang_init"),
+        Some("2"),
+        &["--only", "gpu.driver,cuda.driver", "--timeout", "2"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        field(result(&doc, "gpu.driver"), "summary").starts_with("timed out after 2 s"),
+        "{doc}"
+    );
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "CUDA 12.8 driver, 2 devices; a context and a verified host-device copy on each"
+    );
+}
