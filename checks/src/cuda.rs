@@ -559,6 +559,7 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
         worst = worst.worst(status);
         out = out.with_device(DeviceResult {
             index: d.ordinal,
+            label: None,
             name,
             uuid: None,
             status,

@@ -924,9 +924,10 @@ pub fn evaluate(facts: &BenchFacts, t: &Thresholds) -> Outcome {
         }
         outcome = outcome.with_device(DeviceResult {
             index: r.rank,
+            label: Some(format!("rank {}", r.rank)),
             name: match r.device_index {
-                Some(i) => format!("rank {} · cuda:{i} {}", r.rank, r.device_name),
-                None => format!("rank {} · {}", r.rank, r.device_name),
+                Some(i) => format!("cuda:{i} {}", r.device_name),
+                None => r.device_name.clone(),
             },
             uuid: r.device_uuid.clone(),
             status,
@@ -1592,7 +1593,8 @@ mod tests {
             o.devices[3].uuid.as_deref(),
             Some("GPU-00000003-aaaa-bbbb-cccc-dddddddddddd")
         );
-        assert_eq!(o.devices[3].name, "rank 3 · cuda:3 NVIDIA H100 80GB HBM3");
+        assert_eq!(o.devices[3].name, "cuda:3 NVIDIA H100 80GB HBM3");
+        assert_eq!(o.devices[3].label.as_deref(), Some("rank 3"));
         assert!(o.facts["sync_verification"].starts_with("passed: parameters identical on all 8"));
         assert_eq!(o.tables[0].rows[1][0], "8");
         assert_eq!(o.tables[1].rows.len(), 8);
@@ -1752,7 +1754,8 @@ mod tests {
         assert_eq!(o.hint, None);
         assert_eq!(o.metric("efficiency_fail_below"), None);
         assert!(o.devices.iter().all(|d| d.status == Status::Pass));
-        assert_eq!(o.devices[0].name, "rank 0 · cpu");
+        assert_eq!(o.devices[0].name, "cpu");
+        assert_eq!(o.devices[0].label.as_deref(), Some("rank 0"));
         assert_eq!(o.devices[0].uuid, None);
     }
 

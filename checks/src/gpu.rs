@@ -224,6 +224,7 @@ fn device_result(
     };
     DeviceResult {
         index: gpu.index,
+        label: None,
         name: gpu.name.clone(),
         uuid: gpu.uuid.clone(),
         status,
@@ -494,6 +495,7 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
                 );
                 devices.push(DeviceResult {
                     index: g.index,
+                    label: None,
                     name: g.name.clone(),
                     uuid: Some(g.uuid.clone()),
                     status: Status::Pass,
@@ -517,6 +519,7 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
                 };
                 devices.push(DeviceResult {
                     index: e.index,
+                    label: None,
                     name: "(unknown)".to_string(),
                     uuid: None,
                     status: f.status,

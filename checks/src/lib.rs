@@ -221,6 +221,9 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::MasterAddr,
     &net::MasterPort,
     // nccl
+    &nccl::Library,
+    &nccl::Env,
+    &nccl::AllReduce,
     // ddp
     &ddp::Benchmark,
 ];

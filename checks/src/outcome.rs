@@ -74,6 +74,9 @@ pub struct Metric {
 pub struct DeviceResult {
     /// NVML index of the GPU (or rank, for per-rank results).
     pub index: u32,
+    /// How reports name the row ("rank 1", "cuda:0"); `GPU<index>` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Marketing name, e.g. "NVIDIA H100 80GB HBM3".
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -981,6 +981,7 @@ pub fn evaluate_arch(t: &TorchInfo, targets: &[ArchTarget], targets_from: &str) 
         worst = worst.worst(status);
         out = out.with_device(DeviceResult {
             index: g.index,
+            label: None,
             name: g.name.clone(),
             uuid: None,
             status,

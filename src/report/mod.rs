@@ -248,6 +248,7 @@ pub(crate) mod fixtures {
     pub fn every_status() -> Run {
         let gpu0 = DeviceResult {
             index: 0,
+            label: None,
             name: "NVIDIA H100 80GB HBM3".into(),
             uuid: Some("GPU-0aa".into()),
             status: Status::Pass,
@@ -260,6 +261,7 @@ pub(crate) mod fixtures {
         };
         let gpu1 = DeviceResult {
             index: 1,
+            label: None,
             status: Status::Fail,
             summary: "3 uncorrectable ECC errors".into(),
             uuid: None,
@@ -321,6 +323,7 @@ pub(crate) mod fixtures {
         table.legend = Some(HOSTILE.into());
         let device = DeviceResult {
             index: 0,
+            label: None,
             name: HOSTILE.into(),
             uuid: Some(HOSTILE.into()),
             status: Status::Warn,

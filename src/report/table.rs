@@ -319,7 +319,10 @@ pub(super) fn device_lines(devices: &[DeviceResult]) -> Vec<String> {
         .iter()
         .map(|d| {
             vec![
-                format!("GPU{}", d.index),
+                d.label
+                    .as_deref()
+                    .map(clean)
+                    .unwrap_or_else(|| format!("GPU{}", d.index)),
                 clean(&d.name),
                 badge(d.status).to_string(),
                 clean(&d.summary),

@@ -1,1 +1,1280 @@
-//! Probe: nccl (to be written).
+//! Probe: NCCL, the library every multi-GPU PyTorch job talks through.
+//!
+//! Three kinds of facts, all plain data:
+//! - every `libnccl.so.2` a job could load, where it was found and its
+//!   version (`ncclGetVersion` answers without a GPU);
+//! - the NCCL configuration NCCL itself would read (NCCL_* variables from the
+//!   environment and from NCCL's configuration files), with the host's
+//!   network interfaces and InfiniBand devices those variables name;
+//! - a single-process all-reduce over every visible GPU (`ncclCommInitAll`),
+//!   timed with CUDA events and verified element by element.
+//!
+//! NCCL is loaded with libloading (cudarc's NCCL loader never tries
+//! `libnccl.so.2` and panics when nothing loads); CUDA contexts, memory,
+//! streams and events go through cudarc's driver API. Loading either library
+//! runs foreign code that can hang or crash, so callers run these probes in a
+//! child-isolated check, and [`super::stage`] marks each blocking step.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+
+use super::libs::{self, LibSource, SearchPlaces};
+use super::python;
+use super::stage;
+
+// ---------------------------------------------------------------------------
+// Versions
+// ---------------------------------------------------------------------------
+
+/// An NCCL release, e.g. 2.27.7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NcclVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+/// `NCCL_VERSION(X,Y,Z)` in nccl.h (src/nccl.h.in) encodes releases up to 2.8
+/// as X*1000 + Y*100 + Z (2.8.4 = 2804) and later ones as X*10000 + Y*100 + Z
+/// (2.9.6 = 20906, 2.27.7 = 22707). Old codes never reach 10000, new ones
+/// start at 20900, so any code at or above this bound is the new encoding.
+const NCCL_NEW_ENCODING_MIN: i32 = 10_000;
+
+impl NcclVersion {
+    /// Decode the integer `ncclGetVersion` returns (both encodings).
+    pub fn from_code(code: i32) -> Option<NcclVersion> {
+        if code <= 0 {
+            return None;
+        }
+        let (major, rest) = if code >= NCCL_NEW_ENCODING_MIN {
+            (code / 10_000, code % 10_000)
+        } else {
+            (code / 1_000, code % 1_000)
+        };
+        Some(NcclVersion {
+            major: major as u32,
+            minor: (rest / 100) as u32,
+            patch: (rest % 100) as u32,
+        })
+    }
+
+    /// Read a version from text such as "2.27.7", "2.27.7+cuda12.9" or
+    /// "(2, 27, 7)": the first three numbers in it.
+    pub fn parse(text: &str) -> Option<NcclVersion> {
+        let numbers: Vec<u32> = text
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .take(3)
+            .map(|s| s.parse().ok())
+            .collect::<Option<Vec<u32>>>()?;
+        match numbers[..] {
+            [major, minor, patch] => Some(NcclVersion {
+                major,
+                minor,
+                patch,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for NcclVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Library discovery
+// ---------------------------------------------------------------------------
+
+/// The file-name stem of the NCCL library (`libnccl.so`, `.so.2`, `.so.2.27.7`).
+pub const NCCL_STEM: &str = "libnccl.so";
+
+/// One copy of libnccl on disk and what loading it said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NcclCopy {
+    /// The path as found (often the `libnccl.so.2` symlink).
+    pub path: PathBuf,
+    /// The file it resolves to.
+    pub real_path: PathBuf,
+    pub source: LibSource,
+    /// The version, or why it could not be read (does not load, no symbol...).
+    pub version: Result<NcclVersion, String>,
+}
+
+/// Every copy of NCCL a job on this machine could load, in the order the
+/// dynamic loader would prefer them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LibraryFacts {
+    /// `--nccl-lib` / GPUCHECK_NCCL_LIB, as given.
+    pub explicit: Option<PathBuf>,
+    /// The explicit path is not a file.
+    pub explicit_missing: bool,
+    /// The Python whose site-packages were searched, or why none was.
+    pub python: Result<PathBuf, String>,
+    pub copies: Vec<NcclCopy>,
+}
+
+/// Find every libnccl (explicit path, LD_LIBRARY_PATH, loader cache, system
+/// folders, CUDA_HOME, /usr/local/cuda*, the chosen Python's nvidia/*/lib and
+/// torch/lib) and read each one's version. Loads each copy: run it in a
+/// child-isolated check.
+pub fn library_facts(explicit: Option<&Path>, python_path: Option<&Path>) -> LibraryFacts {
+    let python = python::find_python(python_path)
+        .map(|c| c.path)
+        .map_err(|e| e.to_string());
+    let site = python
+        .as_ref()
+        .map(|p| python::site_packages(p))
+        .unwrap_or_default();
+    let places = SearchPlaces::from_env(explicit, &site);
+    let copies = libs::find(&places, NCCL_STEM)
+        .into_iter()
+        .map(|found| {
+            stage(&format!("ncclGetVersion {}", found.path.display()));
+            let version = libs::call_version_fn(&found.path, "ncclGetVersion").and_then(|code| {
+                NcclVersion::from_code(code)
+                    .ok_or_else(|| format!("ncclGetVersion returned {code}, not a version"))
+            });
+            NcclCopy {
+                path: found.path,
+                real_path: found.real_path,
+                source: found.source,
+                version,
+            }
+        })
+        .collect();
+    LibraryFacts {
+        explicit: explicit.map(Path::to_path_buf),
+        explicit_missing: explicit.is_some_and(|p| !p.is_file()),
+        python,
+        copies,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration: NCCL_* variables, interfaces, InfiniBand devices
+// ---------------------------------------------------------------------------
+
+/// Where NCCL would read a variable from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VarOrigin {
+    Environment,
+    /// A configuration file (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf).
+    File(PathBuf),
+}
+
+/// One NCCL_* setting as NCCL would see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclVar {
+    pub name: String,
+    pub value: String,
+    pub origin: VarOrigin,
+}
+
+/// An InfiniBand (or RoCE) device from /sys/class/infiniband with its port numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IbDevice {
+    pub name: String,
+    pub ports: Vec<u32>,
+}
+
+/// Everything nccl.env judges.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EnvFacts {
+    /// NCCL_* settings, environment first, then files; one entry per name.
+    pub vars: Vec<NcclVar>,
+    /// Network interface names (getifaddrs), sorted, unique.
+    pub interfaces: Vec<String>,
+    /// Why the interfaces could not be listed, if they could not.
+    pub interfaces_error: Option<String>,
+    pub ib_devices: Vec<IbDevice>,
+}
+
+impl EnvFacts {
+    /// The value NCCL would use for `name`.
+    pub fn get(&self, name: &str) -> Option<&NcclVar> {
+        self.vars.iter().find(|v| v.name == name)
+    }
+}
+
+/// Parse an NCCL configuration file: `NAME=VALUE` lines, `#` comments.
+pub fn parse_conf(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.split('#').next().unwrap_or("").trim();
+            let (name, value) = line.split_once('=')?;
+            let name = name.trim();
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return None;
+            }
+            Some((name.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Merge NCCL_* settings the way NCCL does: the environment wins, then the
+/// files in order (the first file to set a name wins). Sorted by name.
+pub fn merge_vars(
+    env: impl IntoIterator<Item = (String, String)>,
+    files: &[(PathBuf, Vec<(String, String)>)],
+) -> Vec<NcclVar> {
+    let mut vars: Vec<NcclVar> = Vec::new();
+    let mut add = |name: String, value: String, origin: VarOrigin| {
+        if name.starts_with("NCCL_") && !vars.iter().any(|v| v.name == name) {
+            vars.push(NcclVar {
+                name,
+                value,
+                origin,
+            });
+        }
+    };
+    for (name, value) in env {
+        add(name, value, VarOrigin::Environment);
+    }
+    for (path, entries) in files {
+        for (name, value) in entries {
+            add(name.clone(), value.clone(), VarOrigin::File(path.clone()));
+        }
+    }
+    vars.sort_by(|a, b| a.name.cmp(&b.name));
+    vars
+}
+
+/// The configuration files NCCL reads, in precedence order: NCCL_CONF_FILE
+/// (NCCL >= 2.23) or else ~/.nccl.conf, then /etc/nccl.conf (NCCL
+/// "Environment Variables" documentation, docs.nvidia.com/deeplearning/nccl).
+fn conf_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(p) = std::env::var_os("NCCL_CONF_FILE").filter(|p| !p.is_empty()) {
+        files.push(PathBuf::from(p));
+    } else if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        files.push(PathBuf::from(home).join(".nccl.conf"));
+    }
+    files.push(PathBuf::from("/etc/nccl.conf"));
+    files
+}
+
+fn interfaces() -> Result<Vec<String>, String> {
+    let addrs = nix::ifaddrs::getifaddrs().map_err(|e| format!("getifaddrs: {e}"))?;
+    let mut names: Vec<String> = addrs.map(|a| a.interface_name).collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// The InfiniBand/RoCE devices under `root` (normally /sys/class/infiniband).
+pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut devices: Vec<IbDevice> = entries
+        .flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let mut ports: Vec<u32> = std::fs::read_dir(e.path().join("ports"))
+                .map(|rd| {
+                    rd.flatten()
+                        .filter_map(|p| p.file_name().to_string_lossy().parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            ports.sort_unstable();
+            IbDevice { name, ports }
+        })
+        .collect();
+    devices.sort_by(|a, b| a.name.cmp(&b.name));
+    devices
+}
+
+/// Gather the NCCL configuration of this process and host.
+pub fn env_facts() -> EnvFacts {
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let files: Vec<(PathBuf, Vec<(String, String)>)> = conf_files()
+        .into_iter()
+        .filter_map(|p| {
+            let text = std::fs::read_to_string(&p).ok()?;
+            let entries = parse_conf(&text);
+            Some((p, entries))
+        })
+        .collect();
+    let (interfaces, interfaces_error) = match interfaces() {
+        Ok(v) => (v, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    EnvFacts {
+        vars: merge_vars(env, &files),
+        interfaces,
+        interfaces_error,
+        ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The all-reduce
+// ---------------------------------------------------------------------------
+
+/// `ncclResult_t`.
+type NcclResult = c_int;
+/// `ncclComm_t`, an opaque pointer.
+type NcclComm = *mut c_void;
+
+/// `ncclSuccess` (nccl.h `ncclResult_t`).
+const NCCL_SUCCESS: NcclResult = 0;
+/// `ncclInProgress`: a non-blocking call has not finished (nccl.h).
+const NCCL_IN_PROGRESS: NcclResult = 7;
+/// `ncclFloat32` (nccl.h `ncclDataType_t`: ncclInt8 = 0 ... ncclFloat32 = 7).
+const NCCL_FLOAT32: c_int = 7;
+/// `ncclSum` (nccl.h `ncclRedOp_t`).
+const NCCL_SUM: c_int = 0;
+
+type GetVersionFn = unsafe extern "C" fn(*mut c_int) -> NcclResult;
+type CommInitAllFn = unsafe extern "C" fn(*mut NcclComm, c_int, *const c_int) -> NcclResult;
+type AllReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    NcclComm,
+    sys::CUstream,
+) -> NcclResult;
+type GroupFn = unsafe extern "C" fn() -> NcclResult;
+type CommFn = unsafe extern "C" fn(NcclComm) -> NcclResult;
+type ErrorStringFn = unsafe extern "C" fn(NcclResult) -> *const c_char;
+type LastErrorFn = unsafe extern "C" fn(NcclComm) -> *const c_char;
+type AsyncErrorFn = unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult;
+
+/// The NCCL entry points the all-reduce uses, resolved once. The library is
+/// never unloaded (NCCL's threads may still run; the child exits soon).
+struct NcclApi {
+    _lib: ManuallyDrop<libloading::Library>,
+    get_version: GetVersionFn,
+    comm_init_all: CommInitAllFn,
+    all_reduce: AllReduceFn,
+    group_start: GroupFn,
+    group_end: GroupFn,
+    comm_destroy: CommFn,
+    comm_abort: Option<CommFn>,
+    get_error_string: ErrorStringFn,
+    get_last_error: Option<LastErrorFn>,
+    comm_get_async_error: Option<AsyncErrorFn>,
+}
+
+fn c_text(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: NCCL returns NUL-terminated static or per-thread strings.
+    let s = unsafe { CStr::from_ptr(p) }
+        .to_string_lossy()
+        .trim()
+        .to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+impl NcclApi {
+    fn load(path: &Path) -> Result<NcclApi, String> {
+        // SAFETY: loading runs NCCL's initialisers; this runs in a child
+        // process. Each symbol is cast to its nccl.h signature.
+        unsafe {
+            let lib = libloading::Library::new(path).map_err(|e| format!("cannot load: {e}"))?;
+            fn sym<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T, String> {
+                // SAFETY: the caller names the type matching nccl.h.
+                unsafe { lib.get::<T>(name.as_bytes()) }
+                    .map(|s| *s)
+                    .map_err(|_| format!("has no {name} (not an NCCL 2 library?)"))
+            }
+            Ok(NcclApi {
+                get_version: sym(&lib, "ncclGetVersion")?,
+                comm_init_all: sym(&lib, "ncclCommInitAll")?,
+                all_reduce: sym(&lib, "ncclAllReduce")?,
+                group_start: sym(&lib, "ncclGroupStart")?,
+                group_end: sym(&lib, "ncclGroupEnd")?,
+                comm_destroy: sym(&lib, "ncclCommDestroy")?,
+                comm_abort: sym(&lib, "ncclCommAbort").ok(),
+                get_error_string: sym(&lib, "ncclGetErrorString")?,
+                get_last_error: sym(&lib, "ncclGetLastError").ok(),
+                comm_get_async_error: sym(&lib, "ncclCommGetAsyncError").ok(),
+                _lib: ManuallyDrop::new(lib),
+            })
+        }
+    }
+
+    fn version(&self) -> Option<NcclVersion> {
+        let mut code: c_int = 0;
+        // SAFETY: `int ncclGetVersion(int*)`.
+        let rc = unsafe { (self.get_version)(&mut code) };
+        (rc == NCCL_SUCCESS)
+            .then(|| NcclVersion::from_code(code))
+            .flatten()
+    }
+
+    /// An `Err` for a failed call, with NCCL's own words.
+    fn failure(&self, step: &str, rc: NcclResult, comm: NcclComm) -> AllReduceFailure {
+        // SAFETY: both return NUL-terminated strings owned by NCCL.
+        let message = c_text(unsafe { (self.get_error_string)(rc) })
+            .unwrap_or_else(|| format!("NCCL error {rc}"));
+        let last = self.get_last_error.and_then(|f| c_text(unsafe { f(comm) }));
+        AllReduceFailure::Nccl {
+            step: step.to_string(),
+            code: rc,
+            message,
+            last_error: last,
+        }
+    }
+
+    fn check(&self, step: &str, rc: NcclResult) -> Result<(), AllReduceFailure> {
+        if rc == NCCL_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.failure(step, rc, std::ptr::null_mut()))
+        }
+    }
+}
+
+/// One GPU in the communicator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuDesc {
+    /// CUDA ordinal (after CUDA_VISIBLE_DEVICES).
+    pub ordinal: u32,
+    pub name: String,
+    /// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML writes it, to
+    /// match this CUDA device with NVML's view of it.
+    pub uuid: Option<String>,
+    /// Free device memory after NCCL initialised, bytes.
+    pub free_bytes: Option<u64>,
+    pub total_bytes: Option<u64>,
+}
+
+/// The first element that came back wrong.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WrongValue {
+    /// Rank = position in the communicator = CUDA ordinal here.
+    pub rank: u32,
+    pub index: u64,
+    pub got: f32,
+    pub expected: f32,
+}
+
+/// One message size of the all-reduce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeResult {
+    pub bytes: u64,
+    /// float32 elements per rank.
+    pub count: u64,
+    pub warmup_iters: u32,
+    pub iters: u32,
+    /// Mean time of one all-reduce, microseconds: CUDA-event time over the
+    /// timed iterations divided by their number, the slowest rank's.
+    pub time_us: f64,
+    /// Wrong elements summed over ranks.
+    pub wrong: u64,
+    /// Wrong elements per rank.
+    pub wrong_per_rank: Vec<u64>,
+    pub first_wrong: Option<WrongValue>,
+}
+
+/// What the all-reduce run found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllReduceRun {
+    pub gpus: Vec<GpuDesc>,
+    pub nccl_version: Option<NcclVersion>,
+    /// One per size that ran, ascending.
+    pub results: Vec<SizeResult>,
+    /// Sizes asked for that did not fit in free GPU memory (two buffers each).
+    pub skipped_for_memory: Vec<u64>,
+    /// Sizes asked for that were left out to stay inside the time budget.
+    pub skipped_for_time: Vec<u64>,
+}
+
+/// Why the all-reduce did not produce results.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AllReduceFailure {
+    /// libcuda.so.1 is not loadable: no NVIDIA driver here.
+    NoDriver,
+    /// `cuInit` failed (the CUDA error's name).
+    DriverInit { error: String },
+    /// CUDA sees no GPU.
+    NoGpu,
+    /// The NCCL library could not be loaded or lacks an entry point.
+    NcclLoad { path: PathBuf, detail: String },
+    /// A CUDA call failed.
+    Cuda {
+        step: String,
+        gpu: Option<u32>,
+        error: String,
+    },
+    /// An NCCL call failed (its return code, ncclGetErrorString, ncclGetLastError).
+    Nccl {
+        step: String,
+        code: i32,
+        message: String,
+        last_error: Option<String>,
+    },
+    /// Not even the smallest size fits in free GPU memory.
+    NoMemory { gpu: u32, free_bytes: u64 },
+}
+
+/// How to run the all-reduce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllReducePlan {
+    pub nccl_lib: PathBuf,
+    /// Message sizes in bytes, ascending, multiples of 4 (float32).
+    pub sizes: Vec<u64>,
+    /// Time to spend on one size (warm-up plus timed iterations), roughly.
+    pub budget_per_size: Duration,
+    /// Stop starting new sizes after this instant.
+    pub deadline: Option<Instant>,
+}
+
+/// Warm-up iterations at most (nccl-tests warms up with a few; -w 5 in its
+/// src/common.cu defaults).
+pub const MAX_WARMUP_ITERS: u32 = 5;
+/// Timed iterations at most (nccl-tests' default -n 20).
+pub const MAX_TIMED_ITERS: u32 = 20;
+
+/// Bytes left free on each GPU for NCCL's own buffers and lazy connection
+/// setup (channels, NVLS buffers): a quarter of free memory, at most 1 GiB.
+pub fn nccl_reserve_bytes(free_bytes: u64) -> u64 {
+    (free_bytes / 4).min(1 << 30)
+}
+
+/// The largest buffer size that fits twice (send + receive) next to NCCL.
+pub fn max_buffer_bytes(free_bytes: u64) -> u64 {
+    free_bytes.saturating_sub(nccl_reserve_bytes(free_bytes)) / 2
+}
+
+/// Split the planned sizes into those that fit in `fit` bytes per buffer
+/// (None: unknown, keep all) and those that do not. When some do not, the
+/// largest power of two that fits runs in their place (a small GPU still
+/// gets a measurement). Both lists stay ascending.
+pub fn fit_sizes(planned: &[u64], fit: Option<u64>) -> (Vec<u64>, Vec<u64>) {
+    let Some(limit) = fit else {
+        return (planned.to_vec(), Vec::new());
+    };
+    let (mut sizes, skipped): (Vec<u64>, Vec<u64>) = planned.iter().partition(|&&b| b <= limit);
+    if !skipped.is_empty() && limit >= 8 {
+        let cap = 1u64 << (63 - limit.leading_zeros());
+        if sizes.last().is_none_or(|&last| last < cap) {
+            sizes.push(cap);
+        }
+    }
+    (sizes, skipped)
+}
+
+/// Timed iterations for a size whose one iteration took `one_iter`: as many
+/// as fit in `budget`, between 1 and [`MAX_TIMED_ITERS`].
+pub fn timed_iters(budget: Duration, one_iter: Duration) -> u32 {
+    if one_iter.is_zero() {
+        return MAX_TIMED_ITERS;
+    }
+    let n = budget.as_secs_f64() / one_iter.as_secs_f64();
+    (n.floor() as u32).clamp(1, MAX_TIMED_ITERS)
+}
+
+/// Period of the fill pattern: a prime, so that no power-of-two size or
+/// chunk boundary lines up with it and a shifted or stale chunk shows.
+const PATTERN_PERIOD: u32 = 1021;
+
+/// The value rank `rank` contributes at element `index`: a small integer
+/// (1..=1021), different per rank, so every sum is exact in float32 for
+/// any realistic rank count (1021 x 16384 < 2^24).
+pub fn pattern(index: u64, rank: u32) -> f32 {
+    let step = 2 * u64::from(rank) + 1;
+    ((index.wrapping_mul(step) + u64::from(rank)) % u64::from(PATTERN_PERIOD) + 1) as f32
+}
+
+/// Fill `buf` with rank `rank`'s pattern from element 0.
+pub fn fill_pattern(buf: &mut [f32], rank: u32) {
+    let period = PATTERN_PERIOD;
+    let step = (2 * rank + 1) % period;
+    let mut v = rank % period;
+    for x in buf.iter_mut() {
+        *x = (v + 1) as f32;
+        v += step;
+        if v >= period {
+            v -= period;
+        }
+    }
+}
+
+/// The expected all-reduce sum at element `index` for `n` ranks, by period
+/// position (the sum is periodic with [`PATTERN_PERIOD`]).
+pub fn expected_table(n: u32) -> Vec<f32> {
+    (0..u64::from(PATTERN_PERIOD))
+        .map(|i| (0..n).map(|r| pattern(i, r)).sum())
+        .collect()
+}
+
+/// Compare one rank's result with the expected sums. Returns the number of
+/// wrong elements and the first one.
+pub fn verify(result: &[f32], expected: &[f32], rank: u32) -> (u64, Option<WrongValue>) {
+    let mut wrong = 0u64;
+    let mut first = None;
+    let period = expected.len();
+    if period == 0 {
+        return (result.len() as u64, None);
+    }
+    let mut k = 0usize;
+    for (i, &got) in result.iter().enumerate() {
+        let want = expected[k];
+        // The sums are small integers: exact equality is the right test.
+        #[allow(clippy::float_cmp)]
+        if got != want {
+            wrong += 1;
+            if first.is_none() {
+                first = Some(WrongValue {
+                    rank,
+                    index: i as u64,
+                    got,
+                    expected: want,
+                });
+            }
+        }
+        k += 1;
+        if k == period {
+            k = 0;
+        }
+    }
+    (wrong, first)
+}
+
+/// A CUDA device UUID in NVML's spelling: GPU-8-4-4-4-12 hex digits.
+pub fn format_uuid(bytes: &[std::ffi::c_char; 16]) -> String {
+    let hex: String = bytes.iter().map(|&b| format!("{:02x}", b as u8)).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// A human size: 8 B, 256 KiB, 1 GiB.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while unit < UNITS.len() - 1 && value >= 1024 && value % 1024 == 0 {
+        value /= 1024;
+        unit += 1;
+    }
+    format!("{value} {}", UNITS[unit])
+}
+
+fn cuda_err(step: &str, gpu: Option<u32>, e: cudarc::driver::DriverError) -> AllReduceFailure {
+    // The CUresult's name (CUDA_ERROR_OUT_OF_MEMORY); asking libcuda for the
+    // description could itself fail on a broken driver.
+    AllReduceFailure::Cuda {
+        step: step.to_string(),
+        gpu,
+        error: format!("{:?}", e.0),
+    }
+}
+
+/// Everything one rank owns.
+struct Rank {
+    ordinal: u32,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    send: Option<CudaSlice<f32>>,
+    recv: Option<CudaSlice<f32>>,
+}
+
+/// The communicators; destroyed (or aborted after an error) on drop.
+struct Comms<'a> {
+    api: &'a NcclApi,
+    comms: Vec<NcclComm>,
+    broken: bool,
+}
+
+impl Drop for Comms<'_> {
+    fn drop(&mut self) {
+        stage(if self.broken {
+            "ncclCommAbort"
+        } else {
+            "ncclCommDestroy"
+        });
+        for &c in &self.comms {
+            if c.is_null() {
+                continue;
+            }
+            // SAFETY: each comm came from ncclCommInitAll and is released once.
+            unsafe {
+                match (self.broken, self.api.comm_abort) {
+                    (true, Some(abort)) => abort(c),
+                    _ => (self.api.comm_destroy)(c),
+                };
+            }
+        }
+    }
+}
+
+/// Run the all-reduce over every visible GPU with the NCCL at
+/// `plan.nccl_lib`. Call only in a child-isolated check.
+pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFailure> {
+    stage("dlopen libcuda.so.1");
+    // cudarc panics on first use when libcuda is missing: look first.
+    // SAFETY: only tries to dlopen the driver library.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(AllReduceFailure::NoDriver);
+    }
+    stage("cuInit");
+    let count = match CudaContext::device_count() {
+        Ok(n) => n,
+        Err(e) => {
+            if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE {
+                return Err(AllReduceFailure::NoGpu);
+            }
+            return Err(AllReduceFailure::DriverInit {
+                error: format!("{:?}", e.0),
+            });
+        }
+    };
+    if count <= 0 {
+        return Err(AllReduceFailure::NoGpu);
+    }
+    let n = count as u32;
+
+    stage("dlopen libnccl");
+    let api = NcclApi::load(&plan.nccl_lib).map_err(|detail| AllReduceFailure::NcclLoad {
+        path: plan.nccl_lib.clone(),
+        detail,
+    })?;
+    let nccl_version = api.version();
+
+    let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
+    let mut gpus: Vec<GpuDesc> = Vec::with_capacity(n as usize);
+    for ordinal in 0..n {
+        stage(&format!("cuDevicePrimaryCtxRetain GPU {ordinal}"));
+        let ctx = CudaContext::new(ordinal as usize)
+            .map_err(|e| cuda_err("create a CUDA context", Some(ordinal), e))?;
+        // One stream per GPU and explicit synchronisation: cudarc's per-buffer
+        // event tracking would only add work inside the timed loop.
+        // SAFETY: set before any buffer of this context exists.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| cuda_err("create a stream", Some(ordinal), e))?;
+        let name = ctx.name().unwrap_or_else(|_| format!("GPU {ordinal}"));
+        let total_bytes = ctx.total_mem().ok().map(|b| b as u64);
+        let uuid = ctx.uuid().ok().map(|u| format_uuid(&u.bytes));
+        gpus.push(GpuDesc {
+            ordinal,
+            name,
+            uuid,
+            free_bytes: None,
+            total_bytes,
+        });
+        ranks.push(Rank {
+            ordinal,
+            ctx,
+            stream,
+            send: None,
+            recv: None,
+        });
+    }
+
+    stage("ncclCommInitAll");
+    let devlist: Vec<c_int> = (0..n as c_int).collect();
+    let mut comms = Comms {
+        api: &api,
+        comms: vec![std::ptr::null_mut(); n as usize],
+        broken: false,
+    };
+    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
+    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
+    if rc != NCCL_SUCCESS {
+        comms
+            .comms
+            .iter_mut()
+            .for_each(|c| *c = std::ptr::null_mut());
+        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
+    }
+
+    // Size the buffers to what is free now that NCCL holds its own.
+    let mut min_free: Option<(u32, u64)> = None;
+    for (rank, gpu) in ranks.iter().zip(gpus.iter_mut()) {
+        if let Ok((free, _)) = rank.ctx.mem_get_info() {
+            gpu.free_bytes = Some(free as u64);
+            if min_free.is_none_or(|(_, f)| (free as u64) < f) {
+                min_free = Some((rank.ordinal, free as u64));
+            }
+        }
+    }
+    let fit = min_free.map(|(_, free)| max_buffer_bytes(free));
+    let (sizes, skipped_for_memory) = fit_sizes(&plan.sizes, fit);
+    let Some(&max_bytes) = sizes.last() else {
+        let (gpu, free_bytes) = min_free.unwrap_or((0, 0));
+        return Err(AllReduceFailure::NoMemory { gpu, free_bytes });
+    };
+    let max_count = (max_bytes / 4) as usize;
+
+    // Allocate and fill: rank r's send buffer holds pattern(i, r).
+    let mut host: Vec<f32> = vec![0.0; max_count];
+    for rank in ranks.iter_mut() {
+        let gpu = Some(rank.ordinal);
+        stage(&format!("cuMemAlloc GPU {}", rank.ordinal));
+        let mut send = rank
+            .stream
+            .alloc_zeros::<f32>(max_count)
+            .map_err(|e| cuda_err("allocate the send buffer", gpu, e))?;
+        let recv = rank
+            .stream
+            .alloc_zeros::<f32>(max_count)
+            .map_err(|e| cuda_err("allocate the receive buffer", gpu, e))?;
+        fill_pattern(&mut host, rank.ordinal);
+        stage(&format!("cuMemcpyHtoD GPU {}", rank.ordinal));
+        rank.stream
+            .memcpy_htod(&host[..], &mut send)
+            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
+        rank.stream
+            .synchronize()
+            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
+        rank.send = Some(send);
+        rank.recv = Some(recv);
+    }
+
+    let expected = expected_table(n);
+    let mut results = Vec::with_capacity(sizes.len());
+    let mut skipped_for_time = Vec::new();
+    for (k, &bytes) in sizes.iter().enumerate() {
+        if plan.deadline.is_some_and(|d| Instant::now() >= d) {
+            skipped_for_time.extend_from_slice(&sizes[k..]);
+            break;
+        }
+        match one_size(
+            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
+        ) {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                comms.broken = true;
+                return Err(e);
+            }
+        }
+    }
+    drop(comms);
+    Ok(AllReduceRun {
+        gpus,
+        nccl_version,
+        results,
+        skipped_for_memory,
+        skipped_for_time,
+    })
+}
+
+/// Launch one all-reduce of `count` floats on every rank, as one NCCL group.
+fn launch(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+) -> Result<(), AllReduceFailure> {
+    // SAFETY: plain calls with the nccl.h signatures; every pointer is a live
+    // device buffer of at least `count` floats on the rank's own GPU, and the
+    // stream belongs to that GPU's context.
+    unsafe {
+        api.check("ncclGroupStart", (api.group_start)())?;
+        let mut launched = Ok(());
+        for (rank, &comm) in ranks.iter_mut().zip(comms.comms.iter()) {
+            let stream = Arc::clone(&rank.stream);
+            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_mut()) else {
+                continue;
+            };
+            let (send_ptr, _s) = send.device_ptr(&stream);
+            let (recv_ptr, _r) = recv.device_ptr_mut(&stream);
+            let rc = (api.all_reduce)(
+                send_ptr as *const c_void,
+                recv_ptr as *mut c_void,
+                count,
+                NCCL_FLOAT32,
+                NCCL_SUM,
+                comm,
+                stream.cu_stream(),
+            );
+            if rc != NCCL_SUCCESS {
+                launched = Err(api.failure("ncclAllReduce", rc, comm));
+                break;
+            }
+        }
+        // Always close the group, even after a failed enqueue.
+        let end = (api.group_end)();
+        launched?;
+        if end != NCCL_SUCCESS && end != NCCL_IN_PROGRESS {
+            return Err(api.failure("ncclGroupEnd", end, std::ptr::null_mut()));
+        }
+    }
+    Ok(())
+}
+
+/// Wait for every rank's stream, then ask NCCL whether a communicator failed
+/// asynchronously (a network or peer error surfaces only there).
+fn sync_all(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &[Rank],
+    what: &str,
+) -> Result<(), AllReduceFailure> {
+    for rank in ranks {
+        stage(&format!(
+            "cuStreamSynchronize GPU {} ({what})",
+            rank.ordinal
+        ));
+        rank.stream
+            .synchronize()
+            .map_err(|e| cuda_err(what, Some(rank.ordinal), e))?;
+    }
+    if let Some(get) = api.comm_get_async_error {
+        for &comm in &comms.comms {
+            let mut state: NcclResult = NCCL_SUCCESS;
+            // SAFETY: `ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*)`.
+            let rc = unsafe { get(comm, &mut state) };
+            if rc != NCCL_SUCCESS {
+                return Err(api.failure("ncclCommGetAsyncError", rc, comm));
+            }
+            if state != NCCL_SUCCESS && state != NCCL_IN_PROGRESS {
+                return Err(api.failure(what, state, comm));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn one_size(
+    api: &NcclApi,
+    comms: &mut Comms<'_>,
+    ranks: &mut [Rank],
+    bytes: u64,
+    plan: &AllReducePlan,
+    expected: &[f32],
+    host: &mut [f32],
+) -> Result<SizeResult, AllReduceFailure> {
+    let count = (bytes / 4) as usize;
+    let label = format_bytes(bytes);
+
+    // A stale result must not pass: zero the receive buffers (no expected
+    // sum is zero, every contribution is at least 1).
+    for rank in ranks.iter_mut() {
+        let stream = Arc::clone(&rank.stream);
+        if let Some(recv) = rank.recv.as_mut() {
+            stream
+                .memset_zeros(recv)
+                .map_err(|e| cuda_err("clear the receive buffer", Some(rank.ordinal), e))?;
+        }
+    }
+
+    // Warm up (connections are set up lazily on the first call), and learn
+    // how long one iteration takes to size the timed loop.
+    let warmup_label = format!("ncclAllReduce {label} (warm-up)");
+    let mut warmup_iters = 0u32;
+    let mut last_iter = Duration::ZERO;
+    let warm_started = Instant::now();
+    while warmup_iters < MAX_WARMUP_ITERS {
+        let t = Instant::now();
+        stage(&warmup_label);
+        launch(api, comms, ranks, count)?;
+        sync_all(api, comms, ranks, &warmup_label)?;
+        last_iter = t.elapsed();
+        warmup_iters += 1;
+        if warm_started.elapsed() >= plan.budget_per_size / 2 {
+            break;
+        }
+    }
+    let iters = timed_iters(plan.budget_per_size / 2, last_iter);
+
+    // Timed loop between CUDA events on each rank's stream (timing enabled:
+    // cudarc creates events without timing unless asked).
+    let mut events = Vec::with_capacity(ranks.len());
+    for rank in ranks.iter() {
+        let gpu = Some(rank.ordinal);
+        let start = rank
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| cuda_err("create a CUDA event", gpu, e))?;
+        let end = rank
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| cuda_err("create a CUDA event", gpu, e))?;
+        start
+            .record(&rank.stream)
+            .map_err(|e| cuda_err("record a CUDA event", gpu, e))?;
+        events.push((start, end));
+    }
+    let timed_label = format!("ncclAllReduce {label}");
+    stage(&timed_label);
+    for _ in 0..iters {
+        launch(api, comms, ranks, count)?;
+    }
+    for (rank, (_, end)) in ranks.iter().zip(events.iter()) {
+        end.record(&rank.stream)
+            .map_err(|e| cuda_err("record a CUDA event", Some(rank.ordinal), e))?;
+    }
+    sync_all(api, comms, ranks, &timed_label)?;
+    let mut slowest_ms = 0f64;
+    for (rank, (start, end)) in ranks.iter().zip(events.iter()) {
+        let ms = start
+            .elapsed_ms(end)
+            .map_err(|e| cuda_err("read the CUDA event timer", Some(rank.ordinal), e))?;
+        slowest_ms = slowest_ms.max(f64::from(ms));
+    }
+
+    // Verify every element of every rank's result.
+    let mut wrong_per_rank = Vec::with_capacity(ranks.len());
+    let mut first_wrong = None;
+    for rank in ranks.iter() {
+        stage(&format!(
+            "cuMemcpyDtoH GPU {} (verify {label})",
+            rank.ordinal
+        ));
+        let Some(recv) = rank.recv.as_ref() else {
+            continue;
+        };
+        let view = recv.slice(0..count);
+        rank.stream
+            .memcpy_dtoh(&view, &mut host[..count])
+            .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
+        rank.stream
+            .synchronize()
+            .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
+        let (wrong, first) = verify(&host[..count], expected, rank.ordinal);
+        wrong_per_rank.push(wrong);
+        if first_wrong.is_none() {
+            first_wrong = first;
+        }
+    }
+    Ok(SizeResult {
+        bytes,
+        count: count as u64,
+        warmup_iters,
+        iters,
+        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
+        wrong: wrong_per_rank.iter().sum(),
+        wrong_per_rank,
+        first_wrong,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_both_version_encodings() {
+        // nccl.h: NCCL_VERSION(2,8,4) = 2804 (old), NCCL_VERSION(2,9,6) = 20906.
+        assert_eq!(NcclVersion::from_code(2804).unwrap().to_string(), "2.8.4");
+        assert_eq!(NcclVersion::from_code(2708).unwrap().to_string(), "2.7.8");
+        assert_eq!(NcclVersion::from_code(20906).unwrap().to_string(), "2.9.6");
+        assert_eq!(NcclVersion::from_code(22707).unwrap().to_string(), "2.27.7");
+        assert_eq!(NcclVersion::from_code(21805).unwrap().to_string(), "2.18.5");
+        assert_eq!(NcclVersion::from_code(0), None);
+        assert_eq!(NcclVersion::from_code(-1), None);
+    }
+
+    #[test]
+    fn parses_version_text_from_torch() {
+        let v = NcclVersion {
+            major: 2,
+            minor: 27,
+            patch: 7,
+        };
+        assert_eq!(NcclVersion::parse("2.27.7"), Some(v));
+        assert_eq!(NcclVersion::parse("(2, 27, 7)"), Some(v));
+        assert_eq!(NcclVersion::parse("2.27.7+cuda12.9"), Some(v));
+        assert_eq!(NcclVersion::parse("2.27"), None);
+        assert_eq!(NcclVersion::parse("unknown"), None);
+    }
+
+    #[test]
+    fn conf_lines_and_precedence() {
+        let parsed = parse_conf(
+            "# comment\nNCCL_DEBUG=WARN\n  NCCL_SOCKET_IFNAME = =eth0 # trailing\nbad line\n=x\n",
+        );
+        assert_eq!(
+            parsed,
+            vec![
+                ("NCCL_DEBUG".to_string(), "WARN".to_string()),
+                ("NCCL_SOCKET_IFNAME".to_string(), "=eth0".to_string())
+            ]
+        );
+        let user = PathBuf::from("/home/u/.nccl.conf");
+        let system = PathBuf::from("/etc/nccl.conf");
+        let vars = merge_vars(
+            vec![
+                ("NCCL_DEBUG".to_string(), "INFO".to_string()),
+                ("PATH".to_string(), "/bin".to_string()),
+            ],
+            &[
+                (
+                    user.clone(),
+                    vec![
+                        ("NCCL_DEBUG".to_string(), "WARN".to_string()),
+                        ("NCCL_IB_HCA".to_string(), "mlx5".to_string()),
+                    ],
+                ),
+                (
+                    system,
+                    vec![("NCCL_IB_HCA".to_string(), "mlx4".to_string())],
+                ),
+            ],
+        );
+        assert_eq!(vars.len(), 2, "{vars:?}");
+        assert_eq!(vars[0].name, "NCCL_DEBUG");
+        assert_eq!(
+            (vars[0].value.as_str(), &vars[0].origin),
+            ("INFO", &VarOrigin::Environment)
+        );
+        assert_eq!(
+            (vars[1].value.as_str(), &vars[1].origin),
+            ("mlx5", &VarOrigin::File(user))
+        );
+    }
+
+    #[test]
+    fn ib_devices_and_ports_from_sysfs() {
+        let dir = tempfile::tempdir().unwrap();
+        for (dev, ports) in [("mlx5_1", vec!["1"]), ("mlx5_0", vec!["2", "1"])] {
+            for p in ports {
+                std::fs::create_dir_all(dir.path().join(dev).join("ports").join(p)).unwrap();
+            }
+        }
+        let devs = ib_devices(dir.path());
+        assert_eq!(
+            devs,
+            vec![
+                IbDevice {
+                    name: "mlx5_0".into(),
+                    ports: vec![1, 2]
+                },
+                IbDevice {
+                    name: "mlx5_1".into(),
+                    ports: vec![1]
+                },
+            ]
+        );
+        assert!(ib_devices(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn this_host_has_a_loopback_interface() {
+        let names = interfaces().unwrap();
+        assert!(names.iter().any(|n| n == "lo"), "{names:?}");
+    }
+
+    #[test]
+    fn pattern_fill_matches_the_formula_and_sums_are_exact() {
+        let mut buf = vec![0f32; 5000];
+        for rank in [0u32, 1, 7, 63] {
+            fill_pattern(&mut buf, rank);
+            for (i, &x) in buf.iter().enumerate() {
+                assert_eq!(x, pattern(i as u64, rank), "rank {rank} index {i}");
+                assert!((1.0..=PATTERN_PERIOD as f32).contains(&x));
+            }
+        }
+        // Ranks differ, so a rank sending another rank's data is caught.
+        assert_ne!(pattern(10, 0), pattern(10, 1));
+        let table = expected_table(8);
+        assert_eq!(table.len(), PATTERN_PERIOD as usize);
+        let direct: f32 = (0..8).map(|r| pattern(3, r)).sum();
+        assert_eq!(table[3], direct);
+        assert!(table.iter().all(|&s| s >= 8.0 && s.fract() == 0.0));
+    }
+
+    #[test]
+    fn verify_counts_every_wrong_element() {
+        let n = 4;
+        let table = expected_table(n);
+        let mut result: Vec<f32> = (0..3000u64).map(|i| table[(i % 1021) as usize]).collect();
+        assert_eq!(verify(&result, &table, 2), (0, None));
+        result[1500] += 1.0;
+        result[2999] = 0.0;
+        let (wrong, first) = verify(&result, &table, 2);
+        assert_eq!(wrong, 2);
+        let first = first.unwrap();
+        assert_eq!((first.rank, first.index), (2, 1500));
+        assert_eq!(first.got, first.expected + 1.0);
+        // A buffer still holding zeros (nothing written) is all wrong.
+        assert_eq!(verify(&[0.0; 100], &table, 0).0, 100);
+    }
+
+    #[test]
+    fn iterations_fit_the_budget() {
+        let budget = Duration::from_secs(1);
+        assert_eq!(
+            timed_iters(budget, Duration::from_micros(20)),
+            MAX_TIMED_ITERS
+        );
+        assert_eq!(timed_iters(budget, Duration::from_millis(100)), 10);
+        assert_eq!(timed_iters(budget, Duration::from_secs(3)), 1);
+        assert_eq!(timed_iters(budget, Duration::ZERO), MAX_TIMED_ITERS);
+    }
+
+    #[test]
+    fn buffers_leave_room_for_nccl() {
+        // 80 GB card: 1 GiB reserved, the rest split over two buffers.
+        let free = 79u64 << 30;
+        assert_eq!(max_buffer_bytes(free), (78u64 << 30) / 2);
+        // A small (or fake) GPU with 64 MiB free keeps a quarter back.
+        assert_eq!(max_buffer_bytes(64 << 20), 24 << 20);
+        assert_eq!(max_buffer_bytes(0), 0);
+    }
+
+    #[test]
+    fn sizes_that_do_not_fit_are_replaced_by_the_largest_that_does() {
+        let mib = 1u64 << 20;
+        // Standard profile on a GPU with room for 36 MiB buffers: run 32 MiB.
+        assert_eq!(
+            fit_sizes(&[256 * mib], Some(36 * mib)),
+            (vec![32 * mib], vec![256 * mib])
+        );
+        // A sweep keeps what fits; 32 MiB is already in it.
+        let sweep: Vec<u64> = (3..=30).map(|p| 1u64 << p).collect();
+        let (run, skipped) = fit_sizes(&sweep, Some(36 * mib));
+        assert_eq!(*run.last().unwrap(), 32 * mib);
+        assert_eq!(run.len() + skipped.len(), sweep.len());
+        assert_eq!(skipped[0], 64 * mib);
+        // Everything fits, or nothing is known: unchanged.
+        assert_eq!(
+            fit_sizes(&[256 * mib], Some(1 << 40)),
+            (vec![256 * mib], vec![])
+        );
+        assert_eq!(fit_sizes(&[256 * mib], None), (vec![256 * mib], vec![]));
+        // Not even 8 bytes.
+        assert_eq!(fit_sizes(&[256 * mib], Some(4)), (vec![], vec![256 * mib]));
+    }
+
+    #[test]
+    fn uuids_are_spelled_like_nvml() {
+        let bytes: [std::ffi::c_char; 16] =
+            std::array::from_fn(|i| (0x10 * i as u8 + 1) as std::ffi::c_char);
+        assert_eq!(
+            format_uuid(&bytes),
+            "GPU-01112131-4151-6171-8191-a1b1c1d1e1f1"
+        );
+    }
+
+    #[test]
+    fn sizes_print_like_people_write_them() {
+        assert_eq!(format_bytes(8), "8 B");
+        assert_eq!(format_bytes(256 << 20), "256 MiB");
+        assert_eq!(format_bytes(1 << 30), "1 GiB");
+        assert_eq!(format_bytes(1536), "1536 B");
+    }
+
+    #[test]
+    fn missing_nccl_library_is_a_load_error() {
+        let err = NcclApi::load(Path::new("/nonexistent/libnccl.so.2"))
+            .err()
+            .unwrap();
+        assert!(err.starts_with("cannot load"), "{err}");
+    }
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# gpu-smoke.sh — run gpucheck's full profile on a machine with NVIDIA GPUs and
+# keep everything it said, for the record.
+#
+# Usage:
+#   scripts/gpu-smoke.sh [BINARY [OUTDIR]]
+#
+#   BINARY  a prebuilt gpucheck (default: target/release/gpucheck next to this
+#           script's repository; a GPU host needs no Rust toolchain — build with
+#           `cargo build --release` elsewhere and copy the binary over).
+#   OUTDIR  where the results go (default: $OUT when set, else ./gpu-smoke-out).
+#
+# Environment:
+#   GPUCHECK_PYTHON  the Python that trains (torch checks, the DDP benchmark on
+#                    NCCL); default: .venv/bin/python in the repository when it
+#                    exists, else gpucheck's own choice ($VIRTUAL_ENV, $CONDA_PREFIX,
+#                    python3 on PATH).
+#   SMOKE_TIMEOUT    seconds for the gpucheck run itself (default 480).
+#   Extra gpucheck flags can follow after `--`:
+#     scripts/gpu-smoke.sh target/release/gpucheck /tmp/out -- --min-busbw 400
+#
+# What it writes into OUTDIR:
+#   table.txt      the table report (--verbose: metrics, per-GPU rows, the sweep)
+#   report.json    the JSON report        report.xml   the JUnit report
+#   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
+#   summary.txt    GPU model, driver, NCCL busbw per size, every verdict
+#
+# Exit status: 0 when the run completed and no check reported `error`
+# (gpucheck could not find out); 1 otherwise. `fail` verdicts are results
+# about the machine, not failures of the smoke run; they are in summary.txt.
+# Every step is bounded with `timeout`, so the script ends within 10 minutes.
+set -u
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+
+extra=()
+positional=()
+while [ $# -gt 0 ]; do
+    if [ "$1" = "--" ]; then
+        shift
+        extra=("$@")
+        break
+    fi
+    positional+=("$1")
+    shift
+done
+
+bin="${positional[0]:-$repo/target/release/gpucheck}"
+outdir="${positional[1]:-${OUT:-$PWD/gpu-smoke-out}}"
+run_timeout="${SMOKE_TIMEOUT:-480}"
+
+if [ ! -x "$bin" ]; then
+    echo "gpu-smoke: no gpucheck binary at $bin (build one with: cargo build --release)" >&2
+    exit 1
+fi
+mkdir -p "$outdir" || exit 1
+
+python_args=()
+if [ -n "${GPUCHECK_PYTHON:-}" ]; then
+    python_args=(--python "$GPUCHECK_PYTHON")
+elif [ -x "$repo/.venv/bin/python" ]; then
+    python_args=(--python "$repo/.venv/bin/python")
+fi
+
+step() { echo "gpu-smoke: $*" >&2; }
+
+step "machine facts -> $outdir/nvidia-smi.txt, topo.txt"
+timeout -k 5 30 nvidia-smi >"$outdir/nvidia-smi.txt" 2>&1 || true
+timeout -k 5 30 nvidia-smi topo -m >"$outdir/topo.txt" 2>&1 || true
+gpu_line="$(timeout -k 5 30 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total \
+    --format=csv,noheader 2>/dev/null || true)"
+timeout -k 5 10 "$bin" --version >"$outdir/version.txt" 2>&1 || true
+
+step "gpucheck --profile full (at most ${run_timeout} s) -> table.txt, report.json, report.xml"
+timeout -k 10 "$run_timeout" "$bin" --profile full --verbose \
+    --json "$outdir/report.json" --junit "$outdir/report.xml" \
+    ${python_args[@]+"${python_args[@]}"} ${extra[@]+"${extra[@]}"} \
+    >"$outdir/table.txt" 2>"$outdir/stderr.txt"
+rc=$?
+cat "$outdir/table.txt"
+case $rc in
+    0 | 1) step "gpucheck exited with $rc" ;;
+    124 | 137) step "gpucheck did not finish within ${run_timeout} s (exit $rc)" ;;
+    *) step "gpucheck exited with $rc (usage error or crash); see $outdir/stderr.txt" ;;
+esac
+
+summary="$outdir/summary.txt"
+{
+    echo "gpucheck smoke run, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+    echo "binary: $bin ($(head -n1 "$outdir/version.txt" 2>/dev/null))"
+    echo "gpucheck exit code: $rc"
+    echo "GPUs (index, name, driver, bus id, memory):"
+    if [ -n "$gpu_line" ]; then
+        echo "$gpu_line" | sed 's/^/  /'
+    else
+        echo "  (nvidia-smi did not answer)"
+    fi
+} >"$summary"
+
+errors=1
+if [ -s "$outdir/report.json" ] && command -v python3 >/dev/null 2>&1; then
+    timeout -k 5 30 python3 - "$outdir/report.json" >>"$summary" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+results = doc.get("results", [])
+host = doc.get("host", {})
+print("host: {} ({}, kernel {})".format(host.get("hostname", "?"), host.get("os", "?"),
+                                        host.get("kernel", "?")))
+for r in results:
+    if r.get("id") == "nccl.allreduce":
+        facts = r.get("facts", {})
+        print("NCCL all-reduce: {} [{}]".format(r.get("summary", ""), r.get("status")))
+        if "nccl_path" in facts:
+            print("  NCCL {} at {}; GPUs: {}".format(facts.get("nccl_version", "?"),
+                                                    facts["nccl_path"], facts.get("gpus", "?")))
+        for t in r.get("tables", []):
+            header = t.get("header", [])
+            print("  " + " | ".join(header))
+            for row in t.get("rows", []):
+                print("  " + " | ".join(str(c) for c in row))
+print("verdicts:")
+for r in results:
+    print("  {:<6} {:<28} {}".format(r.get("status", "?"), r.get("id", "?"), r.get("summary", "")))
+errors = [r["id"] for r in results if r.get("status") == "error"]
+print("checks reporting error: {}".format(", ".join(errors) if errors else "none"))
+sys.exit(3 if errors else 0)
+PY
+    case $? in
+        0) errors=0 ;;
+        3) errors=1 ;;
+        *) echo "could not read report.json with python3; it is kept as is" >>"$summary" ;;
+    esac
+elif [ -s "$outdir/report.json" ]; then
+    echo "python3 not found: the JSON report follows" >>"$summary"
+    cat "$outdir/report.json" >>"$summary"
+    if grep -q '"status": *"error"' "$outdir/report.json"; then errors=1; else errors=0; fi
+else
+    echo "no JSON report was written (gpucheck exit $rc); see stderr.txt" >>"$summary"
+fi
+
+echo
+cat "$summary"
+step "results in $outdir"
+if [ "$errors" -ne 0 ] || { [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; }; then
+    exit 1
+fi
+exit 0

@@ -1,0 +1,835 @@
+//! The nccl checks through the real binary: nccl.library against the real
+//! libnccl.so.2 of the test virtual environment's PyPI wheel and against a
+//! fake one (tests/fixtures/fake_nccl.c), nccl.env against this machine's
+//! real network interfaces, and nccl.allreduce end to end against the fake
+//! libcuda (tests/fixtures/fake_cuda.c, host-memory backed) plus the fake
+//! NCCL that really sums: verification, timing, busbw, a wrong result, and a
+//! hang in ncclCommInitAll killed at the timeout.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The fake libnccl.so.2, in its own folder.
+fn fake_nccl() -> PathBuf {
+    common::build_fixture_lib("fake_nccl.c", "nccl", "libnccl.so.2")
+}
+
+/// A Python "environment" with no site-packages at all: an executable in an
+/// otherwise empty prefix, so no wheel copy of NCCL is found.
+fn empty_python(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let py = dir.join("bin/python");
+    std::fs::create_dir_all(py.parent().unwrap()).unwrap();
+    std::fs::write(&py, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    py
+}
+
+/// gpucheck with a scrubbed environment, no LD_LIBRARY_PATH and a private
+/// HOME (no ~/.nccl.conf), reporting JSON on stdout.
+fn run(args: &[&str], envs: &[(&str, &str)]) -> (Output, Value) {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd: Command = common::gpucheck();
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env("HOME", home.path())
+        .args(args)
+        .args(["--json", "-"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpucheck");
+    let text = common::stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{text}\nstderr:\n{}",
+            common::stderr(&out)
+        )
+    });
+    (out, doc)
+}
+
+fn summary<'a>(doc: &'a Value, id: &str) -> &'a str {
+    common::result(doc, id)["summary"].as_str().unwrap_or("")
+}
+
+fn hint<'a>(doc: &'a Value, id: &str) -> &'a str {
+    common::result(doc, id)["hint"].as_str().unwrap_or("")
+}
+
+fn fact<'a>(doc: &'a Value, id: &str, key: &str) -> &'a str {
+    common::result(doc, id)["facts"][key].as_str().unwrap_or("")
+}
+
+/// The NCCL version pip installed into the venv, from the wheel's
+/// dist-info folder name (nvidia_nccl_cu13-2.30.7.dist-info): a source
+/// independent of ncclGetVersion.
+fn wheel_nccl_version(python: &Path) -> Option<(PathBuf, String)> {
+    let prefix = python.parent()?.parent()?;
+    for lib in std::fs::read_dir(prefix.join("lib")).ok()?.flatten() {
+        let sp = lib.path().join("site-packages");
+        let Ok(entries) = std::fs::read_dir(&sp) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(rest) = name
+                .strip_prefix("nvidia_nccl_cu")
+                .and_then(|r| r.strip_suffix(".dist-info"))
+            {
+                let version = rest.split_once('-')?.1.to_string();
+                return Some((sp.join("nvidia/nccl/lib/libnccl.so.2"), version));
+            }
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// nccl.library
+// ---------------------------------------------------------------------------
+
+#[test]
+fn library_reads_the_real_wheel_nccl_of_the_venv() {
+    let py = common::venv_python();
+    let (wheel_lib, version) =
+        wheel_nccl_version(&py).expect("the test venv has the nvidia-nccl wheel torch needs");
+    let (out, doc) = run(
+        &["--only", "nccl.library", "--python", py.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
+    assert_eq!(out.status.code(), Some(0));
+    common::assert_valid_json_report(&common::stdout(&out));
+    // The wheel's copy is listed with the version pip installed.
+    let rows = common::result(&doc, "nccl.library")["tables"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let wheel_real = wheel_lib.canonicalize().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| {
+            r[3].as_str()
+                .unwrap_or("")
+                .contains(&*wheel_real.to_string_lossy())
+        })
+        .unwrap_or_else(|| panic!("the wheel's libnccl is not listed: {rows:#?}"));
+    assert_eq!(row[1], version.as_str());
+    assert_eq!(row[2], "Python wheel (site-packages/nvidia)");
+    // With nothing on LD_LIBRARY_PATH and no system NCCL, it is the one used.
+    if rows.len() == 1 {
+        assert_eq!(fact(&doc, "nccl.library", "nccl_version"), version);
+        assert_eq!(row[0], "*");
+        assert!(
+            summary(&doc, "nccl.library").starts_with(&format!("NCCL {version} from ")),
+            "{}",
+            summary(&doc, "nccl.library")
+        );
+    }
+}
+
+#[test]
+fn library_decodes_both_version_encodings_of_an_explicit_copy() {
+    let lib = fake_nccl();
+    let dir = tempfile::tempdir().unwrap();
+    let py = empty_python(dir.path());
+    for (code, text) in [("2804", "2.8.4"), ("22707", "2.27.7"), ("20906", "2.9.6")] {
+        let (out, doc) = run(
+            &[
+                "--only",
+                "nccl.library",
+                "--nccl-lib",
+                lib.to_str().unwrap(),
+                "--python",
+                py.to_str().unwrap(),
+            ],
+            &[("FAKE_NCCL_VERSION", code)],
+        );
+        assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            summary(&doc, "nccl.library").starts_with(&format!(
+                "NCCL {text} from {} (given explicitly)",
+                lib.display()
+            )),
+            "{}",
+            summary(&doc, "nccl.library")
+        );
+        assert_eq!(fact(&doc, "nccl.library", "nccl_version"), text);
+    }
+}
+
+#[test]
+fn library_given_as_a_missing_path_fails() {
+    let (out, doc) = run(
+        &[
+            "--only",
+            "nccl.library",
+            "--nccl-lib",
+            "/nonexistent/libnccl.so.2",
+        ],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail");
+    assert_eq!(
+        summary(&doc, "nccl.library"),
+        "--nccl-lib /nonexistent/libnccl.so.2 is not a file"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // GPUCHECK_NCCL_LIB is the same setting.
+    let (_, doc) = run(
+        &["--only", "nccl.library"],
+        &[("GPUCHECK_NCCL_LIB", "/nonexistent/libnccl.so.2")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail");
+}
+
+#[test]
+fn library_that_is_not_a_working_nccl_fails() {
+    let lib = fake_nccl();
+    let (out, doc) = run(
+        &[
+            "--only",
+            "nccl.library",
+            "--nccl-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("FAKE_NCCL_SCENARIO", "no_version")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.library"),
+        format!(
+            "--nccl-lib {} is not a usable NCCL: ncclGetVersion returned error 3",
+            lib.display()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// Whether this machine has an NCCL outside any Python environment (a GPU
+/// host with libnccl2 installed): then "none found" cannot be produced.
+fn system_nccl_present() -> bool {
+    let in_cache = Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q 'libnccl\\.so'"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    let in_dirs = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/cuda/lib64",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join("libnccl.so.2").exists());
+    in_cache || in_dirs
+}
+
+#[test]
+fn no_nccl_anywhere_fails_with_the_install_hint() {
+    if system_nccl_present() {
+        eprintln!("this machine has a system NCCL; the none-found verdict cannot be produced here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = empty_python(dir.path());
+    let (out, doc) = run(
+        &["--only", "nccl.library", "--python", py.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.library").starts_with("no libnccl.so.2 found"),
+        "{}",
+        summary(&doc, "nccl.library")
+    );
+    let h = hint(&doc, "nccl.library");
+    assert!(h.contains("pip install nvidia-nccl-cu12"), "{h}");
+    assert!(h.contains("apt install libnccl2"), "{h}");
+    assert!(h.contains("--nccl-lib"), "{h}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+// ---------------------------------------------------------------------------
+// nccl.env, against this machine's interfaces (`lo` always exists)
+// ---------------------------------------------------------------------------
+
+fn env_check(envs: &[(&str, &str)]) -> (Output, Value) {
+    run(&["--only", "nccl.env"], envs)
+}
+
+#[test]
+fn env_with_no_settings_passes() {
+    let (out, doc) = env_check(&[]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass");
+    assert_eq!(
+        summary(&doc, "nccl.env"),
+        "no NCCL_* variables set; NCCL chooses its defaults"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn env_socket_ifname_forms_against_real_interfaces() {
+    for ok in [
+        "lo",
+        "l",
+        "=lo",
+        "=lo,gpucheck-none0",
+        "^gpucheck-none",
+        "^=gpucheck-none0",
+    ] {
+        let (out, doc) = env_check(&[("NCCL_SOCKET_IFNAME", ok)]);
+        assert_eq!(
+            common::status_of(&doc, "nccl.env"),
+            "pass",
+            "NCCL_SOCKET_IFNAME={ok}: {}",
+            summary(&doc, "nccl.env")
+        );
+        assert_eq!(out.status.code(), Some(0));
+    }
+    for bad in ["gpucheck-none0", "=l", "=lo0"] {
+        let (out, doc) = env_check(&[("NCCL_SOCKET_IFNAME", bad)]);
+        assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{bad}");
+        let s = summary(&doc, "nccl.env");
+        assert!(
+            s.starts_with(&format!(
+                "NCCL_SOCKET_IFNAME={bad} matches no network interface"
+            )),
+            "{s}"
+        );
+        assert!(s.contains("this host has: ") && s.contains("lo"), "{s}");
+        assert!(hint(&doc, "nccl.env").contains("fails or hangs at init"));
+        assert_eq!(out.status.code(), Some(1));
+    }
+}
+
+#[test]
+fn env_excluding_every_interface_fails() {
+    // Exclude every interface this machine has, by exact name.
+    let names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let value = format!("^={}", names.join(","));
+    let (_, doc) = env_check(&[("NCCL_SOCKET_IFNAME", &value)]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{value}");
+}
+
+#[test]
+fn env_misspelled_name_gets_the_real_one() {
+    let (out, doc) = env_check(&[("NCCL_SOCKET_IFACE", "lo")]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "warn");
+    assert_eq!(
+        summary(&doc, "nccl.env"),
+        "NCCL_SOCKET_IFACE: did you mean NCCL_SOCKET_IFNAME?"
+    );
+    assert!(hint(&doc, "nccl.env").contains("NCCL ignores variables it does not know"));
+    // A warning alone keeps the exit code 0...
+    assert_eq!(out.status.code(), Some(0));
+    // ...and makes it 1 under --strict.
+    let (out, _) = run(
+        &["--only", "nccl.env", "--strict"],
+        &[("NCCL_SOCKET_IFACE", "lo")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn env_reads_nccl_conf_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nccl.conf");
+    std::fs::write(
+        &conf,
+        "# site settings\nNCCL_SOCKET_IFNAME==gpucheck-none0\n",
+    )
+    .unwrap();
+    let (out, doc) = env_check(&[("NCCL_CONF_FILE", conf.to_str().unwrap())]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.env").starts_with(&format!(
+            "NCCL_SOCKET_IFNAME==gpucheck-none0 (from {}) matches no network interface",
+            conf.display()
+        )),
+        "{}",
+        summary(&doc, "nccl.env")
+    );
+    assert_eq!(out.status.code(), Some(1));
+    common::assert_valid_json_report(&common::stdout(&out));
+    // The environment wins over the file.
+    let (_, doc) = env_check(&[
+        ("NCCL_CONF_FILE", conf.to_str().unwrap()),
+        ("NCCL_SOCKET_IFNAME", "lo"),
+    ]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass", "{doc:#}");
+}
+
+#[test]
+fn env_runs_in_the_quick_profile() {
+    let (_, doc) = run(&["--profile", "quick"], &[("NCCL_P2P_DISABLE", "1")]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "warn");
+    assert_eq!(
+        summary(&doc, "nccl.env"),
+        "NCCL_P2P_DISABLE=1 turns off direct GPU-to-GPU transfers"
+    );
+    let ids: Vec<&str> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert!(!ids.contains(&"nccl.allreduce") && !ids.contains(&"nccl.library"));
+}
+
+// ---------------------------------------------------------------------------
+// nccl.allreduce without a driver
+// ---------------------------------------------------------------------------
+
+fn libcuda_present() -> bool {
+    Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q 'libcuda\\.so\\.1'"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn allreduce_without_a_driver_skips() {
+    if libcuda_present() {
+        eprintln!("this machine has a CUDA driver; the no-driver skip cannot be produced here");
+        return;
+    }
+    let (out, doc) = run(
+        &[
+            "--only",
+            "nccl.allreduce",
+            "--python",
+            common::venv_python().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "no NVIDIA driver: libcuda.so.1 cannot be loaded, so there is no GPU to run NCCL on"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn library_differing_from_torchs_nccl_warns() {
+    // torch.nccl reports the venv's real NCCL; --nccl-lib puts an older one first.
+    let py = common::venv_python();
+    let (_, version) = wheel_nccl_version(&py).expect("the venv has the NCCL wheel");
+    let lib = fake_nccl();
+    let (out, doc) = run(
+        &[
+            "--only",
+            "torch.import,torch.nccl,nccl.library",
+            "--python",
+            py.to_str().unwrap(),
+            "--nccl-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("FAKE_NCCL_VERSION", "2804")],
+    );
+    assert_eq!(fact(&doc, "torch.nccl", "nccl_version"), version, "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.library"), "warn", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.library"),
+        format!(
+            "libnccl.so.2 found first is NCCL 2.8.4 ({}), but torch reports NCCL {version}",
+            lib.display()
+        )
+    );
+    assert!(hint(&doc, "nccl.library").contains("nvidia/nccl/lib first on LD_LIBRARY_PATH"));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+// ---------------------------------------------------------------------------
+// nccl.allreduce end to end: fake libcuda (host memory) + fake NCCL (sums)
+// ---------------------------------------------------------------------------
+
+/// The all-reduce tests look for leftover `__child nccl.allreduce`
+/// processes, so they run one at a time.
+static ALLREDUCE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Two H100s with 96 MiB each: 32 MiB buffers fit, 256 MiB do not, which
+/// keeps the fake's host memory and time small.
+const SMALL_GPUS: &str = "NVIDIA H100 80GB HBM3, 9.0, 96;NVIDIA H100 80GB HBM3, 9.0, 96";
+
+/// Run `checks` (the all-reduce and any others) against the fakes: the fake
+/// libcuda on LD_LIBRARY_PATH, the fake NCCL as --nccl-lib unless `args`
+/// name another.
+fn allreduce(checks: &str, args: &[&str], envs: &[(&str, &str)]) -> (Output, Value) {
+    let _one_at_a_time = ALLREDUCE.lock().unwrap_or_else(|e| e.into_inner());
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let cuda_dir = cuda.parent().unwrap().to_str().unwrap().to_string();
+    let nccl = fake_nccl();
+    let dir = tempfile::tempdir().unwrap();
+    let py = empty_python(dir.path());
+    let mut all_args = vec!["--only", checks, "--python", py.to_str().unwrap()];
+    if !args.contains(&"--nccl-lib") {
+        all_args.extend(["--nccl-lib", nccl.to_str().unwrap()]);
+    }
+    all_args.extend_from_slice(args);
+    let mut all_envs = vec![("LD_LIBRARY_PATH", cuda_dir.as_str())];
+    all_envs.extend_from_slice(envs);
+    let result = run(&all_args, &all_envs);
+    let left = common::processes_matching("__child nccl.allreduce");
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    result
+}
+
+fn table_rows(doc: &Value, id: &str) -> Vec<Vec<String>> {
+    common::result(doc, id)["tables"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn allreduce_healthy_two_gpus_runs_verifies_and_reports_busbw() {
+    // The fake libcuda's default: two H100 80GB, so the standard 256 MiB runs.
+    let (out, doc) = allreduce("cuda.driver,nccl.library,nccl.allreduce", &[], &[]);
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.library"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(s.starts_with("busbw "), "{s}");
+    assert!(
+        s.ends_with(
+            " GB/s at 256 MiB over 2 GPUs (NCCL 2.27.7), results verified; not judged: no \
+             reference figure for 2x NVIDIA H100 80GB HBM3 (set one with --min-busbw GBPS)"
+        ),
+        "{s}"
+    );
+    let r = common::result(&doc, "nccl.allreduce");
+    let busbw = r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "busbw_gbps")
+        .and_then(|m| m["value"].as_f64())
+        .expect("busbw_gbps metric");
+    assert!(busbw > 0.0);
+    let rows = table_rows(&doc, "nccl.allreduce");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][0], "268435456");
+    assert_eq!(rows[0][1], "67108864");
+    assert_eq!(rows[0][6], "0");
+    let devices = r["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    assert!(devices.iter().all(|d| d["summary"] == "results verified"));
+    assert_eq!(out.status.code(), Some(0));
+    common::assert_valid_json_report(&common::stdout(&out));
+}
+
+#[test]
+fn allreduce_busbw_floor_decides_the_verdict() {
+    let devices = [("FAKE_CUDA_DEVICES", SMALL_GPUS)];
+    let (out, doc) = allreduce("nccl.allreduce", &["--min-busbw", "1000000"], &devices);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.contains(" at 32 MiB over 2 GPUs (NCCL 2.27.7), below --min-busbw 1000000.0"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("nvidia-smi topo -m"));
+    assert_eq!(out.status.code(), Some(1));
+
+    let (out, doc) = allreduce("nccl.allreduce", &["--min-busbw", "0.0001"], &devices);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(summary(&doc, "nccl.allreduce").ends_with("results verified; at least --min-busbw 0.0"));
+    assert_eq!(out.status.code(), Some(0));
+
+    // No floor and no room for 256 MiB: measured, shown, not judged.
+    let (_, doc) = allreduce("nccl.allreduce", &[], &devices);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").ends_with(
+            "bandwidth not judged: the largest size that fit in free GPU memory was 32 MiB (< 256 \
+             MiB)"
+        ),
+        "{}",
+        summary(&doc, "nccl.allreduce")
+    );
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "sizes_skipped_for_memory"),
+        "256 MiB"
+    );
+}
+
+#[test]
+fn allreduce_wrong_sum_fails_and_names_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--junit", junit.to_str().unwrap()],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "wrong"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with(
+            "all-reduce returned wrong data: 1 of 16777216 elements wrong at 32 MiB (first: GPU \
+             1, element 4194304: got "
+        ),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("NCCL_P2P_DISABLE=1"));
+    let devices = common::result(&doc, "nccl.allreduce")["devices"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(devices[0]["status"], "pass");
+    assert_eq!(devices[1]["status"], "fail");
+    assert_eq!(devices[1]["summary"], "1 wrong element");
+    assert_eq!(table_rows(&doc, "nccl.allreduce")[0][6], "1");
+    assert_eq!(out.status.code(), Some(1));
+    common::assert_valid_json_report(&common::stdout(&out));
+    common::assert_valid_junit(&junit);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<failure"), "{xml}");
+}
+
+#[test]
+fn allreduce_catches_data_corrupted_on_the_way_back() {
+    // The fake driver flips the first byte of every copy from GPU 1.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_CUDA_CORRUPT", "1"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains("(first: GPU 1, element 0: got "),
+        "{}",
+        summary(&doc, "nccl.allreduce")
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_hang_in_comm_init_is_killed_at_the_timeout() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "3"],
+        &[("FAKE_NCCL_SCENARIO", "hang_init")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "timed out after 3 s in ncclCommInitAll"
+    );
+    let h = hint(&doc, "nccl.allreduce");
+    assert!(
+        h.contains("NCCL_P2P_DISABLE=1") && h.contains("NCCL_DEBUG=WARN"),
+        "{h}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // allreduce() asserted that no `__child nccl.allreduce` survived.
+}
+
+#[test]
+fn allreduce_hang_in_the_driver_names_the_gpu_step() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "3"],
+        &[("FAKE_CUDA_HANG", "cuDevicePrimaryCtxRetain")],
+    );
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "timed out after 3 s in cuDevicePrimaryCtxRetain GPU 0",
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_nccl_errors_carry_nccls_own_words() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[("FAKE_NCCL_SCENARIO", "init_error")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "ncclCommInitAll failed: unhandled system error (run with NCCL_DEBUG=INFO for details) \
+         (fake: bootstrap could not find a socket interface)"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("NCCL_DEBUG=WARN"));
+    assert_eq!(fact(&doc, "nccl.allreduce", "nccl_error_code"), "2");
+    assert_eq!(out.status.code(), Some(1));
+
+    let (_, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "async_error"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "ncclAllReduce 32 MiB (warm-up) failed: remote process exited or there was a network \
+         error (fake: peer went away)"
+    );
+}
+
+#[test]
+fn allreduce_full_profile_sweeps_what_fits() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--profile", "full"],
+        &[("FAKE_CUDA_DEVICES", SMALL_GPUS)],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let rows = table_rows(&doc, "nccl.allreduce");
+    // 8 B .. 32 MiB by factors of two; 64 MiB .. 1 GiB do not fit in 96 MiB.
+    assert_eq!(rows.len(), 23);
+    assert_eq!(rows[0][..3], ["8", "2", "float"]);
+    assert_eq!(rows[22][0], "33554432");
+    assert!(rows.iter().all(|r| r[6] == "0"));
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "sizes_skipped_for_memory"),
+        "64 MiB, 128 MiB, 256 MiB, 512 MiB, 1 GiB"
+    );
+    let header = &common::result(&doc, "nccl.allreduce")["tables"][0]["header"];
+    assert_eq!(
+        header,
+        &serde_json::json!([
+            "size (B)",
+            "count",
+            "type",
+            "time (us)",
+            "algbw (GB/s)",
+            "busbw (GB/s)",
+            "#wrong"
+        ])
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_on_one_gpu_still_runs() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[("FAKE_CUDA_DEVICES", "NVIDIA L4, 8.9, 96")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with("NCCL 2.27.7 initialised and ran a verified all-reduce on 1 GPU ("),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("bus bandwidth is not meaningful with one GPU"),
+        "{s}"
+    );
+    assert_eq!(table_rows(&doc, "nccl.allreduce")[0][5], "n/a");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_without_a_gpu_skips() {
+    let (out, doc) = allreduce("nccl.allreduce", &[], &[("FAKE_CUDA_INIT", "100")]);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
+    assert!(summary(&doc, "nccl.allreduce").starts_with("CUDA sees no GPU"));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_is_skipped_when_nccl_is_missing() {
+    let (out, doc) = allreduce(
+        "nccl.library,nccl.allreduce",
+        &["--nccl-lib", "/nonexistent/libnccl.so.2"],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.library"), "fail");
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "needs nccl.library, which failed"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// NVML's view of the fake libcuda's two default GPUs (same UUIDs, as the
+/// fake libcuda derives them), on PCIe Gen4 x16 without NVLink.
+const PCIE_GEN4_PAIR: &str = "\
+system driver=570.86.15 nvml=12.570.86.15 cuda=12080
+gpus 2 name=\"NVIDIA H100 80GB HBM3\" mem_mib=81559 cc=9.0 nvlink=none pcie=1/4 width=16/16
+gpu 0 uuid=GPU-00102030-4050-6070-8090-a0b0c0d0e0f0
+gpu 1 uuid=GPU-01112131-4151-6171-8191-a1b1c1d1e1f1
+";
+
+#[test]
+fn allreduce_is_judged_against_the_pcie_links_nvml_reports() {
+    let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("pcie.scenario");
+    std::fs::write(&scenario, PCIE_GEN4_PAIR).unwrap();
+    let nvml_args = ["--nvml-lib", nvml.to_str().unwrap()];
+    let scenario_env = ("FAKE_NVML_SCENARIO", scenario.to_str().unwrap());
+    // The fake driver says every timed loop took 1 s: at most 20 iterations
+    // of 256 MiB, so busbw <= 5.4 GB/s, under half of the ~17 GB/s a Gen4
+    // x16 link gives.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &nvml_args,
+        &[scenario_env, ("FAKE_CUDA_ELAPSED_MS", "1000")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.contains("% of the expected about 17 GB/s (55% of PCIe Gen4 x16 (31.5 GB/s))"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("gpu.pcie"));
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "busbw_reference"),
+        "55% of PCIe Gen4 x16 (31.5 GB/s)"
+    );
+    assert_eq!(out.status.code(), Some(1));
+
+    // A fast timer: well above the expectation.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &nvml_args,
+        &[scenario_env, ("FAKE_CUDA_ELAPSED_MS", "0.001")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").ends_with(
+            "results verified; expected about 17 GB/s (55% of PCIe Gen4 x16 (31.5 GB/s))"
+        ),
+        "{}",
+        summary(&doc, "nccl.allreduce")
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
