@@ -43,7 +43,9 @@ pub struct Wheel {
 /// in official PyTorch x86-64 wheels" (pytorch/pytorch
 /// .ci/manywheel/build_cuda.sh; pytorch issues #160269, #172352, #167244).
 /// cu128 lists sm_70 (dropped for sm_75 from torch 2.11); cu132 is read off
-/// the torch 2.15 wheel.
+/// the torch 2.15 wheel. facts.md gives cu121 and cu124 together as torch
+/// 2.4-2.6; cu121 is listed here up to 2.5, the last release built with it
+/// (2.6 shipped cu118, cu124 and cu126).
 pub const WHEELS: &[Wheel] = &[
     Wheel {
         index: "cu118",
