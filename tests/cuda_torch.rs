@@ -537,3 +537,240 @@ fn a_missing_python_named_on_the_command_line_fails() {
     assert!(field(r, "summary").contains("/nonexistent/python3"), "{r}");
     assert!(field(r, "hint").contains("--python"), "{r}");
 }
+
+#[test]
+fn a_hanging_torch_is_reported_with_the_stage_it_hung_in() {
+    // Stands in for a Python whose torch.cuda.is_available() never returns
+    // (a wedged driver): it prints the payload's stage line, then hangs.
+    let mark = format!("gpucheck-torch-hang-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let py = dir.path().join("python");
+    std::fs::write(
+        &py,
+        format!(
+            "#!/usr/bin/env bash\necho 'GPUCHECK_TORCH_STAGE torch.cuda.is_available' >&2\nexec -a {mark} sleep 300\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, doc) = run_plain(&[
+        "--only",
+        "torch.import",
+        "--timeout",
+        "3",
+        "--python",
+        py.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with("timed out after 3 s in torch.cuda.is_available"),
+        "{r}"
+    );
+    assert!(field(r, "hint").contains("dmesg"), "{r}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "the payload survived"
+    );
+}
+
+// ---------------------------------------------------------------- with the fake NVML
+
+/// The fake NVML from the gpu tests (tests/fixtures/fake_nvml.c).
+fn fake_nvml() -> PathBuf {
+    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
+}
+
+fn nvml_scenario(name: &str) -> PathBuf {
+    let p = root()
+        .join("tests/fixtures/nvml")
+        .join(format!("{name}.scenario"));
+    assert!(p.exists(), "{} missing", p.display());
+    p
+}
+
+/// `--nvml-lib` and FAKE_NVML_SCENARIO for a run.
+fn with_nvml(cmd: &mut std::process::Command, scenario: &Path) {
+    cmd.arg("--nvml-lib")
+        .arg(fake_nvml())
+        .env("FAKE_NVML_SCENARIO", scenario);
+}
+
+fn run_nvml_and_cuda(
+    nvml: &Path,
+    cuda_devices: Option<&str>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, serde_json::Value) {
+    let mut cmd = gpucheck();
+    cmd.args(args).args(["--json", "-"]);
+    with_nvml(&mut cmd, nvml);
+    if let Some(devices) = cuda_devices {
+        cmd.env("LD_LIBRARY_PATH", ld_path_with_fake())
+            .env("FAKE_CUDA_DEVICES", devices);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+#[test]
+fn cuda_device_count_is_compared_with_nvml() {
+    let h100x8 = nvml_scenario("h100x8");
+    let args = ["--only", "cuda.driver"];
+
+    let (out, doc) = run_nvml_and_cuda(&h100x8, Some("8"), &args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(
+        field(r, "summary"),
+        "CUDA 12.8 driver, 8 devices (as NVML sees 8 GPUs); a context and a verified host-device copy on each"
+    );
+
+    let (out, doc) = run_nvml_and_cuda(&h100x8, Some("4"), &args, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with("CUDA sees 4 devices but NVML sees 8 GPUs"),
+        "{r}"
+    );
+
+    // CUDA_VISIBLE_DEVICES=0,1 on 8 GPUs: CUDA must see exactly 2.
+    let (out, doc) = run_nvml_and_cuda(
+        &h100x8,
+        Some("2"),
+        &args,
+        &[("CUDA_VISIBLE_DEVICES", "0,1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        field(result(&doc, "cuda.driver"), "summary")
+            .contains("(as NVML sees 8 GPUs and CUDA_VISIBLE_DEVICES=\"0,1\" selects 2)"),
+        "{doc}"
+    );
+    let (_, doc) = run_nvml_and_cuda(
+        &h100x8,
+        Some("8"),
+        &args,
+        &[("CUDA_VISIBLE_DEVICES", "0,1")],
+    );
+    assert!(
+        field(result(&doc, "cuda.driver"), "summary").starts_with(
+            "CUDA sees 8 devices but NVML sees 8 GPUs and CUDA_VISIBLE_DEVICES=\"0,1\" selects 2"
+        ),
+        "{doc}"
+    );
+}
+
+#[test]
+fn torch_on_gpus_with_a_driver_too_old_for_its_cuda() {
+    // NVML sees 8 H100s on driver 570.86.15 (CUDA 12.8); the venv's torch is
+    // a CUDA 13.2 build. No libcuda here, so torch itself sees no GPU.
+    if has_nvidia_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let py = venv_python_arg();
+    let h100x8 = nvml_scenario("h100x8");
+    let (out, doc) = run_nvml_and_cuda(
+        &h100x8,
+        None,
+        &["--only", "cuda.runtime,torch", "--python", &py],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+
+    let rt = result(&doc, "cuda.runtime");
+    assert_eq!(rt["status"], "fail", "{rt}");
+    assert!(
+        field(rt, "summary").contains("is newer than driver 570.86.15 (CUDA 12.8) supports"),
+        "{rt}"
+    );
+    assert_eq!(
+        rt["tables"][0]["legend"],
+        "driver side: CUDA 12.8 from NVML"
+    );
+
+    let cuda = result(&doc, "torch.cuda");
+    assert_eq!(cuda["status"], "fail", "{cuda}");
+    assert!(
+        field(cuda, "summary").starts_with(
+            "torch.cuda.is_available() is False although NVML sees 8 GPUs: torch is built for CUDA 13.2 and the driver (570.86.15) supports only CUDA 12.8"
+        ),
+        "{cuda}"
+    );
+    let hint = field(cuda, "hint");
+    assert!(
+        hint.contains("install an NVIDIA driver >= 580.65.06"),
+        "{hint}"
+    );
+    assert!(hint.contains("whl/cu128"), "{hint}");
+
+    let arch = result(&doc, "torch.arch");
+    assert_eq!(arch["status"], "pass", "{arch}");
+    assert_eq!(
+        field(arch, "summary"),
+        "torch 2.15.0+cu132 has machine code for every GPU (8 from NVML: compute 9.0)"
+    );
+    assert_eq!(arch["devices"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn torch_arch_fails_for_a_gpu_the_wheel_dropped() {
+    // Two V100s (compute 7.0): the CUDA 13 wheels have no sm_70 code.
+    let dir = tempfile::tempdir().unwrap();
+    let v100 = dir.path().join("v100.scenario");
+    std::fs::write(
+        &v100,
+        "system driver=580.65.06 nvml=13.580.65.06 cuda=13000\ngpus 2 name=\"Tesla V100-SXM2-32GB\" mem_mib=32768 cc=7.0\n",
+    )
+    .unwrap();
+    let py = venv_python_arg();
+    let (out, doc) =
+        run_nvml_and_cuda(&v100, None, &["--only", "torch.arch", "--python", &py], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "torch.arch");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with(
+            "GPU 0 Tesla V100-SXM2-32GB (compute 7.0) cannot run this torch: it has code only for sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+        ),
+        "{r}"
+    );
+    let hint = field(r, "hint");
+    assert!(hint.contains("cu118, cu121, cu124, cu126, cu128"), "{hint}");
+    assert!(hint.contains("whl/cu128"), "{hint}");
+    assert_eq!(r["devices"][1]["status"], "fail");
+}
+
+#[test]
+fn a_hung_nvml_does_not_hang_the_cuda_checks_too() {
+    // gpu.driver times out in nvmlInit_v2; cuda.driver (a fresh child
+    // process) must not ask NVML again, or it would hang there as well.
+    let (out, doc) = run_nvml_and_cuda(
+        &nvml_scenario("hang_init"),
+        Some("2"),
+        &["--only", "gpu.driver,cuda.driver", "--timeout", "2"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        field(result(&doc, "gpu.driver"), "summary").starts_with("timed out after 2 s"),
+        "{doc}"
+    );
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "CUDA 12.8 driver, 2 devices; a context and a verified host-device copy on each"
+    );
+}

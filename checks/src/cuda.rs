@@ -279,6 +279,40 @@ fn generic_fix() -> String {
 }
 
 // ---------------------------------------------------------------------------
+// NVML, asked again only when it answers
+// ---------------------------------------------------------------------------
+
+/// Why NVML must not be asked again in this run: an earlier gpu.* check
+/// timed out on it. A hung NVML would hang the next caller too, and a
+/// child-isolated check starts NVML afresh, so it would wait out its whole
+/// timeout for an answer that is already known not to come.
+pub fn nvml_hung(ctx: &Context) -> Option<String> {
+    ctx.earlier
+        .iter()
+        .filter(|(id, _)| id.starts_with("gpu."))
+        .find(|(_, o)| o.summary.starts_with("timed out"))
+        .map(|(id, _)| format!("NVML did not answer in {id}"))
+}
+
+/// NVML's GPU list for this run, unless NVML is known to hang.
+pub fn nvml_gpus(ctx: &Context) -> Result<Vec<nvml::GpuInfo>, nvml::NvmlFailure> {
+    if let Some(detail) = nvml_hung(ctx) {
+        return Err(nvml::NvmlFailure::Other { detail });
+    }
+    crate::probe::stage("NVML device list");
+    nvml::gpus(ctx.options.nvml_lib.as_deref())
+}
+
+/// NVML's driver facts for this run, unless NVML is known to hang.
+pub fn nvml_driver(ctx: &Context) -> Option<nvml::DriverInfo> {
+    if nvml_hung(ctx).is_some() {
+        return None;
+    }
+    crate::probe::stage("NVML driver version");
+    nvml::driver(ctx.options.nvml_lib.as_deref()).ok()
+}
+
+// ---------------------------------------------------------------------------
 // cuda.driver
 // ---------------------------------------------------------------------------
 
@@ -616,7 +650,7 @@ The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is 
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let cvd = env_lossy("CUDA_VISIBLE_DEVICES");
-        let nvml_gpus = nvml::gpus(ctx.options.nvml_lib.as_deref()).ok();
+        let nvml_gpus = nvml_gpus(ctx).ok();
         let contexts = ctx.options.profile >= Profile::Standard;
         let facts = DriverFacts {
             probe: cuda_probe::probe_driver(contexts),
@@ -825,7 +859,7 @@ pub struct CudaRuntime;
 
 impl CudaRuntime {
     fn driver_side(ctx: &Context) -> Option<DriverSide> {
-        let nvml_driver = nvml::driver(ctx.options.nvml_lib.as_deref()).ok();
+        let nvml_driver = nvml_driver(ctx);
         let version = nvml_driver
             .as_ref()
             .map(|d| d.driver_version.clone())
@@ -1279,6 +1313,30 @@ mod tests {
         let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
         assert_eq!(o.status, Status::Pass);
         assert!(o.facts["forward_compat"].contains("/usr/local/cuda-13.0/compat"));
+    }
+
+    #[test]
+    fn a_timed_out_gpu_check_keeps_nvml_from_being_asked_again() {
+        let mut ctx = Context::default();
+        assert_eq!(nvml_hung(&ctx), None);
+        ctx.earlier.insert(
+            "gpu.driver".to_string(),
+            Outcome::fail("libnvidia-ml.so.1 not found", "install the driver"),
+        );
+        assert_eq!(nvml_hung(&ctx), None);
+        ctx.earlier.insert(
+            "gpu.ecc".to_string(),
+            Outcome::fail("timed out after 10 s", "x"),
+        );
+        assert_eq!(
+            nvml_hung(&ctx).as_deref(),
+            Some("NVML did not answer in gpu.ecc")
+        );
+        assert!(matches!(
+            nvml_gpus(&ctx),
+            Err(nvml::NvmlFailure::Other { .. })
+        ));
+        assert_eq!(nvml_driver(&ctx), None);
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub struct Wheel {
 /// in official PyTorch x86-64 wheels" (pytorch/pytorch
 /// .ci/manywheel/build_cuda.sh; pytorch issues #160269, #172352, #167244).
 /// cu128 lists sm_70 (dropped for sm_75 from torch 2.11); cu132 is read off
-/// the torch 2.15 wheel.
+/// the torch 2.15 wheel. facts.md gives cu121 and cu124 together as torch
+/// 2.4-2.6; cu121 is listed here up to 2.5, the last release built with it
+/// (2.6 shipped cu118, cu124 and cu126).
 pub const WHEELS: &[Wheel] = &[
     Wheel {
         index: "cu118",
@@ -392,7 +394,7 @@ impl TorchInfo {
 /// less, so the payload is stopped before the runner gives up on the check
 /// and the verdict can name the stage torch hung in.
 fn payload_budget(timeout_s: f64) -> Duration {
-    let margin = (timeout_s * 0.25).min(0.5);
+    let margin = (timeout_s * 0.25).min(0.3);
     Duration::from_secs_f64((timeout_s - margin).max(0.1))
 }
 
@@ -621,32 +623,45 @@ const DEPENDENT_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq)]
 pub enum NvmlView {
     Gpus(Vec<nvml::GpuInfo>),
-    /// NVML could not be used, and why.
-    Unavailable(String),
+    /// NVML could not be used: why, and whether that means there is no
+    /// NVIDIA driver here (library missing, driver not loaded) rather than
+    /// a driver that does not answer.
+    Unavailable {
+        why: String,
+        no_driver: bool,
+    },
 }
 
 impl NvmlView {
-    pub fn probe(lib: Option<&std::path::Path>) -> NvmlView {
-        match nvml::gpus(lib) {
+    pub fn probe(ctx: &Context) -> NvmlView {
+        match crate::cuda::nvml_gpus(ctx) {
             Ok(g) => NvmlView::Gpus(g),
-            Err(e) => NvmlView::Unavailable(match e {
-                nvml::NvmlFailure::LibraryNotFound { .. } => {
-                    "NVML (libnvidia-ml.so.1) not found".to_string()
-                }
-                nvml::NvmlFailure::DriverNotLoaded => "the NVIDIA driver is not loaded".to_string(),
-                nvml::NvmlFailure::LibRmVersionMismatch => {
-                    "NVML and the kernel driver versions differ".to_string()
-                }
-                nvml::NvmlFailure::NoPermission => "no permission to use NVML".to_string(),
-                nvml::NvmlFailure::Other { detail } => detail,
-            }),
+            Err(e) => {
+                let (why, no_driver) = match e {
+                    nvml::NvmlFailure::LibraryNotFound { .. } => {
+                        ("NVML (libnvidia-ml.so.1) not found".to_string(), true)
+                    }
+                    nvml::NvmlFailure::DriverNotLoaded => {
+                        ("the NVIDIA driver is not loaded".to_string(), true)
+                    }
+                    nvml::NvmlFailure::LibRmVersionMismatch => (
+                        "NVML and the kernel driver versions differ".to_string(),
+                        false,
+                    ),
+                    nvml::NvmlFailure::NoPermission => {
+                        ("no permission to use NVML".to_string(), false)
+                    }
+                    nvml::NvmlFailure::Other { detail } => (detail, false),
+                };
+                NvmlView::Unavailable { why, no_driver }
+            }
         }
     }
 
     fn gpu_count(&self) -> u32 {
         match self {
             NvmlView::Gpus(g) => g.len() as u32,
-            NvmlView::Unavailable(_) => 0,
+            NvmlView::Unavailable { .. } => 0,
         }
     }
 }
@@ -732,7 +747,7 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
                         _ => None,
                     }
                 }
-                NvmlView::Unavailable(_) => None,
+                NvmlView::Unavailable { .. } => None,
             });
         let mut names: Vec<String> = t.devices.iter().map(|d| d.name.clone()).collect();
         names.dedup();
@@ -807,15 +822,23 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
             "see cuda.driver's verdict for the driver's own error; `python -c 'import torch; torch.cuda.init()'` shows torch's; check CUDA_VISIBLE_DEVICES and that the job's container has GPU access",
         );
     }
-    Outcome::skip(format!(
-        "not applicable: no NVIDIA driver/GPU on this machine{}; torch {} is a CUDA {torch_cuda} build and would need {}{reason}",
-        match &f.nvml {
-            NvmlView::Unavailable(why) => format!(" ({why})"),
-            NvmlView::Gpus(_) => String::new(),
-        },
-        t.torch_version,
-        driver_need(torch_cuda)
-    ))
+    match &f.nvml {
+        NvmlView::Unavailable {
+            why,
+            no_driver: false,
+        } => Outcome::skip(format!(
+            "cannot judge: torch sees no GPU{reason} and NVML cannot say whether there are any ({why}); see gpu.driver"
+        )),
+        _ => Outcome::skip(format!(
+            "not applicable: no NVIDIA driver/GPU on this machine{}; torch {} is a CUDA {torch_cuda} build and would need {}{reason}",
+            match &f.nvml {
+                NvmlView::Unavailable { why, .. } => format!(" ({why})"),
+                NvmlView::Gpus(_) => String::new(),
+            },
+            t.torch_version,
+            driver_need(torch_cuda)
+        )),
+    }
 }
 
 fn driver_context(ctx: &Context) -> (Option<u32>, Option<CudaVersion>, Option<String>) {
@@ -825,7 +848,7 @@ fn driver_context(ctx: &Context) -> (Option<u32>, Option<CudaVersion>, Option<St
     let count = earlier
         .and_then(|o| o.facts.get("device_count"))
         .and_then(|v| v.parse().ok());
-    let nvml_driver = nvml::driver(ctx.options.nvml_lib.as_deref()).ok();
+    let nvml_driver = crate::cuda::nvml_driver(ctx);
     let cuda = ctx
         .earlier("cuda.driver")
         .and_then(|o| o.facts.get("cuda_driver_version"))
@@ -874,7 +897,7 @@ How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --ind
         let (cuda_driver_devices, driver_cuda, driver_version) = driver_context(ctx);
         evaluate_cuda(&TorchCudaFacts {
             torch,
-            nvml: NvmlView::probe(ctx.options.nvml_lib.as_deref()),
+            nvml: NvmlView::probe(ctx),
             cuda_driver_devices,
             driver_cuda,
             driver_version,
@@ -1032,7 +1055,7 @@ How to fix: install a wheel whose architecture list covers the GPU; the hint nam
                 "torch",
             )
         } else {
-            match NvmlView::probe(ctx.options.nvml_lib.as_deref()) {
+            match NvmlView::probe(ctx) {
                 NvmlView::Gpus(g) => (
                     g.iter()
                         .filter_map(|g| {
@@ -1045,7 +1068,7 @@ How to fix: install a wheel whose architecture list covers the GPU; the hint nam
                         .collect(),
                     "NVML",
                 ),
-                NvmlView::Unavailable(_) => (Vec::new(), "NVML"),
+                NvmlView::Unavailable { .. } => (Vec::new(), "NVML"),
             }
         };
         evaluate_arch(&torch, &targets, from)
@@ -1505,7 +1528,10 @@ mod tests {
     fn no_driver_is_a_skip_that_says_what_the_build_needs() {
         let o = evaluate_cuda(&cuda_facts(
             cu132_cpu_box(),
-            NvmlView::Unavailable("NVML (libnvidia-ml.so.1) not found".into()),
+            NvmlView::Unavailable {
+                why: "NVML (libnvidia-ml.so.1) not found".into(),
+                no_driver: true,
+            },
         ));
         assert_eq!(o.status, Status::Skip);
         assert!(
@@ -1514,6 +1540,29 @@ mod tests {
             o.summary
         );
         assert!(o.summary.contains("torch 2.15.0+cu132 is a CUDA 13.2 build and would need an NVIDIA driver >= 580.65.06"), "{}", o.summary);
+    }
+
+    #[test]
+    fn a_hung_nvml_is_not_mistaken_for_no_driver() {
+        let o = evaluate_cuda(&cuda_facts(
+            cu132_cpu_box(),
+            NvmlView::Unavailable {
+                why: "NVML did not answer in gpu.driver".into(),
+                no_driver: false,
+            },
+        ));
+        assert_eq!(o.status, Status::Skip);
+        assert!(
+            o.summary.starts_with("cannot judge: torch sees no GPU"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            o.summary.contains("NVML did not answer in gpu.driver"),
+            "{}",
+            o.summary
+        );
+        assert!(!o.summary.contains("no NVIDIA driver/GPU"), "{}", o.summary);
     }
 
     #[test]
@@ -1605,7 +1654,13 @@ mod tests {
                 capability: (9, 0),
             })
             .collect();
-        let mut f = cuda_facts(t.clone(), NvmlView::Unavailable("x".into()));
+        let mut f = cuda_facts(
+            t.clone(),
+            NvmlView::Unavailable {
+                why: "x".into(),
+                no_driver: true,
+            },
+        );
         f.cuda_driver_devices = Some(8);
         let o = evaluate_cuda(&f);
         assert_eq!(o.status, Status::Pass, "{o:?}");
