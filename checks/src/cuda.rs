@@ -10,7 +10,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::env::{parse_cuda_visible_devices, quote_value, DeviceToken, VisibleDevices};
+use crate::env::{
+    map_visible_devices, parse_cuda_visible_devices, quote_value, DeviceToken, NvmlGpu,
+    VisibleDevices,
+};
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, CudaVersion, DriverProbe, DriverProbeError, RoundTrip,
 };
@@ -335,29 +338,19 @@ pub enum Expectation {
 /// stops there), and naming a GPU twice leaves none. None when MIG entries
 /// make it unpredictable from GPU-level facts.
 pub fn visible_count(v: &VisibleDevices, gpus: &[nvml::GpuInfo]) -> Option<u32> {
-    let mut ordinals: Vec<usize> = Vec::new();
-    for token in v.effective() {
-        let ordinal = match token {
-            DeviceToken::Index(i) => Some(*i as usize).filter(|i| *i < gpus.len()),
-            DeviceToken::Uuid(prefix) => {
-                let mut hits = gpus
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, g)| g.uuid.starts_with(prefix.as_str()));
-                match (hits.next(), hits.next()) {
-                    (Some((i, _)), None) => Some(i),
-                    _ => None,
-                }
-            }
-            DeviceToken::Mig(_) => return None,
-        };
-        let Some(ordinal) = ordinal else { break };
-        if ordinals.contains(&ordinal) {
-            return Some(0);
-        }
-        ordinals.push(ordinal);
+    let gpus: Vec<NvmlGpu> = gpus.iter().map(NvmlGpu::from).collect();
+    let mapping = map_visible_devices(v.effective(), &gpus);
+    if mapping.duplicate.is_some() {
+        return Some(0);
     }
-    Some(ordinals.len() as u32)
+    if mapping.mig_count() > 0
+        || v.effective()
+            .iter()
+            .any(|t| matches!(t, DeviceToken::Mig(_)))
+    {
+        return None;
+    }
+    Some(mapping.targets.len() as u32)
 }
 
 /// What NVML and CUDA_VISIBLE_DEVICES predict for the CUDA device count;

@@ -279,13 +279,7 @@ impl NvmlGpu {
         inventory
             .iter()
             .map(|slot| match slot {
-                Ok(g) => NvmlGpu {
-                    index: g.index,
-                    name: g.name.clone(),
-                    uuid: Some(g.uuid.clone()),
-                    mig_enabled: g.mig_enabled == Some(true),
-                    mig_uuids: g.mig_uuids.clone(),
-                },
+                Ok(g) => NvmlGpu::from(g),
                 Err(e) => NvmlGpu {
                     index: e.index,
                     name: "(unknown)".into(),
@@ -293,6 +287,18 @@ impl NvmlGpu {
                 },
             })
             .collect()
+    }
+}
+
+impl From<&GpuInfo> for NvmlGpu {
+    fn from(g: &GpuInfo) -> Self {
+        NvmlGpu {
+            index: g.index,
+            name: g.name.clone(),
+            uuid: Some(g.uuid.clone()),
+            mig_enabled: g.mig_enabled == Some(true),
+            mig_uuids: g.mig_uuids.clone(),
+        }
     }
 }
 
@@ -333,7 +339,7 @@ pub struct Mapping {
 
 impl Mapping {
     /// The MIG devices among the targets.
-    fn mig_count(&self) -> usize {
+    pub fn mig_count(&self) -> usize {
         self.targets
             .iter()
             .filter(|t| matches!(t, Target::Mig { .. }))
