@@ -76,6 +76,18 @@ mod tests {
     }
 
     #[test]
+    fn readme_lists_every_check() {
+        let readme = include_str!("../README.md");
+        for c in CATALOG {
+            assert!(
+                readme.contains(&format!("| `{}` |", c.id())),
+                "README.md's check table misses {}",
+                c.id()
+            );
+        }
+    }
+
+    #[test]
     fn man_page_lists_every_check_and_exit_code() {
         let page = render();
         for c in CATALOG {
