@@ -278,6 +278,20 @@ fn hung_cuinit_times_out_and_leaves_nothing_running() {
 }
 
 #[test]
+fn a_driver_crash_is_an_error_naming_the_signal() {
+    let (out, doc) = run_fake(
+        "healthy-2x-h100",
+        &["--only", "cuda.driver"],
+        &[("FAKE_CUDA_CRASH", "cuInit")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "error", "{r}");
+    assert_eq!(field(r, "summary"), "probe crashed: SIGSEGV");
+    assert!(field(r, "hint").contains("dmesg"), "{r}");
+}
+
+#[test]
 fn one_gpu_refusing_a_context_fails_that_gpu() {
     let (out, doc) = run_fake("context-fails-gpu1", &["--only", "cuda.driver"], &[]);
     assert_eq!(out.status.code(), Some(1));
