@@ -473,7 +473,9 @@ impl NameFilter {
         } else {
             name.starts_with(&entry.0)
         };
-        name_ok && (entry.1.is_none() || entry.1 == port)
+        // NCCL's matchPort: a side without a port matches any port, so
+        // NCCL_SOCKET_IFNAME=eth0:1 still selects eth0.
+        name_ok && (entry.1.is_none() || port.is_none() || entry.1 == port)
     }
 
     /// Whether NCCL would use `name` (`port` for an HCA port).
@@ -532,7 +534,37 @@ fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
     if !chosen.is_empty() {
         return;
     }
-    let have = facts.interfaces.join(", ");
+    let have = if facts.interfaces.is_empty() {
+        "none".to_string()
+    } else {
+        facts.interfaces.join(", ")
+    };
+    let unaddressed: Vec<&String> = facts
+        .interfaces_without_address
+        .iter()
+        .filter(|i| filter.selects(i, None))
+        .collect();
+    if !unaddressed.is_empty() {
+        let names: Vec<&str> = unaddressed.iter().map(|s| s.as_str()).collect();
+        out.push(finding(
+            "NCCL_SOCKET_IFNAME",
+            Status::Fail,
+            format!(
+                "NCCL_SOCKET_IFNAME={}{} matches only {}, which ha{} no IPv4/IPv6 address, so \
+                 NCCL cannot use {}; interfaces with an address: {have}",
+                var.value,
+                describe_origin(&var.origin),
+                names.join(", "),
+                if names.len() == 1 { "s" } else { "ve" },
+                if names.len() == 1 { "it" } else { "them" },
+            ),
+            "NCCL's socket transport only uses interfaces with an IP address, so it finds none to \
+             bootstrap over and fails or hangs at init. Give the interface an address (for \
+             InfiniBand, configure IPoIB; `ip -br addr` shows addresses), or name one that has \
+             an address, or unset NCCL_SOCKET_IFNAME and let NCCL choose",
+        ));
+        return;
+    }
     let suggestion = filter
         .entries
         .iter()
@@ -839,6 +871,12 @@ pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
     if !facts.interfaces.is_empty() {
         outcome = outcome.with_fact("interfaces", facts.interfaces.join(", "));
     }
+    if !facts.interfaces_without_address.is_empty() {
+        outcome = outcome.with_fact(
+            "interfaces_without_address",
+            facts.interfaces_without_address.join(", "),
+        );
+    }
     if let Some(e) = &facts.interfaces_error {
         outcome = outcome.with_fact("interfaces", format!("not readable: {e}"));
     }
@@ -864,7 +902,8 @@ impl Check for Env {
 ignores them.\n\n\
 Settings come from the environment and from NCCL's configuration files (NCCL_CONF_FILE or \
 ~/.nccl.conf, then /etc/nccl.conf; the environment wins). NCCL_SOCKET_IFNAME must match at \
-least one network interface of this host (a typo there is a hang or an error at init), using \
+least one network interface of this host that has an IP address (NCCL's socket transport skips \
+the others; a typo there is a hang or an error at init), using \
 NCCL's syntax: comma-separated prefixes, `^` to exclude, `=` for exact names. NCCL_IB_HCA is \
 matched the same way, with optional :port, against /sys/class/infiniband.\n\n\
 Settings that work but cost speed warn: NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC, \
@@ -1890,6 +1929,7 @@ mod tests {
                 })
                 .collect(),
             interfaces: vec!["docker0".into(), "eth0".into(), "lo".into()],
+            interfaces_without_address: vec![],
             interfaces_error: None,
             ib_devices: vec![],
         }
@@ -1953,6 +1993,50 @@ mod tests {
         assert!(!f.selects("mlx5_0", Some(2)));
         assert!(f.selects("mlx5_1", Some(2)));
         assert!(f.selects("mlx5_10", Some(1)), "prefix match without =");
+        // NCCL's matchPort: no port on either side matches any port.
+        assert!(f.selects("mlx5_0", None));
+        assert!(NameFilter::parse("=eth0:1").selects("eth0", None));
+    }
+
+    #[test]
+    fn env_socket_ifname_with_a_port_suffix_still_selects_the_interface() {
+        let o = evaluate_env(&env(&[("NCCL_SOCKET_IFNAME", "=eth0:1")]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+    }
+
+    #[test]
+    fn env_socket_ifname_naming_an_interface_without_an_address_fails() {
+        let mut facts = env(&[("NCCL_SOCKET_IFNAME", "ib")]);
+        facts.interfaces_without_address = vec!["ib0".into(), "ib1".into()];
+        let o = evaluate_env(&facts);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "NCCL_SOCKET_IFNAME=ib matches only ib0, ib1, which have no IPv4/IPv6 address, so \
+             NCCL cannot use them; interfaces with an address: docker0, eth0, lo"
+        );
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.starts_with("NCCL's socket transport only uses interfaces with an IP address")
+                && hint.contains("configure IPoIB")
+                && hint.contains("`ip -br addr`"),
+            "{hint}"
+        );
+        assert_eq!(o.facts["interfaces_without_address"], "ib0, ib1");
+
+        // One of them named exactly, and an address elsewhere still chosen.
+        let mut facts = env(&[("NCCL_SOCKET_IFNAME", "=ib0")]);
+        facts.interfaces_without_address = vec!["ib0".into()];
+        let o = evaluate_env(&facts);
+        assert!(
+            o.summary
+                .starts_with("NCCL_SOCKET_IFNAME==ib0 matches only ib0, which has no IPv4/IPv6 address, so NCCL cannot use it;"),
+            "{}",
+            o.summary
+        );
+        let mut facts = env(&[("NCCL_SOCKET_IFNAME", "eth,ib")]);
+        facts.interfaces_without_address = vec!["ib0".into()];
+        assert_eq!(evaluate_env(&facts).status, Status::Pass);
     }
 
     #[test]

@@ -190,8 +190,14 @@ pub struct IbDevice {
 pub struct EnvFacts {
     /// NCCL_* settings, environment first, then files; one entry per name.
     pub vars: Vec<NcclVar>,
-    /// Network interface names (getifaddrs), sorted, unique.
+    /// Names of the network interfaces NCCL's socket transport can use: those
+    /// with an IPv4 or IPv6 address (NCCL's findInterfaces skips the rest),
+    /// sorted, unique.
     pub interfaces: Vec<String>,
+    /// Interfaces that exist (getifaddrs) but carry no IPv4/IPv6 address, so
+    /// NCCL never picks them (an InfiniBand port without IPoIB, a link that
+    /// was never configured). Sorted.
+    pub interfaces_without_address: Vec<String>,
     /// Why the interfaces could not be listed, if they could not.
     pub interfaces_error: Option<String>,
     pub ib_devices: Vec<IbDevice>,
@@ -261,12 +267,27 @@ fn conf_files() -> Vec<PathBuf> {
     files
 }
 
-fn interfaces() -> Result<Vec<String>, String> {
+/// The interfaces with an IPv4/IPv6 address, and those without one.
+fn interfaces() -> Result<(Vec<String>, Vec<String>), String> {
     let addrs = nix::ifaddrs::getifaddrs().map_err(|e| format!("getifaddrs: {e}"))?;
-    let mut names: Vec<String> = addrs.map(|a| a.interface_name).collect();
-    names.sort();
-    names.dedup();
-    Ok(names)
+    let mut with_address: Vec<String> = Vec::new();
+    let mut all: Vec<String> = Vec::new();
+    for a in addrs {
+        let inet = a
+            .address
+            .as_ref()
+            .is_some_and(|s| s.as_sockaddr_in().is_some() || s.as_sockaddr_in6().is_some());
+        if inet {
+            with_address.push(a.interface_name.clone());
+        }
+        all.push(a.interface_name);
+    }
+    with_address.sort();
+    with_address.dedup();
+    all.sort();
+    all.dedup();
+    all.retain(|n| with_address.binary_search(n).is_err());
+    Ok((with_address, all))
 }
 
 /// The InfiniBand/RoCE devices under `root` (normally /sys/class/infiniband).
@@ -305,13 +326,14 @@ pub fn env_facts() -> EnvFacts {
             Some((p, entries))
         })
         .collect();
-    let (interfaces, interfaces_error) = match interfaces() {
+    let ((interfaces, interfaces_without_address), interfaces_error) = match interfaces() {
         Ok(v) => (v, None),
-        Err(e) => (Vec::new(), Some(e)),
+        Err(e) => ((Vec::new(), Vec::new()), Some(e)),
     };
     EnvFacts {
         vars: merge_vars(env, &files),
         interfaces,
+        interfaces_without_address,
         interfaces_error,
         ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
     }
@@ -1166,8 +1188,10 @@ mod tests {
 
     #[test]
     fn this_host_has_a_loopback_interface() {
-        let names = interfaces().unwrap();
+        // lo carries 127.0.0.1, so NCCL could use it.
+        let (names, unaddressed) = interfaces().unwrap();
         assert!(names.iter().any(|n| n == "lo"), "{names:?}");
+        assert!(!unaddressed.iter().any(|n| n == "lo"), "{unaddressed:?}");
     }
 
     #[test]
