@@ -194,7 +194,8 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
                 ),
                 None => format!(
                     "remove or upgrade the NCCL {version} copy, or install the matching one \
-                     (`pip install nvidia-nccl-cu12=={torch}`)"
+                     (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
+                     a CUDA 13 build of torch)"
                 ),
             };
             Outcome::warn(
@@ -1910,10 +1911,12 @@ mod tests {
         let f = lib_facts(vec![copy(WHEEL, LibSource::PythonWheel, Ok(v(2, 21, 5)))]);
         let o = evaluate_library(&f, Some("(2, 27, 7)"));
         assert_eq!(o.status, Status::Warn);
-        assert!(o
-            .hint
-            .unwrap()
-            .contains("pip install nvidia-nccl-cu12==2.27.7"));
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.contains("pip install nvidia-nccl-cu12==2.27.7")
+                && hint.contains("nvidia-nccl-cu13==2.27.7 for a CUDA 13 build of torch"),
+            "{hint}"
+        );
     }
 
     // ---- nccl.env ---------------------------------------------------------
