@@ -4,8 +4,11 @@
 //! hangs, a rank whose weights diverge, and that nothing is left running.
 //!
 //! The torch runs are serialised (one lock): on a 2-core machine two at once
-//! would only slow each other down, and each test's "nothing left running"
-//! check must not see another test's workers.
+//! would only slow each other down. Each run gets a temporary directory of
+//! its own as TMPDIR, so the payload file, and with it every process the run
+//! starts, carries a path no other run (another test, another checkout's test
+//! suite on the same machine) can carry: the "nothing left running" check
+//! looks for exactly those.
 
 mod common;
 
@@ -17,13 +20,21 @@ use serde_json::Value;
 
 static TORCH_RUNS: Mutex<()> = Mutex::new(());
 
-/// The payload's temporary file name prefix: every worker and torchrun
-/// itself carry it on their command line.
-const PAYLOAD_PREFIX: &str = "gpucheck-ddp_bench-";
+/// One benchmark run: gpucheck's output, its JSON report, and the TMPDIR it
+/// ran with (kept until the leftover check is done).
+struct Run {
+    out: Output,
+    doc: Value,
+    tmp: tempfile::TempDir,
+}
 
 /// Run `gpucheck --only ddp.benchmark` with gloo on CPU, 2 ranks, the small
 /// model, the venv's Python, JSON on stdout, plus `extra` args and env.
-fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
+fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> Run {
+    let tmp = tempfile::Builder::new()
+        .prefix("gpucheck-ddp-test-")
+        .tempdir()
+        .expect("temporary directory");
     let mut cmd = common::gpucheck();
     cmd.args([
         "--only",
@@ -41,7 +52,8 @@ fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> (Output, Valu
     ])
     .arg("--python")
     .arg(common::venv_python())
-    .args(extra_args);
+    .args(extra_args)
+    .env("TMPDIR", tmp.path());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -54,23 +66,22 @@ fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> (Output, Valu
     );
     // Every report, passing or failing, validates against the schema.
     let doc = common::assert_valid_json_report(&common::stdout(&out));
-    (out, doc)
+    Run { out, doc, tmp }
 }
 
-/// Processes of the benchmark still alive: its workers and torchrun carry the
-/// payload file, torchrun carries torch.distributed.run.
-fn leftovers() -> Vec<(u32, String)> {
-    let mut found = common::processes_matching(PAYLOAD_PREFIX);
-    found.extend(common::processes_matching("torch.distributed.run"));
-    found
+/// Processes of this run still alive: torchrun and every worker carry the
+/// payload file, which lies in the run's own TMPDIR.
+fn leftovers(run: &Run) -> Vec<(u32, String)> {
+    let dir = run.tmp.path().to_string_lossy().into_owned();
+    common::processes_matching(&format!("{dir}/gpucheck-ddp_bench-"))
 }
 
-/// Nothing may survive gpucheck. Exited processes can take a moment to be
-/// reaped by init, so allow a short grace before failing.
-fn assert_nothing_left_running() {
+/// Nothing the run started may survive gpucheck. Exited processes can take a
+/// moment to be reaped by init, so allow a short grace before failing.
+fn assert_nothing_left_running(run: &Run) {
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        let left = leftovers();
+        let left = leftovers(run);
         if left.is_empty() {
             return;
         }
@@ -96,14 +107,14 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 #[test]
 fn cpu_benchmark_reports_both_world_sizes_and_verifies_sync() {
     let _one = TORCH_RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    assert_nothing_left_running();
-    let (out, doc) = run_cpu_benchmark(&[], &[]);
-    let r = common::result(&doc, "ddp.benchmark");
+    let run = run_cpu_benchmark(&[], &[]);
+    let (out, doc) = (&run.out, &run.doc);
+    let r = common::result(doc, "ddp.benchmark");
     assert_eq!(
         text(r, "status"),
         "pass",
         "{r:#}\nstderr:\n{}",
-        common::stderr(&out)
+        common::stderr(out)
     );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(doc["exit_code"], 0);
@@ -148,14 +159,22 @@ fn cpu_benchmark_reports_both_world_sizes_and_verifies_sync() {
     let tables = r["tables"].as_array().expect("tables");
     assert_eq!(tables[0]["rows"][0][0], "1");
     assert_eq!(tables[0]["rows"][1][0], "2");
-    assert_nothing_left_running();
+    // The leftover check looks in the run's TMPDIR, so the run must really
+    // have used it: torchrun leaves its torchelastic_* log folder there.
+    let used_tmpdir = std::fs::read_dir(run.tmp.path())
+        .expect("read TMPDIR")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("torchelastic_"));
+    assert!(used_tmpdir, "torchrun did not run with the test's TMPDIR");
+    assert_nothing_left_running(&run);
 }
 
 #[test]
 fn a_failing_worker_fails_the_check_with_its_error() {
     let _one = TORCH_RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, doc) = run_cpu_benchmark(&[], &[("GPUCHECK_DDP_TEST_FAIL_RANK", "1")]);
-    let r = common::result(&doc, "ddp.benchmark");
+    let run = run_cpu_benchmark(&[], &[("GPUCHECK_DDP_TEST_FAIL_RANK", "1")]);
+    let (out, doc) = (&run.out, &run.doc);
+    let r = common::result(doc, "ddp.benchmark");
     assert_eq!(text(r, "status"), "fail", "{r:#}");
     assert_eq!(out.status.code(), Some(1));
     let summary = text(r, "summary");
@@ -175,17 +194,18 @@ fn a_failing_worker_fails_the_check_with_its_error() {
         text(&r["facts"], "stderr_tail").contains("ChildFailedError"),
         "{r:#}"
     );
-    assert_nothing_left_running();
+    assert_nothing_left_running(&run);
 }
 
 #[test]
 fn a_hanging_worker_times_out_saying_where_the_ranks_were() {
     let _one = TORCH_RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, doc) = run_cpu_benchmark(
+    let run = run_cpu_benchmark(
         &["--timeout", "40"],
         &[("GPUCHECK_DDP_TEST_HANG_RANK", "1")],
     );
-    let r = common::result(&doc, "ddp.benchmark");
+    let (out, doc) = (&run.out, &run.doc);
+    let r = common::result(doc, "ddp.benchmark");
     assert_eq!(text(r, "status"), "fail", "{r:#}");
     assert_eq!(out.status.code(), Some(1));
     let summary = text(r, "summary");
@@ -197,14 +217,15 @@ fn a_hanging_worker_times_out_saying_where_the_ranks_were() {
         "{summary}"
     );
     assert!(text(r, "hint").contains("NCCL_DEBUG=INFO"), "{r:#}");
-    assert_nothing_left_running();
+    assert_nothing_left_running(&run);
 }
 
 #[test]
 fn a_rank_with_different_weights_fails_the_sync_verification() {
     let _one = TORCH_RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, doc) = run_cpu_benchmark(&[], &[("GPUCHECK_DDP_TEST_DIVERGE_RANK", "1")]);
-    let r = common::result(&doc, "ddp.benchmark");
+    let run = run_cpu_benchmark(&[], &[("GPUCHECK_DDP_TEST_DIVERGE_RANK", "1")]);
+    let (out, doc) = (&run.out, &run.doc);
+    let r = common::result(doc, "ddp.benchmark");
     assert_eq!(text(r, "status"), "fail", "{r:#}");
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -216,7 +237,7 @@ fn a_rank_with_different_weights_fails_the_sync_verification() {
     );
     assert_eq!(r["devices"][1]["status"], "fail");
     assert_eq!(r["devices"][0]["status"], "pass");
-    assert_nothing_left_running();
+    assert_nothing_left_running(&run);
 }
 
 #[test]

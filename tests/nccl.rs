@@ -482,7 +482,10 @@ fn allreduce(checks: &str, args: &[&str], envs: &[(&str, &str)]) -> (Output, Val
     let mut all_envs = vec![("LD_LIBRARY_PATH", cuda_dir.as_str())];
     all_envs.extend_from_slice(envs);
     let result = run(&all_args, &all_envs);
-    let left = common::processes_matching("__child nccl.allreduce");
+    // This build's binary only: another checkout's test suite on the same
+    // machine may be running its own all-reduce child right now.
+    let child = format!("{} __child nccl.allreduce", common::bin().display());
+    let left = common::processes_matching(&child);
     assert!(left.is_empty(), "processes left behind: {left:?}");
     result
 }
