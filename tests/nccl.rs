@@ -309,6 +309,73 @@ fn env_socket_ifname_forms_against_real_interfaces() {
     }
 }
 
+/// Whether the real NCCL (the venv wheel's libnccl.so.2) finds a socket
+/// interface to bootstrap over with this NCCL_SOCKET_IFNAME: ncclGetUniqueId
+/// runs NCCL's own interface search and needs no GPU.
+fn real_nccl_finds_an_interface(lib: &Path, ifname: &str) -> bool {
+    let home = tempfile::tempdir().unwrap();
+    let script = "import ctypes, sys\n\
+                  lib = ctypes.CDLL(sys.argv[1])\n\
+                  sys.exit(lib.ncclGetUniqueId(ctypes.create_string_buffer(128)))\n";
+    let mut cmd = Command::new(common::venv_python());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NCCL_") {
+            cmd.env_remove(&k);
+        }
+    }
+    let out = cmd
+        .env("HOME", home.path())
+        .env("NCCL_SOCKET_IFNAME", ifname)
+        .args(["-c", script])
+        .arg(lib)
+        .output()
+        .expect("run python");
+    match out.status.code() {
+        Some(0) => true,
+        // "Bootstrap : no socket interface found": ncclSystemError,
+        // ncclInternalError or ncclInvalidUsage depending on the version.
+        Some(2) | Some(3) | Some(5) => false,
+        other => panic!(
+            "ncclGetUniqueId with NCCL_SOCKET_IFNAME={ifname} ended with {other:?}: {}",
+            common::stderr(&out)
+        ),
+    }
+}
+
+#[test]
+fn env_socket_ifname_verdicts_agree_with_the_real_nccl() {
+    let (lib, _) = wheel_nccl_version(&common::venv_python())
+        .expect("the test venv has the nvidia-nccl wheel torch needs");
+    let mut values: Vec<String> = [
+        "lo",
+        "=lo",
+        "l",
+        "^lo",
+        "^=lo",
+        "=lo:1",
+        "gpucheck-none0",
+        "=l",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // Every interface of this machine by exact name, including any without
+    // an IP address (NCCL skips those).
+    for e in std::fs::read_dir("/sys/class/net").unwrap().flatten() {
+        values.push(format!("={}", e.file_name().to_string_lossy()));
+    }
+    for value in &values {
+        let (_, doc) = env_check(&[("NCCL_SOCKET_IFNAME", value)]);
+        let gpucheck_passes = common::status_of(&doc, "nccl.env") == "pass";
+        assert_eq!(
+            gpucheck_passes,
+            real_nccl_finds_an_interface(&lib, value),
+            "NCCL_SOCKET_IFNAME={value}: gpucheck says {}",
+            summary(&doc, "nccl.env")
+        );
+    }
+}
+
 #[test]
 fn env_excluding_every_interface_fails() {
     // Exclude every interface this machine has, by exact name.

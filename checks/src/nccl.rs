@@ -834,9 +834,9 @@ pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
                 .map(|v| format!("{}={}", v.name, v.value))
                 .collect();
             Outcome::pass(format!(
-                "{} NCCL setting{} look right: {}",
+                "{} NCCL setting{} right: {}",
                 names.len(),
-                if names.len() == 1 { "" } else { "s" },
+                if names.len() == 1 { " looks" } else { "s look" },
                 names.join(", ")
             ))
         }
@@ -1981,6 +1981,8 @@ mod tests {
             "2 NCCL settings look right: NCCL_SOCKET_IFNAME=eth, NCCL_DEBUG=WARN"
         );
         assert_eq!(o.facts["NCCL_SOCKET_IFNAME"], "eth");
+        let o = evaluate_env(&env(&[("NCCL_DEBUG", "WARN")]));
+        assert_eq!(o.summary, "1 NCCL setting looks right: NCCL_DEBUG=WARN");
     }
 
     #[test]
