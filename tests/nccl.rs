@@ -390,6 +390,22 @@ fn env_excluding_every_interface_fails() {
 }
 
 #[test]
+fn env_nccl_version_from_a_cuda_container_image_is_not_a_typo() {
+    // nvidia/cuda images set NCCL_VERSION; NCCL itself never reads it.
+    let (out, doc) = env_check(&[("NCCL_VERSION", "2.27.3-1")]);
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.env").ends_with(
+            "; not read by NCCL: NCCL_VERSION (NVIDIA's CUDA container images, recording the \
+             NCCL they install)"
+        ),
+        "{}",
+        summary(&doc, "nccl.env")
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
 fn env_misspelled_name_gets_the_real_one() {
     let (out, doc) = env_check(&[("NCCL_SOCKET_IFACE", "lo")]);
     assert_eq!(common::status_of(&doc, "nccl.env"), "warn");

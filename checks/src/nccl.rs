@@ -384,6 +384,33 @@ const TORCH_RENAMED: &[(&str, &str)] = &[
     ("NCCL_ENABLE_TIMING", "TORCH_NCCL_ENABLE_TIMING"),
 ];
 
+/// NCCL_* names that other tools read, not NCCL, and that are commonly set
+/// where training runs: not typos, so they do not warn. NVIDIA's CUDA
+/// container images (nvidia/cuda runtime/devel Dockerfiles: `ENV
+/// NCCL_VERSION=...`) record the libnccl2 they install; PyTorch's build
+/// (cmake/Modules/FindNCCL.cmake) reads NCCL_ROOT, NCCL_ROOT_DIR,
+/// NCCL_INCLUDE_DIR, NCCL_LIB_DIR and NCCL_VERSION; nccl-tests' Makefile
+/// reads NCCL_HOME.
+const READ_BY_OTHER_TOOLS: &[(&str, &str)] = &[
+    ("NCCL_HOME", "nccl-tests' build"),
+    ("NCCL_INCLUDE_DIR", "PyTorch's build"),
+    ("NCCL_LIB_DIR", "PyTorch's build"),
+    ("NCCL_ROOT", "PyTorch's build"),
+    ("NCCL_ROOT_DIR", "PyTorch's build"),
+    (
+        "NCCL_VERSION",
+        "NVIDIA's CUDA container images, recording the NCCL they install",
+    ),
+];
+
+/// Who reads `name`, when NCCL does not but another common tool does.
+fn other_tool(name: &str) -> Option<&'static str> {
+    READ_BY_OTHER_TOOLS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, who)| *who)
+}
+
 /// Prefix of nccl-tests' own settings (NCCL_TESTS_MIN_BW, ...): not NCCL's.
 const NCCL_TESTS_PREFIX: &str = "NCCL_TESTS_";
 
@@ -770,7 +797,10 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
 fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
     for var in &facts.vars {
         let name = var.name.as_str();
-        if KNOWN_NCCL_VARS.binary_search(&name).is_ok() || name.starts_with(NCCL_TESTS_PREFIX) {
+        if KNOWN_NCCL_VARS.binary_search(&name).is_ok()
+            || name.starts_with(NCCL_TESTS_PREFIX)
+            || other_tool(name).is_some()
+        {
             continue;
         }
         if let Some((_, new)) = TORCH_RENAMED.iter().find(|(old, _)| *old == name) {
@@ -828,17 +858,32 @@ pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
         if facts.vars.is_empty() {
             Outcome::pass("no NCCL_* variables set; NCCL chooses its defaults")
         } else {
-            let names: Vec<String> = facts
+            let (others, nccls): (Vec<&probe::NcclVar>, Vec<&probe::NcclVar>) = facts
                 .vars
+                .iter()
+                .partition(|v| other_tool(&v.name).is_some());
+            let names: Vec<String> = nccls
                 .iter()
                 .map(|v| format!("{}={}", v.name, v.value))
                 .collect();
-            Outcome::pass(format!(
-                "{} NCCL setting{} right: {}",
-                names.len(),
-                if names.len() == 1 { " looks" } else { "s look" },
-                names.join(", ")
-            ))
+            let mut summary = if names.is_empty() {
+                "no NCCL_* variables NCCL reads are set; NCCL chooses its defaults".to_string()
+            } else {
+                format!(
+                    "{} NCCL setting{} right: {}",
+                    names.len(),
+                    if names.len() == 1 { " looks" } else { "s look" },
+                    names.join(", ")
+                )
+            };
+            let others: Vec<String> = others
+                .iter()
+                .map(|v| format!("{} ({})", v.name, other_tool(&v.name).unwrap_or_default()))
+                .collect();
+            if !others.is_empty() {
+                summary.push_str(&format!("; not read by NCCL: {}", others.join(", ")));
+            }
+            Outcome::pass(summary)
         }
     } else {
         let worst: Vec<&Finding> = findings.iter().filter(|f| f.status == status).collect();
@@ -912,7 +957,9 @@ NCCL_SHM_DISABLE=1, NCCL_IB_DISABLE=1 on a host with InfiniBand, a forced NCCL_A
 NCCL_PROTO, and NCCL_DEBUG=INFO/TRACE outside debugging. NCCL ignores variables it does not know \
 without a word, so an unknown NCCL_* name warns with the closest real one (NCCL_SOCKET_IFACE: \
 did you mean NCCL_SOCKET_IFNAME?), checked against the names in NCCL's Environment Variables \
-documentation.\n\n\
+documentation. Names other tools read are listed, not flagged: NCCL_VERSION (set by NVIDIA's CUDA \
+container images), NCCL_ROOT, NCCL_INCLUDE_DIR, NCCL_LIB_DIR (PyTorch's build), NCCL_HOME \
+(nccl-tests).\n\n\
 Fixes: name an interface or HCA that exists (`ip -br link`, `ls /sys/class/infiniband`), or \
 unset the variable and let NCCL choose; remove workaround settings once the underlying problem \
 (ACS/IOMMU for P2P, /dev/shm size for SHM) is fixed; correct misspelled names."
@@ -2209,6 +2256,32 @@ mod tests {
             evaluate_env(&env(&[("NCCL_TESTS_MIN_BW", "400")])).status,
             Status::Pass
         );
+    }
+
+    #[test]
+    fn env_names_other_tools_read_do_not_warn() {
+        // NVIDIA's CUDA images set NCCL_VERSION; PyTorch's build reads NCCL_ROOT.
+        let o = evaluate_env(&env(&[
+            ("NCCL_VERSION", "2.27.3-1"),
+            ("NCCL_ROOT", "/opt/nccl"),
+        ]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "no NCCL_* variables NCCL reads are set; NCCL chooses its defaults; not read by \
+             NCCL: NCCL_VERSION (NVIDIA's CUDA container images, recording the NCCL they \
+             install), NCCL_ROOT (PyTorch's build)"
+        );
+        assert_eq!(o.facts["NCCL_VERSION"], "2.27.3-1");
+        let o = evaluate_env(&env(&[("NCCL_HOME", "/opt/nccl"), ("NCCL_DEBUG", "WARN")]));
+        assert_eq!(
+            o.summary,
+            "1 NCCL setting looks right: NCCL_DEBUG=WARN; not read by NCCL: NCCL_HOME \
+             (nccl-tests' build)"
+        );
+        // Still a typo check for names close to them.
+        let o = evaluate_env(&env(&[("NCCL_VERSIN", "2.27.3")]));
+        assert_eq!(o.status, Status::Warn);
     }
 
     #[test]
