@@ -23,12 +23,14 @@
 #   table.txt      the table report (--verbose: metrics, per-GPU rows, the sweep)
 #   report.json    the JSON report        report.xml   the JUnit report
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
-#   summary.txt    GPU model, driver, NCCL busbw per size, every verdict
+#   summary.txt    GPU model, driver, NCCL busbw per size, the DDP benchmark's
+#                  throughput and per-rank tables, every verdict
 #
 # Exit status: 0 when the run completed and no check reported `error`
 # (gpucheck could not find out); 1 otherwise. `fail` verdicts are results
 # about the machine, not failures of the smoke run; they are in summary.txt.
-# Every step is bounded with `timeout`, so the script ends within 10 minutes.
+# Every step is bounded with `timeout` (at most 3 x 25 + 15 + 490 + 35 s with
+# the defaults), so the script ends within 10 minutes.
 set -u
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -66,9 +68,9 @@ fi
 step() { echo "gpu-smoke: $*" >&2; }
 
 step "machine facts -> $outdir/nvidia-smi.txt, topo.txt"
-timeout -k 5 30 nvidia-smi >"$outdir/nvidia-smi.txt" 2>&1 || true
-timeout -k 5 30 nvidia-smi topo -m >"$outdir/topo.txt" 2>&1 || true
-gpu_line="$(timeout -k 5 30 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total \
+timeout -k 5 20 nvidia-smi >"$outdir/nvidia-smi.txt" 2>&1 || true
+timeout -k 5 20 nvidia-smi topo -m >"$outdir/topo.txt" 2>&1 || true
+gpu_line="$(timeout -k 5 20 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total \
     --format=csv,noheader 2>/dev/null || true)"
 timeout -k 5 10 "$bin" --version >"$outdir/version.txt" 2>&1 || true
 
@@ -107,16 +109,21 @@ results = doc.get("results", [])
 host = doc.get("host", {})
 print("host: {} ({}, kernel {})".format(host.get("hostname", "?"), host.get("os", "?"),
                                         host.get("kernel", "?")))
+measured = {"nccl.allreduce": "NCCL all-reduce", "ddp.benchmark": "DDP benchmark"}
 for r in results:
-    if r.get("id") == "nccl.allreduce":
+    if r.get("id") in measured:
         facts = r.get("facts", {})
-        print("NCCL all-reduce: {} [{}]".format(r.get("summary", ""), r.get("status")))
+        print("{}: {} [{}]".format(measured[r["id"]], r.get("summary", ""), r.get("status")))
         if "nccl_path" in facts:
             print("  NCCL {} at {}; GPUs: {}".format(facts.get("nccl_version", "?"),
                                                     facts["nccl_path"], facts.get("gpus", "?")))
+        if "model" in facts:
+            print("  torch {}, {} on {}, model {}".format(facts.get("torch_version", "?"),
+                                                          facts.get("backend", "?"),
+                                                          facts.get("device", "?"), facts["model"]))
         for t in r.get("tables", []):
-            header = t.get("header", [])
-            print("  " + " | ".join(header))
+            print("  " + t.get("title", ""))
+            print("  " + " | ".join(t.get("header", [])))
             for row in t.get("rows", []):
                 print("  " + " | ".join(str(c) for c in row))
 print("verdicts:")
