@@ -739,6 +739,28 @@ fn allreduce_hang_in_comm_init_is_killed_at_the_timeout() {
 }
 
 #[test]
+fn allreduce_hang_in_the_collective_is_killed_naming_the_size() {
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "3"],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "hang_allreduce"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "timed out after 3 s in ncclAllReduce 32 MiB (warm-up)"
+    );
+    assert!(
+        hint(&doc, "nccl.allreduce").contains("NCCL_P2P_DISABLE=1"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
 fn allreduce_hang_in_the_driver_names_the_gpu_step() {
     let (out, doc) = allreduce(
         "nccl.allreduce",

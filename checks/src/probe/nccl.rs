@@ -553,7 +553,7 @@ pub struct AllReducePlan {
     pub sizes: Vec<u64>,
     /// Time to spend on one size (warm-up plus timed iterations), roughly.
     pub budget_per_size: Duration,
-    /// Stop starting new sizes after this instant.
+    /// Start no size after the first once this instant has passed.
     pub deadline: Option<Instant>,
 }
 
@@ -600,6 +600,17 @@ pub fn timed_iters(budget: Duration, one_iter: Duration) -> u32 {
     }
     let n = budget.as_secs_f64() / one_iter.as_secs_f64();
     (n.floor() as u32).clamp(1, MAX_TIMED_ITERS)
+}
+
+/// Time for one size: the planned budget, but no more than what is left
+/// before the deadline. A size started late (the first one after a slow
+/// set-up, which always runs) gets zero and so does the least work that
+/// still measures: one warm-up and one timed iteration.
+pub fn size_budget(planned: Duration, deadline: Option<Instant>, now: Instant) -> Duration {
+    match deadline {
+        Some(d) => planned.min(d.saturating_duration_since(now)),
+        None => planned,
+    }
 }
 
 /// Period of the fill pattern: a prime, so that no power-of-two size or
@@ -871,7 +882,10 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     let mut results = Vec::with_capacity(sizes.len());
     let mut skipped_for_time = Vec::new();
     for (k, &bytes) in sizes.iter().enumerate() {
-        if plan.deadline.is_some_and(|d| Instant::now() >= d) {
+        // The first size always runs, however long set-up took: skipping it
+        // would report nothing about the all-reduce itself, and a hang in it
+        // is the runner's timeout to name.
+        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
             skipped_for_time.extend_from_slice(&sizes[k..]);
             break;
         }
@@ -983,6 +997,7 @@ fn one_size(
 ) -> Result<SizeResult, AllReduceFailure> {
     let count = (bytes / 4) as usize;
     let label = format_bytes(bytes);
+    let budget = size_budget(plan.budget_per_size, plan.deadline, Instant::now());
 
     // A stale result must not pass: zero the receive buffers (no expected
     // sum is zero, every contribution is at least 1).
@@ -1008,11 +1023,11 @@ fn one_size(
         sync_all(api, comms, ranks, &warmup_label)?;
         last_iter = t.elapsed();
         warmup_iters += 1;
-        if warm_started.elapsed() >= plan.budget_per_size / 2 {
+        if warm_started.elapsed() >= budget / 2 {
             break;
         }
     }
-    let iters = timed_iters(plan.budget_per_size / 2, last_iter);
+    let iters = timed_iters(budget / 2, last_iter);
 
     // Timed loop between CUDA events on each rank's stream (timing enabled:
     // cudarc creates events without timing unless asked).
@@ -1240,6 +1255,25 @@ mod tests {
         assert_eq!(timed_iters(budget, Duration::from_millis(100)), 10);
         assert_eq!(timed_iters(budget, Duration::from_secs(3)), 1);
         assert_eq!(timed_iters(budget, Duration::ZERO), MAX_TIMED_ITERS);
+    }
+
+    #[test]
+    fn a_size_gets_no_more_time_than_is_left() {
+        let now = Instant::now();
+        let three = Duration::from_secs(3);
+        assert_eq!(size_budget(three, None, now), three);
+        assert_eq!(
+            size_budget(three, Some(now + Duration::from_secs(10)), now),
+            three
+        );
+        assert_eq!(
+            size_budget(three, Some(now + Duration::from_secs(1)), now),
+            Duration::from_secs(1)
+        );
+        // Past the deadline: nothing to spare, so one iteration of each kind.
+        let late = size_budget(three, Some(now), now + Duration::from_secs(1));
+        assert_eq!(late, Duration::ZERO);
+        assert_eq!(timed_iters(late / 2, Duration::from_millis(40)), 1);
     }
 
     #[test]
