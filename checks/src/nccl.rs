@@ -401,13 +401,34 @@ const READ_BY_OTHER_TOOLS: &[(&str, &str)] = &[
         "NCCL_VERSION",
         "NVIDIA's CUDA container images, recording the NCCL they install",
     ),
+    (
+        "NCCL_DYNAMIC_CHUNK_SIZE",
+        "Google Cloud's GPUDirect-TCPXO stack",
+    ),
 ];
 
-/// Who reads `name`, when NCCL does not but another common tool does.
+/// Prefixes of NCCL_* names that NCCL network plugins read for themselves,
+/// set on every node that uses them (Google Cloud's GPUDirect-TCPX and
+/// -TCPXO plugins: NCCL_GPUDIRECTTCPX_SOCKET_IFNAME, NCCL_FASTRAK_IFNAME, ...;
+/// GKE and NVIDIA DGX Cloud documentation).
+const READ_BY_PLUGINS: &[(&str, &str)] = &[
+    (
+        "NCCL_FASTRAK_",
+        "Google Cloud's GPUDirect-TCPXO NCCL plugin",
+    ),
+    (
+        "NCCL_GPUDIRECTTCPX_",
+        "Google Cloud's GPUDirect-TCPX NCCL plugin",
+    ),
+];
+
+/// Who reads `name`, when NCCL does not but another common tool or an NCCL
+/// plugin does.
 fn other_tool(name: &str) -> Option<&'static str> {
     READ_BY_OTHER_TOOLS
         .iter()
         .find(|(n, _)| *n == name)
+        .or_else(|| READ_BY_PLUGINS.iter().find(|(p, _)| name.starts_with(p)))
         .map(|(_, who)| *who)
 }
 
@@ -830,7 +851,8 @@ fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                 format!("{name} is not an NCCL variable"),
                 format!(
                     "NCCL ignores variables it does not know without a word, so {name}={} has no \
-                     effect; check the spelling against NCCL's Environment Variables \
+                     effect unless a plugin NCCL loads (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN) \
+                     reads it; check the spelling against NCCL's Environment Variables \
                      documentation",
                     var.value
                 ),
@@ -959,7 +981,7 @@ without a word, so an unknown NCCL_* name warns with the closest real one (NCCL_
 did you mean NCCL_SOCKET_IFNAME?), checked against the names in NCCL's Environment Variables \
 documentation. Names other tools read are listed, not flagged: NCCL_VERSION (set by NVIDIA's CUDA \
 container images), NCCL_ROOT, NCCL_INCLUDE_DIR, NCCL_LIB_DIR (PyTorch's build), NCCL_HOME \
-(nccl-tests).\n\n\
+(nccl-tests), NCCL_FASTRAK_* and NCCL_GPUDIRECTTCPX_* (Google Cloud's network plugins).\n\n\
 Fixes: name an interface or HCA that exists (`ip -br link`, `ls /sys/class/infiniband`), or \
 unset the variable and let NCCL choose; remove workaround settings once the underlying problem \
 (ACS/IOMMU for P2P, /dev/shm size for SHM) is fixed; correct misspelled names."
@@ -2278,6 +2300,20 @@ mod tests {
             o.summary,
             "1 NCCL setting looks right: NCCL_DEBUG=WARN; not read by NCCL: NCCL_HOME \
              (nccl-tests' build)"
+        );
+        // Names Google Cloud's TCPX/TCPXO network plugins read.
+        let o = evaluate_env(&env(&[
+            ("NCCL_FASTRAK_IFNAME", "eth1,eth2"),
+            ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"),
+        ]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary.ends_with(
+                "not read by NCCL: NCCL_FASTRAK_IFNAME (Google Cloud's GPUDirect-TCPXO NCCL \
+                 plugin), NCCL_GPUDIRECTTCPX_CTRL_DEV (Google Cloud's GPUDirect-TCPX NCCL plugin)"
+            ),
+            "{}",
+            o.summary
         );
         // Still a typo check for names close to them.
         let o = evaluate_env(&env(&[("NCCL_VERSIN", "2.27.3")]));
