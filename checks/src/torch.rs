@@ -42,8 +42,12 @@ pub struct Wheel {
 /// Official wheels and their architectures. Source: facts.md "Architectures
 /// in official PyTorch x86-64 wheels" (pytorch/pytorch
 /// .ci/manywheel/build_cuda.sh; pytorch issues #160269, #172352, #167244).
-/// cu128 lists sm_70 (dropped for sm_75 from torch 2.11); cu132 is read off
-/// the torch 2.15 wheel. facts.md gives cu121 and cu124 together as torch
+/// `archs` are those of the newest torch on the index, which is what the
+/// suggested `pip install torch --index-url ...` installs: cu128 carried
+/// sm_70 only in torch 2.8-2.10 and dropped it in 2.11 (#172352, which
+/// sends Volta users to the cu126 build), so it is listed without sm_70 and
+/// a V100 is pointed at cu126. cu132 is read off the torch 2.15
+/// wheel. facts.md gives cu121 and cu124 together as torch
 /// 2.4-2.6; cu121 is listed here up to 2.5, the last release built with it
 /// (2.6 shipped cu118, cu124 and cu126).
 pub const WHEELS: &[Wheel] = &[
@@ -83,9 +87,7 @@ pub const WHEELS: &[Wheel] = &[
         index: "cu128",
         cuda: CudaVersion::new(12, 8),
         torch: "2.7-2.11",
-        archs: &[
-            "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",
-        ],
+        archs: &["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
     },
     Wheel {
         index: "cu130",
@@ -1263,12 +1265,21 @@ mod tests {
         let o = evaluate_arch(&t, &[target(0, "Tesla V100-SXM2-32GB", (7, 0))], "NVML");
         assert_eq!(o.status, Status::Fail);
         let hint = o.hint.unwrap();
-        assert!(hint.contains("cu118, cu121, cu124, cu126, cu128"), "{hint}");
+        // cu128's newest torch (2.11, what `--index-url .../cu128` installs)
+        // has no sm_70 either: the working command is cu126's.
         assert!(
-            hint.contains("builds newer than cu128 dropped it"),
+            hint.contains("compute 7.0: cu118, cu121, cu124, cu126;"),
             "{hint}"
         );
-        assert!(hint.contains("whl/cu128` (torch 2.7-2.11)"), "{hint}");
+        assert!(
+            hint.contains("builds newer than cu126 dropped it"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("`pip install torch --index-url https://download.pytorch.org/whl/cu126` (torch 2.6 and newer)"),
+            "{hint}"
+        );
+        assert!(!hint.contains("whl/cu128"), "{hint}");
     }
 
     #[test]
