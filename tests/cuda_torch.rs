@@ -677,11 +677,17 @@ fn cuda_device_count_is_compared_with_nvml() {
         &args,
         &[("CUDA_VISIBLE_DEVICES", "0,1")],
     );
+    let r = result(&doc, "cuda.driver");
     assert!(
-        field(result(&doc, "cuda.driver"), "summary").starts_with(
+        field(r, "summary").starts_with(
             "CUDA sees 8 devices but NVML sees 8 GPUs and CUDA_VISIBLE_DEVICES=\"0,1\" selects 2"
         ),
         "{doc}"
+    );
+    // No GPU is missing here: the hint says so rather than "fallen off the bus".
+    assert!(
+        field(r, "hint").starts_with("CUDA enumerates more devices than predicted"),
+        "{r}"
     );
 }
 

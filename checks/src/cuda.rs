@@ -564,13 +564,18 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
     // Count against the prediction.
     let n = probe.device_count;
     let plural = |n: u32| if n == 1 { "" } else { "s" };
+    // (what is wrong, whether CUDA sees more than predicted)
     let count_problem = match &f.expected {
-        Expectation::Exactly { count, from } if *count != n => {
-            Some(format!("CUDA sees {n} device{} but {from}", plural(n)))
-        }
-        Expectation::AtLeast { count, from } if n < *count => Some(format!(
-            "CUDA sees {n} device{} but {from} expects at least {count}",
-            plural(n)
+        Expectation::Exactly { count, from } if *count != n => Some((
+            format!("CUDA sees {n} device{} but {from}", plural(n)),
+            n > *count,
+        )),
+        Expectation::AtLeast { count, from } if n < *count => Some((
+            format!(
+                "CUDA sees {n} device{} but {from} expects at least {count}",
+                plural(n)
+            ),
+            false,
         )),
         _ => None,
     };
@@ -582,11 +587,14 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
             ..out
         };
     }
-    if let Some(problem) = count_problem {
-        hints.insert(
-            0,
-            "a GPU that NVML lists but CUDA cannot use is usually in a bad state or has fallen off the bus: check `nvidia-smi -q`, `sudo dmesg | grep -i xid`, reset it (`sudo nvidia-smi -r -i N`) or reboot; in a container, check NVIDIA_VISIBLE_DEVICES / --gpus".to_string(),
-        );
+    if let Some((problem, more_than_predicted)) = count_problem {
+        let hint = if more_than_predicted {
+            // No GPU is missing: the prediction and the driver disagree.
+            "CUDA enumerates more devices than predicted: check that CUDA_VISIBLE_DEVICES selects what you intend (`nvidia-smi -L` lists the GPUs and their UUIDs), and that NVML and libcuda (fact libcuda) come from the same driver installation (--nvml-lib, LD_LIBRARY_PATH)"
+        } else {
+            "a GPU that NVML lists but CUDA cannot use is usually in a bad state or has fallen off the bus: check `nvidia-smi -q`, `sudo dmesg | grep -i xid`, reset it (`sudo nvidia-smi -r -i N`) or reboot; in a container, check NVIDIA_VISIBLE_DEVICES / --gpus"
+        };
+        hints.insert(0, hint.to_string());
         worst = Status::Fail;
         bad.insert(0, problem);
     }
@@ -1235,6 +1243,31 @@ mod tests {
             o.summary
         );
         assert!(o.hint.unwrap().contains("fallen off the bus"));
+    }
+
+    #[test]
+    fn more_cuda_devices_than_predicted_does_not_blame_a_missing_gpu() {
+        let o = evaluate_driver(&facts(
+            Ok(healthy(8)),
+            Expectation::Exactly {
+                count: 2,
+                from: "NVML sees 8 GPUs and CUDA_VISIBLE_DEVICES=\"0,1\" selects 2".to_string(),
+            },
+        ));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .starts_with("CUDA sees 8 devices but NVML sees 8 GPUs"),
+            "{}",
+            o.summary
+        );
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.starts_with("CUDA enumerates more devices than predicted"),
+            "{hint}"
+        );
+        assert!(hint.contains("CUDA_VISIBLE_DEVICES"), "{hint}");
+        assert!(!hint.contains("fallen off the bus"), "{hint}");
     }
 
     #[test]
