@@ -745,6 +745,55 @@ fn torch_on_gpus_with_a_driver_too_old_for_its_cuda() {
 }
 
 #[test]
+fn torch_without_gpus_names_the_failing_cuda_driver() {
+    // NVML sees 8 H100s on a CUDA 13.0 driver (the wheel's 13.2 runs through
+    // minor-version compatibility), but cuInit fails: Fabric Manager down.
+    // torch.cuda must name that, with cuda.driver's fix.
+    if has_nvidia_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nvml = dir.path().join("h100x8-r580.scenario");
+    std::fs::write(
+        &nvml,
+        "system driver=580.65.06 nvml=13.580.65.06 cuda=13000\ngpus 8 name=\"NVIDIA H100 80GB HBM3\" mem_mib=81559 cc=9.0\n",
+    )
+    .unwrap();
+    let py = venv_python_arg();
+    let mut cmd = gpucheck();
+    cmd.args([
+        "--only",
+        "cuda.driver,torch",
+        "--python",
+        &py,
+        "--json",
+        "-",
+    ])
+    .env("LD_LIBRARY_PATH", ld_path_with_fake())
+    .env("FAKE_CUDA_SCENARIO", scenario("fabric-manager-down"))
+    .env("FAKE_CUDA_DRIVER_VERSION", "13000");
+    with_nvml(&mut cmd, &nvml);
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(status_of(&doc, "cuda.driver"), "fail");
+    let r = result(&doc, "torch.cuda");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with(
+            "torch.cuda.is_available() is False although NVML sees 8 GPUs: the CUDA driver fails (cuda.driver: cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802)"
+        ),
+        "{r}"
+    );
+    assert!(
+        field(r, "hint").contains("sudo systemctl start nvidia-fabricmanager"),
+        "{r}"
+    );
+}
+
+#[test]
 fn torch_arch_fails_for_a_gpu_the_wheel_dropped() {
     // Two V100s (compute 7.0): the CUDA 13 wheels have no sm_70 code.
     let dir = tempfile::tempdir().unwrap();

@@ -679,6 +679,9 @@ pub struct TorchCudaFacts {
     pub driver_cuda: Option<CudaVersion>,
     /// The driver's version ("570.86.15"), when known.
     pub driver_version: Option<String>,
+    /// cuda.driver's summary and hint when it ran and failed (or crashed):
+    /// the CUDA driver's own error, the likeliest reason torch sees no GPU.
+    pub cuda_driver_failure: Option<(String, Option<String>)>,
     pub cuda_visible_devices: Option<String>,
 }
 
@@ -819,6 +822,16 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
                 "unset CUDA_VISIBLE_DEVICES, or set it to the GPUs this job should use (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3); see env.cuda_visible_devices",
             );
         }
+        if let Some((summary, hint)) = &f.cuda_driver_failure {
+            return Outcome::fail(
+                format!(
+                    "torch.cuda.is_available() is False although {seen}: the CUDA driver fails (cuda.driver: {summary}){reason}"
+                ),
+                hint.clone().unwrap_or_else(|| {
+                    "see cuda.driver's verdict for the fix; `python -c 'import torch; torch.cuda.init()'` shows torch's error".to_string()
+                }),
+            );
+        }
         return Outcome::fail(
             format!("torch.cuda.is_available() is False although {seen}{reason}"),
             "see cuda.driver's verdict for the driver's own error; `python -c 'import torch; torch.cuda.init()'` shows torch's; check CUDA_VISIBLE_DEVICES and that the job's container has GPU access",
@@ -843,13 +856,22 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
     }
 }
 
-fn driver_context(ctx: &Context) -> (Option<u32>, Option<CudaVersion>, Option<String>) {
-    let earlier = ctx
-        .earlier("cuda.driver")
-        .filter(|o| o.status.satisfies_needs());
-    let count = earlier
-        .and_then(|o| o.facts.get("device_count"))
-        .and_then(|v| v.parse().ok());
+/// What cuda.driver found, for torch.cuda: its device count when it
+/// worked, its summary and hint when it failed.
+fn cuda_driver_verdict(ctx: &Context) -> (Option<u32>, Option<(String, Option<String>)>) {
+    match ctx.earlier("cuda.driver") {
+        Some(o) if o.status.satisfies_needs() => (
+            o.facts.get("device_count").and_then(|v| v.parse().ok()),
+            None,
+        ),
+        Some(o) if matches!(o.status, Status::Fail | Status::Error) => {
+            (None, Some((o.summary.clone(), o.hint.clone())))
+        }
+        _ => (None, None),
+    }
+}
+
+fn driver_context(ctx: &Context) -> (Option<CudaVersion>, Option<String>) {
     let nvml_driver = crate::cuda::nvml_driver(ctx);
     let cuda = ctx
         .earlier("cuda.driver")
@@ -864,7 +886,7 @@ fn driver_context(ctx: &Context) -> (Option<u32>, Option<CudaVersion>, Option<St
     let version = nvml_driver
         .map(|d| d.driver_version)
         .or_else(crate::probe::cuda::kernel_driver_version);
-    (count, cuda, version)
+    (cuda, version)
 }
 
 /// `torch.cuda`: torch sees the GPUs NVML and the driver see.
@@ -896,13 +918,15 @@ How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --ind
             Ok(t) => t,
             Err(o) => return *o,
         };
-        let (cuda_driver_devices, driver_cuda, driver_version) = driver_context(ctx);
+        let (cuda_driver_devices, cuda_driver_failure) = cuda_driver_verdict(ctx);
+        let (driver_cuda, driver_version) = driver_context(ctx);
         evaluate_cuda(&TorchCudaFacts {
             torch,
             nvml: NvmlView::probe(ctx),
             cuda_driver_devices,
             driver_cuda,
             driver_version,
+            cuda_driver_failure,
             cuda_visible_devices: crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES"),
         })
     }
@@ -1531,6 +1555,7 @@ mod tests {
             cuda_driver_devices: None,
             driver_cuda: None,
             driver_version: None,
+            cuda_driver_failure: None,
             cuda_visible_devices: None,
         }
     }
@@ -1650,6 +1675,46 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert!(o.summary.contains("CUDA unknown error"));
         assert!(o.hint.unwrap().contains("cuda.driver"));
+    }
+
+    #[test]
+    fn a_failing_cuda_driver_is_named_as_the_cause() {
+        let mut t = cu132_cpu_box();
+        t.unavailable_reason = Some("RuntimeError: CUDA driver initialization failed".into());
+        let mut f = cuda_facts(
+            t,
+            NvmlView::Gpus(
+                (0..8)
+                    .map(|i| gpu(i, "NVIDIA H100 80GB HBM3", (9, 0)))
+                    .collect(),
+            ),
+        );
+        f.driver_cuda = Some(CudaVersion::new(13, 2));
+        f.cuda_driver_failure = Some((
+            "cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802): the system is not ready".into(),
+            Some("start the Fabric Manager: `sudo systemctl start nvidia-fabricmanager`".into()),
+        ));
+        let o = evaluate_cuda(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.starts_with("torch.cuda.is_available() is False although NVML sees 8 GPUs: the CUDA driver fails (cuda.driver: cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802)"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            o.hint
+                .unwrap()
+                .contains("systemctl start nvidia-fabricmanager"),
+            "the fix is cuda.driver's"
+        );
+        // A driver too old for the wheel is still the more precise cause.
+        f.driver_cuda = Some(CudaVersion::new(12, 8));
+        let o = evaluate_cuda(&f);
+        assert!(
+            o.summary.contains("supports only CUDA 12.8"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]
