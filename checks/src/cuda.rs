@@ -858,40 +858,43 @@ pub fn evaluate_runtime(f: &RuntimeFacts) -> Outcome {
 /// driver runs them.
 pub struct CudaRuntime;
 
+/// The driver as this run already knows it, without loading libcuda: the
+/// CUDA version it supports (from cuda.driver's cuDriverGetVersion, else
+/// NVML) with where that came from, and its version ("570.86.15", from
+/// NVML or /proc/driver/nvidia/version). Shared by cuda.runtime and
+/// torch.cuda.
+pub fn known_driver(ctx: &Context) -> (Option<(CudaVersion, &'static str)>, Option<String>) {
+    let nvml_driver = nvml_driver(ctx);
+    let version = nvml_driver
+        .as_ref()
+        .map(|d| d.driver_version.clone())
+        .or_else(cuda_probe::kernel_driver_version);
+    let cuda = ctx
+        .earlier("cuda.driver")
+        .and_then(|o| o.facts.get("cuda_driver_version"))
+        .and_then(|v| CudaVersion::parse(v))
+        .map(|c| (c, "cuDriverGetVersion"))
+        .or_else(|| {
+            nvml_driver
+                .as_ref()
+                .and_then(|d| d.cuda_driver_version)
+                .and_then(CudaVersion::from_encoded)
+                .map(|c| (c, "NVML"))
+        });
+    (cuda, version)
+}
+
 impl CudaRuntime {
     fn driver_side(ctx: &Context) -> Option<DriverSide> {
-        let nvml_driver = nvml_driver(ctx);
-        let version = nvml_driver
-            .as_ref()
-            .map(|d| d.driver_version.clone())
-            .or_else(cuda_probe::kernel_driver_version);
-        // cuda.driver already asked libcuda; otherwise NVML, otherwise ask.
-        let from_earlier = ctx
-            .earlier("cuda.driver")
-            .and_then(|o| o.facts.get("cuda_driver_version"))
-            .and_then(|v| CudaVersion::parse(v));
-        if let Some(cuda) = from_earlier {
-            return Some(DriverSide {
-                cuda,
-                version,
-                from: "cuDriverGetVersion",
-            });
-        }
-        if let Some(cuda) = nvml_driver
-            .as_ref()
-            .and_then(|d| d.cuda_driver_version)
-            .and_then(CudaVersion::from_encoded)
-        {
-            return Some(DriverSide {
-                cuda,
-                version,
-                from: "NVML",
-            });
-        }
-        cuda_probe::driver_cuda_version().map(|cuda| DriverSide {
+        let (known, version) = known_driver(ctx);
+        // cuda.driver already asked libcuda; otherwise NVML, otherwise ask
+        // libcuda here (this check is child-isolated).
+        let (cuda, from) = known
+            .or_else(|| cuda_probe::driver_cuda_version().map(|c| (c, "cuDriverGetVersion")))?;
+        Some(DriverSide {
             cuda,
             version,
-            from: "cuDriverGetVersion",
+            from,
         })
     }
 }

@@ -871,24 +871,6 @@ fn cuda_driver_verdict(ctx: &Context) -> (Option<u32>, Option<(String, Option<St
     }
 }
 
-fn driver_context(ctx: &Context) -> (Option<CudaVersion>, Option<String>) {
-    let nvml_driver = crate::cuda::nvml_driver(ctx);
-    let cuda = ctx
-        .earlier("cuda.driver")
-        .and_then(|o| o.facts.get("cuda_driver_version"))
-        .and_then(|v| CudaVersion::parse(v))
-        .or_else(|| {
-            nvml_driver
-                .as_ref()
-                .and_then(|d| d.cuda_driver_version)
-                .and_then(CudaVersion::from_encoded)
-        });
-    let version = nvml_driver
-        .map(|d| d.driver_version)
-        .or_else(crate::probe::cuda::kernel_driver_version);
-    (cuda, version)
-}
-
 /// `torch.cuda`: torch sees the GPUs NVML and the driver see.
 pub struct TorchCuda;
 
@@ -919,7 +901,8 @@ How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --ind
             Err(o) => return *o,
         };
         let (cuda_driver_devices, cuda_driver_failure) = cuda_driver_verdict(ctx);
-        let (driver_cuda, driver_version) = driver_context(ctx);
+        let (known, driver_version) = crate::cuda::known_driver(ctx);
+        let driver_cuda = known.map(|(cuda, _)| cuda);
         evaluate_cuda(&TorchCudaFacts {
             torch,
             nvml: NvmlView::probe(ctx),
