@@ -417,6 +417,41 @@ fn cuda_runtime_against_fake_drivers() {
     );
 }
 
+#[test]
+fn cuda_runtime_with_forward_compat_judges_the_compat_libcuda() {
+    // The system driver (NVML) supports CUDA 12.8; a cuda-compat libcuda for
+    // CUDA 13.2 is on LD_LIBRARY_PATH, so the wheel's 13.2 runtime runs. The
+    // runtime must be judged against the libcuda jobs load, not NVML's.
+    let dir = tempfile::tempdir().unwrap();
+    let compat = dir.path().join("cuda-13.2/compat");
+    std::fs::create_dir_all(&compat).unwrap();
+    std::fs::copy(
+        fake_cuda_dir().join("libcuda.so.1"),
+        compat.join("libcuda.so.1"),
+    )
+    .unwrap();
+    let py = venv_python_arg();
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "cuda.runtime", "--python", &py, "--json", "-"])
+        .env("LD_LIBRARY_PATH", &compat)
+        .env("FAKE_CUDA_SCENARIO", scenario("driver-13.2"));
+    with_nvml(&mut cmd, &nvml_scenario("h100x8"));
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "cuda.runtime");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(
+        field(r, "summary").contains("forward compatibility in use"),
+        "{r}"
+    );
+    assert_eq!(
+        r["tables"][0]["legend"],
+        "driver side: CUDA 13.2 from cuDriverGetVersion"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
 // ---------------------------------------------------------------- torch.*
 
 #[test]

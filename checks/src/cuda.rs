@@ -885,12 +885,21 @@ pub fn known_driver(ctx: &Context) -> (Option<(CudaVersion, &'static str)>, Opti
 }
 
 impl CudaRuntime {
-    fn driver_side(ctx: &Context) -> Option<DriverSide> {
+    /// cuda.driver already asked libcuda; otherwise NVML, otherwise ask
+    /// libcuda here (this check is child-isolated). With a cuda-compat
+    /// libcuda on LD_LIBRARY_PATH (`forward_compat`), NVML describes the
+    /// system driver while jobs load the compat libcuda, which supports a
+    /// newer CUDA: then libcuda is asked before NVML.
+    fn driver_side(ctx: &Context, forward_compat: bool) -> Option<DriverSide> {
         let (known, version) = known_driver(ctx);
-        // cuda.driver already asked libcuda; otherwise NVML, otherwise ask
-        // libcuda here (this check is child-isolated).
-        let (cuda, from) = known
-            .or_else(|| cuda_probe::driver_cuda_version().map(|c| (c, "cuDriverGetVersion")))?;
+        let ask_libcuda = || cuda_probe::driver_cuda_version().map(|c| (c, "cuDriverGetVersion"));
+        let (cuda, from) = match known {
+            Some((nvml_cuda, "NVML")) if forward_compat => {
+                ask_libcuda().or(Some((nvml_cuda, "NVML")))
+            }
+            Some(known) => Some(known),
+            None => ask_libcuda(),
+        }?;
         Some(DriverSide {
             cuda,
             version,
@@ -933,12 +942,12 @@ How to fix: install a driver that supports the runtime (the hint names the versi
                 version: c.version,
             })
             .collect();
+        let compat_dirs =
+            cuda_probe::compat_libcuda_dirs(std::env::var_os("LD_LIBRARY_PATH").as_deref());
         let facts = RuntimeFacts {
             runtimes,
-            driver: Self::driver_side(ctx),
-            compat_dirs: cuda_probe::compat_libcuda_dirs(
-                std::env::var_os("LD_LIBRARY_PATH").as_deref(),
-            ),
+            driver: Self::driver_side(ctx, !compat_dirs.is_empty()),
+            compat_dirs,
         };
         evaluate_runtime(&facts)
     }
