@@ -1107,7 +1107,22 @@ pub fn evaluate_nccl(t: &TorchInfo) -> Outcome {
         ),
         (_, Some(v)) => Outcome::pass(format!("NCCL {v} available in torch {}", t.torch_version))
             .with_fact("nccl_version", v.clone()),
-        (_, None) => Outcome::warn(
+        (None, None) => {
+            let why = t
+                .query_errors
+                .iter()
+                .find(|e| e.starts_with("nccl_available:"))
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            Outcome::warn(
+                format!(
+                    "could not tell whether torch {} has NCCL: torch.distributed.is_nccl_available() did not answer{why}",
+                    t.torch_version
+                ),
+                "run `python -c 'import torch.distributed as d; print(d.is_available(), d.is_nccl_available())'` to see the error; a torch.distributed that fails to import cannot run DDP",
+            )
+        }
+        (Some(true), None) => Outcome::warn(
             format!("torch {} reports NCCL but not its version", t.torch_version),
             "run `python -c 'import torch; print(torch.cuda.nccl.version())'` to see why; the NCCL library torch loads may be damaged",
         ),
@@ -1760,6 +1775,26 @@ mod tests {
             ..cu132_cpu_box()
         });
         assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.contains("reports NCCL but not its version"));
+        // The availability query itself raised: say so, not "reports NCCL".
+        let o = evaluate_nccl(&TorchInfo {
+            nccl_available: None,
+            nccl_version: None,
+            query_errors: vec![
+                "nccl_available: ImportError: cannot import name 'ProcessGroup'".into(),
+            ],
+            ..cu132_cpu_box()
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary
+                .starts_with("could not tell whether torch 2.15.0+cu132 has NCCL"),
+            "{}",
+            o.summary
+        );
+        assert!(o.summary.contains("ImportError"), "{}", o.summary);
+        assert!(!o.summary.contains("reports NCCL"), "{}", o.summary);
+        assert!(o.hint.unwrap().contains("is_nccl_available()"));
         let o = evaluate_nccl(&TorchInfo {
             cuda_build: None,
             ..cu132_cpu_box()
