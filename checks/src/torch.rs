@@ -491,13 +491,20 @@ pub fn probe_failure(e: &TorchProbeError) -> Outcome {
             stderr_tail,
         } => {
             let place = stage.as_deref().map(|s| format!(" in {s}")).unwrap_or_default();
+            const SLOW_IMPORT: &str = "a slow `import torch` is usually a network file system (NFS/Lustre home or venv) or a cold page cache: time it with `python -X importtime -c 'import torch'`, or give it longer with --timeout SECS";
+            const DRIVER_HANG: &str = "a hang inside torch's CUDA calls points at the driver: look for Xid errors (`sudo dmesg | grep -i xid`), check `nvidia-smi` and cuda.driver's verdict, reset the GPU or reboot";
+            let hint = match stage.as_deref() {
+                Some("import torch") => SLOW_IMPORT.to_string(),
+                Some(s) if s.starts_with("torch.cuda") => DRIVER_HANG.to_string(),
+                _ => format!("{DRIVER_HANG}; {SLOW_IMPORT}"),
+            };
             let mut o = Outcome::fail(
                 format!(
                     "timed out after {} s{place} ({})",
                     secs_label(*secs),
                     python.display()
                 ),
-                "a hang in torch.cuda.is_available() or init points at the driver (look for Xid errors in `dmesg`, check `nvidia-smi`); a slow `import torch` at a network file system or a cold cache — give it longer with --timeout SECS",
+                hint,
             );
             if !stderr_tail.is_empty() {
                 o = o.with_fact("stderr_tail", stderr_tail.clone());
@@ -1535,6 +1542,25 @@ mod tests {
             "{}",
             o.summary
         );
+        let hint = o.hint.unwrap();
+        assert!(hint.contains("Xid"), "{hint}");
+        assert!(!hint.contains("importtime"), "{hint}");
+        // Stuck in the import itself: a file-system matter, not the driver.
+        let o = probe_failure(&TorchProbeError::Timeout {
+            python: "/p".into(),
+            secs: 60.0,
+            stage: Some("import torch".into()),
+            stderr_tail: String::new(),
+        });
+        assert!(
+            o.summary
+                .starts_with("timed out after 60 s in import torch"),
+            "{}",
+            o.summary
+        );
+        let hint = o.hint.unwrap();
+        assert!(hint.contains("python -X importtime"), "{hint}");
+        assert!(!hint.contains("Xid"), "{hint}");
         let o = probe_failure(&TorchProbeError::Crashed {
             python: "/p".into(),
             signal: 11,
