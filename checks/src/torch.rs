@@ -899,8 +899,8 @@ impl Check for TorchCuda {
     }
     fn explain(&self) -> &'static str {
         "Checks that torch.cuda.is_available() is True when the machine has NVIDIA GPUs, and that torch counts as many devices as the CUDA driver.\n\n\
-Why it matters for DDP: \"torch says CUDA isn't available\" is the most common way a GPU job dies on a new machine or image, and each rank needs its own GPU. When torch sees no GPU although NVML does, this check names the likely cause from what the other checks found: a CPU-only wheel (torch.version.cuda is None), a driver too old for the CUDA version the wheel was built for, or CUDA_VISIBLE_DEVICES hiding every GPU.\n\n\
-How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --index-url https://download.pytorch.org/whl/cu128`, choosing the CUDA version your driver supports); for a driver that is too old, install a newer driver or a torch built for an older CUDA (the hint names both); for CUDA_VISIBLE_DEVICES, unset it or list the GPUs the job should use. On a machine with no NVIDIA driver or GPU at all this check is a skip that says what the build would need."
+Why it matters for DDP: \"torch says CUDA isn't available\" is the most common way a GPU job dies on a new machine or image, and each rank needs its own GPU. When torch sees no GPU although NVML does, this check names the likely cause from what the other checks found: a CPU-only wheel (torch.version.cuda is None), a driver too old for the CUDA version the wheel was built for, CUDA_VISIBLE_DEVICES hiding every GPU, or the CUDA driver itself failing (cuda.driver's error, e.g. the Fabric Manager not running).\n\n\
+How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --index-url https://download.pytorch.org/whl/cu128`, choosing the CUDA version your driver supports); for a driver that is too old, install a newer driver or a torch built for an older CUDA (the hint names both); for CUDA_VISIBLE_DEVICES, unset it or list the GPUs the job should use; for a failing CUDA driver, cuda.driver's fix. On a machine with no NVIDIA driver or GPU at all this check is a skip that says what the build would need."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let torch = match torch_info(ctx) {
@@ -1048,7 +1048,7 @@ impl Check for TorchArch {
     }
     fn explain(&self) -> &'static str {
         "Checks that the installed PyTorch carries GPU code for the compute capability of every GPU, from torch.cuda.get_arch_list().\n\n\
-A GPU runs machine code (sm_XY) built for its own major version with an equal or lower minor (sm_86 runs on an 8.9 L40S), or PTX (compute_XY) JIT-compiled for any capability at or above XY. Otherwise every kernel fails with \"no kernel image is available for execution on the device\". Official wheels drop old GPUs and add new ones per CUDA version: an RTX 5090 (compute 12.0) needs a cu128 or newer wheel; a V100 (7.0) is not in the CUDA 13 wheels.\n\n\
+A GPU runs machine code (sm_XY) built for its own major version with an equal or lower minor (sm_86 runs on an 8.9 L40S), or PTX (compute_XY) JIT-compiled for any capability at or above XY. Otherwise every kernel fails with \"no kernel image is available for execution on the device\". Official wheels drop old GPUs and add new ones per CUDA version: an RTX 5090 (compute 12.0) needs a cu128 or newer wheel; a V100 (7.0) is not in the CUDA 13 wheels, nor in cu128 from torch 2.11 on (cu126 still carries it).\n\n\
 Why it matters for DDP: the job imports and even reports CUDA available, then dies at the first kernel on every rank. PTX-only support works but JIT-compiles at start-up, which is slow and may not reach machine-code speed (warn).\n\n\
 How to fix: install a wheel whose architecture list covers the GPU; the hint names the builds that do (from the wheel table in facts.md) and the pip command. GPUs come from torch itself when it sees them, else from NVML."
     }
