@@ -384,8 +384,9 @@ fn cuda_runtime_against_fake_drivers() {
         hint.contains("install an NVIDIA driver >= 580.65.06"),
         "{hint}"
     );
+    // torch 2.15 is installed: only replacing it reaches cu128's torch.
     assert!(
-        hint.contains("pip install torch --index-url https://download.pytorch.org/whl/cu128"),
+        hint.contains("`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`"),
         "{hint}"
     );
 

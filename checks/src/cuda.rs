@@ -147,18 +147,16 @@ pub fn incompatible_fix(runtime: CudaVersion, driver_cuda: CudaVersion, need: &s
         });
     let wheel = match crate::torch::wheel_for_driver(driver_cuda) {
         Some(w) => format!(
-            "or use a PyTorch build for CUDA {} that this driver runs: `pip install torch --index-url https://download.pytorch.org/whl/{}`{}",
+            "or use a PyTorch build for CUDA {} that this driver runs: {}{}",
             w.cuda,
-            w.index,
+            crate::torch::replace_torch_command(w.index),
             if w.cuda > driver_cuda {
                 " (through minor-version compatibility)"
             } else {
                 ""
             }
         ),
-        None => format!(
-            "or use software built for CUDA {driver_cuda} or older"
-        ),
+        None => format!("or use software built for CUDA {driver_cuda} or older"),
     };
     format!("install an NVIDIA driver {need}{native}, {wheel}")
 }
@@ -928,7 +926,7 @@ impl Check for CudaRuntime {
         "Finds every CUDA runtime library (libcudart) a training job could load and checks that the installed driver runs each one.\n\n\
 Where it looks: CUDA_HOME / CUDA_PATH, /usr/local/cuda*, LD_LIBRARY_PATH, the dynamic loader's cache and system folders, and the nvidia-* wheels inside the chosen Python environment (site-packages/nvidia/*/lib; PyTorch's own wheels bring their runtime there, e.g. nvidia/cu13/lib/libcudart.so.13). Each copy's version is read with cudaRuntimeGetVersion, which answers without a GPU.\n\n\
 Why it matters for DDP: a runtime newer than the driver fails at the first CUDA call (\"CUDA driver version is insufficient for CUDA runtime version\"), and torch then reports no GPU. Within one CUDA major version, a driver at or above the minor-version compatibility floor (12.x: 525.60.13, 13.x: 580) still runs newer runtimes, with a limited feature set: PTX newer than the driver cannot be JIT-compiled. Forward compatibility through the cuda-compat package on LD_LIBRARY_PATH works only on data-center GPUs.\n\n\
-How to fix: install a driver that supports the runtime (the hint names the version), or use a PyTorch build for the CUDA version the driver supports (`pip install torch --index-url https://download.pytorch.org/whl/cuXYZ`). A copy found only in a system toolkit warns rather than fails, since a PyTorch job does not load it. With no driver at all the runtimes are listed and the comparison is skipped."
+How to fix: install a driver that supports the runtime (the hint names the version), or replace torch with a build for the CUDA version the driver supports (`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cuXYZ`; without the uninstall pip keeps the installed torch). A copy found only in a system toolkit warns rather than fails, since a PyTorch job does not load it. With no driver at all the runtimes are listed and the comparison is skipped."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let site_packages = python::find_python(ctx.options.python.as_deref())
@@ -1501,7 +1499,7 @@ mod tests {
             "{hint}"
         );
         assert!(
-            hint.contains("pip install torch --index-url https://download.pytorch.org/whl/cu128"),
+            hint.contains("`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`"),
             "{hint}"
         );
         assert_eq!(o.tables[0].rows[0][3], "needs a driver >= 580.65.06");

@@ -111,6 +111,18 @@ pub const WHEELS: &[Wheel] = &[
     },
 ];
 
+/// The command that replaces the installed torch with the build on the
+/// PyTorch index `index` ("cu126"). A plain `pip install torch --index-url
+/// ...` does nothing while a torch is installed: the unpinned requirement is
+/// already satisfied, whatever CUDA build that torch is ("Requirement already
+/// satisfied"), and pip never downgrades to reach the index's newest. So
+/// the installed build goes first.
+pub fn replace_torch_command(index: &str) -> String {
+    format!(
+        "`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/{index}`"
+    )
+}
+
 /// The wheel to suggest for a driver supporting CUDA `driver`: the newest
 /// one it runs natively, else the newest of the same major (minor-version
 /// compatibility).
@@ -243,11 +255,11 @@ pub fn build_for(cc: (u32, u32)) -> String {
         String::new()
     };
     format!(
-        "builds with machine code for compute {}.{}: {}{dropped}; e.g. `pip install torch --index-url https://download.pytorch.org/whl/{}` (torch {})",
+        "builds with machine code for compute {}.{}: {}{dropped}; e.g. {} (torch {})",
         cc.0,
         cc.1,
         names.join(", "),
-        newest.index,
+        replace_torch_command(newest.index),
         newest.torch
     )
 }
@@ -725,8 +737,10 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
             .and_then(wheel_for_driver)
             .unwrap_or(&WHEELS[WHEELS.len() - 1]);
         format!(
-            "install a CUDA build of torch: `pip install torch --index-url https://download.pytorch.org/whl/{}` (CUDA {}, torch {})",
-            w.index, w.cuda, w.torch
+            "install a CUDA build of torch: {} (CUDA {}, torch {})",
+            replace_torch_command(w.index),
+            w.cuda,
+            w.torch
         )
     };
 
@@ -900,7 +914,7 @@ impl Check for TorchCuda {
     fn explain(&self) -> &'static str {
         "Checks that torch.cuda.is_available() is True when the machine has NVIDIA GPUs, and that torch counts as many devices as the CUDA driver.\n\n\
 Why it matters for DDP: \"torch says CUDA isn't available\" is the most common way a GPU job dies on a new machine or image, and each rank needs its own GPU. When torch sees no GPU although NVML does, this check names the likely cause from what the other checks found: a CPU-only wheel (torch.version.cuda is None), a driver too old for the CUDA version the wheel was built for, CUDA_VISIBLE_DEVICES hiding every GPU, or the CUDA driver itself failing (cuda.driver's error, e.g. the Fabric Manager not running).\n\n\
-How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --index-url https://download.pytorch.org/whl/cu128`, choosing the CUDA version your driver supports); for a driver that is too old, install a newer driver or a torch built for an older CUDA (the hint names both); for CUDA_VISIBLE_DEVICES, unset it or list the GPUs the job should use; for a failing CUDA driver, cuda.driver's fix. On a machine with no NVIDIA driver or GPU at all this check is a skip that says what the build would need."
+How to fix: for a CPU-only wheel, replace it with a CUDA build (`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`, choosing the CUDA version your driver supports; without the uninstall pip keeps the installed torch); for a driver that is too old, install a newer driver or a torch built for an older CUDA (the hint names both); for CUDA_VISIBLE_DEVICES, unset it or list the GPUs the job should use; for a failing CUDA driver, cuda.driver's fix. On a machine with no NVIDIA driver or GPU at all this check is a skip that says what the build would need."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let torch = match torch_info(ctx) {
@@ -1110,7 +1124,10 @@ pub fn evaluate_nccl(t: &TorchInfo) -> Outcome {
                 "torch {} was built without NCCL: DDP with backend=\"nccl\" cannot start",
                 t.torch_version
             ),
-            "install an official Linux CUDA wheel of torch, which bundles NCCL (`pip install torch --index-url https://download.pytorch.org/whl/cu128`); gloo works on GPUs but is far slower",
+            format!(
+                "install an official Linux CUDA wheel of torch, which bundles NCCL ({}); gloo works on GPUs but is far slower",
+                replace_torch_command("cu128")
+            ),
         ),
         (_, Some(v)) => Outcome::pass(format!("NCCL {v} available in torch {}", t.torch_version))
             .with_fact("nccl_version", v.clone()),
@@ -1158,7 +1175,7 @@ impl Check for TorchNccl {
     fn explain(&self) -> &'static str {
         "Checks that torch.distributed has the NCCL backend and reports the NCCL version torch uses.\n\n\
 Why it matters for DDP: multi-GPU DDP runs on NCCL (init_process_group(\"nccl\")); a torch without it cannot start the job, and the NCCL version torch loads (usually its own, from the nvidia-nccl wheel) is the one that runs the all-reduce — the nccl checks compare it with the library gpucheck finds (fact nccl_version).\n\n\
-How to fix: install an official Linux CUDA build of torch, which bundles NCCL (`pip install torch --index-url https://download.pytorch.org/whl/cu128`). A CPU-only build is a skip (see torch.cuda)."
+How to fix: replace torch with an official Linux CUDA build, which bundles NCCL (`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`). A CPU-only build is a skip (see torch.cuda)."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match torch_info(ctx) {
@@ -1305,7 +1322,7 @@ mod tests {
             "{hint}"
         );
         assert!(
-            hint.contains("`pip install torch --index-url https://download.pytorch.org/whl/cu126` (torch 2.6 and newer)"),
+            hint.contains("`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu126` (torch 2.6 and newer)"),
             "{hint}"
         );
         assert!(!hint.contains("whl/cu128"), "{hint}");
@@ -1645,7 +1662,13 @@ mod tests {
             "{}",
             o.summary
         );
-        assert!(o.hint.unwrap().contains("whl/cu128"));
+        let hint = o.hint.unwrap();
+        assert!(hint.contains("whl/cu128"), "{hint}");
+        // A CPU build is installed: a plain `pip install torch` would be a no-op.
+        assert!(
+            hint.contains("`pip uninstall -y torch && pip install torch --index-url"),
+            "{hint}"
+        );
     }
 
     #[test]
