@@ -684,7 +684,7 @@ pub struct DriverSide {
     pub cuda: CudaVersion,
     /// "570.86.15", when NVML or /proc tells.
     pub version: Option<String>,
-    /// Where `cuda` came from ("cuDriverGetVersion", "NVML").
+    /// Where `cuda` came from: [`FROM_LIBCUDA`] or [`FROM_NVML`].
     pub from: &'static str,
 }
 
@@ -856,6 +856,11 @@ pub fn evaluate_runtime(f: &RuntimeFacts) -> Outcome {
 /// driver runs them.
 pub struct CudaRuntime;
 
+/// [`DriverSide::from`]: libcuda's own answer.
+pub const FROM_LIBCUDA: &str = "cuDriverGetVersion";
+/// [`DriverSide::from`]: NVML's view of the system driver.
+pub const FROM_NVML: &str = "NVML";
+
 /// The driver as this run already knows it, without loading libcuda: the
 /// CUDA version it supports (from cuda.driver's cuDriverGetVersion, else
 /// NVML) with where that came from, and its version ("570.86.15", from
@@ -871,13 +876,13 @@ pub fn known_driver(ctx: &Context) -> (Option<(CudaVersion, &'static str)>, Opti
         .earlier("cuda.driver")
         .and_then(|o| o.facts.get("cuda_driver_version"))
         .and_then(|v| CudaVersion::parse(v))
-        .map(|c| (c, "cuDriverGetVersion"))
+        .map(|c| (c, FROM_LIBCUDA))
         .or_else(|| {
             nvml_driver
                 .as_ref()
                 .and_then(|d| d.cuda_driver_version)
                 .and_then(CudaVersion::from_encoded)
-                .map(|c| (c, "NVML"))
+                .map(|c| (c, FROM_NVML))
         });
     (cuda, version)
 }
@@ -890,10 +895,10 @@ impl CudaRuntime {
     /// newer CUDA: then libcuda is asked before NVML.
     fn driver_side(ctx: &Context, forward_compat: bool) -> Option<DriverSide> {
         let (known, version) = known_driver(ctx);
-        let ask_libcuda = || cuda_probe::driver_cuda_version().map(|c| (c, "cuDriverGetVersion"));
+        let ask_libcuda = || cuda_probe::driver_cuda_version().map(|c| (c, FROM_LIBCUDA));
         let (cuda, from) = match known {
-            Some((nvml_cuda, "NVML")) if forward_compat => {
-                ask_libcuda().or(Some((nvml_cuda, "NVML")))
+            Some((nvml_cuda, FROM_NVML)) if forward_compat => {
+                ask_libcuda().or(Some((nvml_cuda, FROM_NVML)))
             }
             Some(known) => Some(known),
             None => ask_libcuda(),
