@@ -384,8 +384,9 @@ fn cuda_runtime_against_fake_drivers() {
         hint.contains("install an NVIDIA driver >= 580.65.06"),
         "{hint}"
     );
+    // torch 2.15 is installed: only replacing it reaches cu128's torch.
     assert!(
-        hint.contains("pip install torch --index-url https://download.pytorch.org/whl/cu128"),
+        hint.contains("`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`"),
         "{hint}"
     );
 
@@ -415,6 +416,41 @@ fn cuda_runtime_against_fake_drivers() {
         r["tables"][0]["legend"],
         "driver side: CUDA 13.2 from cuDriverGetVersion"
     );
+}
+
+#[test]
+fn cuda_runtime_with_forward_compat_judges_the_compat_libcuda() {
+    // The system driver (NVML) supports CUDA 12.8; a cuda-compat libcuda for
+    // CUDA 13.2 is on LD_LIBRARY_PATH, so the wheel's 13.2 runtime runs. The
+    // runtime must be judged against the libcuda jobs load, not NVML's.
+    let dir = tempfile::tempdir().unwrap();
+    let compat = dir.path().join("cuda-13.2/compat");
+    std::fs::create_dir_all(&compat).unwrap();
+    std::fs::copy(
+        fake_cuda_dir().join("libcuda.so.1"),
+        compat.join("libcuda.so.1"),
+    )
+    .unwrap();
+    let py = venv_python_arg();
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "cuda.runtime", "--python", &py, "--json", "-"])
+        .env("LD_LIBRARY_PATH", &compat)
+        .env("FAKE_CUDA_SCENARIO", scenario("driver-13.2"));
+    with_nvml(&mut cmd, &nvml_scenario("h100x8"));
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "cuda.runtime");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(
+        field(r, "summary").contains("forward compatibility in use"),
+        "{r}"
+    );
+    assert_eq!(
+        r["tables"][0]["legend"],
+        "driver side: CUDA 13.2 from cuDriverGetVersion"
+    );
+    assert_eq!(out.status.code(), Some(0));
 }
 
 // ---------------------------------------------------------------- torch.*
@@ -677,11 +713,17 @@ fn cuda_device_count_is_compared_with_nvml() {
         &args,
         &[("CUDA_VISIBLE_DEVICES", "0,1")],
     );
+    let r = result(&doc, "cuda.driver");
     assert!(
-        field(result(&doc, "cuda.driver"), "summary").starts_with(
+        field(r, "summary").starts_with(
             "CUDA sees 8 devices but NVML sees 8 GPUs and CUDA_VISIBLE_DEVICES=\"0,1\" selects 2"
         ),
         "{doc}"
+    );
+    // No GPU is missing here: the hint says so rather than "fallen off the bus".
+    assert!(
+        field(r, "hint").starts_with("CUDA enumerates more devices than predicted"),
+        "{r}"
     );
 }
 
@@ -739,6 +781,55 @@ fn torch_on_gpus_with_a_driver_too_old_for_its_cuda() {
 }
 
 #[test]
+fn torch_without_gpus_names_the_failing_cuda_driver() {
+    // NVML sees 8 H100s on a CUDA 13.0 driver (the wheel's 13.2 runs through
+    // minor-version compatibility), but cuInit fails: Fabric Manager down.
+    // torch.cuda must name that, with cuda.driver's fix.
+    if has_nvidia_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nvml = dir.path().join("h100x8-r580.scenario");
+    std::fs::write(
+        &nvml,
+        "system driver=580.65.06 nvml=13.580.65.06 cuda=13000\ngpus 8 name=\"NVIDIA H100 80GB HBM3\" mem_mib=81559 cc=9.0\n",
+    )
+    .unwrap();
+    let py = venv_python_arg();
+    let mut cmd = gpucheck();
+    cmd.args([
+        "--only",
+        "cuda.driver,torch",
+        "--python",
+        &py,
+        "--json",
+        "-",
+    ])
+    .env("LD_LIBRARY_PATH", ld_path_with_fake())
+    .env("FAKE_CUDA_SCENARIO", scenario("fabric-manager-down"))
+    .env("FAKE_CUDA_DRIVER_VERSION", "13000");
+    with_nvml(&mut cmd, &nvml);
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(status_of(&doc, "cuda.driver"), "fail");
+    let r = result(&doc, "torch.cuda");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert!(
+        field(r, "summary").starts_with(
+            "torch.cuda.is_available() is False although NVML sees 8 GPUs: the CUDA driver fails (cuda.driver: cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802)"
+        ),
+        "{r}"
+    );
+    assert!(
+        field(r, "hint").contains("sudo systemctl start nvidia-fabricmanager"),
+        "{r}"
+    );
+}
+
+#[test]
 fn torch_arch_fails_for_a_gpu_the_wheel_dropped() {
     // Two V100s (compute 7.0): the CUDA 13 wheels have no sm_70 code.
     let dir = tempfile::tempdir().unwrap();
@@ -761,8 +852,9 @@ fn torch_arch_fails_for_a_gpu_the_wheel_dropped() {
         "{r}"
     );
     let hint = field(r, "hint");
-    assert!(hint.contains("cu118, cu121, cu124, cu126, cu128"), "{hint}");
-    assert!(hint.contains("whl/cu128"), "{hint}");
+    // Not cu128: its newest torch (2.11) dropped sm_70 too.
+    assert!(hint.contains("cu118, cu121, cu124, cu126;"), "{hint}");
+    assert!(hint.contains("whl/cu126"), "{hint}");
     assert_eq!(r["devices"][1]["status"], "fail");
 }
 

@@ -147,18 +147,16 @@ pub fn incompatible_fix(runtime: CudaVersion, driver_cuda: CudaVersion, need: &s
         });
     let wheel = match crate::torch::wheel_for_driver(driver_cuda) {
         Some(w) => format!(
-            "or use a PyTorch build for CUDA {} that this driver runs: `pip install torch --index-url https://download.pytorch.org/whl/{}`{}",
+            "or use a PyTorch build for CUDA {} that this driver runs: {}{}",
             w.cuda,
-            w.index,
+            crate::torch::replace_torch_command(w.index),
             if w.cuda > driver_cuda {
                 " (through minor-version compatibility)"
             } else {
                 ""
             }
         ),
-        None => format!(
-            "or use software built for CUDA {driver_cuda} or older"
-        ),
+        None => format!("or use software built for CUDA {driver_cuda} or older"),
     };
     format!("install an NVIDIA driver {need}{native}, {wheel}")
 }
@@ -564,13 +562,18 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
     // Count against the prediction.
     let n = probe.device_count;
     let plural = |n: u32| if n == 1 { "" } else { "s" };
+    // (what is wrong, whether CUDA sees more than predicted)
     let count_problem = match &f.expected {
-        Expectation::Exactly { count, from } if *count != n => {
-            Some(format!("CUDA sees {n} device{} but {from}", plural(n)))
-        }
-        Expectation::AtLeast { count, from } if n < *count => Some(format!(
-            "CUDA sees {n} device{} but {from} expects at least {count}",
-            plural(n)
+        Expectation::Exactly { count, from } if *count != n => Some((
+            format!("CUDA sees {n} device{} but {from}", plural(n)),
+            n > *count,
+        )),
+        Expectation::AtLeast { count, from } if n < *count => Some((
+            format!(
+                "CUDA sees {n} device{} but {from} expects at least {count}",
+                plural(n)
+            ),
+            false,
         )),
         _ => None,
     };
@@ -582,11 +585,14 @@ pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
             ..out
         };
     }
-    if let Some(problem) = count_problem {
-        hints.insert(
-            0,
-            "a GPU that NVML lists but CUDA cannot use is usually in a bad state or has fallen off the bus: check `nvidia-smi -q`, `sudo dmesg | grep -i xid`, reset it (`sudo nvidia-smi -r -i N`) or reboot; in a container, check NVIDIA_VISIBLE_DEVICES / --gpus".to_string(),
-        );
+    if let Some((problem, more_than_predicted)) = count_problem {
+        let hint = if more_than_predicted {
+            // No GPU is missing: the prediction and the driver disagree.
+            "CUDA enumerates more devices than predicted: check that CUDA_VISIBLE_DEVICES selects what you intend (`nvidia-smi -L` lists the GPUs and their UUIDs), and that NVML and libcuda (fact libcuda) come from the same driver installation (--nvml-lib, LD_LIBRARY_PATH)"
+        } else {
+            "a GPU that NVML lists but CUDA cannot use is usually in a bad state or has fallen off the bus: check `nvidia-smi -q`, `sudo dmesg | grep -i xid`, reset it (`sudo nvidia-smi -r -i N`) or reboot; in a container, check NVIDIA_VISIBLE_DEVICES / --gpus"
+        };
+        hints.insert(0, hint.to_string());
         worst = Status::Fail;
         bad.insert(0, problem);
     }
@@ -678,7 +684,7 @@ pub struct DriverSide {
     pub cuda: CudaVersion,
     /// "570.86.15", when NVML or /proc tells.
     pub version: Option<String>,
-    /// Where `cuda` came from ("cuDriverGetVersion", "NVML").
+    /// Where `cuda` came from: [`FROM_LIBCUDA`] or [`FROM_NVML`].
     pub from: &'static str,
 }
 
@@ -850,40 +856,57 @@ pub fn evaluate_runtime(f: &RuntimeFacts) -> Outcome {
 /// driver runs them.
 pub struct CudaRuntime;
 
+/// [`DriverSide::from`]: libcuda's own answer.
+pub const FROM_LIBCUDA: &str = "cuDriverGetVersion";
+/// [`DriverSide::from`]: NVML's view of the system driver.
+pub const FROM_NVML: &str = "NVML";
+
+/// The driver as this run already knows it, without loading libcuda: the
+/// CUDA version it supports (from cuda.driver's cuDriverGetVersion, else
+/// NVML) with where that came from, and its version ("570.86.15", from
+/// NVML or /proc/driver/nvidia/version). Shared by cuda.runtime and
+/// torch.cuda.
+pub fn known_driver(ctx: &Context) -> (Option<(CudaVersion, &'static str)>, Option<String>) {
+    let nvml_driver = nvml_driver(ctx);
+    let version = nvml_driver
+        .as_ref()
+        .map(|d| d.driver_version.clone())
+        .or_else(cuda_probe::kernel_driver_version);
+    let cuda = ctx
+        .earlier("cuda.driver")
+        .and_then(|o| o.facts.get("cuda_driver_version"))
+        .and_then(|v| CudaVersion::parse(v))
+        .map(|c| (c, FROM_LIBCUDA))
+        .or_else(|| {
+            nvml_driver
+                .as_ref()
+                .and_then(|d| d.cuda_driver_version)
+                .and_then(CudaVersion::from_encoded)
+                .map(|c| (c, FROM_NVML))
+        });
+    (cuda, version)
+}
+
 impl CudaRuntime {
-    fn driver_side(ctx: &Context) -> Option<DriverSide> {
-        let nvml_driver = nvml_driver(ctx);
-        let version = nvml_driver
-            .as_ref()
-            .map(|d| d.driver_version.clone())
-            .or_else(cuda_probe::kernel_driver_version);
-        // cuda.driver already asked libcuda; otherwise NVML, otherwise ask.
-        let from_earlier = ctx
-            .earlier("cuda.driver")
-            .and_then(|o| o.facts.get("cuda_driver_version"))
-            .and_then(|v| CudaVersion::parse(v));
-        if let Some(cuda) = from_earlier {
-            return Some(DriverSide {
-                cuda,
-                version,
-                from: "cuDriverGetVersion",
-            });
-        }
-        if let Some(cuda) = nvml_driver
-            .as_ref()
-            .and_then(|d| d.cuda_driver_version)
-            .and_then(CudaVersion::from_encoded)
-        {
-            return Some(DriverSide {
-                cuda,
-                version,
-                from: "NVML",
-            });
-        }
-        cuda_probe::driver_cuda_version().map(|cuda| DriverSide {
+    /// cuda.driver already asked libcuda; otherwise NVML, otherwise ask
+    /// libcuda here (this check is child-isolated). With a cuda-compat
+    /// libcuda on LD_LIBRARY_PATH (`forward_compat`), NVML describes the
+    /// system driver while jobs load the compat libcuda, which supports a
+    /// newer CUDA: then libcuda is asked before NVML.
+    fn driver_side(ctx: &Context, forward_compat: bool) -> Option<DriverSide> {
+        let (known, version) = known_driver(ctx);
+        let ask_libcuda = || cuda_probe::driver_cuda_version().map(|c| (c, FROM_LIBCUDA));
+        let (cuda, from) = match known {
+            Some((nvml_cuda, FROM_NVML)) if forward_compat => {
+                ask_libcuda().or(Some((nvml_cuda, FROM_NVML)))
+            }
+            Some(known) => Some(known),
+            None => ask_libcuda(),
+        }?;
+        Some(DriverSide {
             cuda,
             version,
-            from: "cuDriverGetVersion",
+            from,
         })
     }
 }
@@ -908,7 +931,7 @@ impl Check for CudaRuntime {
         "Finds every CUDA runtime library (libcudart) a training job could load and checks that the installed driver runs each one.\n\n\
 Where it looks: CUDA_HOME / CUDA_PATH, /usr/local/cuda*, LD_LIBRARY_PATH, the dynamic loader's cache and system folders, and the nvidia-* wheels inside the chosen Python environment (site-packages/nvidia/*/lib; PyTorch's own wheels bring their runtime there, e.g. nvidia/cu13/lib/libcudart.so.13). Each copy's version is read with cudaRuntimeGetVersion, which answers without a GPU.\n\n\
 Why it matters for DDP: a runtime newer than the driver fails at the first CUDA call (\"CUDA driver version is insufficient for CUDA runtime version\"), and torch then reports no GPU. Within one CUDA major version, a driver at or above the minor-version compatibility floor (12.x: 525.60.13, 13.x: 580) still runs newer runtimes, with a limited feature set: PTX newer than the driver cannot be JIT-compiled. Forward compatibility through the cuda-compat package on LD_LIBRARY_PATH works only on data-center GPUs.\n\n\
-How to fix: install a driver that supports the runtime (the hint names the version), or use a PyTorch build for the CUDA version the driver supports (`pip install torch --index-url https://download.pytorch.org/whl/cuXYZ`). A copy found only in a system toolkit warns rather than fails, since a PyTorch job does not load it. With no driver at all the runtimes are listed and the comparison is skipped."
+How to fix: install a driver that supports the runtime (the hint names the version), or replace torch with a build for the CUDA version the driver supports (`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cuXYZ`; without the uninstall pip keeps the installed torch). A copy found only in a system toolkit warns rather than fails, since a PyTorch job does not load it. With no driver at all the runtimes are listed and the comparison is skipped."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let site_packages = python::find_python(ctx.options.python.as_deref())
@@ -922,12 +945,12 @@ How to fix: install a driver that supports the runtime (the hint names the versi
                 version: c.version,
             })
             .collect();
+        let compat_dirs =
+            cuda_probe::compat_libcuda_dirs(std::env::var_os("LD_LIBRARY_PATH").as_deref());
         let facts = RuntimeFacts {
             runtimes,
-            driver: Self::driver_side(ctx),
-            compat_dirs: cuda_probe::compat_libcuda_dirs(
-                std::env::var_os("LD_LIBRARY_PATH").as_deref(),
-            ),
+            driver: Self::driver_side(ctx, !compat_dirs.is_empty()),
+            compat_dirs,
         };
         evaluate_runtime(&facts)
     }
@@ -1238,6 +1261,31 @@ mod tests {
     }
 
     #[test]
+    fn more_cuda_devices_than_predicted_does_not_blame_a_missing_gpu() {
+        let o = evaluate_driver(&facts(
+            Ok(healthy(8)),
+            Expectation::Exactly {
+                count: 2,
+                from: "NVML sees 8 GPUs and CUDA_VISIBLE_DEVICES=\"0,1\" selects 2".to_string(),
+            },
+        ));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .starts_with("CUDA sees 8 devices but NVML sees 8 GPUs"),
+            "{}",
+            o.summary
+        );
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.starts_with("CUDA enumerates more devices than predicted"),
+            "{hint}"
+        );
+        assert!(hint.contains("CUDA_VISIBLE_DEVICES"), "{hint}");
+        assert!(!hint.contains("fallen off the bus"), "{hint}");
+    }
+
+    #[test]
     fn expect_gpus_is_a_floor_without_nvml() {
         let at_least = |n| Expectation::AtLeast {
             count: n,
@@ -1456,7 +1504,7 @@ mod tests {
             "{hint}"
         );
         assert!(
-            hint.contains("pip install torch --index-url https://download.pytorch.org/whl/cu128"),
+            hint.contains("`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`"),
             "{hint}"
         );
         assert_eq!(o.tables[0].rows[0][3], "needs a driver >= 580.65.06");

@@ -42,8 +42,12 @@ pub struct Wheel {
 /// Official wheels and their architectures. Source: facts.md "Architectures
 /// in official PyTorch x86-64 wheels" (pytorch/pytorch
 /// .ci/manywheel/build_cuda.sh; pytorch issues #160269, #172352, #167244).
-/// cu128 lists sm_70 (dropped for sm_75 from torch 2.11); cu132 is read off
-/// the torch 2.15 wheel. facts.md gives cu121 and cu124 together as torch
+/// `archs` are those of the newest torch on the index, which is what the
+/// suggested `pip install torch --index-url ...` installs: cu128 carried
+/// sm_70 only in torch 2.8-2.10 and dropped it in 2.11 (#172352, which
+/// sends Volta users to the cu126 build), so it is listed without sm_70 and
+/// a V100 is pointed at cu126. cu132 is read off the torch 2.15
+/// wheel. facts.md gives cu121 and cu124 together as torch
 /// 2.4-2.6; cu121 is listed here up to 2.5, the last release built with it
 /// (2.6 shipped cu118, cu124 and cu126).
 pub const WHEELS: &[Wheel] = &[
@@ -83,9 +87,7 @@ pub const WHEELS: &[Wheel] = &[
         index: "cu128",
         cuda: CudaVersion::new(12, 8),
         torch: "2.7-2.11",
-        archs: &[
-            "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",
-        ],
+        archs: &["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
     },
     Wheel {
         index: "cu130",
@@ -108,6 +110,18 @@ pub const WHEELS: &[Wheel] = &[
         archs: &["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
     },
 ];
+
+/// The command that replaces the installed torch with the build on the
+/// PyTorch index `index` ("cu126"). A plain `pip install torch --index-url
+/// ...` does nothing while a torch is installed: the unpinned requirement is
+/// already satisfied, whatever CUDA build that torch is ("Requirement already
+/// satisfied"), and pip never downgrades to reach the index's newest. So
+/// the installed build goes first.
+pub fn replace_torch_command(index: &str) -> String {
+    format!(
+        "`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/{index}`"
+    )
+}
 
 /// The wheel to suggest for a driver supporting CUDA `driver`: the newest
 /// one it runs natively, else the newest of the same major (minor-version
@@ -241,11 +255,11 @@ pub fn build_for(cc: (u32, u32)) -> String {
         String::new()
     };
     format!(
-        "builds with machine code for compute {}.{}: {}{dropped}; e.g. `pip install torch --index-url https://download.pytorch.org/whl/{}` (torch {})",
+        "builds with machine code for compute {}.{}: {}{dropped}; e.g. {} (torch {})",
         cc.0,
         cc.1,
         names.join(", "),
-        newest.index,
+        replace_torch_command(newest.index),
         newest.torch
     )
 }
@@ -489,13 +503,20 @@ pub fn probe_failure(e: &TorchProbeError) -> Outcome {
             stderr_tail,
         } => {
             let place = stage.as_deref().map(|s| format!(" in {s}")).unwrap_or_default();
+            const SLOW_IMPORT: &str = "a slow `import torch` is usually a network file system (NFS/Lustre home or venv) or a cold page cache: time it with `python -X importtime -c 'import torch'`, or give it longer with --timeout SECS";
+            const DRIVER_HANG: &str = "a hang inside torch's CUDA calls points at the driver: look for Xid errors (`sudo dmesg | grep -i xid`), check `nvidia-smi` and cuda.driver's verdict, reset the GPU or reboot";
+            let hint = match stage.as_deref() {
+                Some("import torch") => SLOW_IMPORT.to_string(),
+                Some(s) if s.starts_with("torch.cuda") => DRIVER_HANG.to_string(),
+                _ => format!("{DRIVER_HANG}; {SLOW_IMPORT}"),
+            };
             let mut o = Outcome::fail(
                 format!(
                     "timed out after {} s{place} ({})",
                     secs_label(*secs),
                     python.display()
                 ),
-                "a hang in torch.cuda.is_available() or init points at the driver (look for Xid errors in `dmesg`, check `nvidia-smi`); a slow `import torch` at a network file system or a cold cache — give it longer with --timeout SECS",
+                hint,
             );
             if !stderr_tail.is_empty() {
                 o = o.with_fact("stderr_tail", stderr_tail.clone());
@@ -677,6 +698,9 @@ pub struct TorchCudaFacts {
     pub driver_cuda: Option<CudaVersion>,
     /// The driver's version ("570.86.15"), when known.
     pub driver_version: Option<String>,
+    /// cuda.driver's summary and hint when it ran and failed (or crashed):
+    /// the CUDA driver's own error, the likeliest reason torch sees no GPU.
+    pub cuda_driver_failure: Option<(String, Option<String>)>,
     pub cuda_visible_devices: Option<String>,
 }
 
@@ -713,8 +737,10 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
             .and_then(wheel_for_driver)
             .unwrap_or(&WHEELS[WHEELS.len() - 1]);
         format!(
-            "install a CUDA build of torch: `pip install torch --index-url https://download.pytorch.org/whl/{}` (CUDA {}, torch {})",
-            w.index, w.cuda, w.torch
+            "install a CUDA build of torch: {} (CUDA {}, torch {})",
+            replace_torch_command(w.index),
+            w.cuda,
+            w.torch
         )
     };
 
@@ -817,6 +843,16 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
                 "unset CUDA_VISIBLE_DEVICES, or set it to the GPUs this job should use (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3); see env.cuda_visible_devices",
             );
         }
+        if let Some((summary, hint)) = &f.cuda_driver_failure {
+            return Outcome::fail(
+                format!(
+                    "torch.cuda.is_available() is False although {seen}: the CUDA driver fails (cuda.driver: {summary}){reason}"
+                ),
+                hint.clone().unwrap_or_else(|| {
+                    "see cuda.driver's verdict for the fix; `python -c 'import torch; torch.cuda.init()'` shows torch's error".to_string()
+                }),
+            );
+        }
         return Outcome::fail(
             format!("torch.cuda.is_available() is False although {seen}{reason}"),
             "see cuda.driver's verdict for the driver's own error; `python -c 'import torch; torch.cuda.init()'` shows torch's; check CUDA_VISIBLE_DEVICES and that the job's container has GPU access",
@@ -841,28 +877,19 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
     }
 }
 
-fn driver_context(ctx: &Context) -> (Option<u32>, Option<CudaVersion>, Option<String>) {
-    let earlier = ctx
-        .earlier("cuda.driver")
-        .filter(|o| o.status.satisfies_needs());
-    let count = earlier
-        .and_then(|o| o.facts.get("device_count"))
-        .and_then(|v| v.parse().ok());
-    let nvml_driver = crate::cuda::nvml_driver(ctx);
-    let cuda = ctx
-        .earlier("cuda.driver")
-        .and_then(|o| o.facts.get("cuda_driver_version"))
-        .and_then(|v| CudaVersion::parse(v))
-        .or_else(|| {
-            nvml_driver
-                .as_ref()
-                .and_then(|d| d.cuda_driver_version)
-                .and_then(CudaVersion::from_encoded)
-        });
-    let version = nvml_driver
-        .map(|d| d.driver_version)
-        .or_else(crate::probe::cuda::kernel_driver_version);
-    (count, cuda, version)
+/// What cuda.driver found, for torch.cuda: its device count when it
+/// worked, its summary and hint when it failed.
+fn cuda_driver_verdict(ctx: &Context) -> (Option<u32>, Option<(String, Option<String>)>) {
+    match ctx.earlier("cuda.driver") {
+        Some(o) if o.status.satisfies_needs() => (
+            o.facts.get("device_count").and_then(|v| v.parse().ok()),
+            None,
+        ),
+        Some(o) if matches!(o.status, Status::Fail | Status::Error) => {
+            (None, Some((o.summary.clone(), o.hint.clone())))
+        }
+        _ => (None, None),
+    }
 }
 
 /// `torch.cuda`: torch sees the GPUs NVML and the driver see.
@@ -886,21 +913,24 @@ impl Check for TorchCuda {
     }
     fn explain(&self) -> &'static str {
         "Checks that torch.cuda.is_available() is True when the machine has NVIDIA GPUs, and that torch counts as many devices as the CUDA driver.\n\n\
-Why it matters for DDP: \"torch says CUDA isn't available\" is the most common way a GPU job dies on a new machine or image, and each rank needs its own GPU. When torch sees no GPU although NVML does, this check names the likely cause from what the other checks found: a CPU-only wheel (torch.version.cuda is None), a driver too old for the CUDA version the wheel was built for, or CUDA_VISIBLE_DEVICES hiding every GPU.\n\n\
-How to fix: for a CPU-only wheel, install a CUDA build (`pip install torch --index-url https://download.pytorch.org/whl/cu128`, choosing the CUDA version your driver supports); for a driver that is too old, install a newer driver or a torch built for an older CUDA (the hint names both); for CUDA_VISIBLE_DEVICES, unset it or list the GPUs the job should use. On a machine with no NVIDIA driver or GPU at all this check is a skip that says what the build would need."
+Why it matters for DDP: \"torch says CUDA isn't available\" is the most common way a GPU job dies on a new machine or image, and each rank needs its own GPU. When torch sees no GPU although NVML does, this check names the likely cause from what the other checks found: a CPU-only wheel (torch.version.cuda is None), a driver too old for the CUDA version the wheel was built for, CUDA_VISIBLE_DEVICES hiding every GPU, or the CUDA driver itself failing (cuda.driver's error, e.g. the Fabric Manager not running).\n\n\
+How to fix: for a CPU-only wheel, replace it with a CUDA build (`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`, choosing the CUDA version your driver supports; without the uninstall pip keeps the installed torch); for a driver that is too old, install a newer driver or a torch built for an older CUDA (the hint names both); for CUDA_VISIBLE_DEVICES, unset it or list the GPUs the job should use; for a failing CUDA driver, cuda.driver's fix. On a machine with no NVIDIA driver or GPU at all this check is a skip that says what the build would need."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let torch = match torch_info(ctx) {
             Ok(t) => t,
             Err(o) => return *o,
         };
-        let (cuda_driver_devices, driver_cuda, driver_version) = driver_context(ctx);
+        let (cuda_driver_devices, cuda_driver_failure) = cuda_driver_verdict(ctx);
+        let (known, driver_version) = crate::cuda::known_driver(ctx);
+        let driver_cuda = known.map(|(cuda, _)| cuda);
         evaluate_cuda(&TorchCudaFacts {
             torch,
             nvml: NvmlView::probe(ctx),
             cuda_driver_devices,
             driver_cuda,
             driver_version,
+            cuda_driver_failure,
             cuda_visible_devices: crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES"),
         })
     }
@@ -1032,7 +1062,7 @@ impl Check for TorchArch {
     }
     fn explain(&self) -> &'static str {
         "Checks that the installed PyTorch carries GPU code for the compute capability of every GPU, from torch.cuda.get_arch_list().\n\n\
-A GPU runs machine code (sm_XY) built for its own major version with an equal or lower minor (sm_86 runs on an 8.9 L40S), or PTX (compute_XY) JIT-compiled for any capability at or above XY. Otherwise every kernel fails with \"no kernel image is available for execution on the device\". Official wheels drop old GPUs and add new ones per CUDA version: an RTX 5090 (compute 12.0) needs a cu128 or newer wheel; a V100 (7.0) is not in the CUDA 13 wheels.\n\n\
+A GPU runs machine code (sm_XY) built for its own major version with an equal or lower minor (sm_86 runs on an 8.9 L40S), or PTX (compute_XY) JIT-compiled for any capability at or above XY. Otherwise every kernel fails with \"no kernel image is available for execution on the device\". Official wheels drop old GPUs and add new ones per CUDA version: an RTX 5090 (compute 12.0) needs a cu128 or newer wheel; a V100 (7.0) is not in the CUDA 13 wheels, nor in cu128 from torch 2.11 on (cu126 still carries it).\n\n\
 Why it matters for DDP: the job imports and even reports CUDA available, then dies at the first kernel on every rank. PTX-only support works but JIT-compiles at start-up, which is slow and may not reach machine-code speed (warn).\n\n\
 How to fix: install a wheel whose architecture list covers the GPU; the hint names the builds that do (from the wheel table in facts.md) and the pip command. GPUs come from torch itself when it sees them, else from NVML."
     }
@@ -1094,11 +1124,29 @@ pub fn evaluate_nccl(t: &TorchInfo) -> Outcome {
                 "torch {} was built without NCCL: DDP with backend=\"nccl\" cannot start",
                 t.torch_version
             ),
-            "install an official Linux CUDA wheel of torch, which bundles NCCL (`pip install torch --index-url https://download.pytorch.org/whl/cu128`); gloo works on GPUs but is far slower",
+            format!(
+                "install an official Linux CUDA wheel of torch, which bundles NCCL ({}); gloo works on GPUs but is far slower",
+                replace_torch_command("cu128")
+            ),
         ),
         (_, Some(v)) => Outcome::pass(format!("NCCL {v} available in torch {}", t.torch_version))
             .with_fact("nccl_version", v.clone()),
-        (_, None) => Outcome::warn(
+        (None, None) => {
+            let why = t
+                .query_errors
+                .iter()
+                .find(|e| e.starts_with("nccl_available:"))
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            Outcome::warn(
+                format!(
+                    "could not tell whether torch {} has NCCL: torch.distributed.is_nccl_available() did not answer{why}",
+                    t.torch_version
+                ),
+                "run `python -c 'import torch.distributed as d; print(d.is_available(), d.is_nccl_available())'` to see the error; a torch.distributed that fails to import cannot run DDP",
+            )
+        }
+        (Some(true), None) => Outcome::warn(
             format!("torch {} reports NCCL but not its version", t.torch_version),
             "run `python -c 'import torch; print(torch.cuda.nccl.version())'` to see why; the NCCL library torch loads may be damaged",
         ),
@@ -1127,7 +1175,7 @@ impl Check for TorchNccl {
     fn explain(&self) -> &'static str {
         "Checks that torch.distributed has the NCCL backend and reports the NCCL version torch uses.\n\n\
 Why it matters for DDP: multi-GPU DDP runs on NCCL (init_process_group(\"nccl\")); a torch without it cannot start the job, and the NCCL version torch loads (usually its own, from the nvidia-nccl wheel) is the one that runs the all-reduce — the nccl checks compare it with the library gpucheck finds (fact nccl_version).\n\n\
-How to fix: install an official Linux CUDA build of torch, which bundles NCCL (`pip install torch --index-url https://download.pytorch.org/whl/cu128`). A CPU-only build is a skip (see torch.cuda)."
+How to fix: replace torch with an official Linux CUDA build, which bundles NCCL (`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu128`). A CPU-only build is a skip (see torch.cuda)."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match torch_info(ctx) {
@@ -1263,12 +1311,21 @@ mod tests {
         let o = evaluate_arch(&t, &[target(0, "Tesla V100-SXM2-32GB", (7, 0))], "NVML");
         assert_eq!(o.status, Status::Fail);
         let hint = o.hint.unwrap();
-        assert!(hint.contains("cu118, cu121, cu124, cu126, cu128"), "{hint}");
+        // cu128's newest torch (2.11, what `--index-url .../cu128` installs)
+        // has no sm_70 either: the working command is cu126's.
         assert!(
-            hint.contains("builds newer than cu128 dropped it"),
+            hint.contains("compute 7.0: cu118, cu121, cu124, cu126;"),
             "{hint}"
         );
-        assert!(hint.contains("whl/cu128` (torch 2.7-2.11)"), "{hint}");
+        assert!(
+            hint.contains("builds newer than cu126 dropped it"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("`pip uninstall -y torch && pip install torch --index-url https://download.pytorch.org/whl/cu126` (torch 2.6 and newer)"),
+            "{hint}"
+        );
+        assert!(!hint.contains("whl/cu128"), "{hint}");
     }
 
     #[test]
@@ -1502,6 +1559,25 @@ mod tests {
             "{}",
             o.summary
         );
+        let hint = o.hint.unwrap();
+        assert!(hint.contains("Xid"), "{hint}");
+        assert!(!hint.contains("importtime"), "{hint}");
+        // Stuck in the import itself: a file-system matter, not the driver.
+        let o = probe_failure(&TorchProbeError::Timeout {
+            python: "/p".into(),
+            secs: 60.0,
+            stage: Some("import torch".into()),
+            stderr_tail: String::new(),
+        });
+        assert!(
+            o.summary
+                .starts_with("timed out after 60 s in import torch"),
+            "{}",
+            o.summary
+        );
+        let hint = o.hint.unwrap();
+        assert!(hint.contains("python -X importtime"), "{hint}");
+        assert!(!hint.contains("Xid"), "{hint}");
         let o = probe_failure(&TorchProbeError::Crashed {
             python: "/p".into(),
             signal: 11,
@@ -1520,6 +1596,7 @@ mod tests {
             cuda_driver_devices: None,
             driver_cuda: None,
             driver_version: None,
+            cuda_driver_failure: None,
             cuda_visible_devices: None,
         }
     }
@@ -1585,7 +1662,13 @@ mod tests {
             "{}",
             o.summary
         );
-        assert!(o.hint.unwrap().contains("whl/cu128"));
+        let hint = o.hint.unwrap();
+        assert!(hint.contains("whl/cu128"), "{hint}");
+        // A CPU build is installed: a plain `pip install torch` would be a no-op.
+        assert!(
+            hint.contains("`pip uninstall -y torch && pip install torch --index-url"),
+            "{hint}"
+        );
     }
 
     #[test]
@@ -1639,6 +1722,46 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert!(o.summary.contains("CUDA unknown error"));
         assert!(o.hint.unwrap().contains("cuda.driver"));
+    }
+
+    #[test]
+    fn a_failing_cuda_driver_is_named_as_the_cause() {
+        let mut t = cu132_cpu_box();
+        t.unavailable_reason = Some("RuntimeError: CUDA driver initialization failed".into());
+        let mut f = cuda_facts(
+            t,
+            NvmlView::Gpus(
+                (0..8)
+                    .map(|i| gpu(i, "NVIDIA H100 80GB HBM3", (9, 0)))
+                    .collect(),
+            ),
+        );
+        f.driver_cuda = Some(CudaVersion::new(13, 2));
+        f.cuda_driver_failure = Some((
+            "cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802): the system is not ready".into(),
+            Some("start the Fabric Manager: `sudo systemctl start nvidia-fabricmanager`".into()),
+        ));
+        let o = evaluate_cuda(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.starts_with("torch.cuda.is_available() is False although NVML sees 8 GPUs: the CUDA driver fails (cuda.driver: cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY (802)"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            o.hint
+                .unwrap()
+                .contains("systemctl start nvidia-fabricmanager"),
+            "the fix is cuda.driver's"
+        );
+        // A driver too old for the wheel is still the more precise cause.
+        f.driver_cuda = Some(CudaVersion::new(12, 8));
+        let o = evaluate_cuda(&f);
+        assert!(
+            o.summary.contains("supports only CUDA 12.8"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]
@@ -1701,6 +1824,26 @@ mod tests {
             ..cu132_cpu_box()
         });
         assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.contains("reports NCCL but not its version"));
+        // The availability query itself raised: say so, not "reports NCCL".
+        let o = evaluate_nccl(&TorchInfo {
+            nccl_available: None,
+            nccl_version: None,
+            query_errors: vec![
+                "nccl_available: ImportError: cannot import name 'ProcessGroup'".into(),
+            ],
+            ..cu132_cpu_box()
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary
+                .starts_with("could not tell whether torch 2.15.0+cu132 has NCCL"),
+            "{}",
+            o.summary
+        );
+        assert!(o.summary.contains("ImportError"), "{}", o.summary);
+        assert!(!o.summary.contains("reports NCCL"), "{}", o.summary);
+        assert!(o.hint.unwrap().contains("is_nccl_available()"));
         let o = evaluate_nccl(&TorchInfo {
             cuda_build: None,
             ..cu132_cpu_box()

@@ -139,7 +139,12 @@ const ROUND_TRIP_BYTES: usize = 64 * 1024;
 /// and per offset, so a copy from the wrong place or a stuck bit shows.
 pub fn round_trip_pattern(ordinal: u32, len: usize) -> Vec<u8> {
     (0..len)
-        .map(|i| ((i as u32).wrapping_mul(31).wrapping_add(ordinal * 7 + 1) % 251) as u8)
+        .map(|i| {
+            ((i as u32)
+                .wrapping_mul(31)
+                .wrapping_add(ordinal.wrapping_mul(7).wrapping_add(1))
+                % 251) as u8
+        })
         .collect()
 }
 
@@ -177,9 +182,17 @@ pub fn libcuda_candidates() -> Vec<String> {
 /// ("libcuda.so"), read from /proc/self/maps.
 pub fn mapped_library(prefix: &str) -> Option<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    find_mapped(&maps, prefix)
+}
+
+/// The first path in /proc/<pid>/maps text whose file name starts with
+/// `prefix`. The path is the rest of the line from its first '/' (the
+/// address, permission, offset, device and inode fields never hold one), so
+/// folders with spaces survive; a " (deleted)" mark is dropped.
+pub fn find_mapped(maps: &str, prefix: &str) -> Option<PathBuf> {
     maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .map(PathBuf::from)
+        .filter_map(|l| l.find('/').map(|i| &l[i..]))
+        .map(|p| PathBuf::from(p.strip_suffix(" (deleted)").unwrap_or(p)))
         .find(|p| {
             p.file_name()
                 .map(|n| n.to_string_lossy().starts_with(prefix))
@@ -482,6 +495,31 @@ mod tests {
         assert_eq!(compat_libcuda_dirs(Some(&v)), vec![compat.clone()]);
         assert!(is_compat_path(&compat.join("libcuda.so.1")));
         assert!(!is_compat_path(&other.join("libcuda.so.1")));
+    }
+
+    #[test]
+    fn mapped_paths_keep_their_spaces() {
+        let maps = "\
+7f1c2a000000-7f1c2a021000 rw-p 00000000 00:00 0 
+7f1c2b000000-7f1c2b400000 r-xp 00000000 fd:01 1234                       /opt/my drivers/lib/libcuda.so.570.86.15
+7f1c2c000000-7f1c2c100000 r-xp 00000000 fd:01 99 /tmp/x/libcudart.so.13 (deleted)
+7ffd1000-7ffd2000 rw-p 00000000 00:00 0                          [stack]
+";
+        assert_eq!(
+            find_mapped(maps, "libcuda.so"),
+            Some(PathBuf::from("/opt/my drivers/lib/libcuda.so.570.86.15"))
+        );
+        assert_eq!(
+            find_mapped(maps, "libcudart.so"),
+            Some(PathBuf::from("/tmp/x/libcudart.so.13"))
+        );
+        assert_eq!(find_mapped(maps, "libnccl.so"), None);
+    }
+
+    #[test]
+    fn round_trip_pattern_takes_any_ordinal() {
+        // A driver may report any device count; the pattern must not overflow.
+        assert_eq!(round_trip_pattern(u32::MAX, 4).len(), 4);
     }
 
     #[test]
