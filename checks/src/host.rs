@@ -21,6 +21,9 @@ pub struct DevicesFacts {
     pub container: Option<String>,
     /// First line of /proc/driver/nvidia/version, when the module is loaded.
     pub kernel_module: Option<String>,
+    /// A setuid-root nvidia-modprobe (its path): CUDA and NVML run it to
+    /// create a missing node on first use.
+    pub nvidia_modprobe: Option<String>,
 }
 
 impl Check for Devices {
@@ -45,7 +48,9 @@ impl Check for Devices {
          nvidia.com/gpu=all`, or request the `nvidia.com/gpu` resource in the Kubernetes pod spec.\n\n\
          On bare metal, missing nodes mean the driver is not installed or not loaded: install it, run \
          `sudo modprobe nvidia` (and `nvidia-uvm`), and check with `nvidia-smi`, which also creates \
-         the nodes. A permission error means the user is not in the group that owns the nodes \
+         the nodes. With the driver loaded and nvidia-modprobe installed setuid root, the first \
+         CUDA or NVML call creates missing nodes itself, so that is only a warning: create them at \
+         boot anyway, or containers started earlier will lack them. A permission error means the user is not in the group that owns the nodes \
          (`ls -l /dev/nvidia*`, usually `video`)."
     }
     fn run(&self, _ctx: &Context) -> Outcome {
@@ -53,6 +58,7 @@ impl Check for Devices {
             nodes: hp::device_nodes(),
             container: system::host_facts().container,
             kernel_module: hp::kernel_module_version(),
+            nvidia_modprobe: hp::setuid_nvidia_modprobe(),
         })
     }
 }
@@ -92,6 +98,29 @@ pub fn evaluate_devices(f: &DevicesFacts) -> Outcome {
             if f.nodes.gpus.len() == 1 { "" } else { "s" },
             node_range(&f.nodes.gpus)
         ))
+        .with_metric("gpu_device_nodes", gpu_nodes, "count");
+    }
+
+    // Bare metal with the driver loaded: the first CUDA or NVML call runs the
+    // setuid nvidia-modprobe, which loads nvidia-uvm and creates the missing
+    // nodes (nvidia-modprobe(1)), so the job works; only a container
+    // started before they exist cannot get them.
+    let created_on_first_use = denied.is_empty()
+        && no_driver.is_empty()
+        && other.is_empty()
+        && f.container.is_none()
+        && f.kernel_module.is_some();
+    if let (true, Some(modprobe)) = (created_on_first_use, &f.nvidia_modprobe) {
+        return Outcome::warn(
+            format!(
+                "missing: {}; the driver is loaded and {modprobe} (setuid root) creates them when \
+                 CUDA first starts",
+                missing.join(", ")
+            ),
+            "create them now with `sudo nvidia-modprobe -u -c=0` (nvidia-uvm) and `sudo \
+             nvidia-smi` (every /dev/nvidiaN), and have them made at boot (nvidia-persistenced \
+             or a udev rule) so containers started on this host get them too",
+        )
         .with_metric("gpu_device_nodes", gpu_nodes, "count");
     }
 
@@ -534,7 +563,55 @@ mod tests {
             nodes,
             container: container.map(String::from),
             kernel_module: module.then(|| "NVRM version: 570.86.15".to_string()),
+            nvidia_modprobe: None,
         })
+    }
+
+    fn devices_with_modprobe(nodes: DeviceNodes, container: Option<&str>, module: bool) -> Outcome {
+        evaluate_devices(&DevicesFacts {
+            nodes,
+            container: container.map(String::from),
+            kernel_module: module.then(|| "NVRM version: 570.86.15".to_string()),
+            nvidia_modprobe: Some("/usr/bin/nvidia-modprobe".into()),
+        })
+    }
+
+    #[test]
+    fn devices_missing_uvm_on_bare_metal_with_setuid_modprobe_warns() {
+        let mut nodes = healthy_nodes(8);
+        nodes.uvm.state = NodeState::Missing;
+        let o = devices_with_modprobe(nodes, None, true);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "missing: /dev/nvidia-uvm; the driver is loaded and /usr/bin/nvidia-modprobe \
+             (setuid root) creates them when CUDA first starts"
+        );
+        assert!(
+            hint(&o).contains("sudo nvidia-modprobe -u -c=0"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("gpu_device_nodes"), Some(8.0));
+    }
+
+    #[test]
+    fn devices_missing_with_setuid_modprobe_still_fail_where_it_cannot_help() {
+        // In a container nvidia-modprobe cannot create host nodes.
+        let mut nodes = healthy_nodes(2);
+        nodes.uvm.state = NodeState::Missing;
+        let o = devices_with_modprobe(nodes.clone(), Some("docker"), true);
+        assert_eq!(o.status, Status::Fail);
+        assert!(hint(&o).contains("--gpus all"), "{}", hint(&o));
+        // Without the kernel module there is nothing to create nodes for.
+        let o = devices_with_modprobe(missing_nodes(), None, false);
+        assert_eq!(o.status, Status::Fail);
+        assert!(hint(&o).contains("modprobe nvidia"), "{}", hint(&o));
+        // A node that exists but may not be opened is not a missing one.
+        nodes.gpus[1].state = NodeState::PermissionDenied;
+        let o = devices_with_modprobe(nodes, None, true);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("permission denied"), "{}", o.summary);
     }
 
     fn hint(o: &Outcome) -> &str {
