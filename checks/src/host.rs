@@ -457,10 +457,12 @@ pub fn evaluate_limits(f: &LimitsFacts, t: &LimitsThresholds) -> Outcome {
                 show_bytes(bytes),
                 f.rdma_devices.join(", ")
             ));
-            hints.push(
+            hints.push(if f.memlock.hard.is_none() {
+                "the hard limit is unlimited: add `ulimit -l unlimited` to the launch script"
+            } else {
                 "`docker run --ulimit memlock=-1`, or `* - memlock unlimited` in \
-                 /etc/security/limits.conf (LimitMEMLOCK=infinity for systemd)",
-            );
+                 /etc/security/limits.conf (LimitMEMLOCK=infinity for systemd)"
+            });
         }
         Some(bytes) => notes.push(format!(
             "memlock {} (no RDMA devices, so NCCL does not need more)",
@@ -861,6 +863,30 @@ mod tests {
         assert!(hint(&o).contains("--ulimit memlock=-1"), "{}", hint(&o));
         assert!(hint(&o).contains("limits.conf"), "{}", hint(&o));
         assert_eq!(o.metric("memlock_soft"), Some(8192.0));
+    }
+
+    #[test]
+    fn limits_low_soft_memlock_under_an_unlimited_hard_limit_says_ulimit_l() {
+        let o = evaluate_limits(
+            &LimitsFacts {
+                memlock: Rlimit {
+                    soft: Some(64 * 1024),
+                    hard: None,
+                },
+                nofile: Rlimit {
+                    soft: Some(1_048_576),
+                    hard: Some(1_048_576),
+                },
+                rdma_devices: vec!["mlx5_0".into()],
+            },
+            &LimitsThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.contains("memlock is 64 KiB"), "{}", o.summary);
+        assert_eq!(
+            hint(&o),
+            "the hard limit is unlimited: add `ulimit -l unlimited` to the launch script"
+        );
     }
 
     #[test]
