@@ -157,10 +157,17 @@ fn host_shm_measures_dev_shm() {
     };
     let size_mib = (v.blocks() * v.fragment_size()) / (1024 * 1024);
     assert_eq!(r.metric("shm_size"), Some(size_mib as f64));
+    // Free space moves while the suite runs; judge it only far from the line.
+    let free_mib = (v.blocks_available() * v.fragment_size()) / (1024 * 1024);
+    let tmpfs = nix::sys::statfs::statfs("/dev/shm")
+        .map(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+        .unwrap_or(true);
     let expected: &[&str] = if size_mib < 256 {
         &["fail"]
-    } else if size_mib < 1024 {
+    } else if size_mib < 1024 || !tmpfs || free_mib < 128 {
         &["warn"]
+    } else if free_mib > 512 {
+        &["pass"]
     } else {
         &["pass", "warn"]
     };
