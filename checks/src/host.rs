@@ -24,6 +24,9 @@ pub struct DevicesFacts {
     /// A setuid-root nvidia-modprobe (its path): CUDA and NVML run it to
     /// create a missing node on first use.
     pub nvidia_modprobe: Option<String>,
+    /// /dev/dxg exists: WSL 2, where CUDA reaches the GPU through the
+    /// DirectX kernel interface and there are no /dev/nvidia* nodes.
+    pub wsl_dxg: bool,
 }
 
 impl Check for Devices {
@@ -50,7 +53,8 @@ impl Check for Devices {
          `sudo modprobe nvidia` (and `nvidia-uvm`), and check with `nvidia-smi`, which also creates \
          the nodes. With the driver loaded and nvidia-modprobe installed setuid root, the first \
          CUDA or NVML call creates missing nodes itself, so that is only a warning: create them at \
-         boot anyway, or containers started earlier will lack them. A permission error means the user is not in the group that owns the nodes \
+         boot anyway, or containers started earlier will lack them. Under WSL 2 CUDA goes through \
+         /dev/dxg and there are no such nodes, so the check is skipped. A permission error means the user is not in the group that owns the nodes \
          (`ls -l /dev/nvidia*`, usually `video`)."
     }
     fn run(&self, _ctx: &Context) -> Outcome {
@@ -59,6 +63,7 @@ impl Check for Devices {
             container: system::host_facts().container,
             kernel_module: hp::kernel_module_version(),
             nvidia_modprobe: hp::setuid_nvidia_modprobe(),
+            wsl_dxg: std::path::Path::new("/dev/dxg").exists(),
         })
     }
 }
@@ -122,6 +127,15 @@ pub fn evaluate_devices(f: &DevicesFacts) -> Outcome {
              or a udev rule) so containers started on this host get them too",
         )
         .with_metric("gpu_device_nodes", gpu_nodes, "count");
+    }
+
+    // NVIDIA, "CUDA on WSL User Guide": the GPU is reached through /dev/dxg
+    // and the driver libraries in /usr/lib/wsl/lib; nvidia* nodes never exist.
+    if f.wsl_dxg && f.nodes.control.state == NodeState::Missing && f.nodes.gpus.is_empty() {
+        return Outcome::skip(
+            "WSL 2 (/dev/dxg present): CUDA reaches the GPU through /dev/dxg, not /dev/nvidia* \
+             nodes; gpu.driver tells whether the driver answers",
+        );
     }
 
     let place = match &f.container {
@@ -566,6 +580,7 @@ mod tests {
             container: container.map(String::from),
             kernel_module: module.then(|| "NVRM version: 570.86.15".to_string()),
             nvidia_modprobe: None,
+            wsl_dxg: false,
         })
     }
 
@@ -575,7 +590,36 @@ mod tests {
             container: container.map(String::from),
             kernel_module: module.then(|| "NVRM version: 570.86.15".to_string()),
             nvidia_modprobe: Some("/usr/bin/nvidia-modprobe".into()),
+            wsl_dxg: false,
         })
+    }
+
+    #[test]
+    fn devices_on_wsl2_are_not_applicable() {
+        let o = evaluate_devices(&DevicesFacts {
+            nodes: missing_nodes(),
+            container: None,
+            kernel_module: None,
+            nvidia_modprobe: None,
+            wsl_dxg: true,
+        });
+        assert_eq!(o.status, Status::Skip);
+        assert!(
+            o.summary.starts_with("WSL 2 (/dev/dxg present)"),
+            "{}",
+            o.summary
+        );
+        // A WSL distribution that does have nvidia nodes is judged as usual.
+        let mut nodes = healthy_nodes(1);
+        nodes.uvm.state = NodeState::Missing;
+        let o = evaluate_devices(&DevicesFacts {
+            nodes,
+            container: None,
+            kernel_module: None,
+            nvidia_modprobe: None,
+            wsl_dxg: true,
+        });
+        assert_eq!(o.status, Status::Fail);
     }
 
     #[test]
