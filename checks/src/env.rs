@@ -1535,7 +1535,7 @@ pub fn evaluate_launch(f: &LaunchFacts) -> Outcome {
 
 /// A value as is when it is short and printable, otherwise as
 /// [`quote_value`] shows it.
-fn plain_or_quoted(v: &str) -> String {
+pub(crate) fn plain_or_quoted(v: &str) -> String {
     let v = v.trim();
     if v.chars().count() <= ECHO_MAX_CHARS
         && v.chars().all(|c| !c.is_control() && !c.is_whitespace())

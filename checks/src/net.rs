@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::env::quote_value;
+use crate::env::{plain_or_quoted, quote_value};
 use crate::probe::host::env_lossy;
 use crate::probe::net::{self as np, BindError, EchoResult, PortHolder, Resolution};
 use crate::{Check, Context, Outcome, Profile};
@@ -253,9 +253,10 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
                 return Outcome::fail(
                     format!("MASTER_ADDR={shown} does not resolve: {e}"),
                     format!(
-                    "check the spelling, /etc/hosts and DNS (`getent hosts {value}`), or use the \
-                     master's IP address"
-                ),
+                        "check the spelling, /etc/hosts and DNS (`getent hosts {}`), or use the \
+                         master's IP address",
+                        plain_or_quoted(value)
+                    ),
                 )
             }
             AddrLookup::Resolved(addrs) => addrs,
@@ -746,6 +747,24 @@ mod tests {
             r#"MASTER_ADDR="node0" does not resolve: Name or service not known"#
         );
         assert!(hint(&o).contains("getent hosts node0"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn master_addr_unresolvable_long_name_is_cut_in_the_hint() {
+        let long = "n".repeat(5000);
+        let o = master_addr(
+            Some(&long),
+            Some(AddrLookup::Failed("Name or service not known".into())),
+            None,
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert!(hint(&o).len() < 300, "{}", hint(&o));
+        assert!(
+            hint(&o).contains(&format!("getent hosts \"{}\"…", "n".repeat(80))),
+            "{}",
+            hint(&o)
+        );
     }
 
     #[test]
