@@ -498,6 +498,37 @@ fn cuda_visible_devices_values_that_hide_every_gpu_fail() {
 }
 
 #[test]
+fn cuda_visible_devices_huge_value_gives_a_short_report() {
+    // About 110 KiB, near the kernel's 128 KiB limit on one env string.
+    let value = (0..20_000)
+        .map(|i| i.to_string())
+        .chain(["foo".to_string()])
+        .collect::<Vec<_>>()
+        .join(",");
+    let r = check(
+        "env.cuda_visible_devices",
+        &[
+            ("CUDA_VISIBLE_DEVICES", &value),
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+        ],
+    );
+    assert_eq!(
+        r.status,
+        "fail",
+        "{}",
+        &r.summary[..r.summary.len().min(300)]
+    );
+    assert!(r.summary.len() < 600, "{} chars", r.summary.len());
+    assert!(r.hint.len() < 400, "{} chars", r.hint.len());
+    assert!(
+        r.summary.contains("cuda:7 -> 7, … (20000 in all)"),
+        "{}",
+        r.summary
+    );
+    assert_eq!(r.metric("visible_devices"), Some(20000.0));
+}
+
+#[test]
 fn cuda_visible_devices_uuid_prefix_passes() {
     let r = check(
         "env.cuda_visible_devices",
