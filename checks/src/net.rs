@@ -163,7 +163,10 @@ impl Check for MasterAddr {
          Every rank connects to the rendezvous store at MASTER_ADDR:MASTER_PORT before anything \
          else happens; a name that does not resolve, or resolves slowly, stalls all ranks until \
          the rendezvous timeout. gpucheck resolves it with the system resolver (/etc/hosts, then \
-         DNS) under a bounded wait, and binds each address that belongs to this machine.\n\n\
+         DNS) under a bounded wait, and binds each address that belongs to this machine. When \
+         none of them can be bound the check fails; when only some cannot (`localhost` listed as \
+         ::1 in /etc/hosts on a host without IPv6 on lo) it warns, because PyTorch's store client \
+         tries each address in turn and gets through on the next.\n\n\
          A multi-node job (WORLD_SIZE larger than LOCAL_WORLD_SIZE) whose MASTER_ADDR resolves \
          only to loopback cannot work: the other nodes would connect to themselves. Debian and \
          Ubuntu map the host name to 127.0.1.1 in /etc/hosts, so `MASTER_ADDR=$(hostname)` \
