@@ -440,7 +440,9 @@ impl Check for Limits {
          device, which pins memory and counts against the locked-memory limit; with Docker's \
          default of a few MiB it fails ('ibv_reg_mr failed', 'Cannot allocate memory') or falls \
          back to slow TCP sockets. Without RDMA devices the limit does not matter to NCCL and is \
-         only reported.\n\n\
+         only reported. When sysfs lists RDMA devices but /dev/infiniband/uverbs* is missing (a \
+         container not given them), NCCL cannot use InfiniBand at all, whatever the limit: pass \
+         them in with `--device=/dev/infiniband`.\n\n\
          The open-files limit matters because DataLoader workers hand tensors to the trainer as \
          file descriptors and NCCL opens sockets per peer: a low limit ends in 'Too many open \
          files' or 'received 0 items of ancdata'.\n\n\
@@ -465,6 +467,22 @@ pub fn evaluate_limits(f: &LimitsFacts, t: &LimitsThresholds) -> Outcome {
 
     match f.memlock.soft {
         None => notes.push("memlock unlimited".to_string()),
+        Some(bytes) if !f.rdma_devices.is_empty() && !f.uverbs_nodes => {
+            // sysfs shows the host's RDMA devices, but without the uverbs
+            // nodes no process here can open them: NCCL uses TCP sockets
+            // between nodes, and the memlock limit is not what stops it.
+            problems.push(format!(
+                "memlock is {} and RDMA devices ({}) are listed, but /dev/infiniband/uverbs* is \
+                 missing: NCCL cannot use InfiniBand here and falls back to TCP sockets between nodes",
+                show_bytes(bytes),
+                f.rdma_devices.join(", ")
+            ));
+            hints.push(
+                "for a multi-node job, pass the RDMA devices in with the limit: `docker run \
+                 --device=/dev/infiniband --ulimit memlock=-1 ...` (Kubernetes: the RDMA device \
+                 plugin; bare metal: `sudo modprobe ib_uverbs`); a single-node job does not need them",
+            );
+        }
         Some(bytes) if !f.rdma_devices.is_empty() => {
             problems.push(format!(
                 "memlock is {} with RDMA devices ({}): NCCL cannot register its InfiniBand buffers",
@@ -885,6 +903,7 @@ mod tests {
                     hard: nofile.1,
                 },
                 rdma_devices: rdma.iter().map(|s| s.to_string()).collect(),
+                uverbs_nodes: !rdma.is_empty(),
             },
             &LimitsThresholds::default(),
         )
@@ -922,6 +941,7 @@ mod tests {
                     hard: Some(1_048_576),
                 },
                 rdma_devices: vec!["mlx5_0".into()],
+                uverbs_nodes: true,
             },
             &LimitsThresholds::default(),
         );
@@ -930,6 +950,37 @@ mod tests {
         assert_eq!(
             hint(&o),
             "the hard limit is unlimited: add `ulimit -l unlimited` to the launch script"
+        );
+    }
+
+    #[test]
+    fn limits_rdma_listed_but_not_openable_says_pass_the_devices_in() {
+        let o = evaluate_limits(
+            &LimitsFacts {
+                memlock: Rlimit {
+                    soft: Some(8 * MIB),
+                    hard: Some(8 * MIB),
+                },
+                nofile: Rlimit {
+                    soft: Some(1_048_576),
+                    hard: Some(1_048_576),
+                },
+                rdma_devices: vec!["mlx5_0".into()],
+                uverbs_nodes: false,
+            },
+            &LimitsThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.starts_with("memlock is 8 MiB"), "{}", o.summary);
+        assert!(
+            o.summary.contains("/dev/infiniband/uverbs* is missing"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            hint(&o).contains("--device=/dev/infiniband --ulimit memlock=-1"),
+            "{}",
+            hint(&o)
         );
     }
 

@@ -205,6 +205,10 @@ pub struct LimitsFacts {
     pub nofile: Rlimit,
     /// RDMA devices under /sys/class/infiniband (mlx5_0, efa_0, ...).
     pub rdma_devices: Vec<String>,
+    /// /dev/infiniband/uverbs* exists: a process here can open the RDMA
+    /// devices (sysfs lists the host's devices even in a container that was
+    /// not given them).
+    pub uverbs_nodes: bool,
 }
 
 /// Probe RLIMIT_MEMLOCK, RLIMIT_NOFILE and the RDMA devices.
@@ -229,6 +233,12 @@ pub fn limits() -> Result<LimitsFacts, String> {
         memlock: read(Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK")?,
         nofile: read(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE")?,
         rdma_devices,
+        uverbs_nodes: fs::read_dir("/dev/infiniband")
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("uverbs"))
+            })
+            .unwrap_or(false),
     })
 }
 
