@@ -6,6 +6,7 @@
 //! driver does, and [`map_visible_devices`] maps each entry onto the GPUs
 //! NVML reports ("cuda:0 -> GPU 2"), stopping where the driver stops.
 
+use std::collections::HashSet;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -129,6 +130,7 @@ impl VisibleDevices {
 /// both as "GPU identifiers" (the caller warns, because PyTorch does not).
 pub fn parse_cuda_visible_devices(value: &str) -> VisibleDevices {
     let mut out = VisibleDevices::default();
+    let mut seen: HashSet<DeviceToken> = HashSet::new();
     let entries: Vec<&str> = value.split(',').collect();
     for (position, raw) in entries.iter().enumerate() {
         let token = match parse_entry(raw) {
@@ -151,7 +153,7 @@ pub fn parse_cuda_visible_devices(value: &str) -> VisibleDevices {
                 break;
             }
         };
-        if out.tokens.contains(&token) {
+        if !seen.insert(token.clone()) {
             out.duplicate = Some(raw.to_string());
             break;
         }
@@ -236,9 +238,10 @@ fn is_mig_body(body: &str) -> bool {
 /// order, each device once. `None` when nothing usable is left.
 pub fn repaired_visible_devices(value: &str) -> Option<String> {
     let mut kept: Vec<DeviceToken> = Vec::new();
+    let mut seen: HashSet<DeviceToken> = HashSet::new();
     for raw in value.split(',') {
         if let Ok((token, _)) = parse_entry(raw) {
-            if !kept.contains(&token) {
+            if seen.insert(token.clone()) {
                 kept.push(token);
             }
         }
@@ -500,6 +503,9 @@ fn targets_short(targets: &[Target]) -> String {
         .join(", ")
 }
 
+/// Longest corrected CUDA_VISIBLE_DEVICES a hint offers (24 full GPU UUIDs).
+const REPAIR_MAX_CHARS: usize = 1024;
+
 /// Longest list of devices a summary spells out before it cuts.
 const SUMMARY_MAX_DEVICES: usize = 8;
 
@@ -745,14 +751,23 @@ impl Finding {
     }
 }
 
-/// "cuda:0 -> 2, cuda:1 -> 0".
-fn mapping(tokens: &[DeviceToken]) -> String {
-    tokens
+/// Most entries the `cuda_visible_effective` fact spells out (no node has
+/// more GPUs; a hostile value may have thousands of entries).
+const FACT_MAX_DEVICES: usize = 64;
+
+/// "cuda:0 -> 2, cuda:1 -> 0", cut after `max` entries.
+fn mapping(tokens: &[DeviceToken], max: usize) -> String {
+    let mut s = tokens
         .iter()
+        .take(max)
         .enumerate()
         .map(|(i, t)| format!("cuda:{i} -> {t}"))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    if tokens.len() > max {
+        s.push_str(&format!(", … ({} in all)", tokens.len()));
+    }
+    s
 }
 
 /// The summary note when NVML could not be asked.
@@ -965,13 +980,23 @@ fn hides(hidden: &[String]) -> String {
     } else {
         format!(
             "CUDA hides it and everything after it ({})",
-            hidden
-                .iter()
-                .map(|s| quote_value(s))
-                .collect::<Vec<_>>()
-                .join(", ")
+            quoted_list(hidden)
         )
     }
+}
+
+/// ""1", "2"", each entry quoted, cut after eight with the count.
+fn quoted_list(entries: &[String]) -> String {
+    let mut s = entries
+        .iter()
+        .take(SUMMARY_MAX_DEVICES)
+        .map(|e| quote_value(e))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if entries.len() > SUMMARY_MAX_DEVICES {
+        s.push_str(&format!(", … ({} in all)", entries.len()));
+    }
+    s
 }
 
 /// The GPUs (or MIG devices) a hint offers instead, at most eight.
@@ -1013,7 +1038,9 @@ fn judge_cuda_visible_devices(
             Some(g) => repaired_visible_devices_on(value, g),
             None => repaired_visible_devices(value),
         };
-        match repaired {
+        // A hint is read by a person: a corrected list longer than a few
+        // dozen UUIDs is not offered whole (an env value may be 128 KiB).
+        match repaired.filter(|r| r.len() <= REPAIR_MAX_CHARS) {
             Some(r) => format!(
                 "{what}, e.g. `export CUDA_VISIBLE_DEVICES={r}`, or unset it to use every GPU"
             ),
@@ -1068,8 +1095,8 @@ fn judge_cuda_visible_devices(
     let (visible_text, cut_short) = match gpus {
         None => {
             out.visible = Some(p.tokens.len());
-            out.effective = Some(mapping(&p.tokens));
-            (mapping(&p.tokens), false)
+            out.effective = Some(mapping(&p.tokens, FACT_MAX_DEVICES));
+            (mapping(&p.tokens, SUMMARY_MAX_DEVICES), false)
         }
         Some(g) => {
             let m = map_visible_devices(&p.tokens, g);
@@ -1262,14 +1289,7 @@ fn judge_cuda_visible_devices(
                 let hidden = if p.ignored.is_empty() {
                     String::new()
                 } else {
-                    format!(
-                        " and everything after it ({})",
-                        p.ignored
-                            .iter()
-                            .map(|s| quote_value(s))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                    format!(" and everything after it ({})", quoted_list(&p.ignored))
                 };
                 out.findings.push(Finding::new(
                     Status::Fail,
@@ -1295,15 +1315,33 @@ fn judge_cuda_visible_devices(
             }
         }
     }
-    for (raw, i) in &p.trailing_text {
-        out.findings.push(Finding::new(
+    // One finding for all of them: a value may hold thousands.
+    match p.trailing_text.as_slice() {
+        [] => {}
+        [(raw, i)] => out.findings.push(Finding::new(
             Status::Warn,
             format!(
                 "entry {} is read as {i} (CUDA ignores text after the number)",
                 quote_value(raw)
             ),
             fix("write plain numbers"),
-        ));
+        )),
+        all => {
+            let mut listed = all
+                .iter()
+                .take(SUMMARY_MAX_DEVICES)
+                .map(|(raw, i)| format!("{} as {i}", quote_value(raw)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if all.len() > SUMMARY_MAX_DEVICES {
+                listed.push_str(&format!(", … ({} in all)", all.len()));
+            }
+            out.findings.push(Finding::new(
+                Status::Warn,
+                format!("entries are read as numbers, ignoring the text after them: {listed}"),
+                fix("write plain numbers"),
+            ));
+        }
     }
     if p.mixes_kinds() {
         out.findings.push(Finding::new(
@@ -1535,7 +1573,7 @@ pub fn evaluate_launch(f: &LaunchFacts) -> Outcome {
 
 /// A value as is when it is short and printable, otherwise as
 /// [`quote_value`] shows it.
-fn plain_or_quoted(v: &str) -> String {
+pub(crate) fn plain_or_quoted(v: &str) -> String {
     let v = v.trim();
     if v.chars().count() <= ECHO_MAX_CHARS
         && v.chars().all(|c| !c.is_control() && !c.is_whitespace())
@@ -1920,6 +1958,62 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_value_gets_no_huge_hint() {
+        let value = (0..20_000)
+            .map(|i| i.to_string())
+            .chain(["foo".to_string()])
+            .collect::<Vec<_>>()
+            .join(",");
+        let o = evaluate_visibility(&VisibilityFacts {
+            cuda_visible_devices: Some(value),
+            cuda_device_order: Some("PCI_BUS_ID".into()),
+            ..VisibilityFacts::default()
+        });
+        assert_eq!(o.status, Status::Fail);
+        let hint = o.hint.as_deref().unwrap_or("");
+        assert!(hint.len() < 400, "{} chars: {}", hint.len(), &hint[..400]);
+        assert!(hint.contains("`unset CUDA_VISIBLE_DEVICES`"), "{hint}");
+        assert!(o.summary.len() < 600, "{}", o.summary.len());
+        assert!(
+            o.summary.contains("cuda:7 -> 7, … (20000 in all)"),
+            "{}",
+            o.summary
+        );
+        let effective = o
+            .facts
+            .get("cuda_visible_effective")
+            .map_or("", |s| s.as_str());
+        assert!(
+            effective.starts_with("cuda:0 -> 0, cuda:1 -> 1"),
+            "{effective}"
+        );
+        assert!(
+            effective.ends_with("cuda:63 -> 63, … (20000 in all)"),
+            "{effective}"
+        );
+    }
+
+    #[test]
+    fn many_entries_with_text_after_the_number_make_one_short_warning() {
+        let value = (0..5000)
+            .map(|i| format!("{i}gpu"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let o = vis(Some(&value), None, Some("PCI_BUS_ID"));
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.contains(
+                r#"entries are read as numbers, ignoring the text after them: "0gpu" as 0, "1gpu" as 1"#
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(o.summary.contains("… (5000 in all)"), "{}", o.summary);
+        assert!(o.summary.len() < 1000, "{}", o.summary.len());
+        assert!(o.hint.as_deref().unwrap_or("").len() < 400);
+    }
+
+    #[test]
     fn long_values_are_cut() {
         let long = "7".repeat(500);
         assert!(quote_value(&long).chars().count() < 90);
@@ -1981,6 +2075,26 @@ mod tests {
 
     fn device_summaries(o: &Outcome) -> Vec<&str> {
         o.devices.iter().map(|d| d.summary.as_str()).collect()
+    }
+
+    #[test]
+    fn a_huge_value_on_eight_gpus_stays_readable() {
+        let value = (0..20_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let o = on(&h100s(8), Some(&value), PCI);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("names GPU 8"), "{}", &o.summary[..200]);
+        assert!(
+            o.summary
+                .contains(r#"everything after it ("9", "10", "11", "12", "13", "14", "15", "16", … (19991 in all))"#),
+            "{}",
+            o.summary
+        );
+        assert!(o.summary.len() < 1500, "{} chars", o.summary.len());
+        assert!(o.hint.as_deref().unwrap_or("").len() < 1500);
+        assert_eq!(o.metric("visible_devices"), Some(8.0));
     }
 
     #[test]

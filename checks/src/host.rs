@@ -21,6 +21,12 @@ pub struct DevicesFacts {
     pub container: Option<String>,
     /// First line of /proc/driver/nvidia/version, when the module is loaded.
     pub kernel_module: Option<String>,
+    /// A setuid-root nvidia-modprobe (its path): CUDA and NVML run it to
+    /// create a missing node on first use.
+    pub nvidia_modprobe: Option<String>,
+    /// /dev/dxg exists: WSL 2, where CUDA reaches the GPU through the
+    /// DirectX kernel interface and there are no /dev/nvidia* nodes.
+    pub wsl_dxg: bool,
 }
 
 impl Check for Devices {
@@ -45,7 +51,10 @@ impl Check for Devices {
          nvidia.com/gpu=all`, or request the `nvidia.com/gpu` resource in the Kubernetes pod spec.\n\n\
          On bare metal, missing nodes mean the driver is not installed or not loaded: install it, run \
          `sudo modprobe nvidia` (and `nvidia-uvm`), and check with `nvidia-smi`, which also creates \
-         the nodes. A permission error means the user is not in the group that owns the nodes \
+         the nodes. With the driver loaded and nvidia-modprobe installed setuid root, the first \
+         CUDA or NVML call creates missing nodes itself, so that is only a warning: create them at \
+         boot anyway, or containers started earlier will lack them. Under WSL 2 CUDA goes through \
+         /dev/dxg and there are no such nodes, so the check is skipped. A permission error means the user is not in the group that owns the nodes \
          (`ls -l /dev/nvidia*`, usually `video`)."
     }
     fn run(&self, _ctx: &Context) -> Outcome {
@@ -53,6 +62,8 @@ impl Check for Devices {
             nodes: hp::device_nodes(),
             container: system::host_facts().container,
             kernel_module: hp::kernel_module_version(),
+            nvidia_modprobe: hp::setuid_nvidia_modprobe(),
+            wsl_dxg: std::path::Path::new("/dev/dxg").exists(),
         })
     }
 }
@@ -93,6 +104,38 @@ pub fn evaluate_devices(f: &DevicesFacts) -> Outcome {
             node_range(&f.nodes.gpus)
         ))
         .with_metric("gpu_device_nodes", gpu_nodes, "count");
+    }
+
+    // Bare metal with the driver loaded: the first CUDA or NVML call runs the
+    // setuid nvidia-modprobe, which loads nvidia-uvm and creates the missing
+    // nodes (nvidia-modprobe(1)), so the job works; only a container
+    // started before they exist cannot get them.
+    let created_on_first_use = denied.is_empty()
+        && no_driver.is_empty()
+        && other.is_empty()
+        && f.container.is_none()
+        && f.kernel_module.is_some();
+    if let (true, Some(modprobe)) = (created_on_first_use, &f.nvidia_modprobe) {
+        return Outcome::warn(
+            format!(
+                "missing: {}; the driver is loaded and {modprobe} (setuid root) creates them when \
+                 CUDA first starts",
+                missing.join(", ")
+            ),
+            "create them now with `sudo nvidia-modprobe -u -c=0` (nvidia-uvm) and `sudo \
+             nvidia-smi` (every /dev/nvidiaN), and have them made at boot (nvidia-persistenced \
+             or a udev rule) so containers started on this host get them too",
+        )
+        .with_metric("gpu_device_nodes", gpu_nodes, "count");
+    }
+
+    // NVIDIA, "CUDA on WSL User Guide": the GPU is reached through /dev/dxg
+    // and the driver libraries in /usr/lib/wsl/lib; nvidia* nodes never exist.
+    if f.wsl_dxg && f.nodes.control.state == NodeState::Missing && f.nodes.gpus.is_empty() {
+        return Outcome::skip(
+            "WSL 2 (/dev/dxg present): CUDA reaches the GPU through /dev/dxg, not /dev/nvidia* \
+             nodes; gpu.driver tells whether the driver answers",
+        );
     }
 
     let place = match &f.container {
@@ -397,7 +440,9 @@ impl Check for Limits {
          device, which pins memory and counts against the locked-memory limit; with Docker's \
          default of a few MiB it fails ('ibv_reg_mr failed', 'Cannot allocate memory') or falls \
          back to slow TCP sockets. Without RDMA devices the limit does not matter to NCCL and is \
-         only reported.\n\n\
+         only reported. When sysfs lists RDMA devices but /dev/infiniband/uverbs* is missing (a \
+         container not given them), NCCL cannot use InfiniBand at all, whatever the limit: pass \
+         them in with `--device=/dev/infiniband`.\n\n\
          The open-files limit matters because DataLoader workers hand tensors to the trainer as \
          file descriptors and NCCL opens sockets per peer: a low limit ends in 'Too many open \
          files' or 'received 0 items of ancdata'.\n\n\
@@ -422,16 +467,34 @@ pub fn evaluate_limits(f: &LimitsFacts, t: &LimitsThresholds) -> Outcome {
 
     match f.memlock.soft {
         None => notes.push("memlock unlimited".to_string()),
+        Some(bytes) if !f.rdma_devices.is_empty() && !f.uverbs_nodes => {
+            // sysfs shows the host's RDMA devices, but without the uverbs
+            // nodes no process here can open them: NCCL uses TCP sockets
+            // between nodes, and the memlock limit is not what stops it.
+            problems.push(format!(
+                "memlock is {} and RDMA devices ({}) are listed, but /dev/infiniband/uverbs* is \
+                 missing: NCCL cannot use InfiniBand here and falls back to TCP sockets between nodes",
+                show_bytes(bytes),
+                f.rdma_devices.join(", ")
+            ));
+            hints.push(
+                "for a multi-node job, pass the RDMA devices in with the limit: `docker run \
+                 --device=/dev/infiniband --ulimit memlock=-1 ...` (Kubernetes: the RDMA device \
+                 plugin; bare metal: `sudo modprobe ib_uverbs`); a single-node job does not need them",
+            );
+        }
         Some(bytes) if !f.rdma_devices.is_empty() => {
             problems.push(format!(
                 "memlock is {} with RDMA devices ({}): NCCL cannot register its InfiniBand buffers",
                 show_bytes(bytes),
                 f.rdma_devices.join(", ")
             ));
-            hints.push(
+            hints.push(if f.memlock.hard.is_none() {
+                "the hard limit is unlimited: add `ulimit -l unlimited` to the launch script"
+            } else {
                 "`docker run --ulimit memlock=-1`, or `* - memlock unlimited` in \
-                 /etc/security/limits.conf (LimitMEMLOCK=infinity for systemd)",
-            );
+                 /etc/security/limits.conf (LimitMEMLOCK=infinity for systemd)"
+            });
         }
         Some(bytes) => notes.push(format!(
             "memlock {} (no RDMA devices, so NCCL does not need more)",
@@ -534,7 +597,85 @@ mod tests {
             nodes,
             container: container.map(String::from),
             kernel_module: module.then(|| "NVRM version: 570.86.15".to_string()),
+            nvidia_modprobe: None,
+            wsl_dxg: false,
         })
+    }
+
+    fn devices_with_modprobe(nodes: DeviceNodes, container: Option<&str>, module: bool) -> Outcome {
+        evaluate_devices(&DevicesFacts {
+            nodes,
+            container: container.map(String::from),
+            kernel_module: module.then(|| "NVRM version: 570.86.15".to_string()),
+            nvidia_modprobe: Some("/usr/bin/nvidia-modprobe".into()),
+            wsl_dxg: false,
+        })
+    }
+
+    #[test]
+    fn devices_on_wsl2_are_not_applicable() {
+        let o = evaluate_devices(&DevicesFacts {
+            nodes: missing_nodes(),
+            container: None,
+            kernel_module: None,
+            nvidia_modprobe: None,
+            wsl_dxg: true,
+        });
+        assert_eq!(o.status, Status::Skip);
+        assert!(
+            o.summary.starts_with("WSL 2 (/dev/dxg present)"),
+            "{}",
+            o.summary
+        );
+        // A WSL distribution that does have nvidia nodes is judged as usual.
+        let mut nodes = healthy_nodes(1);
+        nodes.uvm.state = NodeState::Missing;
+        let o = evaluate_devices(&DevicesFacts {
+            nodes,
+            container: None,
+            kernel_module: None,
+            nvidia_modprobe: None,
+            wsl_dxg: true,
+        });
+        assert_eq!(o.status, Status::Fail);
+    }
+
+    #[test]
+    fn devices_missing_uvm_on_bare_metal_with_setuid_modprobe_warns() {
+        let mut nodes = healthy_nodes(8);
+        nodes.uvm.state = NodeState::Missing;
+        let o = devices_with_modprobe(nodes, None, true);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "missing: /dev/nvidia-uvm; the driver is loaded and /usr/bin/nvidia-modprobe \
+             (setuid root) creates them when CUDA first starts"
+        );
+        assert!(
+            hint(&o).contains("sudo nvidia-modprobe -u -c=0"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.metric("gpu_device_nodes"), Some(8.0));
+    }
+
+    #[test]
+    fn devices_missing_with_setuid_modprobe_still_fail_where_it_cannot_help() {
+        // In a container nvidia-modprobe cannot create host nodes.
+        let mut nodes = healthy_nodes(2);
+        nodes.uvm.state = NodeState::Missing;
+        let o = devices_with_modprobe(nodes.clone(), Some("docker"), true);
+        assert_eq!(o.status, Status::Fail);
+        assert!(hint(&o).contains("--gpus all"), "{}", hint(&o));
+        // Without the kernel module there is nothing to create nodes for.
+        let o = devices_with_modprobe(missing_nodes(), None, false);
+        assert_eq!(o.status, Status::Fail);
+        assert!(hint(&o).contains("modprobe nvidia"), "{}", hint(&o));
+        // A node that exists but may not be opened is not a missing one.
+        nodes.gpus[1].state = NodeState::PermissionDenied;
+        let o = devices_with_modprobe(nodes, None, true);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.summary.contains("permission denied"), "{}", o.summary);
     }
 
     fn hint(o: &Outcome) -> &str {
@@ -762,6 +903,7 @@ mod tests {
                     hard: nofile.1,
                 },
                 rdma_devices: rdma.iter().map(|s| s.to_string()).collect(),
+                uverbs_nodes: !rdma.is_empty(),
             },
             &LimitsThresholds::default(),
         )
@@ -784,6 +926,62 @@ mod tests {
         assert!(hint(&o).contains("--ulimit memlock=-1"), "{}", hint(&o));
         assert!(hint(&o).contains("limits.conf"), "{}", hint(&o));
         assert_eq!(o.metric("memlock_soft"), Some(8192.0));
+    }
+
+    #[test]
+    fn limits_low_soft_memlock_under_an_unlimited_hard_limit_says_ulimit_l() {
+        let o = evaluate_limits(
+            &LimitsFacts {
+                memlock: Rlimit {
+                    soft: Some(64 * 1024),
+                    hard: None,
+                },
+                nofile: Rlimit {
+                    soft: Some(1_048_576),
+                    hard: Some(1_048_576),
+                },
+                rdma_devices: vec!["mlx5_0".into()],
+                uverbs_nodes: true,
+            },
+            &LimitsThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.contains("memlock is 64 KiB"), "{}", o.summary);
+        assert_eq!(
+            hint(&o),
+            "the hard limit is unlimited: add `ulimit -l unlimited` to the launch script"
+        );
+    }
+
+    #[test]
+    fn limits_rdma_listed_but_not_openable_says_pass_the_devices_in() {
+        let o = evaluate_limits(
+            &LimitsFacts {
+                memlock: Rlimit {
+                    soft: Some(8 * MIB),
+                    hard: Some(8 * MIB),
+                },
+                nofile: Rlimit {
+                    soft: Some(1_048_576),
+                    hard: Some(1_048_576),
+                },
+                rdma_devices: vec!["mlx5_0".into()],
+                uverbs_nodes: false,
+            },
+            &LimitsThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.starts_with("memlock is 8 MiB"), "{}", o.summary);
+        assert!(
+            o.summary.contains("/dev/infiniband/uverbs* is missing"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            hint(&o).contains("--device=/dev/infiniband --ulimit memlock=-1"),
+            "{}",
+            hint(&o)
+        );
     }
 
     #[test]

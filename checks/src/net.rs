@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::env::quote_value;
+use crate::env::{plain_or_quoted, quote_value};
 use crate::probe::host::env_lossy;
 use crate::probe::net::{self as np, BindError, EchoResult, PortHolder, Resolution};
 use crate::{Check, Context, Outcome, Profile};
@@ -163,7 +163,10 @@ impl Check for MasterAddr {
          Every rank connects to the rendezvous store at MASTER_ADDR:MASTER_PORT before anything \
          else happens; a name that does not resolve, or resolves slowly, stalls all ranks until \
          the rendezvous timeout. gpucheck resolves it with the system resolver (/etc/hosts, then \
-         DNS) under a bounded wait, and binds each address that belongs to this machine.\n\n\
+         DNS) under a bounded wait, and binds each address that belongs to this machine. When \
+         none of them can be bound the check fails; when only some cannot (`localhost` listed as \
+         ::1 in /etc/hosts on a host without IPv6 on lo) it warns, because PyTorch's store client \
+         tries each address in turn and gets through on the next.\n\n\
          A multi-node job (WORLD_SIZE larger than LOCAL_WORLD_SIZE) whose MASTER_ADDR resolves \
          only to loopback cannot work: the other nodes would connect to themselves. Debian and \
          Ubuntu map the host name to 127.0.1.1 in /etc/hosts, so `MASTER_ADDR=$(hostname)` \
@@ -253,9 +256,10 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
                 return Outcome::fail(
                     format!("MASTER_ADDR={shown} does not resolve: {e}"),
                     format!(
-                    "check the spelling, /etc/hosts and DNS (`getent hosts {value}`), or use the \
-                     master's IP address"
-                ),
+                        "check the spelling, /etc/hosts and DNS (`getent hosts {}`), or use the \
+                         master's IP address",
+                        plain_or_quoted(value)
+                    ),
                 )
             }
             AddrLookup::Resolved(addrs) => addrs,
@@ -265,17 +269,29 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
         .map(|a| a.ip.to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    if let Some(bad) = addrs.iter().find(|a| a.bind_error.is_some()) {
+    let unbindable: Vec<&ResolvedAddr> = addrs.iter().filter(|a| a.bind_error.is_some()).collect();
+    let bind_problem = unbindable.first().map(|bad| {
         let err = bad
             .bind_error
             .as_ref()
             .map(|e| e.to_string())
             .unwrap_or_default();
+        format!(
+            "{}, an address of this machine, cannot be bound: {err}",
+            bad.ip
+        )
+    });
+    // Every address fails: the store cannot listen where the ranks look.
+    if let Some(problem) = bind_problem
+        .as_ref()
+        .filter(|_| unbindable.len() == addrs.len())
+    {
         return Outcome::fail(
-            format!(
-                "MASTER_ADDR={shown} resolves to {}, an address of this machine, but it cannot be bound: {err}",
-                bad.ip
-            ),
+            if addrs.len() == 1 {
+                format!("MASTER_ADDR={shown} resolves to {problem}")
+            } else {
+                format!("MASTER_ADDR={shown} resolves to {list}, and none can be bound: {problem}")
+            },
             "look at `ip addr` (an address still being configured, e.g. IPv6 DAD) and any \
              security policy on bind; or use another of this machine's addresses",
         )
@@ -283,34 +299,51 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
     }
     let unreachable_elsewhere = |a: &ResolvedAddr| a.ip.is_loopback() || a.ip.is_unspecified();
     let loopback_only = addrs.iter().all(unreachable_elsewhere);
-    if loopback_only {
-        if let Some((world, local)) = multi_node(f) {
-            let debian = addrs
-                .iter()
-                .any(|a| a.ip == IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, 1)));
-            let hint = if debian {
-                "Debian/Ubuntu map the host name to 127.0.1.1 in /etc/hosts: set MASTER_ADDR to \
-                 this node's address on the cluster network (`hostname -I`), or fix /etc/hosts"
-            } else {
-                "set MASTER_ADDR to the master node's address on the cluster network \
-                 (`hostname -I` on the master)"
-            };
-            return Outcome::warn(
-                format!(
-                    "MASTER_ADDR={shown} resolves only to {list} (loopback), but WORLD_SIZE={world} \
-                     > LOCAL_WORLD_SIZE={local} spans nodes: the other nodes cannot reach it"
-                ),
-                hint,
-            )
-            .with_fact("master_addr_resolved", list);
-        }
-        return Outcome::pass(format!(
-            "MASTER_ADDR={shown} resolves to {list} (loopback: fine on a single node)"
-        ))
+    if let Some((world, local)) = multi_node(f).filter(|_| loopback_only) {
+        let debian = addrs
+            .iter()
+            .any(|a| a.ip == IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, 1)));
+        let hint = if debian {
+            "Debian/Ubuntu map the host name to 127.0.1.1 in /etc/hosts: set MASTER_ADDR to \
+             this node's address on the cluster network (`hostname -I`), or fix /etc/hosts"
+        } else {
+            "set MASTER_ADDR to the master node's address on the cluster network \
+             (`hostname -I` on the master)"
+        };
+        return Outcome::warn(
+            format!(
+                "MASTER_ADDR={shown} resolves only to {list} (loopback), but WORLD_SIZE={world} \
+                 > LOCAL_WORLD_SIZE={local} spans nodes: the other nodes cannot reach it"
+            ),
+            hint,
+        )
         .with_fact("master_addr_resolved", list);
     }
-    let local = addrs.iter().any(|a| a.local && !unreachable_elsewhere(a));
-    let summary = if local {
+    // Some address fails but another works: PyTorch's store client tries
+    // every address getaddrinfo returns, in turn, until one connects (c10d
+    // socket.cpp), so the ranks get through; the name is still fragile.
+    if let Some(problem) = bind_problem {
+        let usable: Vec<String> = addrs
+            .iter()
+            .filter(|a| a.bind_error.is_none())
+            .map(|a| a.ip.to_string())
+            .collect();
+        let first_usable = usable.first().cloned().unwrap_or_default();
+        return Outcome::warn(
+            format!(
+                "MASTER_ADDR={shown} resolves to {list}; {problem}; connections fall back to {}",
+                usable.join(", ")
+            ),
+            format!(
+                "set MASTER_ADDR={first_usable} to skip the unusable address, or repair it \
+                 (`ip addr`; for ::1, `sysctl net.ipv6.conf.lo.disable_ipv6`)"
+            ),
+        )
+        .with_fact("master_addr_resolved", list);
+    }
+    let summary = if loopback_only {
+        format!("MASTER_ADDR={shown} resolves to {list} (loopback: fine on a single node)")
+    } else if addrs.iter().any(|a| a.local && !unreachable_elsewhere(a)) {
         format!("MASTER_ADDR={shown} resolves to {list}, an address of this machine (the master)")
     } else {
         format!(
@@ -720,6 +753,24 @@ mod tests {
     }
 
     #[test]
+    fn master_addr_unresolvable_long_name_is_cut_in_the_hint() {
+        let long = "n".repeat(5000);
+        let o = master_addr(
+            Some(&long),
+            Some(AddrLookup::Failed("Name or service not known".into())),
+            None,
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert!(hint(&o).len() < 300, "{}", hint(&o));
+        assert!(
+            hint(&o).contains(&format!("getent hosts \"{}\"…", "n".repeat(80))),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
     fn master_addr_slow_resolver_fails() {
         let o = master_addr(
             Some("node0"),
@@ -744,6 +795,72 @@ mod tests {
         );
         assert_eq!(o.status, Status::Fail);
         assert!(o.summary.contains("cannot be bound"), "{}", o.summary);
+    }
+
+    #[test]
+    fn master_addr_local_unbindable_names_the_address_and_error() {
+        let mut a = addr("10.0.0.5", true);
+        a.bind_error = Some(BindError::NotLocal);
+        let o = master_addr(
+            Some("node0"),
+            Some(AddrLookup::Resolved(vec![a])),
+            None,
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "MASTER_ADDR=\"node0\" resolves to 10.0.0.5, an address of this machine, cannot \
+             be bound: not an address of this machine (EADDRNOTAVAIL)"
+        );
+        assert!(hint(&o).contains("ip addr"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn master_addr_every_address_unbindable_fails() {
+        let mut v6 = addr("::1", true);
+        v6.bind_error = Some(BindError::NotLocal);
+        let mut v4 = addr("127.0.0.1", true);
+        v4.bind_error = Some(BindError::Other("Operation not permitted".into()));
+        let o = master_addr(
+            Some("localhost"),
+            Some(AddrLookup::Resolved(vec![v6, v4])),
+            None,
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .contains("resolves to ::1, 127.0.0.1, and none can be bound: ::1"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn master_addr_one_unbindable_address_of_several_warns() {
+        // /etc/hosts maps localhost to ::1, but lo has no IPv6: the store
+        // client tries ::1, fails at once, and connects over 127.0.0.1.
+        let mut v6 = addr("::1", true);
+        v6.bind_error = Some(BindError::NotLocal);
+        let o = master_addr(
+            Some("localhost"),
+            Some(AddrLookup::Resolved(vec![v6, addr("127.0.0.1", true)])),
+            Some("8"),
+            Some("8"),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "MASTER_ADDR=\"localhost\" resolves to ::1, 127.0.0.1; ::1, an address of this \
+             machine, cannot be bound: not an address of this machine (EADDRNOTAVAIL); \
+             connections fall back to 127.0.0.1"
+        );
+        assert!(
+            hint(&o).starts_with("set MASTER_ADDR=127.0.0.1 to skip the unusable address"),
+            "{}",
+            hint(&o)
+        );
     }
 
     #[test]

@@ -120,6 +120,34 @@ pub fn kernel_module_version() -> Option<String> {
         .filter(|l| !l.is_empty())
 }
 
+/// Where the NVIDIA user-space driver looks for nvidia-modprobe.
+const NVIDIA_MODPROBE_PATHS: &[&str] = &[
+    "/usr/bin/nvidia-modprobe",
+    "/usr/sbin/nvidia-modprobe",
+    "/bin/nvidia-modprobe",
+    "/sbin/nvidia-modprobe",
+];
+
+/// The path of an nvidia-modprobe that is setuid root, if one is installed.
+/// The CUDA and NVML libraries fork/exec it when a device node is missing,
+/// so such a node is created on first use (nvidia-modprobe(1): "installed
+/// setuid root" by nvidia-installer; "the NVIDIA user-space driver
+/// components will fork(2)/exec(3) it when needed").
+pub fn setuid_nvidia_modprobe() -> Option<String> {
+    NVIDIA_MODPROBE_PATHS
+        .iter()
+        .find(|p| is_setuid_root(Path::new(p)))
+        .map(|p| p.to_string())
+}
+
+/// True for a regular file owned by root with the setuid bit set.
+pub fn is_setuid_root(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.uid() == 0 && m.mode() & 0o4000 != 0)
+        .unwrap_or(false)
+}
+
 /// What statvfs/statfs said about /dev/shm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShmFacts {
@@ -177,6 +205,10 @@ pub struct LimitsFacts {
     pub nofile: Rlimit,
     /// RDMA devices under /sys/class/infiniband (mlx5_0, efa_0, ...).
     pub rdma_devices: Vec<String>,
+    /// /dev/infiniband/uverbs* exists: a process here can open the RDMA
+    /// devices (sysfs lists the host's devices even in a container that was
+    /// not given them).
+    pub uverbs_nodes: bool,
 }
 
 /// Probe RLIMIT_MEMLOCK, RLIMIT_NOFILE and the RDMA devices.
@@ -201,6 +233,12 @@ pub fn limits() -> Result<LimitsFacts, String> {
         memlock: read(Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK")?,
         nofile: read(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE")?,
         rdma_devices,
+        uverbs_nodes: fs::read_dir("/dev/infiniband")
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("uverbs"))
+            })
+            .unwrap_or(false),
     })
 }
 
@@ -278,6 +316,17 @@ mod tests {
             other => panic!("expected a mounted filesystem, got {other:?}"),
         }
         assert_eq!(shm_at(&tmp.path().join("nope")), ShmFacts::Missing);
+    }
+
+    #[test]
+    fn setuid_root_is_told_from_a_plain_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("nvidia-modprobe");
+        fs::write(&plain, b"").expect("write");
+        // Owned by the test user (or root without the setuid bit): not it.
+        assert!(!is_setuid_root(&plain));
+        assert!(!is_setuid_root(&dir.path().join("missing")));
+        assert!(!is_setuid_root(dir.path()));
     }
 
     #[test]

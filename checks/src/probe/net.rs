@@ -51,6 +51,11 @@ pub fn loopback_echo(ip: IpAddr) -> EchoResult {
         client
             .connect_timeout(&bound, LOOPBACK_STEP_TIMEOUT)
             .map_err(fail("connect"))?;
+        // accept(2) honours SO_RCVTIMEO: a connection that a firewall rule
+        // redirected elsewhere never arrives, and must not block forever.
+        listener
+            .set_read_timeout(Some(LOOPBACK_STEP_TIMEOUT))
+            .map_err(fail("setsockopt"))?;
         let (server, _) = listener.accept().map_err(fail("accept"))?;
         for s in [&client, &server] {
             s.set_read_timeout(Some(LOOPBACK_STEP_TIMEOUT))
