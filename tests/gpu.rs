@@ -337,6 +337,18 @@ fn two_geforce_cards_without_ecc_nvlink_or_p2p() {
         h.contains("nvidia-persistenced") && h.contains("nvidia-smi -i 0,1 -pm 1"),
         "{h}"
     );
+    // The desktop's Xorg on GPU 0 is a display server, not someone's job:
+    // noted, never a warning, never offered to `kill`.
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other compute processes on the 2 GPUs (display/graphics only on GPU 0)"
+    );
+    assert_eq!(hint(&doc, "gpu.processes"), "");
+    assert_eq!(
+        device(&doc, "gpu.processes", 0)["summary"],
+        "no other compute processes (graphics only: pid 1523 /usr/lib/xorg/Xorg (48 MiB))"
+    );
     // --strict turns the warnings into exit 1.
     let (strict, _) = run_gpu("geforce2", &["--strict"]);
     assert_eq!(exit_code(&strict), 1);

@@ -686,19 +686,28 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
             supported += 1;
         }
         match &f.mode {
-            Ok(m) if !m.current => findings.push(
+            Ok(m) if !m.current && m.pending => findings.push(
+                Finding::new(Some(i), Status::Warn, "ECC off (on after the next reset)").hint(
+                    "ECC is switched on for {gpus} but takes effect only after a reset: stop its \
+                     jobs, then `sudo nvidia-smi -r -i {ids}` or reboot",
+                ),
+            ),
+            Ok(m) if !m.current => {
+                findings.push(Finding::new(Some(i), Status::Warn, "ECC off").hint(
+                    "with ECC off, memory errors corrupt training silently: enable it with \
+                     `sudo nvidia-smi -i {ids} -e 1`, then reset the GPU or reboot",
+                ))
+            }
+            Ok(m) if !m.pending => findings.push(
                 Finding::new(
                     Some(i),
                     Status::Warn,
-                    if m.pending {
-                        "ECC off (on after the next reset)"
-                    } else {
-                        "ECC off"
-                    },
+                    "ECC on now, off after the next reset",
                 )
                 .hint(
-                    "with ECC off, memory errors corrupt training silently: enable it with \
-                     `sudo nvidia-smi -i {ids} -e 1`, then reset the GPU or reboot",
+                    "ECC was switched off for {gpus} and goes off at its next reset or reboot, \
+                         after which memory errors corrupt training silently: keep it on with \
+                         `sudo nvidia-smi -i {ids} -e 1`",
                 ),
             ),
             Ok(_) => {}
@@ -752,7 +761,7 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
             metrics.push(metric("ecc_aggregate_uncorrected", *n as f64, "count"));
         }
         let retired = match (&f.retired_pages_sbe, &f.retired_pages_dbe) {
-            (Ok(a), Ok(b)) => Some(a + b),
+            (Ok(a), Ok(b)) => Some(a.saturating_add(*b)),
             (Ok(a), Err(_)) | (Err(_), Ok(a)) => Some(*a),
             (Err(e), Err(_)) => {
                 findings.extend(unreadable(i, "the retired pages", e));
@@ -1239,13 +1248,32 @@ pub fn evaluate_mode(gpus: &[PerGpu<ModeFacts>]) -> Outcome {
                 );
                 "Prohibited"
             }
-            Ok(ComputeMode::ExclusiveProcess) | Ok(ComputeMode::ExclusiveThread) => {
+            Ok(ComputeMode::ExclusiveProcess) => {
                 findings.push(Finding::new(
                     Some(i),
                     Status::Pass,
                     "Exclusive Process: one process per GPU, fine for one DDP rank per GPU",
                 ));
                 "Exclusive Process"
+            }
+            Ok(ComputeMode::ExclusiveThread) => {
+                // CUDA deprecated it in 8.0: only the thread that created the
+                // context may use the GPU, and PyTorch's autograd runs the
+                // backward pass on its own per-device threads.
+                findings.push(
+                    Finding::new(
+                        Some(i),
+                        Status::Warn,
+                        "compute mode Exclusive Thread (deprecated)",
+                    )
+                    .hint(
+                        "in Exclusive Thread mode only one thread may use {gpus}, but PyTorch \
+                         runs the backward pass on separate threads: \
+                         `sudo nvidia-smi -i {ids} -c EXCLUSIVE_PROCESS` (one process per GPU) \
+                         or `-c DEFAULT`",
+                    ),
+                );
+                "Exclusive Thread"
             }
             Ok(ComputeMode::Default) => "Default",
             Err(e) => {
@@ -1360,7 +1388,7 @@ impl Check for Mode {
 
 Compute mode Prohibited fails: no CUDA process may use the GPU (`sudo nvidia-smi -i N -c DEFAULT`). \
 Exclusive Process is fine for DDP, which runs one process per GPU, but nothing else can share the \
-GPU; it is noted.
+GPU; it is noted. The deprecated Exclusive Thread mode warns: PyTorch uses a GPU from several threads.
 
 Persistence mode off warns: the driver tears the GPU down when the last client exits, so every CUDA \
 start pays seconds of initialisation and torchrun's ranks start slowly. Enable nvidia-persistenced \
@@ -1399,6 +1427,7 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
     let mut busy: Vec<(u32, Vec<String>)> = Vec::new();
     let mut free: Vec<u32> = Vec::new();
     let mut pids: Vec<u32> = Vec::new();
+    let mut display_gpus: Vec<u32> = Vec::new();
     let mut readable = 0;
     for g in gpus {
         let i = g.gpu.index;
@@ -1418,11 +1447,25 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
         };
         readable += 1;
         let others: Vec<&nvml::GpuProcess> = list.iter().filter(|p| p.pid != own_pid).collect();
-        if others.is_empty() {
+        // A process with only a graphics context is a display server or
+        // desktop (Xorg, gnome-shell) on a workstation GPU: it is noted,
+        // never called someone's job, and never offered to `kill`.
+        let (display, jobs): (Vec<&nvml::GpuProcess>, Vec<&nvml::GpuProcess>) =
+            others.iter().partition(|p| p.graphics);
+        if !display.is_empty() {
+            let texts: Vec<String> = display.iter().map(|p| process_text(p)).collect();
+            findings.push(Finding::new(
+                Some(i),
+                Status::Pass,
+                format!("graphics only: {}", texts.join(", ")),
+            ));
+            display_gpus.push(i);
+        }
+        if jobs.is_empty() {
             free.push(i);
         } else {
-            let texts: Vec<String> = others.iter().map(|p| process_text(p)).collect();
-            for p in &others {
+            let texts: Vec<String> = jobs.iter().map(|p| process_text(p)).collect();
+            for p in &jobs {
                 if !pids.contains(&p.pid) {
                     pids.push(p.pid);
                 }
@@ -1431,10 +1474,15 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
             busy.push((i, texts));
         }
         let used: u64 = others.iter().filter_map(|p| p.used_mib).sum();
+        let ok = if display.is_empty() {
+            "no other processes"
+        } else {
+            "no other compute processes"
+        };
         devices.push(device_result(
             &g.gpu,
             &findings,
-            "no other processes".into(),
+            ok.into(),
             vec![
                 metric("other_processes", others.len() as f64, "count"),
                 metric("other_processes_memory", used as f64, "MiB"),
@@ -1448,11 +1496,15 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
     }
     let process_count = pids.len();
     let mut outcome = if busy.is_empty() {
-        conclude(
-            format!("no other processes on the {readable} GPUs"),
-            &findings,
-            devices,
-        )
+        let pass = if display_gpus.is_empty() {
+            format!("no other processes on the {readable} GPUs")
+        } else {
+            format!(
+                "no other compute processes on the {readable} GPUs (display/graphics only on {})",
+                gpus_phrase(&display_gpus)
+            )
+        };
+        conclude(pass, &findings, devices)
     } else {
         let ids: Vec<u32> = busy.iter().map(|(i, _)| *i).collect();
         let summary = if busy.len() == 1 {
@@ -1526,7 +1578,10 @@ out-of-memory on that rank) and compute (every step waits for the slowest rank).
 
 Any other process warns, naming it (\"someone else's job is on GPU 3\"). See them with `nvidia-smi`, \
 wait for the job or stop it, or run on the free GPUs with CUDA_DEVICE_ORDER=PCI_BUS_ID \
-CUDA_VISIBLE_DEVICES=... Inside a container, processes of other containers show by pid only."
+CUDA_VISIBLE_DEVICES=... Inside a container, processes of other containers show by pid only.
+
+A process with only a graphics context (a display server such as Xorg or gnome-shell on a \
+workstation GPU) is noted, not warned: it is not a training job and must not be killed."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::processes(lib(ctx)) {
@@ -2337,6 +2392,50 @@ mod tests {
     }
 
     #[test]
+    fn absurd_retired_page_counts_fail_without_overflowing() {
+        let o = ecc_with(|f| {
+            f.retired_pages_sbe = Ok(u32::MAX);
+            f.retired_pages_dbe = Ok(5);
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            format!("GPU 1: {} retired memory pages (limit 63)", u32::MAX)
+        );
+    }
+
+    #[test]
+    fn ecc_switched_on_but_not_yet_reset_says_reset_only() {
+        let o = ecc_with(|f| {
+            f.mode = Ok(EccMode {
+                current: false,
+                pending: true,
+            })
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: ECC off (on after the next reset)");
+        assert!(hint(&o).contains("sudo nvidia-smi -r -i 1"), "{}", hint(&o));
+        assert!(!hint(&o).contains("-e 1"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn ecc_switched_off_for_the_next_reset_warns() {
+        let o = ecc_with(|f| {
+            f.mode = Ok(EccMode {
+                current: true,
+                pending: false,
+            })
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: ECC on now, off after the next reset");
+        assert!(
+            hint(&o).contains("sudo nvidia-smi -i 1 -e 1"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
     fn ecc_not_supported_anywhere_is_not_applicable() {
         let geforce = || EccFacts {
             mode: Err(Unavailable::NotSupported),
@@ -2618,6 +2717,24 @@ mod tests {
     }
 
     #[test]
+    fn exclusive_thread_warns_and_says_how_to_switch() {
+        let o = evaluate_mode(&[per(
+            3,
+            mode(ComputeMode::ExclusiveThread, true, (false, false)),
+        )]);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 3: compute mode Exclusive Thread (deprecated)"
+        );
+        assert!(
+            hint(&o).contains("`sudo nvidia-smi -i 3 -c EXCLUSIVE_PROCESS`"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
     fn persistence_off_warns() {
         let o = evaluate_mode(&[per(2, mode(ComputeMode::Default, false, (false, false)))]);
         assert_eq!(o.status, Status::Warn);
@@ -2716,6 +2833,61 @@ mod tests {
         assert!(o.summary.contains("memory n/a"));
         assert!(!hint(&o).contains("CUDA_VISIBLE_DEVICES"));
         assert!(hint(&o).contains("kill 7`"), "{}", hint(&o));
+    }
+
+    fn display(pid: u32, name: &str, mib: u64) -> GpuProcess {
+        GpuProcess {
+            graphics: true,
+            ..process(pid, Some(name), Some(mib))
+        }
+    }
+
+    #[test]
+    fn a_display_server_is_noted_not_warned() {
+        let o = evaluate_processes(
+            &[
+                per(0, procs(vec![display(1523, "/usr/lib/xorg/Xorg", 48)])),
+                per(1, procs(vec![])),
+            ],
+            1,
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "no other compute processes on the 2 GPUs (display/graphics only on GPU 0)"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(
+            o.devices[0].summary,
+            "no other compute processes (graphics only: pid 1523 /usr/lib/xorg/Xorg (48 MiB))"
+        );
+    }
+
+    #[test]
+    fn a_job_next_to_a_display_server_warns_and_spares_the_display() {
+        let o = evaluate_processes(
+            &[
+                per(
+                    0,
+                    procs(vec![
+                        display(1523, "Xorg", 48),
+                        process(4242, Some("python train.py"), Some(12000)),
+                    ]),
+                ),
+                per(1, procs(vec![display(1600, "gnome-shell", 20)])),
+            ],
+            1,
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "someone else's job is on GPU 0: pid 4242 python train.py (12000 MiB)"
+        );
+        let h = hint(&o);
+        assert!(h.contains("(`kill 4242`)"), "{h}");
+        assert!(!h.contains("1523") && !h.contains("1600"), "{h}");
+        // GPU 1 has only the desktop on it: free to train on.
+        assert!(h.contains("CUDA_VISIBLE_DEVICES=1"), "{h}");
     }
 
     #[test]

@@ -511,6 +511,12 @@ fn memory_total_mib(device: &Device<'_>) -> Reading<u64> {
         .map(|bytes| bytes / (1024 * 1024))
 }
 
+/// Upper bound on the MIG slots asked about, whatever the driver answers:
+/// an A100/H100 has at most 7 GPU instances (NVIDIA MIG user guide); the
+/// margin leaves room for future parts while a bogus count cannot turn into
+/// billions of calls.
+const MAX_MIG_SLOTS: u32 = 64;
+
 fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
     let fail = |error| GpuError { index, error };
     let device = device(nvml, index).map_err(fail)?;
@@ -530,7 +536,8 @@ fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
         let max = read("nvmlDeviceGetMaxMigDeviceCount", || {
             device.mig_device_count()
         })
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .min(MAX_MIG_SLOTS);
         for slot in 0..max {
             // Empty slots answer NOT_FOUND.
             if let Ok(mig) = read("nvmlDeviceGetMigDeviceHandleByIndex", || {
