@@ -90,7 +90,18 @@ fn wait_bounded(mut child: Child) -> Output {
 
 /// gpucheck against `lib` in `scenario`, with the JSON report on stdout.
 fn run_with(lib: &Path, scenario_name: &str, args: &[&str]) -> (Output, Value) {
+    run_with_env(lib, scenario_name, &[], args)
+}
+
+/// As `run_with`, with extra environment variables for gpucheck.
+fn run_with_env(
+    lib: &Path,
+    scenario_name: &str,
+    envs: &[(&str, &str)],
+    args: &[&str],
+) -> (Output, Value) {
     let child = gpucheck()
+        .envs(envs.iter().copied())
         .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
         .arg("--nvml-lib")
         .arg(lib)
@@ -571,6 +582,47 @@ fn an_nvlink_down_warns() {
     assert_eq!(
         cell(table(&doc, "gpu.topology", "GPU topology"), 3, 0),
         "NV16"
+    );
+}
+
+#[test]
+fn an_nvlink_down_outside_cuda_visible_devices_is_not_judged() {
+    let (out, doc) = run_with_env(
+        &fake_nvml(),
+        "nvlink_down",
+        &[("CUDA_VISIBLE_DEVICES", "0,1,2")],
+        &["--only", "gpu"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "3 GPUs in CUDA_VISIBLE_DEVICES=0,1,2: P2P between all 3 pairs, all over NVLink"
+    );
+    let gpu3 = device(&doc, "gpu.topology", 3);
+    assert_eq!(gpu3["status"], "pass");
+    assert!(
+        gpu3["summary"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("(not in CUDA_VISIBLE_DEVICES, not judged)"),
+        "{gpu3}"
+    );
+    // Selecting GPU 3 by its UUID brings the down link back into the job.
+    let uuid = device(&doc, "gpu.topology", 3)["uuid"]
+        .as_str()
+        .expect("GPU 3 has a UUID")
+        .to_string();
+    let (_, doc) = run_with_env(
+        &fake_nvml(),
+        "nvlink_down",
+        &[("CUDA_VISIBLE_DEVICES", &format!("0,{uuid}"))],
+        &["--only", "gpu.topology"],
+    );
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "GPU 3: 16 of 18 NVLinks active (down: link 16, 17)"
     );
 }
 

@@ -1706,21 +1706,75 @@ fn p2p_pair(read: &Reading<P2pStatus>, write: &Reading<P2pStatus>) -> Option<(P2
     }
 }
 
-/// Judge the GPU-to-GPU topology: P2P between every pair, NVLinks up.
-pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
+/// The GPUs a DDP job started here will use, when CUDA_VISIBLE_DEVICES
+/// names some of them: only pairs among them are judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobGpus {
+    /// NVML indices, in CUDA_VISIBLE_DEVICES order.
+    pub gpus: Vec<u32>,
+    /// The variable's value, for the summary.
+    pub cuda_visible_devices: String,
+}
+
+/// The GPUs CUDA_VISIBLE_DEVICES selects, mapped as env.cuda_visible_devices
+/// maps it. None (judge every GPU) when it is unset, selects every GPU, or
+/// selects nothing usable (MIG devices, a duplicate: env.cuda_visible_devices
+/// judges that).
+pub fn job_gpus(cuda_visible_devices: Option<&str>, gpus: &[GpuRef]) -> Option<JobGpus> {
+    let value = cuda_visible_devices?;
+    let nvml_gpus: Vec<crate::env::NvmlGpu> = gpus
+        .iter()
+        .map(|g| crate::env::NvmlGpu {
+            index: g.index,
+            name: g.name.clone(),
+            uuid: g.uuid.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let parsed = crate::env::parse_cuda_visible_devices(value);
+    let mapping = crate::env::map_visible_devices(parsed.effective(), &nvml_gpus);
+    let selected: Vec<u32> = mapping
+        .targets
+        .iter()
+        .map(|t| match t {
+            crate::env::Target::Gpu(i) => Some(*i),
+            crate::env::Target::Mig { .. } => None,
+        })
+        .collect::<Option<_>>()?;
+    if mapping.duplicate.is_some() || selected.is_empty() || selected.len() == gpus.len() {
+        return None;
+    }
+    Some(JobGpus {
+        gpus: selected,
+        cuda_visible_devices: value.to_string(),
+    })
+}
+
+/// Judge the GPU-to-GPU topology: P2P between every pair of the job's GPUs
+/// (every GPU unless `job` narrows it), NVLinks up.
+pub fn evaluate_topology(t: &TopologyFacts, job: Option<&JobGpus>) -> Outcome {
     let n = t.gpus.len();
     if n == 0 {
         return Outcome::skip("no GPUs: no topology to check");
     }
+    let in_job = |i: usize| job.is_none_or(|j| j.gpus.contains(&(i as u32)));
+    let job_size = (0..n).filter(|i| in_job(*i)).count();
     let mut findings = Vec::new();
     let mut devices = Vec::new();
     for (i, links) in t.nvlinks.iter().enumerate() {
-        let gpu = &t.gpus[i];
+        let Some(gpu) = t.gpus.get(i) else { break };
+        if !in_job(i) {
+            findings.push(Finding::new(
+                Some(gpu.index),
+                Status::Pass,
+                "not in CUDA_VISIBLE_DEVICES, not judged",
+            ));
+        }
         let (ok, metrics) = match links {
             Ok(l) => {
                 let up = l.iter().filter(|s| s.active).count();
                 let down: Vec<u32> = l.iter().filter(|s| !s.active).map(|s| s.link).collect();
-                if up > 0 && !down.is_empty() {
+                if up > 0 && !down.is_empty() && in_job(i) {
                     findings.push(
                         Finding::new(
                             Some(gpu.index),
@@ -1764,7 +1818,9 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             }
             Err(Unavailable::NotSupported) => ("no NVLink".to_string(), Vec::new()),
             Err(e) => {
-                findings.extend(unreadable(gpu.index, "the NVLinks", e));
+                if in_job(i) {
+                    findings.extend(unreadable(gpu.index, "the NVLinks", e));
+                }
                 ("NVLinks n/a".to_string(), Vec::new())
             }
         };
@@ -1788,7 +1844,8 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
         row[i] = "X".to_string();
         p2p[i][i] = "X".to_string();
     }
-    let pairs = n * (n - 1) / 2;
+    // The pairs judged: those between GPUs of the job.
+    let pairs = job_size * job_size.saturating_sub(1) / 2;
     let mut p2p_ok = 0;
     let mut nvlink_pairs = 0;
     // Pairs without P2P, by reason.
@@ -1818,6 +1875,10 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
         };
         p2p[a][b] = p2p_cell.clone();
         p2p[b][a] = p2p_cell;
+        if !(in_job(a) && in_job(b)) {
+            // Drawn, not judged: a job here will not use this pair.
+            continue;
+        }
         let pair_name = format!("GPU{a}-GPU{b}");
         if links > 0 {
             nvlink_pairs += 1;
@@ -1872,7 +1933,7 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             .map(|(i, r)| std::iter::once(format!("GPU{i}")).chain(r).collect())
             .collect()
     };
-    let p2p_na = pairs - p2p_ok - unavailable;
+    let p2p_na = pairs.saturating_sub(p2p_ok + unavailable);
     let nvlink_known = t
         .nvlinks
         .iter()
@@ -1891,19 +1952,33 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             legend: Some(P2P_LEGEND.to_string()),
         },
     ];
+    let selected = job.map(|j| format!(" in CUDA_VISIBLE_DEVICES={}", j.cuda_visible_devices));
+    if job_size < 2 {
+        let mut o = conclude(
+            format!(
+                "one GPU{}: no peer links to check",
+                selected.as_deref().unwrap_or_default()
+            ),
+            &findings,
+            devices,
+        );
+        o.tables = tables.to_vec();
+        return o;
+    }
     if p2p_na == pairs && !nvlink_known && findings.iter().all(|f| f.status < Status::Warn) {
         let mut o = Outcome::skip("P2P status and NVLinks not reported by these GPUs (n/a)");
         o.devices = devices;
         o.tables = tables.to_vec();
         return o;
     }
-    let mut pass = match (n, p2p_na) {
-        (2, 0) => "2 GPUs: P2P between them".to_string(),
-        (_, 0) => format!("{n} GPUs: P2P between all {pairs} pairs"),
-        _ => format!("{n} GPUs: P2P between {p2p_ok} of {pairs} pairs, n/a for {p2p_na}"),
+    let gpus = format!("{job_size} GPUs{}", selected.as_deref().unwrap_or_default());
+    let mut pass = match (job_size, p2p_na) {
+        (2, 0) => format!("{gpus}: P2P between them"),
+        (_, 0) => format!("{gpus}: P2P between all {pairs} pairs"),
+        _ => format!("{gpus}: P2P between {p2p_ok} of {pairs} pairs, n/a for {p2p_na}"),
     };
     if nvlink_pairs == pairs {
-        pass.push_str(if n == 2 {
+        pass.push_str(if job_size == 2 {
             ", over NVLink"
         } else {
             ", all over NVLink"
@@ -1944,7 +2019,9 @@ pair, their common PCIe ancestor, and how many NVLinks each GPU has up; drawn li
 
 NCCL's all-reduce, the heart of DDP, moves gradients GPU to GPU. With P2P it copies directly over \
 NVLink or PCIe; without it every byte detours through host memory, which is several times slower. \
-All GPUs NVML sees are judged, since a DDP job normally uses them all.
+The pairs judged are those between the GPUs a job started here will use: the ones \
+CUDA_VISIBLE_DEVICES selects, or every GPU when it is unset; the matrix always shows the whole \
+machine.
 
 No P2P between a pair warns. On servers this is usually PCIe ACS or the IOMMU: check \
 `sudo lspci -vvv | grep ACSCtl`, disable ACS in the BIOS or boot with iommu=pt, and run with \
@@ -1955,7 +2032,10 @@ retrain the link. A single GPU has nothing to check."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::topology(lib(ctx)) {
-            Ok(t) => evaluate_topology(&t),
+            Ok(t) => {
+                let cvd = crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES");
+                evaluate_topology(&t, job_gpus(cvd.as_deref(), &t.gpus).as_ref())
+            }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -2970,7 +3050,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
@@ -2993,7 +3073,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "2 GPUs: P2P between them, over NVLink");
         assert_eq!(o.tables[0].rows[1], ["GPU1", "NV4", "X"]);
@@ -3004,7 +3084,7 @@ mod tests {
         let t = topology(4, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "4 GPUs: P2P between all 6 pairs");
         assert_eq!(o.tables[0].rows[0], ["GPU0", "X", "PIX", "SYS", "SYS"]);
@@ -3016,7 +3096,7 @@ mod tests {
         let t = topology(2, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3034,7 +3114,7 @@ mod tests {
         let t = topology(8, no_nvlink, Ok(P2pStatus::TopologyNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3047,13 +3127,13 @@ mod tests {
         let t = topology(2, no_nvlink, Ok(P2pStatus::GpuNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("nothing to fix in software"));
         let t = topology(2, no_nvlink, Ok(P2pStatus::DisabledByRegkey), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("NVreg_RegistryDwords"));
     }
@@ -3072,7 +3152,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3090,7 +3170,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::NotSupported),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3099,23 +3179,106 @@ mod tests {
         assert!(hint(&o).contains("nvidia-fabricmanager"));
     }
 
+    /// 4 GPUs, P2P only between GPU0 and GPU1 (the chipset refuses the rest).
+    fn p2p_only_between_0_and_1() -> TopologyFacts {
+        let mut t = topology(4, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
+            Err(Unavailable::NotSupported)
+        });
+        for p in t.pairs.iter_mut().filter(|p| (p.a, p.b) == (0, 1)) {
+            p.p2p_read = Ok(P2pStatus::Ok);
+            p.p2p_write = Ok(P2pStatus::Ok);
+        }
+        t
+    }
+
+    #[test]
+    fn only_the_pairs_cuda_visible_devices_selects_are_judged() {
+        let t = p2p_only_between_0_and_1();
+        // Every GPU: the pairs without P2P warn.
+        let all = evaluate_topology(&t, None);
+        assert_eq!(all.status, Status::Warn);
+        assert_eq!(
+            all.summary,
+            "no P2P between 5 of 6 GPU pairs (chipset does not support P2P)"
+        );
+        // CUDA_VISIBLE_DEVICES=1,0: the job's one pair has P2P.
+        let job = job_gpus(Some("1,0"), &t.gpus).expect("two of four GPUs selected");
+        assert_eq!(job.gpus, [1, 0]);
+        let o = evaluate_topology(&t, Some(&job));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "2 GPUs in CUDA_VISIBLE_DEVICES=1,0: P2P between them"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(o.metric("p2p_pairs_unavailable"), Some(0.0));
+        // The matrix still shows the whole machine; the rest is not judged.
+        assert_eq!(o.tables[1].rows[2][4], "CNS");
+        assert_eq!(
+            o.devices[3].summary,
+            "no NVLink (not in CUDA_VISIBLE_DEVICES, not judged)"
+        );
+        // A job on GPUs 0 and 2 crosses a pair without P2P.
+        let job = job_gpus(Some("GPU-0,GPU-2"), &t.gpus).expect("UUIDs select");
+        let o = evaluate_topology(&t, Some(&job));
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "no P2P between GPU0-GPU2 (chipset does not support P2P)"
+        );
+    }
+
+    #[test]
+    fn one_selected_gpu_has_no_peer_links_to_check() {
+        let t = p2p_only_between_0_and_1();
+        let job = job_gpus(Some("3"), &t.gpus).expect("one GPU selected");
+        let o = evaluate_topology(&t, Some(&job));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "one GPU in CUDA_VISIBLE_DEVICES=3: no peer links to check"
+        );
+        assert_eq!(o.tables.len(), 2);
+    }
+
+    #[test]
+    fn cuda_visible_devices_that_selects_all_or_nothing_usable_judges_every_gpu() {
+        let gpus: Vec<GpuRef> = (0..4).map(gpu).collect();
+        assert_eq!(job_gpus(None, &gpus), None);
+        assert_eq!(job_gpus(Some("0,1,2,3"), &gpus), None);
+        assert_eq!(job_gpus(Some(""), &gpus), None);
+        assert_eq!(
+            job_gpus(Some("0,1,0"), &gpus),
+            None,
+            "a duplicate hides all"
+        );
+        assert_eq!(job_gpus(Some("MIG-1234"), &gpus), None);
+        // Entries after one beyond the count are hidden, as CUDA does.
+        assert_eq!(
+            job_gpus(Some("2,9,1"), &gpus).map(|j| j.gpus),
+            Some(vec![2])
+        );
+    }
+
     #[test]
     fn one_gpu_has_nothing_to_check_and_none_skips() {
-        let o = evaluate_topology(&topology(1, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
-            Ok(P2pStatus::Ok)
-        }));
+        let o = evaluate_topology(
+            &topology(1, no_nvlink, Ok(P2pStatus::Ok), |_, _| Ok(P2pStatus::Ok)),
+            None,
+        );
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "single GPU: no peer links to check");
-        let o = evaluate_topology(&topology(0, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
-            Ok(P2pStatus::Ok)
-        }));
+        let o = evaluate_topology(
+            &topology(0, no_nvlink, Ok(P2pStatus::Ok), |_, _| Ok(P2pStatus::Ok)),
+            None,
+        );
         assert_eq!(o.status, Status::Skip);
     }
 
     #[test]
     fn p2p_not_reported_skips_or_says_na() {
         let na = || Err(Unavailable::NotSupported);
-        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()));
+        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()), None);
         assert_eq!(o.status, Status::Skip);
         assert_eq!(
             o.summary,
@@ -3126,7 +3289,7 @@ mod tests {
         let mut t = topology(3, no_nvlink, Ok(P2pStatus::Ok), |_, _| na());
         t.pairs[2].p2p_read = na();
         t.pairs[2].p2p_write = na();
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "3 GPUs: P2P between 2 of 3 pairs, n/a for 1");
     }
