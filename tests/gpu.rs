@@ -516,6 +516,34 @@ fn another_process_on_gpu_1_is_named() {
 }
 
 #[test]
+fn another_process_on_a_gpu_outside_cuda_visible_devices_is_only_noted() {
+    let (out, doc) = run_with_env(
+        &fake_nvml(),
+        "other_process",
+        &[("CUDA_VISIBLE_DEVICES", "0,2,3")],
+        &["--only", "gpu.processes"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other processes on the 3 GPUs in CUDA_VISIBLE_DEVICES=0,2,3 (other jobs on GPU 1, \
+         not selected)"
+    );
+    assert_eq!(hint(&doc, "gpu.processes"), "");
+    let gpu1 = device(&doc, "gpu.processes", 1)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        gpu1.starts_with(
+            "other processes (not in CUDA_VISIBLE_DEVICES, not judged: pid 4242 python"
+        ),
+        "{gpu1}"
+    );
+}
+
+#[test]
 fn mixed_models_warn_and_suggest_one_model() {
     let (out, doc) = run_gpu("mixed", &[]);
     assert_eq!(exit_code(&out), 0);

@@ -1421,14 +1421,23 @@ fn process_text(p: &nvml::GpuProcess) -> String {
 }
 
 /// Judge the processes already holding GPU memory; `own_pid` is gpucheck.
-pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcome {
+/// Only the GPUs of the job (`job`, else every GPU) are judged: a job on a
+/// GPU CUDA_VISIBLE_DEVICES leaves out is noted.
+pub fn evaluate_processes(
+    gpus: &[PerGpu<ProcessFacts>],
+    own_pid: u32,
+    job: Option<&JobGpus>,
+) -> Outcome {
+    let in_job = |i: u32| job.is_none_or(|j| j.gpus.contains(&i));
     let mut findings = open_failures(gpus);
     let mut devices = Vec::new();
     let mut busy: Vec<(u32, Vec<String>)> = Vec::new();
     let mut free: Vec<u32> = Vec::new();
     let mut pids: Vec<u32> = Vec::new();
     let mut display_gpus: Vec<u32> = Vec::new();
+    let mut outside: Vec<u32> = Vec::new();
     let mut readable = 0;
+    let mut judged = 0;
     for g in gpus {
         let i = g.gpu.index;
         let list = match &g.facts {
@@ -1446,6 +1455,9 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
             }
         };
         readable += 1;
+        if in_job(i) {
+            judged += 1;
+        }
         let others: Vec<&nvml::GpuProcess> = list.iter().filter(|p| p.pid != own_pid).collect();
         // A process with only a graphics context is a display server or
         // desktop (Xorg, gnome-shell) on a workstation GPU: it is noted,
@@ -1463,6 +1475,17 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
         }
         if jobs.is_empty() {
             free.push(i);
+        } else if !in_job(i) {
+            let texts: Vec<String> = jobs.iter().map(|p| process_text(p)).collect();
+            findings.push(Finding::new(
+                Some(i),
+                Status::Pass,
+                format!(
+                    "not in CUDA_VISIBLE_DEVICES, not judged: {}",
+                    texts.join(", ")
+                ),
+            ));
+            outside.push(i);
         } else {
             let texts: Vec<String> = jobs.iter().map(|p| process_text(p)).collect();
             for p in &jobs {
@@ -1474,10 +1497,12 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
             busy.push((i, texts));
         }
         let used: u64 = others.iter().filter_map(|p| p.used_mib).sum();
-        let ok = if display.is_empty() {
-            "no other processes"
-        } else {
+        let ok = if !jobs.is_empty() {
+            "other processes"
+        } else if !display.is_empty() {
             "no other compute processes"
+        } else {
+            "no other processes"
         };
         devices.push(device_result(
             &g.gpu,
@@ -1496,14 +1521,31 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
     }
     let process_count = pids.len();
     let mut outcome = if busy.is_empty() {
-        let pass = if display_gpus.is_empty() {
-            format!("no other processes on the {readable} GPUs")
+        let selected = job.map_or(String::new(), |j| {
+            format!(" in CUDA_VISIBLE_DEVICES={}", j.cuda_visible_devices)
+        });
+        let kind = if display_gpus.is_empty() {
+            ""
         } else {
-            format!(
-                "no other compute processes on the {readable} GPUs (display/graphics only on {})",
-                gpus_phrase(&display_gpus)
-            )
+            "compute "
         };
+        let mut pass = format!("no other {kind}processes on the {judged} GPUs{selected}");
+        let mut notes = Vec::new();
+        if !display_gpus.is_empty() {
+            notes.push(format!(
+                "display/graphics only on {}",
+                gpus_phrase(&display_gpus)
+            ));
+        }
+        if !outside.is_empty() {
+            notes.push(format!(
+                "other jobs on {}, not selected",
+                gpus_phrase(&outside)
+            ));
+        }
+        if !notes.is_empty() {
+            pass.push_str(&format!(" ({})", notes.join("; ")));
+        }
         conclude(pass, &findings, devices)
     } else {
         let ids: Vec<u32> = busy.iter().map(|(i, _)| *i).collect();
@@ -1581,11 +1623,18 @@ wait for the job or stop it, or run on the free GPUs with CUDA_DEVICE_ORDER=PCI_
 CUDA_VISIBLE_DEVICES=... Inside a container, processes of other containers show by pid only.
 
 A process with only a graphics context (a display server such as Xorg or gnome-shell on a \
-workstation GPU) is noted, not warned: it is not a training job and must not be killed."
+workstation GPU) is noted, not warned: it is not a training job and must not be killed. Only the \
+GPUs CUDA_VISIBLE_DEVICES selects are judged (every GPU when it is unset); jobs on the others are \
+noted."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::processes(lib(ctx)) {
-            Ok(gpus) => evaluate_processes(&gpus, std::process::id()),
+            Ok(gpus) => {
+                let refs: Vec<GpuRef> = gpus.iter().map(|g| g.gpu.clone()).collect();
+                let cvd = crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES");
+                let job = job_gpus(cvd.as_deref(), &refs);
+                evaluate_processes(&gpus, std::process::id(), job.as_ref())
+            }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -2869,7 +2918,7 @@ mod tests {
 
     #[test]
     fn no_other_processes_pass() {
-        let o = evaluate_processes(&[per(0, procs(vec![])), per(1, procs(vec![]))], 1);
+        let o = evaluate_processes(&[per(0, procs(vec![])), per(1, procs(vec![]))], 1, None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "no other processes on the 2 GPUs");
     }
@@ -2886,6 +2935,7 @@ mod tests {
                 per(2, procs(vec![])),
             ],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
@@ -2905,6 +2955,7 @@ mod tests {
                 per(1, procs(vec![process(7, None, None)])),
             ],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Warn);
         assert!(o.summary.starts_with(
@@ -2930,6 +2981,7 @@ mod tests {
                 per(1, procs(vec![])),
             ],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
@@ -2957,6 +3009,7 @@ mod tests {
                 per(1, procs(vec![display(1600, "gnome-shell", 20)])),
             ],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
@@ -2971,6 +3024,38 @@ mod tests {
     }
 
     #[test]
+    fn a_job_on_a_gpu_cuda_visible_devices_leaves_out_is_noted_not_warned() {
+        let gpus = [
+            per(0, procs(vec![])),
+            per(
+                1,
+                procs(vec![process(4242, Some("python train.py"), Some(12000))]),
+            ),
+            per(2, procs(vec![])),
+        ];
+        let refs: Vec<GpuRef> = gpus.iter().map(|g| g.gpu.clone()).collect();
+        let job = job_gpus(Some("0,2"), &refs);
+        let o = evaluate_processes(&gpus, 1, job.as_ref());
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "no other processes on the 2 GPUs in CUDA_VISIBLE_DEVICES=0,2 (other jobs on GPU 1, \
+             not selected)"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(
+            o.devices[1].summary,
+            "other processes (not in CUDA_VISIBLE_DEVICES, not judged: pid 4242 python train.py \
+             (12000 MiB))"
+        );
+        // Selecting the busy GPU warns as before.
+        let job = job_gpus(Some("1,2"), &refs);
+        let o = evaluate_processes(&gpus, 1, job.as_ref());
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.starts_with("someone else's job is on GPU 1"));
+    }
+
+    #[test]
     fn gpuchecks_own_process_does_not_count() {
         let o = evaluate_processes(
             &[per(
@@ -2978,6 +3063,7 @@ mod tests {
                 procs(vec![process(99, Some("gpucheck"), Some(300))]),
             )],
             99,
+            None,
         );
         assert_eq!(o.status, Status::Pass);
     }
@@ -2992,6 +3078,7 @@ mod tests {
                 },
             )],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Skip);
     }
