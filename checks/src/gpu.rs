@@ -1659,7 +1659,7 @@ OK   = peer-to-peer reads and writes work
 CNS  = the chipset does not support P2P
 GNS  = the GPU does not support P2P
 TNS  = the topology does not support P2P (often PCIe ACS / IOMMU)
-RK   = disabled by a driver registry key
+DR   = disabled by a driver registry key
 NS   = not supported
 U    = unknown
 R:x W:y = reads (x) and writes (y) differ
@@ -1682,7 +1682,7 @@ fn p2p_code(s: P2pStatus) -> &'static str {
         P2pStatus::ChipsetNotSupported => "CNS",
         P2pStatus::GpuNotSupported => "GNS",
         P2pStatus::TopologyNotSupported => "TNS",
-        P2pStatus::DisabledByRegkey => "RK",
+        P2pStatus::DisabledByRegkey => "DR",
         P2pStatus::NotSupported => "NS",
         P2pStatus::Unknown => "U",
     }
@@ -3223,6 +3223,8 @@ mod tests {
         let o = evaluate_topology(&t, None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("NVreg_RegistryDwords"));
+        // nvidia-smi topo -p2p's code for it.
+        assert_eq!(o.tables[1].rows[0][2], "DR");
     }
 
     #[test]
