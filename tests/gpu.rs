@@ -402,6 +402,23 @@ fn queries_not_supported_are_na_never_failures() {
 }
 
 #[test]
+fn an_old_driver_without_the_v3_process_lists_still_names_the_job() {
+    let (out, doc) = run_with(
+        &fake_nvml_old(),
+        "other_process",
+        &["--only", "gpu.processes"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.processes"), "warn");
+    let s = summary(&doc, "gpu.processes");
+    assert!(
+        s.starts_with("someone else's job is on GPU 1: pid 4242 python (12000 MiB), "),
+        "{s}"
+    );
+    assert!(hint(&doc, "gpu.processes").contains("kill 4242"));
+}
+
+#[test]
 fn an_old_driver_missing_newer_functions_still_works() {
     // The old-driver build lacks nvmlDeviceGetRemappedRows, _MemoryInfo_v2,
     // _MigMode, _ComputeRunningProcesses_v3, _CudaDriverVersion_v2 and more.
@@ -419,7 +436,12 @@ fn an_old_driver_missing_newer_functions_still_works() {
     assert_eq!(status_of(&doc, "gpu.ecc"), "pass");
     let metrics = device(&doc, "gpu.ecc", 0)["metrics"].to_string();
     assert!(!metrics.contains("remapped_rows"), "{metrics}");
-    assert_eq!(status_of(&doc, "gpu.processes"), "skip");
+    // The process lists come from the original entry points.
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other processes on the 8 GPUs"
+    );
     assert!(
         summary(&doc, "gpu.mode").contains("MIG n/a"),
         "{}",

@@ -729,29 +729,133 @@ fn proc_name(pid: u32) -> Option<String> {
     })
 }
 
+/// nvmlProcessInfo_v1_t: the layout the unsuffixed entry points keep.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ProcessInfoV1 {
+    pid: std::ffi::c_uint,
+    used_gpu_memory: std::ffi::c_ulonglong,
+}
+
+/// NVML_VALUE_NOT_AVAILABLE for a process's memory (nvml.h).
+const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
+
+/// (nvmlDevice_t, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
+/// -> nvmlReturn_t.
+type ProcessesV1 = unsafe extern "C" fn(
+    *mut std::ffi::c_void,
+    *mut std::ffi::c_uint,
+    *mut ProcessInfoV1,
+) -> std::ffi::c_uint;
+
+/// One process list through the original entry point (`symbol`, which every
+/// driver still exports with the v1 layout): drivers before R510 lack the
+/// _v3 functions nvml-wrapper calls.
+fn processes_v1(
+    library: &libloading::Library,
+    symbol: &[u8],
+    device: &Device<'_>,
+) -> Result<Vec<(u32, UsedGpuMemory)>, NvmlError> {
+    // SAFETY: the symbol has this signature in every NVML (nvml.h,
+    // nvmlDeviceGetComputeRunningProcesses / ...Graphics...).
+    let sym = unsafe { library.get::<ProcessesV1>(symbol) }
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let mut count: std::ffi::c_uint = 0;
+    // SAFETY: asking for the count: a zero-sized buffer and a null pointer.
+    match nvml_try(unsafe { sym(device.handle().cast(), &mut count, std::ptr::null_mut()) }) {
+        Ok(()) => return Ok(Vec::new()),
+        Err(NvmlError::InsufficientSize(_)) => {}
+        Err(e) => return Err(e),
+    }
+    // Headroom for processes that start between the two calls.
+    let mut count = count.saturating_add(8);
+    let mut infos = vec![
+        ProcessInfoV1 {
+            pid: 0,
+            used_gpu_memory: 0,
+        };
+        count as usize
+    ];
+    // SAFETY: `infos` holds `count` elements for the whole call.
+    nvml_try(unsafe { sym(device.handle().cast(), &mut count, infos.as_mut_ptr()) })?;
+    infos.truncate(count as usize);
+    Ok(infos
+        .into_iter()
+        .map(|p| {
+            let used = match p.used_gpu_memory {
+                VALUE_NOT_AVAILABLE => UsedGpuMemory::Unavailable,
+                bytes => UsedGpuMemory::Used(bytes),
+            };
+            (p.pid, used)
+        })
+        .collect())
+}
+
+/// One kind of process list: the _v3 entry point through nvml-wrapper, else
+/// (a driver without it) the `original` one.
+fn process_list(
+    (newer, query): (
+        &'static str,
+        impl FnOnce() -> Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, NvmlError>,
+    ),
+    original: &'static str,
+    library: Option<&libloading::Library>,
+    device: &Device<'_>,
+) -> Reading<Vec<(u32, UsedGpuMemory)>> {
+    let listed = read(newer, || {
+        query().map(|l| l.into_iter().map(|p| (p.pid, p.used_gpu_memory)).collect())
+    });
+    match (listed, library) {
+        (Err(Unavailable::NotSupported), Some(library)) => read(original, || {
+            processes_v1(library, original.as_bytes(), device)
+        }),
+        (listed, _) => listed,
+    }
+}
+
 /// Processes holding memory on every GPU (compute and graphics).
 pub fn processes(lib: Option<&Path>) -> Result<Vec<PerGpu<ProcessFacts>>, NvmlFailure> {
+    // A second handle on the library NVML already loaded (the loader hands
+    // back the same one), for the entry points nvml-wrapper does not bind.
+    let path: &OsStr = lib.map_or(OsStr::new(DEFAULT_LIBRARY), |p| p.as_os_str());
+    // SAFETY: the library is already loaded and initialised by nvml().
+    let loaded = nvml(lib).and_then(|_| {
+        unsafe { libloading::Library::new(path) }.map_err(|e| NvmlFailure::Other {
+            detail: e.to_string(),
+        })
+    });
+    let library = loaded.as_ref().ok();
     per_gpu(lib, |nvml, d| {
-        let compute = read("nvmlDeviceGetComputeRunningProcesses_v3", || {
-            d.running_compute_processes()
-        });
-        let graphics = read("nvmlDeviceGetGraphicsRunningProcesses_v3", || {
-            d.running_graphics_processes()
-        });
+        let compute = process_list(
+            ("nvmlDeviceGetComputeRunningProcesses_v3", || {
+                d.running_compute_processes()
+            }),
+            "nvmlDeviceGetComputeRunningProcesses",
+            library,
+            d,
+        );
+        let graphics = process_list(
+            ("nvmlDeviceGetGraphicsRunningProcesses_v3", || {
+                d.running_graphics_processes()
+            }),
+            "nvmlDeviceGetGraphicsRunningProcesses",
+            library,
+            d,
+        );
         let processes = match (compute, graphics) {
             (Err(e), Err(_)) => Err(e),
             (compute, graphics) => {
                 let mut list = Vec::new();
                 for (infos, is_graphics) in [(compute, false), (graphics, true)] {
-                    for p in infos.unwrap_or_default() {
+                    for (pid, used) in infos.unwrap_or_default() {
                         // A process with both contexts is listed once.
-                        if list.iter().any(|q: &GpuProcess| q.pid == p.pid) {
+                        if list.iter().any(|q: &GpuProcess| q.pid == pid) {
                             continue;
                         }
                         list.push(GpuProcess {
-                            pid: p.pid,
-                            name: process_name(nvml, p.pid),
-                            used_mib: match p.used_gpu_memory {
+                            pid,
+                            name: process_name(nvml, pid),
+                            used_mib: match used {
                                 UsedGpuMemory::Used(bytes) => Some(bytes / (1024 * 1024)),
                                 UsedGpuMemory::Unavailable => None,
                             },
