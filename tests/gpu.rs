@@ -310,6 +310,12 @@ fn single_gpu_has_no_peer_links_to_check() {
         summary(&doc, "gpu.topology"),
         "single GPU: no peer links to check"
     );
+    // One is one GPU, not "1 GPUs".
+    assert_eq!(summary(&doc, "gpu.count"), "1 GPU: 1x NVIDIA H100 PCIe");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other processes on the GPU"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -123,6 +123,14 @@ fn gpus_phrase(ids: &[u32]) -> String {
     }
 }
 
+/// "1 GPU", "8 GPUs".
+fn gpu_count(n: usize) -> String {
+    match n {
+        1 => "1 GPU".to_string(),
+        n => format!("{n} GPUs"),
+    }
+}
+
 fn ids_phrase(ids: &[u32]) -> String {
     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
@@ -546,7 +554,10 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
                 Finding::new(
                     None,
                     Status::Fail,
-                    format!("{seen} GPUs usable, expected {expected} (--expect-gpus)"),
+                    format!(
+                        "{} usable, expected {expected} (--expect-gpus)",
+                        gpu_count(seen as usize)
+                    ),
                 )
                 .hint(format!(
                     "{} of the expected GPUs are missing: `nvidia-smi -L` lists what the driver \
@@ -605,8 +616,8 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
     }
 
     let pass_summary = match expect {
-        Some(e) => format!("{seen} GPUs (expected {e}): {model_list}"),
-        None => format!("{seen} GPUs: {model_list}"),
+        Some(e) => format!("{} (expected {e}): {model_list}", gpu_count(seen as usize)),
+        None => format!("{}: {model_list}", gpu_count(seen as usize)),
     };
     let mut outcome =
         conclude(pass_summary, &findings, devices).with_metric("gpu_count", seen as f64, "count");
@@ -866,7 +877,7 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
         return o;
     }
     let with_ecc = if supported == gpus.len() {
-        format!("{supported} GPUs")
+        gpu_count(supported)
     } else {
         format!("{supported} of {} GPUs with ECC", gpus.len())
     };
@@ -1037,7 +1048,10 @@ pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome 
         Some(w) if widths.iter().all(|x| x == w) => format!(" (x{w})"),
         _ => String::new(),
     };
-    let pass = format!("{readable} GPUs at full PCIe link width{width}{idle_note}");
+    let pass = format!(
+        "{} at full PCIe link width{width}{idle_note}",
+        gpu_count(readable)
+    );
     conclude(pass, &findings, devices)
 }
 
@@ -1174,9 +1188,9 @@ pub fn evaluate_throttle(gpus: &[PerGpu<ThrottleFacts>]) -> Outcome {
         return o;
     }
     let pass = if idle > 0 {
-        format!("{readable} GPUs: no slowdown ({idle} idle)")
+        format!("{}: no slowdown ({idle} idle)", gpu_count(readable))
     } else {
-        format!("{readable} GPUs: no slowdown")
+        format!("{}: no slowdown", gpu_count(readable))
     };
     conclude(pass, &findings, devices)
 }
@@ -1353,8 +1367,8 @@ pub fn evaluate_mode(gpus: &[PerGpu<ModeFacts>]) -> Outcome {
         return o;
     }
     let pass = format!(
-        "{} GPUs: compute {}, persistence {}, MIG {}",
-        gpus.len(),
+        "{}: compute {}, persistence {}, MIG {}",
+        gpu_count(gpus.len()),
         seen[0].join("/"),
         seen[1].join("/"),
         seen[2].join("/")
@@ -1529,7 +1543,13 @@ pub fn evaluate_processes(
         } else {
             "compute "
         };
-        let mut pass = format!("no other {kind}processes on the {judged} GPUs{selected}");
+        let mut pass = format!(
+            "no other {kind}processes on {}{selected}",
+            match judged {
+                1 => "the GPU".to_string(),
+                n => format!("the {n} GPUs"),
+            }
+        );
         let mut notes = Vec::new();
         if !display_gpus.is_empty() {
             notes.push(format!(
@@ -2656,7 +2676,7 @@ mod tests {
             &PcieThresholds::default(),
         );
         assert_eq!(o.status, Status::Pass);
-        assert_eq!(o.summary, "1 GPUs at full PCIe link width (x16)");
+        assert_eq!(o.summary, "1 GPU at full PCIe link width (x16)");
         assert_eq!(o.devices[0].summary, "Gen5 x16 (max Gen5 x16)");
     }
 
@@ -2682,7 +2702,7 @@ mod tests {
         assert_eq!(idle.status, Status::Pass);
         assert_eq!(
             idle.summary,
-            "1 GPUs at full PCIe link width (x16) (idle GPUs at a lower generation: normal)"
+            "1 GPU at full PCIe link width (x16) (idle GPUs at a lower generation: normal)"
         );
         assert!(idle.devices[0]
             .summary
@@ -2812,10 +2832,7 @@ mod tests {
     fn default_modes_pass() {
         let o = evaluate_mode(&[per(0, mode(ComputeMode::Default, true, (false, false)))]);
         assert_eq!(o.status, Status::Pass);
-        assert_eq!(
-            o.summary,
-            "1 GPUs: compute Default, persistence on, MIG off"
-        );
+        assert_eq!(o.summary, "1 GPU: compute Default, persistence on, MIG off");
     }
 
     #[test]
