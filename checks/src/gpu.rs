@@ -1447,7 +1447,8 @@ pub fn evaluate_processes(
     let mut devices = Vec::new();
     let mut busy: Vec<(u32, Vec<String>)> = Vec::new();
     let mut free: Vec<u32> = Vec::new();
-    let mut pids: Vec<u32> = Vec::new();
+    // The jobs' pids, and whether each is visible from here.
+    let mut pids: Vec<(u32, bool)> = Vec::new();
     let mut display_gpus: Vec<u32> = Vec::new();
     let mut outside: Vec<u32> = Vec::new();
     let mut readable = 0;
@@ -1503,8 +1504,8 @@ pub fn evaluate_processes(
         } else {
             let texts: Vec<String> = jobs.iter().map(|p| process_text(p)).collect();
             for p in &jobs {
-                if !pids.contains(&p.pid) {
-                    pids.push(p.pid);
+                if !pids.iter().any(|(pid, _)| *pid == p.pid) {
+                    pids.push((p.pid, p.name.is_some()));
                 }
             }
             findings.push(Finding::new(Some(i), Status::Warn, texts.join(", ")));
@@ -1585,15 +1586,28 @@ pub fn evaluate_processes(
                     .join("; ")
             )
         };
-        let kill = pids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut hint = format!(
-            "DDP on a shared GPU runs out of memory or slows down: see them with `nvidia-smi`, wait \
-             for that job or stop it (`kill {kill}`)"
-        );
+        let listed = |visible: bool, sep: &str| {
+            pids.iter()
+                .filter(|(_, v)| *v == visible)
+                .map(|(pid, _)| pid.to_string())
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        let (here, elsewhere) = (listed(true, " "), listed(false, ", "));
+        let mut hint = "DDP on a shared GPU runs out of memory or slows down: see them with \
+                        `nvidia-smi`, wait for that job or stop it"
+            .to_string();
+        if !here.is_empty() {
+            hint.push_str(&format!(" (`kill {here}`)"));
+        }
+        if !elsewhere.is_empty() {
+            // A pid this PID namespace does not show may be another
+            // process's number here: never offer to kill it from here.
+            hint.push_str(&format!(
+                "; pid {elsewhere} runs outside this container or PID namespace: stop it from \
+                 the host"
+            ));
+        }
         if !free.is_empty() {
             hint.push_str(&format!(
                 ", or train on the free GPUs: `CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={}`",
@@ -2980,7 +2994,16 @@ mod tests {
         ));
         assert!(o.summary.contains("memory n/a"));
         assert!(!hint(&o).contains("CUDA_VISIBLE_DEVICES"));
-        assert!(hint(&o).contains("kill 7`"), "{}", hint(&o));
+        // pid 7 is not visible here: stopped from the host, never `kill`ed
+        // from here, where 7 may be another process.
+        assert!(!hint(&o).contains("kill"), "{}", hint(&o));
+        assert!(
+            hint(&o).contains(
+                "pid 7 runs outside this container or PID namespace: stop it from the host"
+            ),
+            "{}",
+            hint(&o)
+        );
     }
 
     fn display(pid: u32, name: &str, mib: u64) -> GpuProcess {
