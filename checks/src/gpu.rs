@@ -1665,8 +1665,7 @@ noted."
         match nvml::processes(lib(ctx)) {
             Ok(gpus) => {
                 let refs: Vec<GpuRef> = gpus.iter().map(|g| g.gpu.clone()).collect();
-                let cvd = crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES");
-                let job = job_gpus(cvd.as_deref(), &refs);
+                let job = job_from_env(&refs);
                 evaluate_processes(&gpus, std::process::id(), job.as_ref())
             }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
@@ -1831,6 +1830,38 @@ pub fn job_gpus(cuda_visible_devices: Option<&str>, gpus: &[GpuRef]) -> Option<J
         gpus: selected,
         cuda_visible_devices: value.to_string(),
     })
+}
+
+/// [`job_gpus`], unless CUDA's order may differ from NVML's: indices in
+/// CUDA_VISIBLE_DEVICES count in CUDA_DEVICE_ORDER, which is FASTEST_FIRST
+/// unless set to PCI_BUS_ID (CUDA Programming Guide, "CUDA Environment
+/// Variables"); NVML counts in PCI bus order. Both agree on a host with one
+/// GPU model (ties are broken by PCI bus id); on a mixed host indices cannot
+/// be mapped, and every GPU is judged.
+pub fn job_gpus_in_order(
+    cuda_visible_devices: Option<&str>,
+    cuda_device_order: Option<&str>,
+    gpus: &[GpuRef],
+) -> Option<JobGpus> {
+    let job = job_gpus(cuda_visible_devices, gpus)?;
+    let by_index =
+        crate::env::parse_cuda_visible_devices(&job.cuda_visible_devices).names_indices();
+    let pci_order = cuda_device_order.is_some_and(|o| o.trim() == "PCI_BUS_ID");
+    let mixed = gpus.windows(2).any(|w| w[0].name != w[1].name);
+    if by_index && !pci_order && mixed {
+        return None;
+    }
+    Some(job)
+}
+
+/// The job's GPUs from this process's environment.
+fn job_from_env(gpus: &[GpuRef]) -> Option<JobGpus> {
+    use crate::probe::host::env_lossy;
+    job_gpus_in_order(
+        env_lossy("CUDA_VISIBLE_DEVICES").as_deref(),
+        env_lossy("CUDA_DEVICE_ORDER").as_deref(),
+        gpus,
+    )
 }
 
 /// Judge the GPU-to-GPU topology: P2P between every pair of the job's GPUs
@@ -2115,10 +2146,7 @@ retrain the link. A single GPU has nothing to check."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::topology(lib(ctx)) {
-            Ok(t) => {
-                let cvd = crate::probe::host::env_lossy("CUDA_VISIBLE_DEVICES");
-                evaluate_topology(&t, job_gpus(cvd.as_deref(), &t.gpus).as_ref())
-            }
+            Ok(t) => evaluate_topology(&t, job_from_env(&t.gpus).as_ref()),
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -3354,6 +3382,29 @@ mod tests {
         assert_eq!(
             o.summary,
             "no P2P between GPU0-GPU2 (chipset does not support P2P)"
+        );
+    }
+
+    #[test]
+    fn indices_on_a_mixed_host_are_mapped_only_in_pci_bus_order() {
+        let mut gpus: Vec<GpuRef> = (0..4).map(gpu).collect();
+        // One model: CUDA's order is NVML's.
+        assert!(job_gpus_in_order(Some("0,1"), None, &gpus).is_some());
+        gpus[3].name = "NVIDIA A100-SXM4-80GB".to_string();
+        // Mixed, FASTEST_FIRST: index 0 may be any GPU, so judge them all.
+        assert_eq!(job_gpus_in_order(Some("0,1"), None, &gpus), None);
+        assert_eq!(
+            job_gpus_in_order(Some("0,1"), Some("FASTEST_FIRST"), &gpus),
+            None
+        );
+        assert_eq!(
+            job_gpus_in_order(Some("0,1"), Some("PCI_BUS_ID"), &gpus).map(|j| j.gpus),
+            Some(vec![0, 1])
+        );
+        // UUIDs name GPUs whatever the order.
+        assert_eq!(
+            job_gpus_in_order(Some("GPU-3,GPU-1"), None, &gpus).map(|j| j.gpus),
+            Some(vec![3, 1])
         );
     }
 
