@@ -1752,22 +1752,23 @@ fn p2p_hint(s: P2pStatus) -> &'static str {
     }
 }
 
-fn active_links(links: &Reading<Vec<NvLinkState>>) -> Vec<&NvLinkState> {
-    match links {
-        Ok(l) => l.iter().filter(|s| s.active).collect(),
-        Err(_) => Vec::new(),
+/// The active NVLinks of GPU `i` (none when NVML could not say).
+fn active_links(t: &TopologyFacts, i: usize) -> Vec<&NvLinkState> {
+    match t.nvlinks.get(i) {
+        Some(Ok(l)) => l.iter().filter(|s| s.active).collect(),
+        _ => Vec::new(),
     }
 }
 
 /// NVLinks between GPUs `a` and `b`: direct ones plus those through
 /// NVSwitches (as many as the side with fewer switch links has).
 fn shared_nvlinks(t: &TopologyFacts, a: usize, b: usize) -> usize {
-    let direct = active_links(&t.nvlinks[a])
+    let direct = active_links(t, a)
         .iter()
         .filter(|l| l.remote == NvLinkRemote::Gpu(b as u32))
         .count();
     let switch = |i: usize| {
-        active_links(&t.nvlinks[i])
+        active_links(t, i)
             .iter()
             .filter(|l| l.remote == NvLinkRemote::Switch)
             .count()
@@ -3406,6 +3407,20 @@ mod tests {
             job_gpus_in_order(Some("GPU-3,GPU-1"), None, &gpus).map(|j| j.gpus),
             Some(vec![3, 1])
         );
+    }
+
+    #[test]
+    fn facts_with_fewer_nvlink_rows_than_gpus_do_not_panic() {
+        let mut t = topology(
+            3,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        t.nvlinks.truncate(1);
+        let o = evaluate_topology(&t, None);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(o.tables[0].rows[0][2], "PIX");
     }
 
     #[test]
