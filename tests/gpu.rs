@@ -683,6 +683,30 @@ fn an_nvlink_down_outside_cuda_visible_devices_is_not_judged() {
 }
 
 #[test]
+fn an_nvswitch_fabric_not_started_fails_and_says_start_the_fabric_manager() {
+    let (out, doc) = run_gpu("fabric_down", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.topology"), "fail");
+    let s = summary(&doc, "gpu.topology");
+    assert!(
+        s.starts_with("GPU 0: NVSwitch fabric not started (fabric manager); GPU 1: "),
+        "{s}"
+    );
+    let h = hint(&doc, "gpu.topology");
+    assert!(
+        h.starts_with("the NVSwitch fabric of GPUs 0, 1, 2, 3, 4, 5, 6, 7 is not up"),
+        "{h}"
+    );
+    assert!(
+        h.contains("`sudo systemctl enable --now nvidia-fabricmanager`"),
+        "{h}"
+    );
+    // An old driver without the fabric query: not known, not a failure.
+    let (_, doc) = run_with(&fake_nvml_old(), "h100x8", &["--only", "gpu.topology"]);
+    assert_eq!(status_of(&doc, "gpu.topology"), "pass");
+}
+
+#[test]
 fn no_p2p_through_the_chipset_points_at_acs_and_iommu() {
     let (out, doc) = run_gpu("no_p2p_acs", &[]);
     assert_eq!(exit_code(&out), 0);

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::probe::nvml::{
-    self, reason, Ancestor, ComputeMode, DriverInfo, EccFacts, GpuError, GpuInfo, GpuRef,
-    ModeFacts, NvLinkRemote, NvLinkState, NvmlFailure, P2pStatus, PcieFacts, PerGpu, ProcessFacts,
-    Reading, ThrottleFacts, TopologyFacts, Unavailable,
+    self, reason, Ancestor, ComputeMode, DriverInfo, EccFacts, FabricState, GpuError, GpuInfo,
+    GpuRef, ModeFacts, NvLinkRemote, NvLinkState, NvmlFailure, P2pStatus, PcieFacts, PerGpu,
+    ProcessFacts, Reading, ThrottleFacts, TopologyFacts, Unavailable,
 };
 use crate::{Check, Context, DataTable, DeviceResult, Metric, Outcome, Profile, Status};
 
@@ -1776,6 +1776,27 @@ fn shared_nvlinks(t: &TopologyFacts, a: usize, b: usize) -> usize {
     direct + switch(a).min(switch(b))
 }
 
+/// What a GPU's NVSwitch fabric state says: until the fabric manager has
+/// registered the GPU, CUDA cannot initialise on it (cudaErrorSystemNotReady;
+/// NVIDIA Fabric Manager user guide).
+fn fabric_finding(gpu: u32, fabric: &Reading<FabricState>) -> Option<Finding> {
+    const FABRIC_HINT: &str = "the NVSwitch fabric of {gpus} is not up, and CUDA cannot start on \
+        it until it is: start the fabric manager, at exactly the driver's version \
+        (`sudo systemctl enable --now nvidia-fabricmanager`), check it with \
+        `systemctl status nvidia-fabricmanager` and `journalctl -u nvidia-fabricmanager`, and \
+        `nvidia-smi -q -i {ids} | grep -i -A3 fabric` shows each GPU's state";
+    let text = match fabric {
+        Ok(FabricState::Completed) => return None,
+        Ok(FabricState::NotStarted) => "NVSwitch fabric not started (fabric manager)".to_string(),
+        Ok(FabricState::InProgress) => {
+            "NVSwitch fabric registration still in progress (fabric manager)".to_string()
+        }
+        Ok(FabricState::Failed(e)) => format!("NVSwitch fabric registration failed: {e}"),
+        Err(e) => return unreadable(gpu, "the NVSwitch fabric state", e),
+    };
+    Some(Finding::new(Some(gpu), Status::Fail, text).hint(FABRIC_HINT))
+}
+
 /// Read and write P2P together: usable when both work.
 fn p2p_pair(read: &Reading<P2pStatus>, write: &Reading<P2pStatus>) -> Option<(P2pStatus, String)> {
     match (read, write) {
@@ -1866,8 +1887,13 @@ fn job_from_env(gpus: &[GpuRef]) -> Option<JobGpus> {
 }
 
 /// Judge the GPU-to-GPU topology: P2P between every pair of the job's GPUs
-/// (every GPU unless `job` narrows it), NVLinks up.
-pub fn evaluate_topology(t: &TopologyFacts, job: Option<&JobGpus>) -> Outcome {
+/// (every GPU unless `job` narrows it), NVLinks up, and each GPU's NVSwitch
+/// fabric registered (`fabric`, per GPU in NVML order; empty when unknown).
+pub fn evaluate_topology(
+    t: &TopologyFacts,
+    fabric: &[Reading<FabricState>],
+    job: Option<&JobGpus>,
+) -> Outcome {
     let n = t.gpus.len();
     if n == 0 {
         return Outcome::skip("no GPUs: no topology to check");
@@ -1884,6 +1910,8 @@ pub fn evaluate_topology(t: &TopologyFacts, job: Option<&JobGpus>) -> Outcome {
                 Status::Pass,
                 "not in CUDA_VISIBLE_DEVICES, not judged",
             ));
+        } else if let Some(state) = fabric.get(i) {
+            findings.extend(fabric_finding(gpu.index, state));
         }
         let (ok, metrics) = match links {
             Ok(l) => {
@@ -2143,11 +2171,20 @@ No P2P between a pair warns. On servers this is usually PCIe ACS or the IOMMU: c
 NCCL_P2P_DISABLE=1 to confirm the job works without it. GeForce cards do not support P2P at all \
 (nothing to fix). A GPU with some NVLinks down while others are up warns: check \
 `nvidia-smi nvlink -s`, Xid 74 in dmesg and, on NVSwitch systems, nvidia-fabricmanager; a reset may \
-retrain the link. A single GPU has nothing to check."
+retrain the link. A single GPU has nothing to check.
+
+On NVSwitch systems (HGX/DGX, Hopper and later) a GPU the fabric manager has not registered fails: \
+CUDA cannot start on it until it is. Start the fabric manager at the driver's version \
+(`sudo systemctl enable --now nvidia-fabricmanager`) and read `journalctl -u nvidia-fabricmanager`."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::topology(lib(ctx)) {
-            Ok(t) => evaluate_topology(&t, job_from_env(&t.gpus).as_ref()),
+            Ok(t) => {
+                // The fabric state lives beside the topology facts; a failure
+                // to read it leaves it unknown, never fails the check.
+                let fabric = nvml::fabric(lib(ctx)).unwrap_or_default();
+                evaluate_topology(&t, &fabric, job_from_env(&t.gpus).as_ref())
+            }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -3206,7 +3243,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
@@ -3229,7 +3266,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "2 GPUs: P2P between them, over NVLink");
         assert_eq!(o.tables[0].rows[1], ["GPU1", "NV4", "X"]);
@@ -3240,7 +3277,7 @@ mod tests {
         let t = topology(4, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "4 GPUs: P2P between all 6 pairs");
         assert_eq!(o.tables[0].rows[0], ["GPU0", "X", "PIX", "SYS", "SYS"]);
@@ -3252,7 +3289,7 @@ mod tests {
         let t = topology(2, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3270,7 +3307,7 @@ mod tests {
         let t = topology(8, no_nvlink, Ok(P2pStatus::TopologyNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3283,13 +3320,13 @@ mod tests {
         let t = topology(2, no_nvlink, Ok(P2pStatus::GpuNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("nothing to fix in software"));
         let t = topology(2, no_nvlink, Ok(P2pStatus::DisabledByRegkey), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("NVreg_RegistryDwords"));
         // nvidia-smi topo -p2p's code for it.
@@ -3310,7 +3347,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3328,7 +3365,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::NotSupported),
         );
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3353,7 +3390,7 @@ mod tests {
     fn only_the_pairs_cuda_visible_devices_selects_are_judged() {
         let t = p2p_only_between_0_and_1();
         // Every GPU: the pairs without P2P warn.
-        let all = evaluate_topology(&t, None);
+        let all = evaluate_topology(&t, &[], None);
         assert_eq!(all.status, Status::Warn);
         assert_eq!(
             all.summary,
@@ -3362,7 +3399,7 @@ mod tests {
         // CUDA_VISIBLE_DEVICES=1,0: the job's one pair has P2P.
         let job = job_gpus(Some("1,0"), &t.gpus).expect("two of four GPUs selected");
         assert_eq!(job.gpus, [1, 0]);
-        let o = evaluate_topology(&t, Some(&job));
+        let o = evaluate_topology(&t, &[], Some(&job));
         assert_eq!(o.status, Status::Pass, "{}", o.summary);
         assert_eq!(
             o.summary,
@@ -3378,7 +3415,7 @@ mod tests {
         );
         // A job on GPUs 0 and 2 crosses a pair without P2P.
         let job = job_gpus(Some("GPU-0,GPU-2"), &t.gpus).expect("UUIDs select");
-        let o = evaluate_topology(&t, Some(&job));
+        let o = evaluate_topology(&t, &[], Some(&job));
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -3418,16 +3455,78 @@ mod tests {
             |_, _| Ok(P2pStatus::Ok),
         );
         t.nvlinks.truncate(1);
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass, "{}", o.summary);
         assert_eq!(o.tables[0].rows[0][2], "PIX");
+    }
+
+    /// 4 GPUs on NVSwitches, judged with each GPU's fabric state.
+    fn nvswitch_box(fabric: impl Fn(u32) -> Reading<FabricState>) -> Outcome {
+        let t = topology(
+            4,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        let fabric: Vec<Reading<FabricState>> = (0..4).map(fabric).collect();
+        evaluate_topology(&t, &fabric, None)
+    }
+
+    #[test]
+    fn a_registered_fabric_passes() {
+        let o = nvswitch_box(|_| Ok(FabricState::Completed));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "4 GPUs: P2P between all 6 pairs, all over NVLink"
+        );
+    }
+
+    #[test]
+    fn a_fabric_not_started_fails_and_says_start_the_fabric_manager() {
+        let o = nvswitch_box(|_| Ok(FabricState::NotStarted));
+        assert_eq!(o.status, Status::Fail);
+        assert!(o
+            .summary
+            .starts_with("GPU 0: NVSwitch fabric not started (fabric manager); GPU 1: "));
+        let h = hint(&o);
+        assert!(
+            h.starts_with("the NVSwitch fabric of GPUs 0, 1, 2, 3 is not up"),
+            "{h}"
+        );
+        assert!(
+            h.contains("`sudo systemctl enable --now nvidia-fabricmanager`"),
+            "{h}"
+        );
+        assert!(
+            h.contains("nvidia-smi -q -i 0,1,2,3 | grep -i -A3 fabric"),
+            "{h}"
+        );
+    }
+
+    #[test]
+    fn a_fabric_in_progress_or_failed_fails() {
+        let o = nvswitch_box(|i| {
+            Ok(match i {
+                1 => FabricState::InProgress,
+                2 => FabricState::Failed("Unknown Error".into()),
+                _ => FabricState::Completed,
+            })
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: NVSwitch fabric registration still in progress (fabric manager); GPU 2: \
+             NVSwitch fabric registration failed: Unknown Error"
+        );
+        assert!(hint(&o).contains("GPUs 1, 2"), "{}", hint(&o));
     }
 
     #[test]
     fn one_selected_gpu_has_no_peer_links_to_check() {
         let t = p2p_only_between_0_and_1();
         let job = job_gpus(Some("3"), &t.gpus).expect("one GPU selected");
-        let o = evaluate_topology(&t, Some(&job));
+        let o = evaluate_topology(&t, &[], Some(&job));
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
@@ -3459,12 +3558,14 @@ mod tests {
     fn one_gpu_has_nothing_to_check_and_none_skips() {
         let o = evaluate_topology(
             &topology(1, no_nvlink, Ok(P2pStatus::Ok), |_, _| Ok(P2pStatus::Ok)),
+            &[],
             None,
         );
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "single GPU: no peer links to check");
         let o = evaluate_topology(
             &topology(0, no_nvlink, Ok(P2pStatus::Ok), |_, _| Ok(P2pStatus::Ok)),
+            &[],
             None,
         );
         assert_eq!(o.status, Status::Skip);
@@ -3473,7 +3574,7 @@ mod tests {
     #[test]
     fn p2p_not_reported_skips_or_says_na() {
         let na = || Err(Unavailable::NotSupported);
-        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()), None);
+        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()), &[], None);
         assert_eq!(o.status, Status::Skip);
         assert_eq!(
             o.summary,
@@ -3484,7 +3585,7 @@ mod tests {
         let mut t = topology(3, no_nvlink, Ok(P2pStatus::Ok), |_, _| na());
         t.pairs[2].p2p_read = na();
         t.pairs[2].p2p_write = na();
-        let o = evaluate_topology(&t, None);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "3 GPUs: P2P between 2 of 3 pairs, n/a for 1");
     }

@@ -300,6 +300,19 @@ pub struct PairFacts {
     pub p2p_nvlink: Reading<P2pStatus>,
 }
 
+/// A GPU's place in the NVSwitch fabric (nvmlDeviceGetGpuFabricInfo,
+/// Hopper and later): on NVSwitch systems the fabric manager must finish
+/// registering every GPU before CUDA can use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FabricState {
+    NotStarted,
+    InProgress,
+    /// Registered.
+    Completed,
+    /// Registration finished with this error.
+    Failed(String),
+}
+
 /// The GPU-to-GPU topology of the host.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopologyFacts {
@@ -916,6 +929,31 @@ fn remote_device_type(device: &Device<'_>, link: u32) -> Result<u32, NvmlError> 
     Ok(kind)
 }
 
+/// nvmlGpuFabricState_t (nvml.h).
+const FABRIC_STATE_NOT_SUPPORTED: u8 = 0;
+const FABRIC_STATE_NOT_STARTED: u8 = 1;
+const FABRIC_STATE_IN_PROGRESS: u8 = 2;
+const FABRIC_STATE_COMPLETED: u8 = 3;
+
+/// The fabric state through the raw call: nvml-wrapper 0.13 has no method.
+fn fabric_state(device: &Device<'_>) -> Result<FabricState, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetGpuFabricInfo.as_ref())?;
+    // SAFETY: a plain C struct (UUID bytes, a return code, two integers),
+    // written by the call.
+    let mut info = unsafe { std::mem::zeroed() };
+    nvml_try(unsafe { sym(device.handle(), &mut info) })?;
+    match info.state {
+        FABRIC_STATE_NOT_SUPPORTED => Err(NvmlError::NotSupported),
+        FABRIC_STATE_NOT_STARTED => Ok(FabricState::NotStarted),
+        FABRIC_STATE_IN_PROGRESS => Ok(FabricState::InProgress),
+        FABRIC_STATE_COMPLETED => Ok(match nvml_try(info.status) {
+            Ok(()) => FabricState::Completed,
+            Err(e) => FabricState::Failed(e.to_string()),
+        }),
+        other => Err(NvmlError::UnexpectedVariant(u32::from(other))),
+    }
+}
+
 /// Upper bound on NVLinks per GPU (NVML_NVLINK_MAX_LINKS in nvml.h).
 const NVLINK_MAX_LINKS: u32 = 18;
 
@@ -964,6 +1002,18 @@ fn nvlinks(device: &Device<'_>, buses: &[Option<(u32, u32, u32)>]) -> Reading<Ve
         });
     }
     Ok(links)
+}
+
+/// Every GPU's NVSwitch fabric state, in NVML index order; NotSupported
+/// where there is no NVSwitch fabric (PCIe GPUs, GPUs before Hopper, older
+/// drivers).
+pub fn fabric(lib: Option<&Path>) -> Result<Vec<Reading<FabricState>>, NvmlFailure> {
+    Ok(per_gpu(lib, |_, d| {
+        read("nvmlDeviceGetGpuFabricInfo", || fabric_state(d))
+    })?
+    .into_iter()
+    .map(|g| g.facts.and_then(|state| state))
+    .collect())
 }
 
 /// The GPU-to-GPU topology: common ancestors, P2P status, NVLinks.
