@@ -90,7 +90,18 @@ fn wait_bounded(mut child: Child) -> Output {
 
 /// gpucheck against `lib` in `scenario`, with the JSON report on stdout.
 fn run_with(lib: &Path, scenario_name: &str, args: &[&str]) -> (Output, Value) {
+    run_with_env(lib, scenario_name, &[], args)
+}
+
+/// As `run_with`, with extra environment variables for gpucheck.
+fn run_with_env(
+    lib: &Path,
+    scenario_name: &str,
+    envs: &[(&str, &str)],
+    args: &[&str],
+) -> (Output, Value) {
     let child = gpucheck()
+        .envs(envs.iter().copied())
         .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
         .arg("--nvml-lib")
         .arg(lib)
@@ -299,6 +310,12 @@ fn single_gpu_has_no_peer_links_to_check() {
         summary(&doc, "gpu.topology"),
         "single GPU: no peer links to check"
     );
+    // One is one GPU, not "1 GPUs".
+    assert_eq!(summary(&doc, "gpu.count"), "1 GPU: 1x NVIDIA H100 PCIe");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other processes on the GPU"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -336,6 +353,18 @@ fn two_geforce_cards_without_ecc_nvlink_or_p2p() {
     assert!(
         h.contains("nvidia-persistenced") && h.contains("nvidia-smi -i 0,1 -pm 1"),
         "{h}"
+    );
+    // The desktop's Xorg on GPU 0 is a display server, not someone's job:
+    // noted, never a warning, never offered to `kill`.
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other compute processes on the 2 GPUs (display/graphics only on GPU 0)"
+    );
+    assert_eq!(hint(&doc, "gpu.processes"), "");
+    assert_eq!(
+        device(&doc, "gpu.processes", 0)["summary"],
+        "no other compute processes (graphics only: pid 1523 /usr/lib/xorg/Xorg (48 MiB))"
     );
     // --strict turns the warnings into exit 1.
     let (strict, _) = run_gpu("geforce2", &["--strict"]);
@@ -379,6 +408,23 @@ fn queries_not_supported_are_na_never_failures() {
 }
 
 #[test]
+fn an_old_driver_without_the_v3_process_lists_still_names_the_job() {
+    let (out, doc) = run_with(
+        &fake_nvml_old(),
+        "other_process",
+        &["--only", "gpu.processes"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.processes"), "warn");
+    let s = summary(&doc, "gpu.processes");
+    assert!(
+        s.starts_with("someone else's job is on GPU 1: pid 4242 python (12000 MiB), "),
+        "{s}"
+    );
+    assert!(hint(&doc, "gpu.processes").contains("kill 4242"));
+}
+
+#[test]
 fn an_old_driver_missing_newer_functions_still_works() {
     // The old-driver build lacks nvmlDeviceGetRemappedRows, _MemoryInfo_v2,
     // _MigMode, _ComputeRunningProcesses_v3, _CudaDriverVersion_v2 and more.
@@ -396,7 +442,12 @@ fn an_old_driver_missing_newer_functions_still_works() {
     assert_eq!(status_of(&doc, "gpu.ecc"), "pass");
     let metrics = device(&doc, "gpu.ecc", 0)["metrics"].to_string();
     assert!(!metrics.contains("remapped_rows"), "{metrics}");
-    assert_eq!(status_of(&doc, "gpu.processes"), "skip");
+    // The process lists come from the original entry points.
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other processes on the 8 GPUs"
+    );
     assert!(
         summary(&doc, "gpu.mode").contains("MIG n/a"),
         "{}",
@@ -493,6 +544,34 @@ fn another_process_on_gpu_1_is_named() {
 }
 
 #[test]
+fn another_process_on_a_gpu_outside_cuda_visible_devices_is_only_noted() {
+    let (out, doc) = run_with_env(
+        &fake_nvml(),
+        "other_process",
+        &[("CUDA_VISIBLE_DEVICES", "0,2,3")],
+        &["--only", "gpu.processes"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "no other processes on the 3 GPUs in CUDA_VISIBLE_DEVICES=0,2,3 (other jobs on GPU 1, \
+         not selected)"
+    );
+    assert_eq!(hint(&doc, "gpu.processes"), "");
+    let gpu1 = device(&doc, "gpu.processes", 1)["summary"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        gpu1.starts_with(
+            "other processes (not in CUDA_VISIBLE_DEVICES, not judged: pid 4242 python"
+        ),
+        "{gpu1}"
+    );
+}
+
+#[test]
 fn mixed_models_warn_and_suggest_one_model() {
     let (out, doc) = run_gpu("mixed", &[]);
     assert_eq!(exit_code(&out), 0);
@@ -560,6 +639,71 @@ fn an_nvlink_down_warns() {
         cell(table(&doc, "gpu.topology", "GPU topology"), 3, 0),
         "NV16"
     );
+}
+
+#[test]
+fn an_nvlink_down_outside_cuda_visible_devices_is_not_judged() {
+    let (out, doc) = run_with_env(
+        &fake_nvml(),
+        "nvlink_down",
+        &[("CUDA_VISIBLE_DEVICES", "0,1,2")],
+        &["--only", "gpu"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "3 GPUs in CUDA_VISIBLE_DEVICES=0,1,2: P2P between all 3 pairs, all over NVLink"
+    );
+    let gpu3 = device(&doc, "gpu.topology", 3);
+    assert_eq!(gpu3["status"], "pass");
+    assert!(
+        gpu3["summary"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("(not in CUDA_VISIBLE_DEVICES, not judged)"),
+        "{gpu3}"
+    );
+    // Selecting GPU 3 by its UUID brings the down link back into the job.
+    let uuid = device(&doc, "gpu.topology", 3)["uuid"]
+        .as_str()
+        .expect("GPU 3 has a UUID")
+        .to_string();
+    let (_, doc) = run_with_env(
+        &fake_nvml(),
+        "nvlink_down",
+        &[("CUDA_VISIBLE_DEVICES", &format!("0,{uuid}"))],
+        &["--only", "gpu.topology"],
+    );
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "GPU 3: 16 of 18 NVLinks active (down: link 16, 17)"
+    );
+}
+
+#[test]
+fn an_nvswitch_fabric_not_started_fails_and_says_start_the_fabric_manager() {
+    let (out, doc) = run_gpu("fabric_down", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.topology"), "fail");
+    let s = summary(&doc, "gpu.topology");
+    assert!(
+        s.starts_with("GPU 0: NVSwitch fabric not started (fabric manager); GPU 1: "),
+        "{s}"
+    );
+    let h = hint(&doc, "gpu.topology");
+    assert!(
+        h.starts_with("the NVSwitch fabric of GPUs 0, 1, 2, 3, 4, 5, 6, 7 is not up"),
+        "{h}"
+    );
+    assert!(
+        h.contains("`sudo systemctl enable --now nvidia-fabricmanager`"),
+        "{h}"
+    );
+    // An old driver without the fabric query: not known, not a failure.
+    let (_, doc) = run_with(&fake_nvml_old(), "h100x8", &["--only", "gpu.topology"]);
+    assert_eq!(status_of(&doc, "gpu.topology"), "pass");
 }
 
 #[test]

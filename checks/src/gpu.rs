@@ -12,9 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::probe::nvml::{
-    self, reason, Ancestor, ComputeMode, DriverInfo, EccFacts, GpuError, GpuInfo, GpuRef,
-    ModeFacts, NvLinkRemote, NvLinkState, NvmlFailure, P2pStatus, PcieFacts, PerGpu, ProcessFacts,
-    Reading, ThrottleFacts, TopologyFacts, Unavailable,
+    self, reason, Ancestor, ComputeMode, DriverInfo, EccFacts, FabricState, GpuError, GpuInfo,
+    GpuRef, ModeFacts, NvLinkRemote, NvLinkState, NvmlFailure, P2pStatus, PcieFacts, PerGpu,
+    ProcessFacts, Reading, ThrottleFacts, TopologyFacts, Unavailable,
 };
 use crate::{Check, Context, DataTable, DeviceResult, Metric, Outcome, Profile, Status};
 
@@ -120,6 +120,14 @@ fn gpus_phrase(ids: &[u32]) -> String {
         format!("GPU {}", list[0])
     } else {
         format!("GPUs {}", list.join(", "))
+    }
+}
+
+/// "1 GPU", "8 GPUs".
+fn gpu_count(n: usize) -> String {
+    match n {
+        1 => "1 GPU".to_string(),
+        n => format!("{n} GPUs"),
     }
 }
 
@@ -546,7 +554,10 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
                 Finding::new(
                     None,
                     Status::Fail,
-                    format!("{seen} GPUs usable, expected {expected} (--expect-gpus)"),
+                    format!(
+                        "{} usable, expected {expected} (--expect-gpus)",
+                        gpu_count(seen as usize)
+                    ),
                 )
                 .hint(format!(
                     "{} of the expected GPUs are missing: `nvidia-smi -L` lists what the driver \
@@ -605,8 +616,8 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
     }
 
     let pass_summary = match expect {
-        Some(e) => format!("{seen} GPUs (expected {e}): {model_list}"),
-        None => format!("{seen} GPUs: {model_list}"),
+        Some(e) => format!("{} (expected {e}): {model_list}", gpu_count(seen as usize)),
+        None => format!("{}: {model_list}", gpu_count(seen as usize)),
     };
     let mut outcome =
         conclude(pass_summary, &findings, devices).with_metric("gpu_count", seen as f64, "count");
@@ -686,19 +697,28 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
             supported += 1;
         }
         match &f.mode {
-            Ok(m) if !m.current => findings.push(
+            Ok(m) if !m.current && m.pending => findings.push(
+                Finding::new(Some(i), Status::Warn, "ECC off (on after the next reset)").hint(
+                    "ECC is switched on for {gpus} but takes effect only after a reset: stop its \
+                     jobs, then `sudo nvidia-smi -r -i {ids}` or reboot",
+                ),
+            ),
+            Ok(m) if !m.current => {
+                findings.push(Finding::new(Some(i), Status::Warn, "ECC off").hint(
+                    "with ECC off, memory errors corrupt training silently: enable it with \
+                     `sudo nvidia-smi -i {ids} -e 1`, then reset the GPU or reboot",
+                ))
+            }
+            Ok(m) if !m.pending => findings.push(
                 Finding::new(
                     Some(i),
                     Status::Warn,
-                    if m.pending {
-                        "ECC off (on after the next reset)"
-                    } else {
-                        "ECC off"
-                    },
+                    "ECC on now, off after the next reset",
                 )
                 .hint(
-                    "with ECC off, memory errors corrupt training silently: enable it with \
-                     `sudo nvidia-smi -i {ids} -e 1`, then reset the GPU or reboot",
+                    "ECC was switched off for {gpus} and goes off at its next reset or reboot, \
+                         after which memory errors corrupt training silently: keep it on with \
+                         `sudo nvidia-smi -i {ids} -e 1`",
                 ),
             ),
             Ok(_) => {}
@@ -752,7 +772,7 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
             metrics.push(metric("ecc_aggregate_uncorrected", *n as f64, "count"));
         }
         let retired = match (&f.retired_pages_sbe, &f.retired_pages_dbe) {
-            (Ok(a), Ok(b)) => Some(a + b),
+            (Ok(a), Ok(b)) => Some(a.saturating_add(*b)),
             (Ok(a), Err(_)) | (Err(_), Ok(a)) => Some(*a),
             (Err(e), Err(_)) => {
                 findings.extend(unreadable(i, "the retired pages", e));
@@ -857,7 +877,7 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
         return o;
     }
     let with_ecc = if supported == gpus.len() {
-        format!("{supported} GPUs")
+        gpu_count(supported)
     } else {
         format!("{supported} of {} GPUs with ECC", gpus.len())
     };
@@ -1028,7 +1048,10 @@ pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome 
         Some(w) if widths.iter().all(|x| x == w) => format!(" (x{w})"),
         _ => String::new(),
     };
-    let pass = format!("{readable} GPUs at full PCIe link width{width}{idle_note}");
+    let pass = format!(
+        "{} at full PCIe link width{width}{idle_note}",
+        gpu_count(readable)
+    );
     conclude(pass, &findings, devices)
 }
 
@@ -1165,9 +1188,9 @@ pub fn evaluate_throttle(gpus: &[PerGpu<ThrottleFacts>]) -> Outcome {
         return o;
     }
     let pass = if idle > 0 {
-        format!("{readable} GPUs: no slowdown ({idle} idle)")
+        format!("{}: no slowdown ({idle} idle)", gpu_count(readable))
     } else {
-        format!("{readable} GPUs: no slowdown")
+        format!("{}: no slowdown", gpu_count(readable))
     };
     conclude(pass, &findings, devices)
 }
@@ -1239,13 +1262,32 @@ pub fn evaluate_mode(gpus: &[PerGpu<ModeFacts>]) -> Outcome {
                 );
                 "Prohibited"
             }
-            Ok(ComputeMode::ExclusiveProcess) | Ok(ComputeMode::ExclusiveThread) => {
+            Ok(ComputeMode::ExclusiveProcess) => {
                 findings.push(Finding::new(
                     Some(i),
                     Status::Pass,
                     "Exclusive Process: one process per GPU, fine for one DDP rank per GPU",
                 ));
                 "Exclusive Process"
+            }
+            Ok(ComputeMode::ExclusiveThread) => {
+                // CUDA deprecated it in 8.0: only the thread that created the
+                // context may use the GPU, and PyTorch's autograd runs the
+                // backward pass on its own per-device threads.
+                findings.push(
+                    Finding::new(
+                        Some(i),
+                        Status::Warn,
+                        "compute mode Exclusive Thread (deprecated)",
+                    )
+                    .hint(
+                        "in Exclusive Thread mode only one thread may use {gpus}, but PyTorch \
+                         runs the backward pass on separate threads: \
+                         `sudo nvidia-smi -i {ids} -c EXCLUSIVE_PROCESS` (one process per GPU) \
+                         or `-c DEFAULT`",
+                    ),
+                );
+                "Exclusive Thread"
             }
             Ok(ComputeMode::Default) => "Default",
             Err(e) => {
@@ -1325,8 +1367,8 @@ pub fn evaluate_mode(gpus: &[PerGpu<ModeFacts>]) -> Outcome {
         return o;
     }
     let pass = format!(
-        "{} GPUs: compute {}, persistence {}, MIG {}",
-        gpus.len(),
+        "{}: compute {}, persistence {}, MIG {}",
+        gpu_count(gpus.len()),
         seen[0].join("/"),
         seen[1].join("/"),
         seen[2].join("/")
@@ -1360,7 +1402,7 @@ impl Check for Mode {
 
 Compute mode Prohibited fails: no CUDA process may use the GPU (`sudo nvidia-smi -i N -c DEFAULT`). \
 Exclusive Process is fine for DDP, which runs one process per GPU, but nothing else can share the \
-GPU; it is noted.
+GPU; it is noted. The deprecated Exclusive Thread mode warns: PyTorch uses a GPU from several threads.
 
 Persistence mode off warns: the driver tears the GPU down when the last client exits, so every CUDA \
 start pays seconds of initialisation and torchrun's ranks start slowly. Enable nvidia-persistenced \
@@ -1393,13 +1435,24 @@ fn process_text(p: &nvml::GpuProcess) -> String {
 }
 
 /// Judge the processes already holding GPU memory; `own_pid` is gpucheck.
-pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcome {
+/// Only the GPUs of the job (`job`, else every GPU) are judged: a job on a
+/// GPU CUDA_VISIBLE_DEVICES leaves out is noted.
+pub fn evaluate_processes(
+    gpus: &[PerGpu<ProcessFacts>],
+    own_pid: u32,
+    job: Option<&JobGpus>,
+) -> Outcome {
+    let in_job = |i: u32| job.is_none_or(|j| j.gpus.contains(&i));
     let mut findings = open_failures(gpus);
     let mut devices = Vec::new();
     let mut busy: Vec<(u32, Vec<String>)> = Vec::new();
     let mut free: Vec<u32> = Vec::new();
-    let mut pids: Vec<u32> = Vec::new();
+    // The jobs' pids, and whether each is visible from here.
+    let mut pids: Vec<(u32, bool)> = Vec::new();
+    let mut display_gpus: Vec<u32> = Vec::new();
+    let mut outside: Vec<u32> = Vec::new();
     let mut readable = 0;
+    let mut judged = 0;
     for g in gpus {
         let i = g.gpu.index;
         let list = match &g.facts {
@@ -1417,24 +1470,59 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
             }
         };
         readable += 1;
+        if in_job(i) {
+            judged += 1;
+        }
         let others: Vec<&nvml::GpuProcess> = list.iter().filter(|p| p.pid != own_pid).collect();
-        if others.is_empty() {
+        // A process with only a graphics context is a display server or
+        // desktop (Xorg, gnome-shell) on a workstation GPU: it is noted,
+        // never called someone's job, and never offered to `kill`.
+        let (display, jobs): (Vec<&nvml::GpuProcess>, Vec<&nvml::GpuProcess>) =
+            others.iter().partition(|p| p.graphics);
+        if !display.is_empty() {
+            let texts: Vec<String> = display.iter().map(|p| process_text(p)).collect();
+            findings.push(Finding::new(
+                Some(i),
+                Status::Pass,
+                format!("graphics only: {}", texts.join(", ")),
+            ));
+            display_gpus.push(i);
+        }
+        if jobs.is_empty() {
             free.push(i);
+        } else if !in_job(i) {
+            let texts: Vec<String> = jobs.iter().map(|p| process_text(p)).collect();
+            findings.push(Finding::new(
+                Some(i),
+                Status::Pass,
+                format!(
+                    "not in CUDA_VISIBLE_DEVICES, not judged: {}",
+                    texts.join(", ")
+                ),
+            ));
+            outside.push(i);
         } else {
-            let texts: Vec<String> = others.iter().map(|p| process_text(p)).collect();
-            for p in &others {
-                if !pids.contains(&p.pid) {
-                    pids.push(p.pid);
+            let texts: Vec<String> = jobs.iter().map(|p| process_text(p)).collect();
+            for p in &jobs {
+                if !pids.iter().any(|(pid, _)| *pid == p.pid) {
+                    pids.push((p.pid, p.name.is_some()));
                 }
             }
             findings.push(Finding::new(Some(i), Status::Warn, texts.join(", ")));
             busy.push((i, texts));
         }
         let used: u64 = others.iter().filter_map(|p| p.used_mib).sum();
+        let ok = if !jobs.is_empty() {
+            "other processes"
+        } else if !display.is_empty() {
+            "no other compute processes"
+        } else {
+            "no other processes"
+        };
         devices.push(device_result(
             &g.gpu,
             &findings,
-            "no other processes".into(),
+            ok.into(),
             vec![
                 metric("other_processes", others.len() as f64, "count"),
                 metric("other_processes_memory", used as f64, "MiB"),
@@ -1448,11 +1536,38 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
     }
     let process_count = pids.len();
     let mut outcome = if busy.is_empty() {
-        conclude(
-            format!("no other processes on the {readable} GPUs"),
-            &findings,
-            devices,
-        )
+        let selected = job.map_or(String::new(), |j| {
+            format!(" in CUDA_VISIBLE_DEVICES={}", j.cuda_visible_devices)
+        });
+        let kind = if display_gpus.is_empty() {
+            ""
+        } else {
+            "compute "
+        };
+        let mut pass = format!(
+            "no other {kind}processes on {}{selected}",
+            match judged {
+                1 => "the GPU".to_string(),
+                n => format!("the {n} GPUs"),
+            }
+        );
+        let mut notes = Vec::new();
+        if !display_gpus.is_empty() {
+            notes.push(format!(
+                "display/graphics only on {}",
+                gpus_phrase(&display_gpus)
+            ));
+        }
+        if !outside.is_empty() {
+            notes.push(format!(
+                "other jobs on {}, not selected",
+                gpus_phrase(&outside)
+            ));
+        }
+        if !notes.is_empty() {
+            pass.push_str(&format!(" ({})", notes.join("; ")));
+        }
+        conclude(pass, &findings, devices)
     } else {
         let ids: Vec<u32> = busy.iter().map(|(i, _)| *i).collect();
         let summary = if busy.len() == 1 {
@@ -1471,15 +1586,28 @@ pub fn evaluate_processes(gpus: &[PerGpu<ProcessFacts>], own_pid: u32) -> Outcom
                     .join("; ")
             )
         };
-        let kill = pids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut hint = format!(
-            "DDP on a shared GPU runs out of memory or slows down: see them with `nvidia-smi`, wait \
-             for that job or stop it (`kill {kill}`)"
-        );
+        let listed = |visible: bool, sep: &str| {
+            pids.iter()
+                .filter(|(_, v)| *v == visible)
+                .map(|(pid, _)| pid.to_string())
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        let (here, elsewhere) = (listed(true, " "), listed(false, ", "));
+        let mut hint = "DDP on a shared GPU runs out of memory or slows down: see them with \
+                        `nvidia-smi`, wait for that job or stop it"
+            .to_string();
+        if !here.is_empty() {
+            hint.push_str(&format!(" (`kill {here}`)"));
+        }
+        if !elsewhere.is_empty() {
+            // A pid this PID namespace does not show may be another
+            // process's number here: never offer to kill it from here.
+            hint.push_str(&format!(
+                "; pid {elsewhere} runs outside this container or PID namespace: stop it from \
+                 the host"
+            ));
+        }
         if !free.is_empty() {
             hint.push_str(&format!(
                 ", or train on the free GPUs: `CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={}`",
@@ -1526,11 +1654,20 @@ out-of-memory on that rank) and compute (every step waits for the slowest rank).
 
 Any other process warns, naming it (\"someone else's job is on GPU 3\"). See them with `nvidia-smi`, \
 wait for the job or stop it, or run on the free GPUs with CUDA_DEVICE_ORDER=PCI_BUS_ID \
-CUDA_VISIBLE_DEVICES=... Inside a container, processes of other containers show by pid only."
+CUDA_VISIBLE_DEVICES=... Inside a container, processes of other containers show by pid only.
+
+A process with only a graphics context (a display server such as Xorg or gnome-shell on a \
+workstation GPU) is noted, not warned: it is not a training job and must not be killed. Only the \
+GPUs CUDA_VISIBLE_DEVICES selects are judged (every GPU when it is unset); jobs on the others are \
+noted."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::processes(lib(ctx)) {
-            Ok(gpus) => evaluate_processes(&gpus, std::process::id()),
+            Ok(gpus) => {
+                let refs: Vec<GpuRef> = gpus.iter().map(|g| g.gpu.clone()).collect();
+                let job = job_from_env(&refs);
+                evaluate_processes(&gpus, std::process::id(), job.as_ref())
+            }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -1555,7 +1692,7 @@ OK   = peer-to-peer reads and writes work
 CNS  = the chipset does not support P2P
 GNS  = the GPU does not support P2P
 TNS  = the topology does not support P2P (often PCIe ACS / IOMMU)
-RK   = disabled by a driver registry key
+DR   = disabled by a driver registry key
 NS   = not supported
 U    = unknown
 R:x W:y = reads (x) and writes (y) differ
@@ -1578,7 +1715,7 @@ fn p2p_code(s: P2pStatus) -> &'static str {
         P2pStatus::ChipsetNotSupported => "CNS",
         P2pStatus::GpuNotSupported => "GNS",
         P2pStatus::TopologyNotSupported => "TNS",
-        P2pStatus::DisabledByRegkey => "RK",
+        P2pStatus::DisabledByRegkey => "DR",
         P2pStatus::NotSupported => "NS",
         P2pStatus::Unknown => "U",
     }
@@ -1615,27 +1752,49 @@ fn p2p_hint(s: P2pStatus) -> &'static str {
     }
 }
 
-fn active_links(links: &Reading<Vec<NvLinkState>>) -> Vec<&NvLinkState> {
-    match links {
-        Ok(l) => l.iter().filter(|s| s.active).collect(),
-        Err(_) => Vec::new(),
+/// The active NVLinks of GPU `i` (none when NVML could not say).
+fn active_links(t: &TopologyFacts, i: usize) -> Vec<&NvLinkState> {
+    match t.nvlinks.get(i) {
+        Some(Ok(l)) => l.iter().filter(|s| s.active).collect(),
+        _ => Vec::new(),
     }
 }
 
 /// NVLinks between GPUs `a` and `b`: direct ones plus those through
 /// NVSwitches (as many as the side with fewer switch links has).
 fn shared_nvlinks(t: &TopologyFacts, a: usize, b: usize) -> usize {
-    let direct = active_links(&t.nvlinks[a])
+    let direct = active_links(t, a)
         .iter()
         .filter(|l| l.remote == NvLinkRemote::Gpu(b as u32))
         .count();
     let switch = |i: usize| {
-        active_links(&t.nvlinks[i])
+        active_links(t, i)
             .iter()
             .filter(|l| l.remote == NvLinkRemote::Switch)
             .count()
     };
     direct + switch(a).min(switch(b))
+}
+
+/// What a GPU's NVSwitch fabric state says: until the fabric manager has
+/// registered the GPU, CUDA cannot initialise on it (cudaErrorSystemNotReady;
+/// NVIDIA Fabric Manager user guide).
+fn fabric_finding(gpu: u32, fabric: &Reading<FabricState>) -> Option<Finding> {
+    const FABRIC_HINT: &str = "the NVSwitch fabric of {gpus} is not up, and CUDA cannot start on \
+        it until it is: start the fabric manager, at exactly the driver's version \
+        (`sudo systemctl enable --now nvidia-fabricmanager`), check it with \
+        `systemctl status nvidia-fabricmanager` and `journalctl -u nvidia-fabricmanager`, and \
+        `nvidia-smi -q -i {ids} | grep -i -A3 fabric` shows each GPU's state";
+    let text = match fabric {
+        Ok(FabricState::Completed) => return None,
+        Ok(FabricState::NotStarted) => "NVSwitch fabric not started (fabric manager)".to_string(),
+        Ok(FabricState::InProgress) => {
+            "NVSwitch fabric registration still in progress (fabric manager)".to_string()
+        }
+        Ok(FabricState::Failed(e)) => format!("NVSwitch fabric registration failed: {e}"),
+        Err(e) => return unreadable(gpu, "the NVSwitch fabric state", e),
+    };
+    Some(Finding::new(Some(gpu), Status::Fail, text).hint(FABRIC_HINT))
 }
 
 /// Read and write P2P together: usable when both work.
@@ -1651,21 +1810,114 @@ fn p2p_pair(read: &Reading<P2pStatus>, write: &Reading<P2pStatus>) -> Option<(P2
     }
 }
 
-/// Judge the GPU-to-GPU topology: P2P between every pair, NVLinks up.
-pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
+/// The GPUs a DDP job started here will use, when CUDA_VISIBLE_DEVICES
+/// names some of them: only pairs among them are judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobGpus {
+    /// NVML indices, in CUDA_VISIBLE_DEVICES order.
+    pub gpus: Vec<u32>,
+    /// The variable's value, for the summary.
+    pub cuda_visible_devices: String,
+}
+
+/// The GPUs CUDA_VISIBLE_DEVICES selects, mapped as env.cuda_visible_devices
+/// maps it. None (judge every GPU) when it is unset, selects every GPU, or
+/// selects nothing usable (MIG devices, a duplicate: env.cuda_visible_devices
+/// judges that).
+pub fn job_gpus(cuda_visible_devices: Option<&str>, gpus: &[GpuRef]) -> Option<JobGpus> {
+    let value = cuda_visible_devices?;
+    let nvml_gpus: Vec<crate::env::NvmlGpu> = gpus
+        .iter()
+        .map(|g| crate::env::NvmlGpu {
+            index: g.index,
+            name: g.name.clone(),
+            uuid: g.uuid.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let parsed = crate::env::parse_cuda_visible_devices(value);
+    let mapping = crate::env::map_visible_devices(parsed.effective(), &nvml_gpus);
+    let selected: Vec<u32> = mapping
+        .targets
+        .iter()
+        .map(|t| match t {
+            crate::env::Target::Gpu(i) => Some(*i),
+            crate::env::Target::Mig { .. } => None,
+        })
+        .collect::<Option<_>>()?;
+    if mapping.duplicate.is_some() || selected.is_empty() || selected.len() == gpus.len() {
+        return None;
+    }
+    Some(JobGpus {
+        gpus: selected,
+        cuda_visible_devices: value.to_string(),
+    })
+}
+
+/// [`job_gpus`], unless CUDA's order may differ from NVML's: indices in
+/// CUDA_VISIBLE_DEVICES count in CUDA_DEVICE_ORDER, which is FASTEST_FIRST
+/// unless set to PCI_BUS_ID (CUDA Programming Guide, "CUDA Environment
+/// Variables"); NVML counts in PCI bus order. Both agree on a host with one
+/// GPU model (ties are broken by PCI bus id); on a mixed host indices cannot
+/// be mapped, and every GPU is judged.
+pub fn job_gpus_in_order(
+    cuda_visible_devices: Option<&str>,
+    cuda_device_order: Option<&str>,
+    gpus: &[GpuRef],
+) -> Option<JobGpus> {
+    let job = job_gpus(cuda_visible_devices, gpus)?;
+    let by_index =
+        crate::env::parse_cuda_visible_devices(&job.cuda_visible_devices).names_indices();
+    let pci_order = cuda_device_order.is_some_and(|o| o.trim() == "PCI_BUS_ID");
+    let mixed = gpus.windows(2).any(|w| w[0].name != w[1].name);
+    if by_index && !pci_order && mixed {
+        return None;
+    }
+    Some(job)
+}
+
+/// The job's GPUs from this process's environment.
+fn job_from_env(gpus: &[GpuRef]) -> Option<JobGpus> {
+    use crate::probe::host::env_lossy;
+    job_gpus_in_order(
+        env_lossy("CUDA_VISIBLE_DEVICES").as_deref(),
+        env_lossy("CUDA_DEVICE_ORDER").as_deref(),
+        gpus,
+    )
+}
+
+/// Judge the GPU-to-GPU topology: P2P between every pair of the job's GPUs
+/// (every GPU unless `job` narrows it), NVLinks up, and each GPU's NVSwitch
+/// fabric registered (`fabric`, per GPU in NVML order; empty when unknown).
+pub fn evaluate_topology(
+    t: &TopologyFacts,
+    fabric: &[Reading<FabricState>],
+    job: Option<&JobGpus>,
+) -> Outcome {
     let n = t.gpus.len();
     if n == 0 {
         return Outcome::skip("no GPUs: no topology to check");
     }
+    let in_job = |i: usize| job.is_none_or(|j| j.gpus.contains(&(i as u32)));
+    let job_size = (0..n).filter(|i| in_job(*i)).count();
     let mut findings = Vec::new();
     let mut devices = Vec::new();
     for (i, links) in t.nvlinks.iter().enumerate() {
-        let gpu = &t.gpus[i];
+        let Some(gpu) = t.gpus.get(i) else { break };
+        if !in_job(i) {
+            findings.push(Finding::new(
+                Some(gpu.index),
+                Status::Pass,
+                "not in CUDA_VISIBLE_DEVICES, not judged",
+            ));
+        } else if let Some(state) = fabric.get(i) {
+            findings.extend(fabric_finding(gpu.index, state));
+        }
         let (ok, metrics) = match links {
             Ok(l) => {
                 let up = l.iter().filter(|s| s.active).count();
                 let down: Vec<u32> = l.iter().filter(|s| !s.active).map(|s| s.link).collect();
-                if up > 0 && !down.is_empty() {
+                if up > 0 && !down.is_empty() && in_job(i) {
                     findings.push(
                         Finding::new(
                             Some(gpu.index),
@@ -1709,7 +1961,9 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             }
             Err(Unavailable::NotSupported) => ("no NVLink".to_string(), Vec::new()),
             Err(e) => {
-                findings.extend(unreadable(gpu.index, "the NVLinks", e));
+                if in_job(i) {
+                    findings.extend(unreadable(gpu.index, "the NVLinks", e));
+                }
                 ("NVLinks n/a".to_string(), Vec::new())
             }
         };
@@ -1733,7 +1987,8 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
         row[i] = "X".to_string();
         p2p[i][i] = "X".to_string();
     }
-    let pairs = n * (n - 1) / 2;
+    // The pairs judged: those between GPUs of the job.
+    let pairs = job_size * job_size.saturating_sub(1) / 2;
     let mut p2p_ok = 0;
     let mut nvlink_pairs = 0;
     // Pairs without P2P, by reason.
@@ -1763,6 +2018,10 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
         };
         p2p[a][b] = p2p_cell.clone();
         p2p[b][a] = p2p_cell;
+        if !(in_job(a) && in_job(b)) {
+            // Drawn, not judged: a job here will not use this pair.
+            continue;
+        }
         let pair_name = format!("GPU{a}-GPU{b}");
         if links > 0 {
             nvlink_pairs += 1;
@@ -1817,7 +2076,7 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             .map(|(i, r)| std::iter::once(format!("GPU{i}")).chain(r).collect())
             .collect()
     };
-    let p2p_na = pairs - p2p_ok - unavailable;
+    let p2p_na = pairs.saturating_sub(p2p_ok + unavailable);
     let nvlink_known = t
         .nvlinks
         .iter()
@@ -1836,19 +2095,33 @@ pub fn evaluate_topology(t: &TopologyFacts) -> Outcome {
             legend: Some(P2P_LEGEND.to_string()),
         },
     ];
+    let selected = job.map(|j| format!(" in CUDA_VISIBLE_DEVICES={}", j.cuda_visible_devices));
+    if job_size < 2 {
+        let mut o = conclude(
+            format!(
+                "one GPU{}: no peer links to check",
+                selected.as_deref().unwrap_or_default()
+            ),
+            &findings,
+            devices,
+        );
+        o.tables = tables.to_vec();
+        return o;
+    }
     if p2p_na == pairs && !nvlink_known && findings.iter().all(|f| f.status < Status::Warn) {
         let mut o = Outcome::skip("P2P status and NVLinks not reported by these GPUs (n/a)");
         o.devices = devices;
         o.tables = tables.to_vec();
         return o;
     }
-    let mut pass = match (n, p2p_na) {
-        (2, 0) => "2 GPUs: P2P between them".to_string(),
-        (_, 0) => format!("{n} GPUs: P2P between all {pairs} pairs"),
-        _ => format!("{n} GPUs: P2P between {p2p_ok} of {pairs} pairs, n/a for {p2p_na}"),
+    let gpus = format!("{job_size} GPUs{}", selected.as_deref().unwrap_or_default());
+    let mut pass = match (job_size, p2p_na) {
+        (2, 0) => format!("{gpus}: P2P between them"),
+        (_, 0) => format!("{gpus}: P2P between all {pairs} pairs"),
+        _ => format!("{gpus}: P2P between {p2p_ok} of {pairs} pairs, n/a for {p2p_na}"),
     };
     if nvlink_pairs == pairs {
-        pass.push_str(if n == 2 {
+        pass.push_str(if job_size == 2 {
             ", over NVLink"
         } else {
             ", all over NVLink"
@@ -1889,18 +2162,29 @@ pair, their common PCIe ancestor, and how many NVLinks each GPU has up; drawn li
 
 NCCL's all-reduce, the heart of DDP, moves gradients GPU to GPU. With P2P it copies directly over \
 NVLink or PCIe; without it every byte detours through host memory, which is several times slower. \
-All GPUs NVML sees are judged, since a DDP job normally uses them all.
+The pairs judged are those between the GPUs a job started here will use: the ones \
+CUDA_VISIBLE_DEVICES selects, or every GPU when it is unset; the matrix always shows the whole \
+machine.
 
 No P2P between a pair warns. On servers this is usually PCIe ACS or the IOMMU: check \
 `sudo lspci -vvv | grep ACSCtl`, disable ACS in the BIOS or boot with iommu=pt, and run with \
 NCCL_P2P_DISABLE=1 to confirm the job works without it. GeForce cards do not support P2P at all \
 (nothing to fix). A GPU with some NVLinks down while others are up warns: check \
 `nvidia-smi nvlink -s`, Xid 74 in dmesg and, on NVSwitch systems, nvidia-fabricmanager; a reset may \
-retrain the link. A single GPU has nothing to check."
+retrain the link. A single GPU has nothing to check.
+
+On NVSwitch systems (HGX/DGX, Hopper and later) a GPU the fabric manager has not registered fails: \
+CUDA cannot start on it until it is. Start the fabric manager at the driver's version \
+(`sudo systemctl enable --now nvidia-fabricmanager`) and read `journalctl -u nvidia-fabricmanager`."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         match nvml::topology(lib(ctx)) {
-            Ok(t) => evaluate_topology(&t),
+            Ok(t) => {
+                // The fabric state lives beside the topology facts; a failure
+                // to read it leaves it unknown, never fails the check.
+                let fabric = nvml::fabric(lib(ctx)).unwrap_or_default();
+                evaluate_topology(&t, &fabric, job_from_env(&t.gpus).as_ref())
+            }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -2337,6 +2621,50 @@ mod tests {
     }
 
     #[test]
+    fn absurd_retired_page_counts_fail_without_overflowing() {
+        let o = ecc_with(|f| {
+            f.retired_pages_sbe = Ok(u32::MAX);
+            f.retired_pages_dbe = Ok(5);
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            format!("GPU 1: {} retired memory pages (limit 63)", u32::MAX)
+        );
+    }
+
+    #[test]
+    fn ecc_switched_on_but_not_yet_reset_says_reset_only() {
+        let o = ecc_with(|f| {
+            f.mode = Ok(EccMode {
+                current: false,
+                pending: true,
+            })
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: ECC off (on after the next reset)");
+        assert!(hint(&o).contains("sudo nvidia-smi -r -i 1"), "{}", hint(&o));
+        assert!(!hint(&o).contains("-e 1"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn ecc_switched_off_for_the_next_reset_warns() {
+        let o = ecc_with(|f| {
+            f.mode = Ok(EccMode {
+                current: true,
+                pending: false,
+            })
+        });
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: ECC on now, off after the next reset");
+        assert!(
+            hint(&o).contains("sudo nvidia-smi -i 1 -e 1"),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    #[test]
     fn ecc_not_supported_anywhere_is_not_applicable() {
         let geforce = || EccFacts {
             mode: Err(Unavailable::NotSupported),
@@ -2428,7 +2756,7 @@ mod tests {
             &PcieThresholds::default(),
         );
         assert_eq!(o.status, Status::Pass);
-        assert_eq!(o.summary, "1 GPUs at full PCIe link width (x16)");
+        assert_eq!(o.summary, "1 GPU at full PCIe link width (x16)");
         assert_eq!(o.devices[0].summary, "Gen5 x16 (max Gen5 x16)");
     }
 
@@ -2454,7 +2782,7 @@ mod tests {
         assert_eq!(idle.status, Status::Pass);
         assert_eq!(
             idle.summary,
-            "1 GPUs at full PCIe link width (x16) (idle GPUs at a lower generation: normal)"
+            "1 GPU at full PCIe link width (x16) (idle GPUs at a lower generation: normal)"
         );
         assert!(idle.devices[0]
             .summary
@@ -2584,10 +2912,7 @@ mod tests {
     fn default_modes_pass() {
         let o = evaluate_mode(&[per(0, mode(ComputeMode::Default, true, (false, false)))]);
         assert_eq!(o.status, Status::Pass);
-        assert_eq!(
-            o.summary,
-            "1 GPUs: compute Default, persistence on, MIG off"
-        );
+        assert_eq!(o.summary, "1 GPU: compute Default, persistence on, MIG off");
     }
 
     #[test]
@@ -2615,6 +2940,24 @@ mod tests {
         assert!(o.devices[0]
             .summary
             .contains("one process per GPU, fine for one DDP rank"));
+    }
+
+    #[test]
+    fn exclusive_thread_warns_and_says_how_to_switch() {
+        let o = evaluate_mode(&[per(
+            3,
+            mode(ComputeMode::ExclusiveThread, true, (false, false)),
+        )]);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 3: compute mode Exclusive Thread (deprecated)"
+        );
+        assert!(
+            hint(&o).contains("`sudo nvidia-smi -i 3 -c EXCLUSIVE_PROCESS`"),
+            "{}",
+            hint(&o)
+        );
     }
 
     #[test]
@@ -2672,7 +3015,7 @@ mod tests {
 
     #[test]
     fn no_other_processes_pass() {
-        let o = evaluate_processes(&[per(0, procs(vec![])), per(1, procs(vec![]))], 1);
+        let o = evaluate_processes(&[per(0, procs(vec![])), per(1, procs(vec![]))], 1, None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "no other processes on the 2 GPUs");
     }
@@ -2689,6 +3032,7 @@ mod tests {
                 per(2, procs(vec![])),
             ],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
@@ -2708,6 +3052,7 @@ mod tests {
                 per(1, procs(vec![process(7, None, None)])),
             ],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Warn);
         assert!(o.summary.starts_with(
@@ -2715,7 +3060,105 @@ mod tests {
         ));
         assert!(o.summary.contains("memory n/a"));
         assert!(!hint(&o).contains("CUDA_VISIBLE_DEVICES"));
-        assert!(hint(&o).contains("kill 7`"), "{}", hint(&o));
+        // pid 7 is not visible here: stopped from the host, never `kill`ed
+        // from here, where 7 may be another process.
+        assert!(!hint(&o).contains("kill"), "{}", hint(&o));
+        assert!(
+            hint(&o).contains(
+                "pid 7 runs outside this container or PID namespace: stop it from the host"
+            ),
+            "{}",
+            hint(&o)
+        );
+    }
+
+    fn display(pid: u32, name: &str, mib: u64) -> GpuProcess {
+        GpuProcess {
+            graphics: true,
+            ..process(pid, Some(name), Some(mib))
+        }
+    }
+
+    #[test]
+    fn a_display_server_is_noted_not_warned() {
+        let o = evaluate_processes(
+            &[
+                per(0, procs(vec![display(1523, "/usr/lib/xorg/Xorg", 48)])),
+                per(1, procs(vec![])),
+            ],
+            1,
+            None,
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "no other compute processes on the 2 GPUs (display/graphics only on GPU 0)"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(
+            o.devices[0].summary,
+            "no other compute processes (graphics only: pid 1523 /usr/lib/xorg/Xorg (48 MiB))"
+        );
+    }
+
+    #[test]
+    fn a_job_next_to_a_display_server_warns_and_spares_the_display() {
+        let o = evaluate_processes(
+            &[
+                per(
+                    0,
+                    procs(vec![
+                        display(1523, "Xorg", 48),
+                        process(4242, Some("python train.py"), Some(12000)),
+                    ]),
+                ),
+                per(1, procs(vec![display(1600, "gnome-shell", 20)])),
+            ],
+            1,
+            None,
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "someone else's job is on GPU 0: pid 4242 python train.py (12000 MiB)"
+        );
+        let h = hint(&o);
+        assert!(h.contains("(`kill 4242`)"), "{h}");
+        assert!(!h.contains("1523") && !h.contains("1600"), "{h}");
+        // GPU 1 has only the desktop on it: free to train on.
+        assert!(h.contains("CUDA_VISIBLE_DEVICES=1"), "{h}");
+    }
+
+    #[test]
+    fn a_job_on_a_gpu_cuda_visible_devices_leaves_out_is_noted_not_warned() {
+        let gpus = [
+            per(0, procs(vec![])),
+            per(
+                1,
+                procs(vec![process(4242, Some("python train.py"), Some(12000))]),
+            ),
+            per(2, procs(vec![])),
+        ];
+        let refs: Vec<GpuRef> = gpus.iter().map(|g| g.gpu.clone()).collect();
+        let job = job_gpus(Some("0,2"), &refs);
+        let o = evaluate_processes(&gpus, 1, job.as_ref());
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "no other processes on the 2 GPUs in CUDA_VISIBLE_DEVICES=0,2 (other jobs on GPU 1, \
+             not selected)"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(
+            o.devices[1].summary,
+            "other processes (not in CUDA_VISIBLE_DEVICES, not judged: pid 4242 python train.py \
+             (12000 MiB))"
+        );
+        // Selecting the busy GPU warns as before.
+        let job = job_gpus(Some("1,2"), &refs);
+        let o = evaluate_processes(&gpus, 1, job.as_ref());
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.starts_with("someone else's job is on GPU 1"));
     }
 
     #[test]
@@ -2726,6 +3169,7 @@ mod tests {
                 procs(vec![process(99, Some("gpucheck"), Some(300))]),
             )],
             99,
+            None,
         );
         assert_eq!(o.status, Status::Pass);
     }
@@ -2740,6 +3184,7 @@ mod tests {
                 },
             )],
             1,
+            None,
         );
         assert_eq!(o.status, Status::Skip);
     }
@@ -2798,7 +3243,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
@@ -2821,7 +3266,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "2 GPUs: P2P between them, over NVLink");
         assert_eq!(o.tables[0].rows[1], ["GPU1", "NV4", "X"]);
@@ -2832,7 +3277,7 @@ mod tests {
         let t = topology(4, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "4 GPUs: P2P between all 6 pairs");
         assert_eq!(o.tables[0].rows[0], ["GPU0", "X", "PIX", "SYS", "SYS"]);
@@ -2844,7 +3289,7 @@ mod tests {
         let t = topology(2, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -2862,7 +3307,7 @@ mod tests {
         let t = topology(8, no_nvlink, Ok(P2pStatus::TopologyNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -2875,15 +3320,17 @@ mod tests {
         let t = topology(2, no_nvlink, Ok(P2pStatus::GpuNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("nothing to fix in software"));
         let t = topology(2, no_nvlink, Ok(P2pStatus::DisabledByRegkey), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert!(hint(&o).contains("NVreg_RegistryDwords"));
+        // nvidia-smi topo -p2p's code for it.
+        assert_eq!(o.tables[1].rows[0][2], "DR");
     }
 
     #[test]
@@ -2900,7 +3347,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -2918,7 +3365,7 @@ mod tests {
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::NotSupported),
         );
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -2927,23 +3374,207 @@ mod tests {
         assert!(hint(&o).contains("nvidia-fabricmanager"));
     }
 
+    /// 4 GPUs, P2P only between GPU0 and GPU1 (the chipset refuses the rest).
+    fn p2p_only_between_0_and_1() -> TopologyFacts {
+        let mut t = topology(4, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
+            Err(Unavailable::NotSupported)
+        });
+        for p in t.pairs.iter_mut().filter(|p| (p.a, p.b) == (0, 1)) {
+            p.p2p_read = Ok(P2pStatus::Ok);
+            p.p2p_write = Ok(P2pStatus::Ok);
+        }
+        t
+    }
+
+    #[test]
+    fn only_the_pairs_cuda_visible_devices_selects_are_judged() {
+        let t = p2p_only_between_0_and_1();
+        // Every GPU: the pairs without P2P warn.
+        let all = evaluate_topology(&t, &[], None);
+        assert_eq!(all.status, Status::Warn);
+        assert_eq!(
+            all.summary,
+            "no P2P between 5 of 6 GPU pairs (chipset does not support P2P)"
+        );
+        // CUDA_VISIBLE_DEVICES=1,0: the job's one pair has P2P.
+        let job = job_gpus(Some("1,0"), &t.gpus).expect("two of four GPUs selected");
+        assert_eq!(job.gpus, [1, 0]);
+        let o = evaluate_topology(&t, &[], Some(&job));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "2 GPUs in CUDA_VISIBLE_DEVICES=1,0: P2P between them"
+        );
+        assert_eq!(o.hint, None);
+        assert_eq!(o.metric("p2p_pairs_unavailable"), Some(0.0));
+        // The matrix still shows the whole machine; the rest is not judged.
+        assert_eq!(o.tables[1].rows[2][4], "CNS");
+        assert_eq!(
+            o.devices[3].summary,
+            "no NVLink (not in CUDA_VISIBLE_DEVICES, not judged)"
+        );
+        // A job on GPUs 0 and 2 crosses a pair without P2P.
+        let job = job_gpus(Some("GPU-0,GPU-2"), &t.gpus).expect("UUIDs select");
+        let o = evaluate_topology(&t, &[], Some(&job));
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "no P2P between GPU0-GPU2 (chipset does not support P2P)"
+        );
+    }
+
+    #[test]
+    fn indices_on_a_mixed_host_are_mapped_only_in_pci_bus_order() {
+        let mut gpus: Vec<GpuRef> = (0..4).map(gpu).collect();
+        // One model: CUDA's order is NVML's.
+        assert!(job_gpus_in_order(Some("0,1"), None, &gpus).is_some());
+        gpus[3].name = "NVIDIA A100-SXM4-80GB".to_string();
+        // Mixed, FASTEST_FIRST: index 0 may be any GPU, so judge them all.
+        assert_eq!(job_gpus_in_order(Some("0,1"), None, &gpus), None);
+        assert_eq!(
+            job_gpus_in_order(Some("0,1"), Some("FASTEST_FIRST"), &gpus),
+            None
+        );
+        assert_eq!(
+            job_gpus_in_order(Some("0,1"), Some("PCI_BUS_ID"), &gpus).map(|j| j.gpus),
+            Some(vec![0, 1])
+        );
+        // UUIDs name GPUs whatever the order.
+        assert_eq!(
+            job_gpus_in_order(Some("GPU-3,GPU-1"), None, &gpus).map(|j| j.gpus),
+            Some(vec![3, 1])
+        );
+    }
+
+    #[test]
+    fn facts_with_fewer_nvlink_rows_than_gpus_do_not_panic() {
+        let mut t = topology(
+            3,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        t.nvlinks.truncate(1);
+        let o = evaluate_topology(&t, &[], None);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(o.tables[0].rows[0][2], "PIX");
+    }
+
+    /// 4 GPUs on NVSwitches, judged with each GPU's fabric state.
+    fn nvswitch_box(fabric: impl Fn(u32) -> Reading<FabricState>) -> Outcome {
+        let t = topology(
+            4,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        let fabric: Vec<Reading<FabricState>> = (0..4).map(fabric).collect();
+        evaluate_topology(&t, &fabric, None)
+    }
+
+    #[test]
+    fn a_registered_fabric_passes() {
+        let o = nvswitch_box(|_| Ok(FabricState::Completed));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "4 GPUs: P2P between all 6 pairs, all over NVLink"
+        );
+    }
+
+    #[test]
+    fn a_fabric_not_started_fails_and_says_start_the_fabric_manager() {
+        let o = nvswitch_box(|_| Ok(FabricState::NotStarted));
+        assert_eq!(o.status, Status::Fail);
+        assert!(o
+            .summary
+            .starts_with("GPU 0: NVSwitch fabric not started (fabric manager); GPU 1: "));
+        let h = hint(&o);
+        assert!(
+            h.starts_with("the NVSwitch fabric of GPUs 0, 1, 2, 3 is not up"),
+            "{h}"
+        );
+        assert!(
+            h.contains("`sudo systemctl enable --now nvidia-fabricmanager`"),
+            "{h}"
+        );
+        assert!(
+            h.contains("nvidia-smi -q -i 0,1,2,3 | grep -i -A3 fabric"),
+            "{h}"
+        );
+    }
+
+    #[test]
+    fn a_fabric_in_progress_or_failed_fails() {
+        let o = nvswitch_box(|i| {
+            Ok(match i {
+                1 => FabricState::InProgress,
+                2 => FabricState::Failed("Unknown Error".into()),
+                _ => FabricState::Completed,
+            })
+        });
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: NVSwitch fabric registration still in progress (fabric manager); GPU 2: \
+             NVSwitch fabric registration failed: Unknown Error"
+        );
+        assert!(hint(&o).contains("GPUs 1, 2"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn one_selected_gpu_has_no_peer_links_to_check() {
+        let t = p2p_only_between_0_and_1();
+        let job = job_gpus(Some("3"), &t.gpus).expect("one GPU selected");
+        let o = evaluate_topology(&t, &[], Some(&job));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "one GPU in CUDA_VISIBLE_DEVICES=3: no peer links to check"
+        );
+        assert_eq!(o.tables.len(), 2);
+    }
+
+    #[test]
+    fn cuda_visible_devices_that_selects_all_or_nothing_usable_judges_every_gpu() {
+        let gpus: Vec<GpuRef> = (0..4).map(gpu).collect();
+        assert_eq!(job_gpus(None, &gpus), None);
+        assert_eq!(job_gpus(Some("0,1,2,3"), &gpus), None);
+        assert_eq!(job_gpus(Some(""), &gpus), None);
+        assert_eq!(
+            job_gpus(Some("0,1,0"), &gpus),
+            None,
+            "a duplicate hides all"
+        );
+        assert_eq!(job_gpus(Some("MIG-1234"), &gpus), None);
+        // Entries after one beyond the count are hidden, as CUDA does.
+        assert_eq!(
+            job_gpus(Some("2,9,1"), &gpus).map(|j| j.gpus),
+            Some(vec![2])
+        );
+    }
+
     #[test]
     fn one_gpu_has_nothing_to_check_and_none_skips() {
-        let o = evaluate_topology(&topology(1, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
-            Ok(P2pStatus::Ok)
-        }));
+        let o = evaluate_topology(
+            &topology(1, no_nvlink, Ok(P2pStatus::Ok), |_, _| Ok(P2pStatus::Ok)),
+            &[],
+            None,
+        );
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "single GPU: no peer links to check");
-        let o = evaluate_topology(&topology(0, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
-            Ok(P2pStatus::Ok)
-        }));
+        let o = evaluate_topology(
+            &topology(0, no_nvlink, Ok(P2pStatus::Ok), |_, _| Ok(P2pStatus::Ok)),
+            &[],
+            None,
+        );
         assert_eq!(o.status, Status::Skip);
     }
 
     #[test]
     fn p2p_not_reported_skips_or_says_na() {
         let na = || Err(Unavailable::NotSupported);
-        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()));
+        let o = evaluate_topology(&topology(3, no_nvlink, na(), |_, _| na()), &[], None);
         assert_eq!(o.status, Status::Skip);
         assert_eq!(
             o.summary,
@@ -2954,7 +3585,7 @@ mod tests {
         let mut t = topology(3, no_nvlink, Ok(P2pStatus::Ok), |_, _| na());
         t.pairs[2].p2p_read = na();
         t.pairs[2].p2p_write = na();
-        let o = evaluate_topology(&t);
+        let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "3 GPUs: P2P between 2 of 3 pairs, n/a for 1");
     }

@@ -300,6 +300,19 @@ pub struct PairFacts {
     pub p2p_nvlink: Reading<P2pStatus>,
 }
 
+/// A GPU's place in the NVSwitch fabric (nvmlDeviceGetGpuFabricInfo,
+/// Hopper and later): on NVSwitch systems the fabric manager must finish
+/// registering every GPU before CUDA can use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FabricState {
+    NotStarted,
+    InProgress,
+    /// Registered.
+    Completed,
+    /// Registration finished with this error.
+    Failed(String),
+}
+
 /// The GPU-to-GPU topology of the host.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopologyFacts {
@@ -511,6 +524,12 @@ fn memory_total_mib(device: &Device<'_>) -> Reading<u64> {
         .map(|bytes| bytes / (1024 * 1024))
 }
 
+/// Upper bound on the MIG slots asked about, whatever the driver answers:
+/// an A100/H100 has at most 7 GPU instances (NVIDIA MIG user guide); the
+/// margin leaves room for future parts while a bogus count cannot turn into
+/// billions of calls.
+const MAX_MIG_SLOTS: u32 = 64;
+
 fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
     let fail = |error| GpuError { index, error };
     let device = device(nvml, index).map_err(fail)?;
@@ -530,7 +549,8 @@ fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
         let max = read("nvmlDeviceGetMaxMigDeviceCount", || {
             device.mig_device_count()
         })
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .min(MAX_MIG_SLOTS);
         for slot in 0..max {
             // Empty slots answer NOT_FOUND.
             if let Ok(mig) = read("nvmlDeviceGetMigDeviceHandleByIndex", || {
@@ -722,29 +742,133 @@ fn proc_name(pid: u32) -> Option<String> {
     })
 }
 
+/// nvmlProcessInfo_v1_t: the layout the unsuffixed entry points keep.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ProcessInfoV1 {
+    pid: std::ffi::c_uint,
+    used_gpu_memory: std::ffi::c_ulonglong,
+}
+
+/// NVML_VALUE_NOT_AVAILABLE for a process's memory (nvml.h).
+const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
+
+/// (nvmlDevice_t, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
+/// -> nvmlReturn_t.
+type ProcessesV1 = unsafe extern "C" fn(
+    *mut std::ffi::c_void,
+    *mut std::ffi::c_uint,
+    *mut ProcessInfoV1,
+) -> std::ffi::c_uint;
+
+/// One process list through the original entry point (`symbol`, which every
+/// driver still exports with the v1 layout): drivers before R510 lack the
+/// _v3 functions nvml-wrapper calls.
+fn processes_v1(
+    library: &libloading::Library,
+    symbol: &[u8],
+    device: &Device<'_>,
+) -> Result<Vec<(u32, UsedGpuMemory)>, NvmlError> {
+    // SAFETY: the symbol has this signature in every NVML (nvml.h,
+    // nvmlDeviceGetComputeRunningProcesses / ...Graphics...).
+    let sym = unsafe { library.get::<ProcessesV1>(symbol) }
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let mut count: std::ffi::c_uint = 0;
+    // SAFETY: asking for the count: a zero-sized buffer and a null pointer.
+    match nvml_try(unsafe { sym(device.handle().cast(), &mut count, std::ptr::null_mut()) }) {
+        Ok(()) => return Ok(Vec::new()),
+        Err(NvmlError::InsufficientSize(_)) => {}
+        Err(e) => return Err(e),
+    }
+    // Headroom for processes that start between the two calls.
+    let mut count = count.saturating_add(8);
+    let mut infos = vec![
+        ProcessInfoV1 {
+            pid: 0,
+            used_gpu_memory: 0,
+        };
+        count as usize
+    ];
+    // SAFETY: `infos` holds `count` elements for the whole call.
+    nvml_try(unsafe { sym(device.handle().cast(), &mut count, infos.as_mut_ptr()) })?;
+    infos.truncate(count as usize);
+    Ok(infos
+        .into_iter()
+        .map(|p| {
+            let used = match p.used_gpu_memory {
+                VALUE_NOT_AVAILABLE => UsedGpuMemory::Unavailable,
+                bytes => UsedGpuMemory::Used(bytes),
+            };
+            (p.pid, used)
+        })
+        .collect())
+}
+
+/// One kind of process list: the _v3 entry point through nvml-wrapper, else
+/// (a driver without it) the `original` one.
+fn process_list(
+    (newer, query): (
+        &'static str,
+        impl FnOnce() -> Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, NvmlError>,
+    ),
+    original: &'static str,
+    library: Option<&libloading::Library>,
+    device: &Device<'_>,
+) -> Reading<Vec<(u32, UsedGpuMemory)>> {
+    let listed = read(newer, || {
+        query().map(|l| l.into_iter().map(|p| (p.pid, p.used_gpu_memory)).collect())
+    });
+    match (listed, library) {
+        (Err(Unavailable::NotSupported), Some(library)) => read(original, || {
+            processes_v1(library, original.as_bytes(), device)
+        }),
+        (listed, _) => listed,
+    }
+}
+
 /// Processes holding memory on every GPU (compute and graphics).
 pub fn processes(lib: Option<&Path>) -> Result<Vec<PerGpu<ProcessFacts>>, NvmlFailure> {
+    // A second handle on the library NVML already loaded (the loader hands
+    // back the same one), for the entry points nvml-wrapper does not bind.
+    let path: &OsStr = lib.map_or(OsStr::new(DEFAULT_LIBRARY), |p| p.as_os_str());
+    // SAFETY: the library is already loaded and initialised by nvml().
+    let loaded = nvml(lib).and_then(|_| {
+        unsafe { libloading::Library::new(path) }.map_err(|e| NvmlFailure::Other {
+            detail: e.to_string(),
+        })
+    });
+    let library = loaded.as_ref().ok();
     per_gpu(lib, |nvml, d| {
-        let compute = read("nvmlDeviceGetComputeRunningProcesses_v3", || {
-            d.running_compute_processes()
-        });
-        let graphics = read("nvmlDeviceGetGraphicsRunningProcesses_v3", || {
-            d.running_graphics_processes()
-        });
+        let compute = process_list(
+            ("nvmlDeviceGetComputeRunningProcesses_v3", || {
+                d.running_compute_processes()
+            }),
+            "nvmlDeviceGetComputeRunningProcesses",
+            library,
+            d,
+        );
+        let graphics = process_list(
+            ("nvmlDeviceGetGraphicsRunningProcesses_v3", || {
+                d.running_graphics_processes()
+            }),
+            "nvmlDeviceGetGraphicsRunningProcesses",
+            library,
+            d,
+        );
         let processes = match (compute, graphics) {
             (Err(e), Err(_)) => Err(e),
             (compute, graphics) => {
                 let mut list = Vec::new();
                 for (infos, is_graphics) in [(compute, false), (graphics, true)] {
-                    for p in infos.unwrap_or_default() {
+                    for (pid, used) in infos.unwrap_or_default() {
                         // A process with both contexts is listed once.
-                        if list.iter().any(|q: &GpuProcess| q.pid == p.pid) {
+                        if list.iter().any(|q: &GpuProcess| q.pid == pid) {
                             continue;
                         }
                         list.push(GpuProcess {
-                            pid: p.pid,
-                            name: process_name(nvml, p.pid),
-                            used_mib: match p.used_gpu_memory {
+                            pid,
+                            name: process_name(nvml, pid),
+                            used_mib: match used {
                                 UsedGpuMemory::Used(bytes) => Some(bytes / (1024 * 1024)),
                                 UsedGpuMemory::Unavailable => None,
                             },
@@ -805,6 +929,31 @@ fn remote_device_type(device: &Device<'_>, link: u32) -> Result<u32, NvmlError> 
     Ok(kind)
 }
 
+/// nvmlGpuFabricState_t (nvml.h).
+const FABRIC_STATE_NOT_SUPPORTED: u8 = 0;
+const FABRIC_STATE_NOT_STARTED: u8 = 1;
+const FABRIC_STATE_IN_PROGRESS: u8 = 2;
+const FABRIC_STATE_COMPLETED: u8 = 3;
+
+/// The fabric state through the raw call: nvml-wrapper 0.13 has no method.
+fn fabric_state(device: &Device<'_>) -> Result<FabricState, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetGpuFabricInfo.as_ref())?;
+    // SAFETY: a plain C struct (UUID bytes, a return code, two integers),
+    // written by the call.
+    let mut info = unsafe { std::mem::zeroed() };
+    nvml_try(unsafe { sym(device.handle(), &mut info) })?;
+    match info.state {
+        FABRIC_STATE_NOT_SUPPORTED => Err(NvmlError::NotSupported),
+        FABRIC_STATE_NOT_STARTED => Ok(FabricState::NotStarted),
+        FABRIC_STATE_IN_PROGRESS => Ok(FabricState::InProgress),
+        FABRIC_STATE_COMPLETED => Ok(match nvml_try(info.status) {
+            Ok(()) => FabricState::Completed,
+            Err(e) => FabricState::Failed(e.to_string()),
+        }),
+        other => Err(NvmlError::UnexpectedVariant(u32::from(other))),
+    }
+}
+
 /// Upper bound on NVLinks per GPU (NVML_NVLINK_MAX_LINKS in nvml.h).
 const NVLINK_MAX_LINKS: u32 = 18;
 
@@ -853,6 +1002,18 @@ fn nvlinks(device: &Device<'_>, buses: &[Option<(u32, u32, u32)>]) -> Reading<Ve
         });
     }
     Ok(links)
+}
+
+/// Every GPU's NVSwitch fabric state, in NVML index order; NotSupported
+/// where there is no NVSwitch fabric (PCIe GPUs, GPUs before Hopper, older
+/// drivers).
+pub fn fabric(lib: Option<&Path>) -> Result<Vec<Reading<FabricState>>, NvmlFailure> {
+    Ok(per_gpu(lib, |_, d| {
+        read("nvmlDeviceGetGpuFabricInfo", || fabric_state(d))
+    })?
+    .into_iter()
+    .map(|g| g.facts.and_then(|state| state))
+    .collect())
 }
 
 /// The GPU-to-GPU topology: common ancestors, P2P status, NVLinks.
