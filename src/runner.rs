@@ -56,14 +56,35 @@ pub fn matches(pattern: &str, id: &str) -> bool {
         || glob(pattern.as_bytes(), id.as_bytes())
 }
 
+/// Glob match with `*` (any run) and `?` (one byte). Iterative, remembering
+/// only the last `*`: linear in practice and never exponential, so a pattern
+/// like `**********x` cannot hang the command line.
 fn glob(p: &[u8], s: &[u8]) -> bool {
-    match (p.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
-        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
-        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
-        _ => false,
+    let (mut pi, mut si) = (0, 0);
+    // Where the last `*` was in the pattern, and where in `s` it began matching.
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some(b'*') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(&c) if c == b'?' || c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match star {
+                // Let the last `*` swallow one more byte and retry.
+                Some((sp, ss)) => {
+                    star = Some((sp, ss + 1));
+                    pi = sp + 1;
+                    si = ss + 1;
+                }
+                None => return false,
+            },
+        }
     }
+    p[pi.min(p.len())..].iter().all(|&c| c == b'*')
 }
 
 /// The checks to run, in CATALOG order. `--only` ignores the profile.
@@ -522,6 +543,22 @@ mod tests {
         assert!(!matches("hos", "host.shm"));
         assert!(!matches("net", "host.shm"));
         assert!(!matches("host.sh", "host.shm"));
+        assert!(matches("*", "host.shm"));
+        assert!(matches("host.sh?", "host.shm"));
+        assert!(!matches("host.shm?", "host.shm"));
+        assert!(matches("*s*m", "host.shm"));
+        assert!(!matches("*s*x", "host.shm"));
+        assert!(matches("**.*", "host.shm"));
+    }
+
+    #[test]
+    fn many_stars_cannot_hang_the_glob() {
+        // The old recursive matcher took exponential time on this (minutes).
+        let p = format!("{}x", "*".repeat(40));
+        assert!(!matches(&p, "env.cuda_visible_devices"));
+        let p = "*a".repeat(30) + "*";
+        assert!(!matches(&p, "env.cuda_visible_devices"));
+        assert!(matches(&"*".repeat(40), "env.cuda_visible_devices"));
     }
 
     #[test]
