@@ -97,8 +97,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Explain { id }) => explain(&id),
         Some(Command::Exec(args)) => exec(&args),
         Some(Command::Completions { shell }) => {
+            // Into memory first: clap_complete panics on a write error
+            // (`gpucheck completions bash | head`).
             let mut cmd = cli::command();
-            clap_complete::generate(shell, &mut cmd, "gpucheck", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "gpucheck", &mut script);
+            emit(&String::from_utf8_lossy(&script))?;
             Ok(EXIT_READY)
         }
         Some(Command::Child { id }) => Ok(runner::child_main(&id).clamp(0, 255) as u8),
@@ -264,12 +268,17 @@ fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Print to a stream, treating a closed pipe (`gpucheck | head`) as success.
-fn emit(mut out: impl Write, text: &str) -> anyhow::Result<()> {
+/// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
+fn emit(text: &str) -> anyhow::Result<()> {
+    emit_to(std::io::stdout().lock(), "stdout", text)
+}
+
+/// Print to a stream named `stream` in the error ("stdout", "stderr").
+fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(UsageError(format!("cannot write to {stream}: {e}")).into()),
     }
 }
 
@@ -283,7 +292,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     } else {
         render(plan.stdout_format, &run, args, color)
     };
-    emit(std::io::stdout().lock(), &text)?;
+    emit(&text)?;
     Ok(run.exit_code as u8)
 }
 
@@ -298,7 +307,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     } else {
         render(plan.stdout_format, &run, &args.run, color)
     };
-    emit(std::io::stderr().lock(), &text)?;
+    // The report is advice here: a stderr that cannot be written must not
+    // keep CMD from running.
+    let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
     if run.exit_code != 0 && args.on_fail == OnFail::Exit {
         eprintln!(
             "gpucheck: not running {}: checks failed (use --on-fail warn to run it anyway)",
@@ -352,7 +363,7 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
             format!("{t}\n")
         }
     };
-    emit(std::io::stdout().lock(), &text)?;
+    emit(&text)?;
     Ok(EXIT_READY)
 }
 
@@ -378,6 +389,6 @@ fn explain(id: &str) -> anyhow::Result<u8> {
         t = check.timeout().as_secs_f64(),
         body = check.explain().trim_end(),
     );
-    emit(std::io::stdout().lock(), &text)?;
+    emit(&text)?;
     Ok(EXIT_READY)
 }

@@ -339,13 +339,41 @@ fn help_documents_exit_codes_and_completions_work() {
 
 #[test]
 fn closed_stdout_pipe_is_not_an_error() {
-    let mut child = gpucheck()
-        .args(["list"])
-        .stdout(Stdio::piped())
+    // A pipe whose reader is already gone: every write gets EPIPE, however
+    // little is written (`gpucheck list | head -0`, a consumer that quit).
+    let cases: &[&[&str]] = &[
+        &["list"],
+        &["list", "--format", "json"],
+        &["explain", "host.shm"],
+        &["completions", "bash"],
+        &["completions", "zsh"],
+        &["--only", "env.torchrun"],
+        &["--only", "env.torchrun", "--json", "-"],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = gpucheck()
+            .args(*args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_full_stdout_is_a_one_line_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // no /dev/full in this sandbox: nothing to test
+    };
+    let out = gpucheck()
+        .arg("list")
+        .stdout(full)
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_one_line_error(&out, "cannot write to stdout");
 }
