@@ -247,9 +247,10 @@ pub struct ExecArgs {
     /// What to do when a check fails: exit 1 without running CMD, or warn and run it.
     #[arg(long, value_enum, default_value = "exit")]
     pub on_fail: OnFail,
-    /// The command to run when the checks pass.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    /// The command to run when the checks pass. Passed on byte for byte
+    /// (arguments need not be UTF-8).
+    #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -5,6 +5,7 @@
 //! to an exit code: 0 ready, 1 not ready, 2 usage or configuration error.
 
 use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -298,6 +299,20 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     let mut plan = plan(&args.run)?;
+    let program = args
+        .command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let argv: Vec<CString> = args
+        .command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    // What CMD should inherit: the signals gpucheck's caller ignored (a
+    // background job's SIGINT), read before gpucheck installs its handlers.
+    let ignored = runner::ignored_signals();
     // stdout belongs to CMD: the report goes to stderr.
     let run = execute(&plan, args.run.strict, args.run.profile.into());
     write_files(&mut plan, &run)?;
@@ -310,27 +325,26 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
     let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
+    if let Some(sig) = &run.interrupted {
+        // Ctrl-C means stop, even under --on-fail warn.
+        eprintln!("gpucheck: not running {program}: interrupted by {sig}");
+        return Ok(EXIT_NOT_READY);
+    }
     if run.exit_code != 0 && args.on_fail == OnFail::Exit {
         eprintln!(
-            "gpucheck: not running {}: checks failed (use --on-fail warn to run it anyway)",
-            args.command[0]
+            "gpucheck: not running {program}: checks failed (use --on-fail warn to run it anyway)"
         );
         return Ok(EXIT_NOT_READY);
     }
-    let argv: Vec<CString> = args
-        .command
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     runner::stop_being_subreaper();
+    runner::restore_signals_for_exec(&ignored);
     // execvp only returns on failure.
-    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    let Err(err) = nix::unistd::execvp(&argv[0], &argv);
     let code = match err {
         nix::errno::Errno::ENOENT => 127,
         _ => 126,
     };
-    eprintln!("gpucheck: cannot run {}: {}", args.command[0], err.desc());
+    eprintln!("gpucheck: cannot run {program}: {}", err.desc());
     Ok(code)
 }
 

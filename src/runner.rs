@@ -143,6 +143,47 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// The signals gpucheck handles itself (SIGINT, SIGTERM) or that Rust's
+/// runtime sets to ignored (SIGPIPE), which `exec` hands back to CMD as it
+/// would have found them.
+const EXEC_RESTORED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGPIPE];
+
+/// Which of SIGINT and SIGTERM this process was started with ignored (as a
+/// background job of a non-interactive shell is, or under `nohup`-like
+/// wrappers). Call before [`install_signal_handlers`].
+pub fn ignored_signals() -> Vec<libc::c_int> {
+    [libc::SIGINT, libc::SIGTERM]
+        .into_iter()
+        .filter(|&sig| {
+            // SAFETY: a null new action only reads the current one.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction == libc::SIG_IGN
+            }
+        })
+        .collect()
+}
+
+/// Before execvp: give SIGINT, SIGTERM and SIGPIPE the dispositions CMD
+/// would have had without gpucheck in between: ignored where the caller
+/// ignored them, the default otherwise. Rust ignores SIGPIPE for itself, and
+/// an ignored disposition survives exec, so without this CMD (and every
+/// shell pipeline it runs) would never die of SIGPIPE.
+pub fn restore_signals_for_exec(ignored: &[libc::c_int]) {
+    for sig in EXEC_RESTORED {
+        let handler = if ignored.contains(&sig) {
+            libc::SIG_IGN
+        } else {
+            libc::SIG_DFL
+        };
+        // SAFETY: setting a plain disposition; no handler code runs.
+        unsafe {
+            libc::signal(sig, handler);
+        }
+    }
+}
+
 /// The signal that stopped the run, if any ("SIGINT").
 pub fn interrupted() -> Option<String> {
     let sig = INTERRUPTED.get()?.load(Ordering::SeqCst);

@@ -203,6 +203,64 @@ fn exec_does_not_run_the_command_on_fail() {
     assert!(marker.exists(), "--on-fail warn must run the command");
 }
 
+/// The ignored-signal mask (SigIgn) of the process that `exec` became.
+fn exec_sig_ignored(ignore_sigint_first: bool) -> u64 {
+    let mut cmd = gpucheck();
+    cmd.args(["exec", "--only", "env.torchrun", "--quiet", "--"])
+        .args(["grep", "^SigIgn:", "/proc/self/status"]);
+    if ignore_sigint_first {
+        // As a background job of a non-interactive shell starts.
+        // SAFETY: setting a signal disposition between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                nix::sys::signal::signal(
+                    nix::sys::signal::Signal::SIGINT,
+                    nix::sys::signal::SigHandler::SigIgn,
+                )
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let hex = text.trim().trim_start_matches("SigIgn:").trim();
+    u64::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("no SigIgn line: {text}"))
+}
+
+#[test]
+fn exec_hands_the_command_the_signals_as_gpucheck_found_them() {
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    // Rust ignores SIGPIPE for itself; CMD must not inherit that, or `yes |
+    // head` inside it never ends by SIGPIPE. SIGINT/SIGTERM stay default.
+    let mask = exec_sig_ignored(false);
+    assert_eq!(
+        mask & (bit(libc::SIGPIPE) | bit(libc::SIGINT) | bit(libc::SIGTERM)),
+        0,
+        "SigIgn {mask:x}"
+    );
+    // Started with SIGINT ignored: CMD keeps it ignored (gpucheck's own
+    // Ctrl-C handler must not turn it back into the default on exec).
+    let mask = exec_sig_ignored(true);
+    assert_ne!(mask & bit(libc::SIGINT), 0, "SigIgn {mask:x}");
+    assert_eq!(mask & bit(libc::SIGPIPE), 0, "SigIgn {mask:x}");
+}
+
+#[test]
+fn exec_passes_non_utf8_arguments_through() {
+    use std::os::unix::ffi::OsStrExt;
+    let arg = std::ffi::OsStr::from_bytes(b"--data=caf\xe9");
+    let out = gpucheck()
+        .args(["exec", "--only", "env.torchrun", "--quiet", "--", "printf", "%s"])
+        .arg(arg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"--data=caf\xe9");
+}
+
 #[test]
 fn exec_of_a_missing_command_exits_127() {
     let out = gpucheck()
@@ -300,6 +358,44 @@ fn sigterm_kills_children_and_still_reports() {
         processes_matching(&mark),
         Vec::new(),
         "processes survived gpucheck"
+    );
+}
+
+#[test]
+fn exec_does_not_run_the_command_after_an_interrupt_even_with_on_fail_warn() {
+    let mark = format!("gpucheck-runner-exec-int-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let child = gpucheck()
+        .args(["exec", "--on-fail", "warn", "--only", "torch.import", "--python"])
+        .arg(hang_python())
+        .args(["--", "touch"])
+        .arg(&ran)
+        .env("GPUCHECK_TEST_MARK", &mark)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while processes_matching(&format!("{mark}-main")).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the probe never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!ran.exists(), "Ctrl-C must stop exec from running CMD");
+    assert!(
+        stderr(&out).contains("not running touch: interrupted by SIGINT"),
+        "{}",
+        stderr(&out)
     );
 }
 
