@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gpucheck_checks::probe::process::{isolate, kill_group};
+use gpucheck_checks::probe::process::{capture, isolate, kill_group, wait_killed, KILL_GRACE};
 use gpucheck_checks::{Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG};
 use thiserror::Error;
 
@@ -327,14 +327,6 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
     }
 }
 
-fn read_all(mut r: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        buf
-    })
-}
-
 /// Make gpucheck the "child subreaper" of everything it starts: a process
 /// whose parent dies is re-parented to gpucheck instead of init, so
 /// [`reap_descendants`] can find and kill it even if it left the probe's
@@ -450,11 +442,16 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),
     };
     let pgid = child.id() as i32;
-    let stdout = child.stdout.take().map(read_all);
-    let stderr = child.stderr.take().map(read_all);
+    let stdout = child.stdout.take().map(capture);
+    let stderr = child.stderr.take().map(capture);
     if let Some(mut stdin) = child.stdin.take() {
-        // A child that dies before reading its input shows up below.
-        let _ = stdin.write_all(&input);
+        // On a thread: the context can outgrow the pipe buffer (every earlier
+        // outcome rides along), and a child stuck before reading it must not
+        // hold the runner past the deadline. A child that dies before reading
+        // its input shows up below.
+        thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
     }
 
     let deadline = Instant::now() + timeout;
@@ -475,12 +472,14 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     // Whatever happened, nothing in the group, nor anything it started that
     // escaped the group, may survive.
     kill_group(pgid);
-    let _ = child.wait();
+    let reaped = wait_killed(&mut child, KILL_GRACE);
     // Before reading the pipes to their end: an escaped descendant could
     // hold them open forever.
     reap_descendants();
-    let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
-    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    // And still bounded: a process stuck in the driver survives SIGKILL.
+    let pipes_deadline = Instant::now() + KILL_GRACE;
+    let out = stdout.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
+    let err = stderr.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
     let err = String::from_utf8_lossy(&err);
 
     if let Err(o) = &mut ended {
@@ -491,6 +490,18 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             if !tail.is_empty() {
                 o.facts.insert("stderr_tail".to_string(), tail);
             }
+        }
+    }
+    if reaped.is_none() {
+        if let Err(o) = &mut ended {
+            o.facts.insert(
+                "unkillable_pid".to_string(),
+                format!(
+                    "{pgid}: still there {} s after SIGKILL, so stuck in the kernel \
+                     (a hung driver: look for Xid errors in `dmesg`); gpucheck left it behind",
+                    KILL_GRACE.as_secs()
+                ),
+            );
         }
     }
     let status = match ended {
