@@ -269,14 +269,26 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !v.is_finite() || v <= 0.0 {
+    if v.is_nan() || v <= 0.0 {
         return Err(format!("must be more than 0 seconds, got '{s}'"));
     }
-    if v > 86_400.0 {
-        return Err(format!("must be at most 86400 seconds, got '{s}'"));
+    // Below a millisecond every check "times out" before it starts.
+    if v < MIN_TIMEOUT_S {
+        return Err(format!(
+            "must be at least {MIN_TIMEOUT_S} seconds, got '{s}'"
+        ));
+    }
+    if v > MAX_TIMEOUT_S {
+        return Err(format!(
+            "must be at most {MAX_TIMEOUT_S} seconds (a day), got '{s}'"
+        ));
     }
     Ok(v)
 }
+
+/// Bounds of `--timeout`: a millisecond, a day.
+const MIN_TIMEOUT_S: f64 = 0.001;
+const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 fn parse_positive(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
@@ -314,6 +326,12 @@ mod tests {
         assert!(parse_timeout("-1").is_err());
         assert!(parse_timeout("nan").is_err());
         assert_eq!(parse_timeout("1.5"), Ok(1.5));
+        assert_eq!(parse_timeout("0.001"), Ok(0.001));
+        let tiny = parse_timeout("1e-300").unwrap_err();
+        assert!(tiny.contains("at least 0.001 seconds"), "{tiny}");
+        let huge = parse_timeout("1e400").unwrap_err();
+        assert!(huge.contains("at most 86400 seconds"), "{huge}");
+        assert!(parse_timeout("inf").unwrap_err().contains("at most"));
     }
 
     #[test]

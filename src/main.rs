@@ -5,9 +5,9 @@
 //! to an exit code: 0 ready, 1 not ready, 2 usage or configuration error.
 
 use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -64,6 +64,7 @@ fn main() -> ExitCode {
                         first = format!("{first} {next}");
                     }
                 }
+                first.push_str(&usage_error_extra(&e));
                 eprintln!("gpucheck: {first}");
                 eprintln!("Run 'gpucheck --help' for usage.");
             }
@@ -76,6 +77,34 @@ fn main() -> ExitCode {
             eprintln!("gpucheck: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// What clap knows beyond its first error line, kept on that line: the
+/// accepted values (`--profile huge`) or the flag the user probably meant
+/// (`--onyl`).
+fn usage_error_extra(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let strings = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        Some(ContextValue::Strings(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    let valid = strings(ContextKind::ValidValue);
+    if !valid.is_empty() {
+        return format!(" (possible values: {})", valid.join(", "));
+    }
+    let suggested: Vec<String> = [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ]
+    .into_iter()
+    .flat_map(strings)
+    .collect();
+    match suggested.first() {
+        Some(s) => format!("; did you mean '{s}'?"),
+        None => String::new(),
     }
 }
 

@@ -261,12 +261,9 @@ fn failed_need(check: &dyn Check, earlier: &BTreeMap<String, Outcome>) -> Option
 }
 
 fn timeout_outcome(check: &dyn Check, timeout: Duration, stage: Option<&str>) -> Outcome {
-    let secs = timeout.as_secs_f64();
-    let secs = if secs.fract() == 0.0 {
-        format!("{secs:.0}")
-    } else {
-        format!("{secs:.1}")
-    };
+    // "2", "1.5", "0.005": as given, never rounded down to "0.0".
+    let secs = format!("{:.3}", timeout.as_secs_f64());
+    let secs = secs.trim_end_matches('0').trim_end_matches('.');
     let place = stage.map(|s| format!(" in {s}")).unwrap_or_default();
     Outcome::fail(
         format!("timed out after {secs} s{place}"),
@@ -478,8 +475,12 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     reap_descendants();
     // And still bounded: a process stuck in the driver survives SIGKILL.
     let pipes_deadline = Instant::now() + KILL_GRACE;
-    let out = stdout.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
-    let err = stderr.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
+    let out = stdout
+        .map(|c| c.finish_by(pipes_deadline))
+        .unwrap_or_default();
+    let err = stderr
+        .map(|c| c.finish_by(pipes_deadline))
+        .unwrap_or_default();
     let err = String::from_utf8_lossy(&err);
 
     if let Err(o) = &mut ended {
@@ -653,6 +654,23 @@ mod tests {
             select(Profile::Full, &[], &["*".to_string()]),
             Err(SelectError::Nothing)
         ));
+    }
+
+    #[test]
+    fn timeout_summary_shows_the_timeout_as_given() {
+        let check = CATALOG[0];
+        let summary =
+            |secs: f64, stage| timeout_outcome(check, Duration::from_secs_f64(secs), stage).summary;
+        assert_eq!(summary(2.0, None), "timed out after 2 s");
+        assert_eq!(
+            summary(1.25, Some("cuInit")),
+            "timed out after 1.25 s in cuInit"
+        );
+        // Not "0.0 s" for a short --timeout.
+        assert_eq!(summary(0.005, None), "timed out after 0.005 s");
+        let o = timeout_outcome(check, Duration::from_secs(2), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.hint.unwrap_or_default().contains("--timeout SECS"));
     }
 
     #[test]

@@ -37,7 +37,18 @@ fn usage_errors_exit_2_with_one_line() {
         (&["--timeout", "abc"], "--timeout"),
         (&["--format", "yaml"], "yaml"),
         (&["--color", "sometimes"], "sometimes"),
-        (&["--profile", "huge"], "huge"),
+        (
+            &["--profile", "huge"],
+            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full)",
+        ),
+        (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
+        (&["--timeout", "1e-9"], "at least 0.001 seconds"),
+        (&["--timeout", "1e999"], "at most 86400 seconds"),
+        (&["--skip", &"*".repeat(60)], "runs no checks"),
+        (
+            &["--only", &format!("{}x", "*".repeat(60))],
+            "unknown check or group",
+        ),
         (&["--min-scaling", "2"], "between 0 and 1"),
         (
             &["--junit", "/nonexistent/dir/report.xml"],
@@ -253,7 +264,15 @@ fn exec_passes_non_utf8_arguments_through() {
     use std::os::unix::ffi::OsStrExt;
     let arg = std::ffi::OsStr::from_bytes(b"--data=caf\xe9");
     let out = gpucheck()
-        .args(["exec", "--only", "env.torchrun", "--quiet", "--", "printf", "%s"])
+        .args([
+            "exec",
+            "--only",
+            "env.torchrun",
+            "--quiet",
+            "--",
+            "printf",
+            "%s",
+        ])
         .arg(arg)
         .output()
         .unwrap();
@@ -367,7 +386,14 @@ fn exec_does_not_run_the_command_after_an_interrupt_even_with_on_fail_warn() {
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
     let child = gpucheck()
-        .args(["exec", "--on-fail", "warn", "--only", "torch.import", "--python"])
+        .args([
+            "exec",
+            "--on-fail",
+            "warn",
+            "--only",
+            "torch.import",
+            "--python",
+        ])
         .arg(hang_python())
         .args(["--", "touch"])
         .arg(&ran)
