@@ -176,6 +176,26 @@ fn open_target(path: &Path, what: &str) -> anyhow::Result<Target> {
     }
 }
 
+fn format_name(format: Format) -> &'static str {
+    match format {
+        Format::Table => "table",
+        Format::Json => "json",
+        Format::Junit => "junit",
+    }
+}
+
+/// True when two open files are the same file (`--json r --junit ./r`):
+/// both reports would overwrite each other.
+fn same_file(a: &File, b: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        // Character devices (/dev/null, /dev/stderr on a tty) take any
+        // number of writers.
+        (Ok(ma), Ok(mb)) => ma.is_file() && ma.dev() == mb.dev() && ma.ino() == mb.ino(),
+        _ => false,
+    }
+}
+
 /// Everything resolved from the run options before any check runs, so a bad
 /// path or pattern fails fast with exit 2.
 struct Plan {
@@ -205,6 +225,17 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     } else {
         args.format
     };
+    // `--format` is table unless given; any other value that disagrees with
+    // `--json -` / `--junit -` asks for two formats on one stdout.
+    if (json_stdout || junit_stdout) && args.format != Format::Table && args.format != stdout_format
+    {
+        let flag = if json_stdout { "--json -" } else { "--junit -" };
+        return Err(UsageError(format!(
+            "--format {} and {flag} both ask for stdout; write one of them to a file",
+            format_name(args.format)
+        ))
+        .into());
+    }
     let json = match &args.json {
         Some(p) if !json_stdout => Some(open_target(p, "JSON")?),
         _ => None,
@@ -213,6 +244,15 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         Some(p) if !junit_stdout => Some(open_target(p, "JUnit")?),
         _ => None,
     };
+    if let (Some(Target::File(a, fa)), Some(Target::File(_, fb))) = (&json, &junit) {
+        if same_file(fa, fb) {
+            return Err(UsageError(format!(
+                "--json and --junit both name {}; give each report its own file",
+                a.display()
+            ))
+            .into());
+        }
+    }
     Ok(Plan {
         checks,
         options: options(args),

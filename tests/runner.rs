@@ -59,6 +59,10 @@ fn usage_errors_exit_2_with_one_line() {
             "cannot write the JSON report",
         ),
         (&["--json", "-", "--junit", "-"], "both ask for stdout"),
+        (
+            &["--format", "json", "--junit", "-"],
+            "--format json and --junit - both ask for stdout",
+        ),
         (&["explain", "no.such"], "unknown check 'no.such'"),
         (&["--no-such-flag"], "--no-such-flag"),
         (&["exec", "--only", "env.torchrun"], "CMD"),
@@ -68,6 +72,31 @@ fn usage_errors_exit_2_with_one_line() {
         assert_one_line_error(&out, needle);
         assert!(stdout(&out).is_empty(), "{args:?} printed to stdout");
     }
+}
+
+#[test]
+fn json_and_junit_into_one_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gpucheck()
+        .current_dir(dir.path())
+        .args([
+            "--only",
+            "env.torchrun",
+            "--json",
+            "r.out",
+            "--junit",
+            "./r.out",
+        ])
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "--json and --junit both name r.out");
+    // Devices take any number of writers.
+    let ok = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet"])
+        .args(["--json", "/dev/null", "--junit", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
 }
 
 #[test]
