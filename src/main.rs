@@ -65,6 +65,7 @@ fn main() -> ExitCode {
                     }
                 }
                 first.push_str(&usage_error_extra(&e));
+                first.push_str(&env_source_note(&e));
                 eprintln!("gpucheck: {first}");
                 eprintln!("Run 'gpucheck --help' for usage.");
             }
@@ -106,6 +107,41 @@ fn usage_error_extra(e: &clap::Error) -> String {
         Some(s) => format!("; did you mean '{s}'?"),
         None => String::new(),
     }
+}
+
+/// When a bad value came from an environment variable (GPUCHECK_EXPECT_GPUS)
+/// rather than the command line, say so: the user never typed the flag the
+/// error names.
+fn env_source_note(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let typed = |long: &str| {
+        argv.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == format!("--{long}") || a.starts_with(&format!("--{long}="))
+        })
+    };
+    let named = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    for arg in cli::command().get_arguments() {
+        let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) else {
+            continue;
+        };
+        let Some(value) = std::env::var_os(env) else {
+            continue;
+        };
+        let culprit = if e.kind() == ErrorKind::InvalidUtf8 {
+            value.to_str().is_none()
+        } else {
+            named.starts_with(&format!("--{long}"))
+        };
+        if culprit && !typed(long) {
+            return format!(" (the value comes from ${})", env.to_string_lossy());
+        }
+    }
+    String::new()
 }
 
 /// Panics are bugs; on worker threads the runner turns them into `error`

@@ -100,6 +100,30 @@ fn json_and_junit_into_one_file_is_a_usage_error() {
 }
 
 #[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    for value in [
+        std::ffi::OsStr::new("lots"),
+        std::ffi::OsStr::from_bytes(b"\xff"),
+    ] {
+        let out = gpucheck()
+            .args(["--only", "env.torchrun"])
+            .env("GPUCHECK_EXPECT_GPUS", value)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "(the value comes from $GPUCHECK_EXPECT_GPUS)");
+    }
+    // Typed on the command line: the flag is the culprit, not the variable.
+    let out = gpucheck()
+        .args(["--only", "env.torchrun", "--expect-gpus", "x"])
+        .env("GPUCHECK_EXPECT_GPUS", "lots")
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "invalid value 'x' for '--expect-gpus <N>'");
+    assert!(!stderr(&out).contains("comes from"), "{}", stderr(&out));
+}
+
+#[test]
 fn unknown_id_error_lists_valid_ids() {
     let out = gpucheck().args(["--only", "nope"]).output().unwrap();
     assert!(
