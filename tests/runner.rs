@@ -387,18 +387,19 @@ fn child_timeout_kills_the_whole_tree() {
     );
 }
 
-#[test]
-fn sigterm_kills_children_and_still_reports() {
-    let mark = format!("gpucheck-runner-sigterm-{}", std::process::id());
-    let child = gpucheck()
-        .args(["--only", "torch.import", "--json", "-", "--python"])
-        .arg(hang_python())
-        .env("GPUCHECK_TEST_MARK", &mark)
+/// Run `cmd` with the hanging fake Python marked `mark`, send `signal` to
+/// gpucheck once that Python runs, and return what gpucheck did.
+fn interrupt_while_probing(
+    mut cmd: std::process::Command,
+    mark: &str,
+    signal: nix::sys::signal::Signal,
+) -> std::process::Output {
+    let child = cmd
+        .env("GPUCHECK_TEST_MARK", mark)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the fake Python is running, then interrupt gpucheck.
     let start = Instant::now();
     while processes_matching(&format!("{mark}-main")).is_empty() {
         assert!(
@@ -407,12 +408,17 @@ fn sigterm_kills_children_and_still_reports() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sigterm_kills_children_and_still_reports() {
+    let mark = format!("gpucheck-runner-sigterm-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGTERM);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["interrupted"], "SIGTERM");
@@ -438,43 +444,25 @@ fn exec_does_not_run_the_command_after_an_interrupt_even_with_on_fail_warn() {
     let mark = format!("gpucheck-runner-exec-int-{}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
-    let child = gpucheck()
-        .args([
-            "exec",
-            "--on-fail",
-            "warn",
-            "--only",
-            "torch.import",
-            "--python",
-        ])
+    let mut cmd = gpucheck();
+    cmd.args(["exec", "--on-fail", "warn", "--only", "torch.import"])
+        .arg("--python")
         .arg(hang_python())
         .args(["--", "touch"])
-        .arg(&ran)
-        .env("GPUCHECK_TEST_MARK", &mark)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while processes_matching(&format!("{mark}-main")).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the probe never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .arg(&ran);
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGINT);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!ran.exists(), "Ctrl-C must stop exec from running CMD");
     assert!(
         stderr(&out).contains("not running touch: interrupted by SIGINT"),
         "{}",
         stderr(&out)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "processes survived gpucheck"
     );
 }
 
