@@ -10,7 +10,7 @@ use gpucheck_checks::{DdpModel, Profile};
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
-  1  at least one check failed or errored (or warned, under --strict)
+  1  at least one check failed or errored (or warned, under --strict), or the run was interrupted
   2  usage or configuration error (bad flag, unknown check id, unwritable report path)";
 
 #[derive(Debug, Parser)]
@@ -48,7 +48,8 @@ pub enum Command {
     #[command(
         after_help = "On pass, gpucheck execs CMD (it keeps gpucheck's PID and gets the \
 signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
---on-fail warn.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
+--on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM), it exits 1 without running CMD. \
+If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
     )]
     Exec(ExecArgs),
     /// Print shell completions for SHELL to stdout.
