@@ -415,9 +415,6 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
-    // What CMD should inherit: the signals gpucheck's caller ignored (a
-    // background job's SIGINT), read before gpucheck installs its handlers.
-    let ignored = runner::ignored_signals();
     // stdout belongs to CMD: the report goes to stderr.
     let run = execute(&plan, args.run.strict, args.run.profile.into());
     write_files(&mut plan, &run)?;
@@ -442,7 +439,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_NOT_READY);
     }
     runner::stop_being_subreaper();
-    runner::restore_signals_for_exec(&ignored);
+    runner::restore_signals_for_exec();
     // execvp only returns on failure.
     let Err(err) = nix::unistd::execvp(&argv[0], &argv);
     let code = match err {

@@ -132,54 +132,54 @@ pub fn select(
 /// The signal that interrupted the run, 0 while none has.
 static INTERRUPTED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
-/// Route SIGINT and SIGTERM to a flag the runner polls; the runner then kills
-/// the running child's group and reports what finished.
-pub fn install_signal_handlers() {
-    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicUsize::new(0)));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // Registration fails only for forbidden signals, which these are not;
-        // without it Ctrl-C simply kills gpucheck the default way.
-        let _ = signal_hook::flag::register_usize(sig, Arc::clone(flag), sig as usize);
+/// The signals that stop a run early: Ctrl-C, `kill`/`docker stop`, and a
+/// closed terminal.
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The stop signals gpucheck installed a handler for (see
+/// [`install_signal_handlers`]).
+static HANDLED: OnceLock<Vec<libc::c_int>> = OnceLock::new();
+
+/// True when `sig` is ignored in this process (inherited: `nohup` ignores
+/// SIGHUP, a non-interactive shell's background job SIGINT).
+fn is_ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
 
-/// The signals gpucheck handles itself (SIGINT, SIGTERM) or that Rust's
-/// runtime sets to ignored (SIGPIPE), which `exec` hands back to CMD as it
-/// would have found them.
-const EXEC_RESTORED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGPIPE];
-
-/// Which of SIGINT and SIGTERM this process was started with ignored (as a
-/// background job of a non-interactive shell is, or under `nohup`-like
-/// wrappers). Call before [`install_signal_handlers`].
-pub fn ignored_signals() -> Vec<libc::c_int> {
-    [libc::SIGINT, libc::SIGTERM]
-        .into_iter()
-        .filter(|&sig| {
-            // SAFETY: a null new action only reads the current one.
-            unsafe {
-                let mut old: libc::sigaction = std::mem::zeroed();
-                libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                    && old.sa_sigaction == libc::SIG_IGN
-            }
-        })
-        .collect()
+/// Route SIGINT, SIGTERM and SIGHUP to a flag the runner polls; the runner
+/// then kills the running child's group and reports what finished. A signal
+/// the caller chose to ignore stays ignored, as it would for any program.
+pub fn install_signal_handlers() {
+    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicUsize::new(0)));
+    HANDLED.get_or_init(|| {
+        STOP_SIGNALS
+            .into_iter()
+            .filter(|&sig| !is_ignored(sig))
+            .filter(|&sig| {
+                // Registration fails only for forbidden signals, which these
+                // are not; without it the signal acts the default way.
+                signal_hook::flag::register_usize(sig, Arc::clone(flag), sig as usize).is_ok()
+            })
+            .collect()
+    });
 }
 
-/// Before execvp: give SIGINT, SIGTERM and SIGPIPE the dispositions CMD
-/// would have had without gpucheck in between: ignored where the caller
-/// ignored them, the default otherwise. Rust ignores SIGPIPE for itself, and
-/// an ignored disposition survives exec, so without this CMD (and every
-/// shell pipeline it runs) would never die of SIGPIPE.
-pub fn restore_signals_for_exec(ignored: &[libc::c_int]) {
-    for sig in EXEC_RESTORED {
-        let handler = if ignored.contains(&sig) {
-            libc::SIG_IGN
-        } else {
-            libc::SIG_DFL
-        };
+/// Before execvp: give CMD the signal dispositions gpucheck was started
+/// with. The handled stop signals were at their default (ignored ones were
+/// left alone) and a handler would be reset by exec anyway; SIGPIPE is
+/// ignored by Rust's runtime for itself, and an ignored disposition survives
+/// exec, so without this CMD (and every shell pipeline it runs) would never
+/// die of SIGPIPE.
+pub fn restore_signals_for_exec() {
+    let handled = HANDLED.get().map(Vec::as_slice).unwrap_or_default();
+    for &sig in handled.iter().chain(&[libc::SIGPIPE]) {
         // SAFETY: setting a plain disposition; no handler code runs.
         unsafe {
-            libc::signal(sig, handler);
+            libc::signal(sig, libc::SIG_DFL);
         }
     }
 }

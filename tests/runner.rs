@@ -440,6 +440,60 @@ fn sigterm_kills_children_and_still_reports() {
 }
 
 #[test]
+fn sighup_from_a_closed_terminal_also_stops_the_run_cleanly() {
+    let mark = format!("gpucheck-runner-sighup-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGHUP);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["interrupted"], "SIGHUP");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "processes survived gpucheck"
+    );
+}
+
+#[test]
+fn a_signal_the_caller_ignored_does_not_interrupt() {
+    // Started with SIGINT ignored (a background job of a script): Ctrl-C
+    // meant for the script must not stop gpucheck; the check runs into its
+    // timeout instead.
+    let mark = format!("gpucheck-runner-ignored-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--timeout", "3", "--json", "-"])
+        .arg("--python")
+        .arg(hang_python());
+    // SAFETY: setting a signal disposition between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+            .map(|_| ())
+            .map_err(std::io::Error::from)
+        });
+    }
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGINT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc.get("interrupted").is_none(), "{doc}");
+    let r = result(&doc, "torch.import");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("timed out after 3 s"),
+        "{r}"
+    );
+}
+
+#[test]
 fn exec_does_not_run_the_command_after_an_interrupt_even_with_on_fail_warn() {
     let mark = format!("gpucheck-runner-exec-int-{}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
