@@ -226,6 +226,7 @@ pub fn run_checks(
                 Isolation::Child => run_in_child(*check, &ctx, timeout),
             }
         };
+        outcome.drop_non_finite_metrics();
         outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         earlier.insert(check.id().to_string(), outcome.clone());
         results.push(CheckResult {
@@ -573,6 +574,8 @@ pub fn child_main(id: &str) -> i32 {
             panic_message(p.as_ref())
         )),
     };
+    let mut outcome = outcome;
+    outcome.drop_non_finite_metrics();
     let json = serde_json::to_vec(&outcome).unwrap_or_default();
     // SAFETY: result_fd is the dup of the original stdout, owned here.
     let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(result_fd) };
@@ -671,6 +674,47 @@ mod tests {
         let o = timeout_outcome(check, Duration::from_secs(2), None);
         assert_eq!(o.status, Status::Fail);
         assert!(o.hint.unwrap_or_default().contains("--timeout SECS"));
+    }
+
+    /// A check whose per-GPU metric is NaN (a division by a zero time).
+    struct NanMetric;
+
+    impl Check for NanMetric {
+        fn id(&self) -> &'static str {
+            "test.nan"
+        }
+        fn title(&self) -> &'static str {
+            "NaN metric"
+        }
+        fn profile(&self) -> Profile {
+            Profile::Quick
+        }
+        fn explain(&self) -> &'static str {
+            "test"
+        }
+        fn run(&self, _: &Context) -> Outcome {
+            Outcome::pass("ran").with_device(gpucheck_checks::DeviceResult {
+                index: 0,
+                label: None,
+                name: "GPU".into(),
+                uuid: None,
+                status: Status::Pass,
+                summary: "ok".into(),
+                metrics: vec![gpucheck_checks::Metric {
+                    name: "busbw".into(),
+                    value: f64::NAN,
+                    unit: "GB/s".into(),
+                }],
+            })
+        }
+    }
+
+    #[test]
+    fn a_nan_metric_never_reaches_a_report() {
+        let results = run_checks(&[&NanMetric], &Options::default(), None);
+        let o = &results[0].outcome;
+        assert_eq!((o.status, o.summary.as_str()), (Status::Pass, "ran"));
+        assert!(o.devices[0].metrics.is_empty(), "{o:?}");
     }
 
     #[test]
