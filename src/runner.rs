@@ -273,7 +273,10 @@ fn timeout_outcome(check: &dyn Check, timeout: Duration, stage: Option<&str>) ->
 }
 
 fn interrupted_outcome(sig: &str) -> Outcome {
-    Outcome::error(format!("interrupted by {sig} before it finished"))
+    Outcome::error(format!("interrupted by {sig} before it finished")).with_hint(format!(
+        "gpucheck was stopped by {sig} while this check ran, so it has no verdict; run gpucheck \
+         again and let it finish"
+    ))
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

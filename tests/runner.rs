@@ -431,6 +431,13 @@ fn sigterm_kills_children_and_still_reports() {
             .contains("interrupted by SIGTERM"),
         "{r}"
     );
+    assert!(
+        r["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stopped by SIGTERM while this check ran"),
+        "{r}"
+    );
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         processes_matching(&mark),
