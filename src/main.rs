@@ -355,6 +355,16 @@ fn render(format: Format, run: &Run, args: &RunArgs, color: bool) -> String {
     }
 }
 
+/// The report for the main stream (stdout, or stderr under `exec`): the
+/// chosen format, or only the verdict line for a `--quiet` table.
+fn main_report(plan: &Plan, run: &Run, args: &RunArgs, color: bool) -> String {
+    if args.quiet && plan.stdout_format == Format::Table {
+        format!("{}\n", run.verdict_line())
+    } else {
+        render(plan.stdout_format, run, args, color)
+    }
+}
+
 /// Write the file reports; an I/O error here is a configuration error.
 fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
     for (target, format) in [
@@ -393,11 +403,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let run = execute(&plan, args.strict, args.profile.into());
     write_files(&mut plan, &run)?;
     let color = use_color(args.color, std::io::stdout().is_terminal());
-    let text = if args.quiet && plan.stdout_format == Format::Table {
-        format!("{}\n", run.verdict_line())
-    } else {
-        render(plan.stdout_format, &run, args, color)
-    };
+    let text = main_report(&plan, &run, args, color);
     emit(&text)?;
     Ok(run.exit_code as u8)
 }
@@ -419,11 +425,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     let run = execute(&plan, args.run.strict, args.run.profile.into());
     write_files(&mut plan, &run)?;
     let color = use_color(args.run.color, std::io::stderr().is_terminal());
-    let text = if args.run.quiet {
-        format!("{}\n", run.verdict_line())
-    } else {
-        render(plan.stdout_format, &run, &args.run, color)
-    };
+    let text = main_report(&plan, &run, &args.run, color);
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
     let _ = emit_to(std::io::stderr().lock(), "stderr", &text);

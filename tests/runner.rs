@@ -334,6 +334,26 @@ fn exec_passes_non_utf8_arguments_through() {
 }
 
 #[test]
+fn exec_quiet_json_still_writes_the_json_report_to_stderr() {
+    // --quiet shortens the table only, as it does without exec.
+    let out = gpucheck()
+        .args([
+            "exec",
+            "--quiet",
+            "--format",
+            "json",
+            "--only",
+            "env.torchrun",
+        ])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = assert_valid_json_report(&stderr(&out));
+    assert_eq!(doc["exit_code"], 0);
+}
+
+#[test]
 fn exec_of_a_missing_command_exits_127() {
     let out = gpucheck()
         .args(["exec", "--only", "env.torchrun", "--", "/nonexistent/cmd"])
