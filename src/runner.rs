@@ -515,10 +515,8 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     };
     if let Some(sig) = status.signal() {
         let tail = stderr_tail(&err);
-        let mut o = Outcome::error(format!("probe crashed: {}", signal_name(sig))).with_hint(
-            "the driver or library crashed inside the isolated probe; run it again with \
-             --verbose, and check `dmesg` for Xid errors",
-        );
+        let mut o = Outcome::error(format!("probe crashed: {}", signal_name(sig)))
+            .with_hint(crash_hint(sig));
         if !tail.is_empty() {
             o.facts.insert("stderr_tail".to_string(), tail);
         }
@@ -537,6 +535,21 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             }
             o
         }
+    }
+}
+
+/// What to do about an isolated probe that died of signal `sig`.
+fn crash_hint(sig: i32) -> String {
+    match sig {
+        // Nothing crashes into SIGKILL: the kernel's OOM killer or someone
+        // else killed it (gpucheck's own kill is a timeout, reported as such).
+        libc::SIGKILL => "the probe was killed from outside: look for the OOM killer in \
+                          `dmesg` (out of host memory), or a process manager that kills \
+                          long-running processes"
+            .to_string(),
+        _ => "the driver or library crashed inside the isolated probe; run it again with \
+              --verbose, and check `dmesg` for Xid errors"
+            .to_string(),
     }
 }
 
@@ -718,6 +731,14 @@ mod tests {
         let o = &results[0].outcome;
         assert_eq!((o.status, o.summary.as_str()), (Status::Pass, "ran"));
         assert!(o.devices[0].metrics.is_empty(), "{o:?}");
+    }
+
+    #[test]
+    fn a_killed_probe_points_at_the_oom_killer_a_crash_at_the_driver() {
+        assert!(crash_hint(libc::SIGKILL).contains("OOM killer"));
+        assert!(!crash_hint(libc::SIGKILL).contains("crashed"));
+        assert!(crash_hint(libc::SIGSEGV).contains("Xid"));
+        assert!(crash_hint(libc::SIGABRT).contains("crashed inside the isolated probe"));
     }
 
     #[test]

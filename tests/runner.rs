@@ -407,13 +407,9 @@ fn child_timeout_kills_the_whole_tree() {
     );
 }
 
-/// Run `cmd` with the hanging fake Python marked `mark`, send `signal` to
-/// gpucheck once that Python runs, and return what gpucheck did.
-fn interrupt_while_probing(
-    mut cmd: std::process::Command,
-    mark: &str,
-    signal: nix::sys::signal::Signal,
-) -> std::process::Output {
+/// Start `cmd` with the hanging fake Python marked `mark`, and return once
+/// that Python runs.
+fn spawn_probing(mut cmd: std::process::Command, mark: &str) -> std::process::Child {
     let child = cmd
         .env("GPUCHECK_TEST_MARK", mark)
         .stdout(Stdio::piped())
@@ -428,6 +424,27 @@ fn interrupt_while_probing(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    child
+}
+
+/// The parent pid of `pid`, from /proc.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces: state, then ppid.
+    stat.get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// [`spawn_probing`], then send `signal` to gpucheck and return what it did.
+fn interrupt_while_probing(
+    cmd: std::process::Command,
+    mark: &str,
+    signal: nix::sys::signal::Signal,
+) -> std::process::Output {
+    let child = spawn_probing(cmd, mark);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     child.wait_with_output().unwrap()
 }
@@ -464,6 +481,37 @@ fn sigterm_kills_children_and_still_reports() {
         Vec::new(),
         "processes survived gpucheck"
     );
+}
+
+#[test]
+fn a_probe_killed_from_outside_is_an_error_pointing_at_the_oom_killer() {
+    let mark = format!("gpucheck-runner-oomkill-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let child = spawn_probing(cmd, &mark);
+    // What the OOM killer does: SIGKILL the isolated probe (this run's only
+    // `__child`, running this build's binary).
+    let needle = format!("{} __child torch.import", bin().display());
+    let probes: Vec<(u32, String)> = processes_matching(&needle)
+        .into_iter()
+        .filter(|(pid, _)| parent_of(*pid) == Some(child.id()))
+        .collect();
+    assert_eq!(probes.len(), 1, "{probes:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(probes[0].0 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "error", "{r}");
+    assert_eq!(r["summary"], "probe crashed: SIGKILL", "{r}");
+    assert!(r["hint"].as_str().unwrap().contains("OOM killer"), "{r}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(processes_matching(&mark), Vec::new(), "processes survived");
 }
 
 #[test]
