@@ -401,10 +401,13 @@ fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> 
 fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let mut plan = plan(args)?;
     let run = execute(&plan, args.strict, args.profile.into());
-    write_files(&mut plan, &run)?;
+    // The checks have run: show their report even when a report file
+    // cannot be written, then fail with that error (exit 2).
+    let files = write_files(&mut plan, &run);
     let color = use_color(args.color, std::io::stdout().is_terminal());
     let text = main_report(&plan, &run, args, color);
     emit(&text)?;
+    files?;
     Ok(run.exit_code as u8)
 }
 
@@ -423,12 +426,13 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     // stdout belongs to CMD: the report goes to stderr.
     let run = execute(&plan, args.run.strict, args.run.profile.into());
-    write_files(&mut plan, &run)?;
+    let files = write_files(&mut plan, &run);
     let color = use_color(args.run.color, std::io::stderr().is_terminal());
     let text = main_report(&plan, &run, &args.run, color);
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
     let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
+    files?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.
         eprintln!("gpucheck: not running {program}: interrupted by {sig}");

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -121,6 +122,27 @@ fn a_bad_value_from_the_environment_names_the_variable() {
         .unwrap();
     assert_one_line_error(&out, "invalid value 'x' for '--expect-gpus <N>'");
     assert!(!stderr(&out).contains("comes from"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_report_file_that_fails_on_write_still_shows_the_results() {
+    // Opens fine, refuses the write: the checks have run by then, so their
+    // table still comes out, and the error (exit 2) names the file.
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let out = gpucheck()
+        .args(["--only", "env.torchrun", "--json", "/dev/full"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stdout(&out).contains("env.torchrun"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("READY"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).starts_with("gpucheck: cannot write /dev/full: "),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
