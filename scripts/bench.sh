@@ -5,17 +5,20 @@
 #
 #   bash scripts/bench.sh [RUNS]        (default 20 runs each)
 #
-# Env: GPUCHECK_BIN (default target/release/gpucheck, built if missing),
+# Env: GPUCHECK_BIN (default target/release/gpucheck, rebuilt first when stale),
 # PYTHON (default .venv/bin/python, else python3), BENCH_ARGS (extra gpucheck
 # arguments, e.g. "--nvml-lib target/fixtures/nvml/libnvidia-ml.so.1").
 # Prints median and max wall time and the largest peak RSS for each command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-20}"
-BIN="${GPUCHECK_BIN:-target/release/gpucheck}"
-if [ ! -x "$BIN" ]; then
+BIN="${GPUCHECK_BIN:-}"
+if [ -z "$BIN" ]; then
+  # Always (a no-op when up to date): a stale binary would measure old code.
   cargo build --release --locked >&2
+  BIN=target/release/gpucheck
 fi
+[ -x "$BIN" ] || { echo "bench.sh: $BIN is not an executable" >&2; exit 2; }
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi

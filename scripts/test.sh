@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: creates the test virtual
-# environment (.venv: pinned torch from PyPI, the XSD and JSON Schema
-# validators) when missing, then builds gpucheck and its fake driver libraries
-# and runs every test. Needs: Rust (cargo), a C compiler (cc), python3 with venv.
+# environment (.venv: pinned torch from PyPI and the JUnit XSD validator;
+# the JSON Schema is checked in Rust) when missing, then builds gpucheck and
+# its fake driver libraries and runs every test. Needs: Rust (cargo), a C compiler (cc), python3 with venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cc >/dev/null || { echo "test.sh: a C compiler (cc) is needed for the fake driver libraries" >&2; exit 2; }

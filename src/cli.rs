@@ -10,7 +10,7 @@ use gpucheck_checks::{DdpModel, Profile};
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
-  1  at least one check failed or errored (or warned, under --strict)
+  1  at least one check failed or errored (or warned, under --strict), or the run was interrupted
   2  usage or configuration error (bad flag, unknown check id, unwritable report path)";
 
 #[derive(Debug, Parser)]
@@ -48,7 +48,8 @@ pub enum Command {
     #[command(
         after_help = "On pass, gpucheck execs CMD (it keeps gpucheck's PID and gets the \
 signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
---on-fail warn.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
+--on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM, SIGHUP), it exits 1 without running CMD. \
+If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
     )]
     Exec(ExecArgs),
     /// Print shell completions for SHELL to stdout.
@@ -247,9 +248,10 @@ pub struct ExecArgs {
     /// What to do when a check fails: exit 1 without running CMD, or warn and run it.
     #[arg(long, value_enum, default_value = "exit")]
     pub on_fail: OnFail,
-    /// The command to run when the checks pass.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    /// The command to run when the checks pass. Passed on byte for byte
+    /// (arguments need not be UTF-8).
+    #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -268,14 +270,26 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !v.is_finite() || v <= 0.0 {
+    if v.is_nan() || v <= 0.0 {
         return Err(format!("must be more than 0 seconds, got '{s}'"));
     }
-    if v > 86_400.0 {
-        return Err(format!("must be at most 86400 seconds, got '{s}'"));
+    // Below a millisecond every check "times out" before it starts.
+    if v < MIN_TIMEOUT_S {
+        return Err(format!(
+            "must be at least {MIN_TIMEOUT_S} seconds, got '{s}'"
+        ));
+    }
+    if v > MAX_TIMEOUT_S {
+        return Err(format!(
+            "must be at most {MAX_TIMEOUT_S} seconds (a day), got '{s}'"
+        ));
     }
     Ok(v)
 }
+
+/// Bounds of `--timeout`: a millisecond, a day.
+const MIN_TIMEOUT_S: f64 = 0.001;
+const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 fn parse_positive(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
@@ -313,6 +327,12 @@ mod tests {
         assert!(parse_timeout("-1").is_err());
         assert!(parse_timeout("nan").is_err());
         assert_eq!(parse_timeout("1.5"), Ok(1.5));
+        assert_eq!(parse_timeout("0.001"), Ok(0.001));
+        let tiny = parse_timeout("1e-300").unwrap_err();
+        assert!(tiny.contains("at least 0.001 seconds"), "{tiny}");
+        let huge = parse_timeout("1e400").unwrap_err();
+        assert!(huge.contains("at most 86400 seconds"), "{huge}");
+        assert!(parse_timeout("inf").unwrap_err().contains("at most"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -63,6 +64,8 @@ fn main() -> ExitCode {
                         first = format!("{first} {next}");
                     }
                 }
+                first.push_str(&usage_error_extra(&e));
+                first.push_str(&env_source_note(&e));
                 eprintln!("gpucheck: {first}");
                 eprintln!("Run 'gpucheck --help' for usage.");
             }
@@ -76,6 +79,69 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+/// What clap knows beyond its first error line, kept on that line: the
+/// accepted values (`--profile huge`) or the flag the user probably meant
+/// (`--onyl`).
+fn usage_error_extra(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let strings = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        Some(ContextValue::Strings(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    let valid = strings(ContextKind::ValidValue);
+    if !valid.is_empty() {
+        return format!(" (possible values: {})", valid.join(", "));
+    }
+    let suggested: Vec<String> = [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ]
+    .into_iter()
+    .flat_map(strings)
+    .collect();
+    match suggested.first() {
+        Some(s) => format!("; did you mean '{s}'?"),
+        None => String::new(),
+    }
+}
+
+/// When a bad value came from an environment variable (GPUCHECK_EXPECT_GPUS)
+/// rather than the command line, say so: the user never typed the flag the
+/// error names.
+fn env_source_note(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let typed = |long: &str| {
+        argv.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == format!("--{long}") || a.starts_with(&format!("--{long}="))
+        })
+    };
+    let named = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    for arg in cli::command().get_arguments() {
+        let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) else {
+            continue;
+        };
+        let Some(value) = std::env::var_os(env) else {
+            continue;
+        };
+        let culprit = if e.kind() == ErrorKind::InvalidUtf8 {
+            value.to_str().is_none()
+        } else {
+            named.starts_with(&format!("--{long}"))
+        };
+        if culprit && !typed(long) {
+            return format!(" (the value comes from ${})", env.to_string_lossy());
+        }
+    }
+    String::new()
 }
 
 /// Panics are bugs; on worker threads the runner turns them into `error`
@@ -97,8 +163,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Explain { id }) => explain(&id),
         Some(Command::Exec(args)) => exec(&args),
         Some(Command::Completions { shell }) => {
+            // Into memory first: clap_complete panics on a write error
+            // (`gpucheck completions bash | head`).
             let mut cmd = cli::command();
-            clap_complete::generate(shell, &mut cmd, "gpucheck", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "gpucheck", &mut script);
+            emit(&String::from_utf8_lossy(&script))?;
             Ok(EXIT_READY)
         }
         Some(Command::Child { id }) => Ok(runner::child_main(&id).clamp(0, 255) as u8),
@@ -142,6 +212,26 @@ fn open_target(path: &Path, what: &str) -> anyhow::Result<Target> {
     }
 }
 
+fn format_name(format: Format) -> &'static str {
+    match format {
+        Format::Table => "table",
+        Format::Json => "json",
+        Format::Junit => "junit",
+    }
+}
+
+/// True when two open files are the same file (`--json r --junit ./r`):
+/// both reports would overwrite each other.
+fn same_file(a: &File, b: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        // Character devices (/dev/null, /dev/stderr on a tty) take any
+        // number of writers.
+        (Ok(ma), Ok(mb)) => ma.is_file() && ma.dev() == mb.dev() && ma.ino() == mb.ino(),
+        _ => false,
+    }
+}
+
 /// Everything resolved from the run options before any check runs, so a bad
 /// path or pattern fails fast with exit 2.
 struct Plan {
@@ -171,6 +261,17 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     } else {
         args.format
     };
+    // `--format` is table unless given; any other value that disagrees with
+    // `--json -` / `--junit -` asks for two formats on one stdout.
+    if (json_stdout || junit_stdout) && args.format != Format::Table && args.format != stdout_format
+    {
+        let flag = if json_stdout { "--json -" } else { "--junit -" };
+        return Err(UsageError(format!(
+            "--format {} and {flag} both ask for stdout; write one of them to a file",
+            format_name(args.format)
+        ))
+        .into());
+    }
     let json = match &args.json {
         Some(p) if !json_stdout => Some(open_target(p, "JSON")?),
         _ => None,
@@ -179,6 +280,15 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         Some(p) if !junit_stdout => Some(open_target(p, "JUnit")?),
         _ => None,
     };
+    if let (Some(Target::File(a, fa)), Some(Target::File(_, fb))) = (&json, &junit) {
+        if same_file(fa, fb) {
+            return Err(UsageError(format!(
+                "--json and --junit both name {}; give each report its own file",
+                a.display()
+            ))
+            .into());
+        }
+    }
     Ok(Plan {
         checks,
         options: options(args),
@@ -245,6 +355,16 @@ fn render(format: Format, run: &Run, args: &RunArgs, color: bool) -> String {
     }
 }
 
+/// The report for the main stream (stdout, or stderr under `exec`): the
+/// chosen format, or only the verdict line for a `--quiet` table.
+fn main_report(plan: &Plan, run: &Run, args: &RunArgs, color: bool) -> String {
+    if args.quiet && plan.stdout_format == Format::Table {
+        format!("{}\n", run.verdict_line())
+    } else {
+        render(plan.stdout_format, run, args, color)
+    }
+}
+
 /// Write the file reports; an I/O error here is a configuration error.
 fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
     for (target, format) in [
@@ -264,62 +384,75 @@ fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Print to a stream, treating a closed pipe (`gpucheck | head`) as success.
-fn emit(mut out: impl Write, text: &str) -> anyhow::Result<()> {
+/// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
+fn emit(text: &str) -> anyhow::Result<()> {
+    emit_to(std::io::stdout().lock(), "stdout", text)
+}
+
+/// Print to a stream named `stream` in the error ("stdout", "stderr").
+fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(UsageError(format!("cannot write to {stream}: {e}")).into()),
     }
 }
 
 fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let mut plan = plan(args)?;
     let run = execute(&plan, args.strict, args.profile.into());
-    write_files(&mut plan, &run)?;
+    // The checks have run: show their report even when a report file
+    // cannot be written, then fail with that error (exit 2).
+    let files = write_files(&mut plan, &run);
     let color = use_color(args.color, std::io::stdout().is_terminal());
-    let text = if args.quiet && plan.stdout_format == Format::Table {
-        format!("{}\n", run.verdict_line())
-    } else {
-        render(plan.stdout_format, &run, args, color)
-    };
-    emit(std::io::stdout().lock(), &text)?;
+    let text = main_report(&plan, &run, args, color);
+    emit(&text)?;
+    files?;
     Ok(run.exit_code as u8)
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     let mut plan = plan(&args.run)?;
-    // stdout belongs to CMD: the report goes to stderr.
-    let run = execute(&plan, args.run.strict, args.run.profile.into());
-    write_files(&mut plan, &run)?;
-    let color = use_color(args.run.color, std::io::stderr().is_terminal());
-    let text = if args.run.quiet {
-        format!("{}\n", run.verdict_line())
-    } else {
-        render(plan.stdout_format, &run, &args.run, color)
-    };
-    emit(std::io::stderr().lock(), &text)?;
-    if run.exit_code != 0 && args.on_fail == OnFail::Exit {
-        eprintln!(
-            "gpucheck: not running {}: checks failed (use --on-fail warn to run it anyway)",
-            args.command[0]
-        );
-        return Ok(EXIT_NOT_READY);
-    }
+    let program = args
+        .command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let argv: Vec<CString> = args
         .command
         .iter()
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    // stdout belongs to CMD: the report goes to stderr.
+    let run = execute(&plan, args.run.strict, args.run.profile.into());
+    let files = write_files(&mut plan, &run);
+    let color = use_color(args.run.color, std::io::stderr().is_terminal());
+    let text = main_report(&plan, &run, &args.run, color);
+    // The report is advice here: a stderr that cannot be written must not
+    // keep CMD from running.
+    let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
+    files?;
+    if let Some(sig) = &run.interrupted {
+        // Ctrl-C means stop, even under --on-fail warn.
+        eprintln!("gpucheck: not running {program}: interrupted by {sig}");
+        return Ok(EXIT_NOT_READY);
+    }
+    if run.exit_code != 0 && args.on_fail == OnFail::Exit {
+        eprintln!(
+            "gpucheck: not running {program}: checks failed (use --on-fail warn to run it anyway)"
+        );
+        return Ok(EXIT_NOT_READY);
+    }
     runner::stop_being_subreaper();
+    runner::restore_signals_for_exec();
     // execvp only returns on failure.
-    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    let Err(err) = nix::unistd::execvp(&argv[0], &argv);
     let code = match err {
         nix::errno::Errno::ENOENT => 127,
         _ => 126,
     };
-    eprintln!("gpucheck: cannot run {}: {}", args.command[0], err.desc());
+    eprintln!("gpucheck: cannot run {program}: {}", err.desc());
     Ok(code)
 }
 
@@ -352,7 +485,7 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
             format!("{t}\n")
         }
     };
-    emit(std::io::stdout().lock(), &text)?;
+    emit(&text)?;
     Ok(EXIT_READY)
 }
 
@@ -378,6 +511,6 @@ fn explain(id: &str) -> anyhow::Result<u8> {
         t = check.timeout().as_secs_f64(),
         body = check.explain().trim_end(),
     );
-    emit(std::io::stdout().lock(), &text)?;
+    emit(&text)?;
     Ok(EXIT_READY)
 }

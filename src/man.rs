@@ -47,11 +47,12 @@ pub fn render() -> String {
     out.push_str(".SH EXIT STATUS\n");
     for (code, text) in [
         ("0", "No check failed (warnings allowed)."),
-        ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR)."),
+        ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR); also when interrupted by SIGINT, SIGTERM or SIGHUP."),
         ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path."),
     ] {
         out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));
     }
+    out.push_str(".PP\n\\fBgpucheck exec\\fR, once the checks pass, becomes CMD and exits with its status; when CMD cannot be started it exits 127 (not found) or 126.\n");
     out.push_str(".SH ENVIRONMENT\n.TP\n\\fBNO_COLOR\\fR\nDisables colour in the table.\n.TP\n\\fBGPUCHECK_EXPECT_GPUS\\fR, \\fBGPUCHECK_PYTHON\\fR, \\fBGPUCHECK_NCCL_LIB\\fR\nDefaults for \\fB--expect-gpus\\fR, \\fB--python\\fR and \\fB--nccl-lib\\fR.\n");
     out
 }

@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gpucheck_checks::probe::process::{isolate, kill_group};
+use gpucheck_checks::probe::process::{capture, isolate, kill_group, wait_killed, KILL_GRACE};
 use gpucheck_checks::{Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG};
 use thiserror::Error;
 
@@ -56,14 +56,35 @@ pub fn matches(pattern: &str, id: &str) -> bool {
         || glob(pattern.as_bytes(), id.as_bytes())
 }
 
+/// Glob match with `*` (any run) and `?` (one byte). Iterative, remembering
+/// only the last `*`: linear in practice and never exponential, so a pattern
+/// like `**********x` cannot hang the command line.
 fn glob(p: &[u8], s: &[u8]) -> bool {
-    match (p.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
-        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
-        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
-        _ => false,
+    let (mut pi, mut si) = (0, 0);
+    // Where the last `*` was in the pattern, and where in `s` it began matching.
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some(b'*') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(&c) if c == b'?' || c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match star {
+                // Let the last `*` swallow one more byte and retry.
+                Some((sp, ss)) => {
+                    star = Some((sp, ss + 1));
+                    pi = sp + 1;
+                    si = ss + 1;
+                }
+                None => return false,
+            },
+        }
     }
+    p[pi.min(p.len())..].iter().all(|&c| c == b'*')
 }
 
 /// The checks to run, in CATALOG order. `--only` ignores the profile.
@@ -111,14 +132,55 @@ pub fn select(
 /// The signal that interrupted the run, 0 while none has.
 static INTERRUPTED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
-/// Route SIGINT and SIGTERM to a flag the runner polls; the runner then kills
-/// the running child's group and reports what finished.
+/// The signals that stop a run early: Ctrl-C, `kill`/`docker stop`, and a
+/// closed terminal.
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The stop signals gpucheck installed a handler for (see
+/// [`install_signal_handlers`]).
+static HANDLED: OnceLock<Vec<libc::c_int>> = OnceLock::new();
+
+/// True when `sig` is ignored in this process (inherited: `nohup` ignores
+/// SIGHUP, a non-interactive shell's background job SIGINT).
+fn is_ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Route SIGINT, SIGTERM and SIGHUP to a flag the runner polls; the runner
+/// then kills the running child's group and reports what finished. A signal
+/// the caller chose to ignore stays ignored, as it would for any program.
 pub fn install_signal_handlers() {
     let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicUsize::new(0)));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // Registration fails only for forbidden signals, which these are not;
-        // without it Ctrl-C simply kills gpucheck the default way.
-        let _ = signal_hook::flag::register_usize(sig, Arc::clone(flag), sig as usize);
+    HANDLED.get_or_init(|| {
+        STOP_SIGNALS
+            .into_iter()
+            .filter(|&sig| !is_ignored(sig))
+            .filter(|&sig| {
+                // Registration fails only for forbidden signals, which these
+                // are not; without it the signal acts the default way.
+                signal_hook::flag::register_usize(sig, Arc::clone(flag), sig as usize).is_ok()
+            })
+            .collect()
+    });
+}
+
+/// Before execvp: give CMD the signal dispositions gpucheck was started
+/// with. The handled stop signals were at their default (ignored ones were
+/// left alone) and a handler would be reset by exec anyway; SIGPIPE is
+/// ignored by Rust's runtime for itself, and an ignored disposition survives
+/// exec, so without this CMD (and every shell pipeline it runs) would never
+/// die of SIGPIPE.
+pub fn restore_signals_for_exec() {
+    let handled = HANDLED.get().map(Vec::as_slice).unwrap_or_default();
+    for &sig in handled.iter().chain(&[libc::SIGPIPE]) {
+        // SAFETY: setting a plain disposition; no handler code runs.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
     }
 }
 
@@ -164,6 +226,7 @@ pub fn run_checks(
                 Isolation::Child => run_in_child(*check, &ctx, timeout),
             }
         };
+        outcome.drop_non_finite_metrics();
         outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         earlier.insert(check.id().to_string(), outcome.clone());
         results.push(CheckResult {
@@ -199,12 +262,9 @@ fn failed_need(check: &dyn Check, earlier: &BTreeMap<String, Outcome>) -> Option
 }
 
 fn timeout_outcome(check: &dyn Check, timeout: Duration, stage: Option<&str>) -> Outcome {
-    let secs = timeout.as_secs_f64();
-    let secs = if secs.fract() == 0.0 {
-        format!("{secs:.0}")
-    } else {
-        format!("{secs:.1}")
-    };
+    // "2", "1.5", "0.005": as given, never rounded down to "0.0".
+    let secs = format!("{:.3}", timeout.as_secs_f64());
+    let secs = secs.trim_end_matches('0').trim_end_matches('.');
     let place = stage.map(|s| format!(" in {s}")).unwrap_or_default();
     Outcome::fail(
         format!("timed out after {secs} s{place}"),
@@ -213,7 +273,10 @@ fn timeout_outcome(check: &dyn Check, timeout: Duration, stage: Option<&str>) ->
 }
 
 fn interrupted_outcome(sig: &str) -> Outcome {
-    Outcome::error(format!("interrupted by {sig} before it finished"))
+    Outcome::error(format!("interrupted by {sig} before it finished")).with_hint(format!(
+        "gpucheck was stopped by {sig} while this check ran, so it has no verdict; run gpucheck \
+         again and let it finish"
+    ))
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -263,14 +326,6 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
             }
         }
     }
-}
-
-fn read_all(mut r: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        buf
-    })
 }
 
 /// Make gpucheck the "child subreaper" of everything it starts: a process
@@ -388,11 +443,16 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),
     };
     let pgid = child.id() as i32;
-    let stdout = child.stdout.take().map(read_all);
-    let stderr = child.stderr.take().map(read_all);
+    let stdout = child.stdout.take().map(capture);
+    let stderr = child.stderr.take().map(capture);
     if let Some(mut stdin) = child.stdin.take() {
-        // A child that dies before reading its input shows up below.
-        let _ = stdin.write_all(&input);
+        // On a thread: the context can outgrow the pipe buffer (every earlier
+        // outcome rides along), and a child stuck before reading it must not
+        // hold the runner past the deadline. A child that dies before reading
+        // its input shows up below.
+        thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
     }
 
     let deadline = Instant::now() + timeout;
@@ -413,12 +473,18 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     // Whatever happened, nothing in the group, nor anything it started that
     // escaped the group, may survive.
     kill_group(pgid);
-    let _ = child.wait();
+    let reaped = wait_killed(&mut child, KILL_GRACE);
     // Before reading the pipes to their end: an escaped descendant could
     // hold them open forever.
     reap_descendants();
-    let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
-    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    // And still bounded: a process stuck in the driver survives SIGKILL.
+    let pipes_deadline = Instant::now() + KILL_GRACE;
+    let out = stdout
+        .map(|c| c.finish_by(pipes_deadline))
+        .unwrap_or_default();
+    let err = stderr
+        .map(|c| c.finish_by(pipes_deadline))
+        .unwrap_or_default();
     let err = String::from_utf8_lossy(&err);
 
     if let Err(o) = &mut ended {
@@ -431,16 +497,26 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             }
         }
     }
+    if reaped.is_none() {
+        if let Err(o) = &mut ended {
+            o.facts.insert(
+                "unkillable_pid".to_string(),
+                format!(
+                    "{pgid}: still there {} s after SIGKILL, so stuck in the kernel \
+                     (a hung driver: look for Xid errors in `dmesg`); gpucheck left it behind",
+                    KILL_GRACE.as_secs()
+                ),
+            );
+        }
+    }
     let status = match ended {
         Ok(s) => s,
         Err(o) => return o,
     };
     if let Some(sig) = status.signal() {
         let tail = stderr_tail(&err);
-        let mut o = Outcome::error(format!("probe crashed: {}", signal_name(sig))).with_hint(
-            "the driver or library crashed inside the isolated probe; run it again with \
-             --verbose, and check `dmesg` for Xid errors",
-        );
+        let mut o = Outcome::error(format!("probe crashed: {}", signal_name(sig)))
+            .with_hint(crash_hint(sig));
         if !tail.is_empty() {
             o.facts.insert("stderr_tail".to_string(), tail);
         }
@@ -459,6 +535,21 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             }
             o
         }
+    }
+}
+
+/// What to do about an isolated probe that died of signal `sig`.
+fn crash_hint(sig: i32) -> String {
+    match sig {
+        // Nothing crashes into SIGKILL: the kernel's OOM killer or someone
+        // else killed it (gpucheck's own kill is a timeout, reported as such).
+        libc::SIGKILL => "the probe was killed from outside: look for the OOM killer in \
+                          `dmesg` (out of host memory), or a process manager that kills \
+                          long-running processes"
+            .to_string(),
+        _ => "the driver or library crashed inside the isolated probe; run it again with \
+              --verbose, and check `dmesg` for Xid errors"
+            .to_string(),
     }
 }
 
@@ -499,6 +590,8 @@ pub fn child_main(id: &str) -> i32 {
             panic_message(p.as_ref())
         )),
     };
+    let mut outcome = outcome;
+    outcome.drop_non_finite_metrics();
     let json = serde_json::to_vec(&outcome).unwrap_or_default();
     // SAFETY: result_fd is the dup of the original stdout, owned here.
     let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(result_fd) };
@@ -522,6 +615,22 @@ mod tests {
         assert!(!matches("hos", "host.shm"));
         assert!(!matches("net", "host.shm"));
         assert!(!matches("host.sh", "host.shm"));
+        assert!(matches("*", "host.shm"));
+        assert!(matches("host.sh?", "host.shm"));
+        assert!(!matches("host.shm?", "host.shm"));
+        assert!(matches("*s*m", "host.shm"));
+        assert!(!matches("*s*x", "host.shm"));
+        assert!(matches("**.*", "host.shm"));
+    }
+
+    #[test]
+    fn many_stars_cannot_hang_the_glob() {
+        // The old recursive matcher took exponential time on this (minutes).
+        let p = format!("{}x", "*".repeat(40));
+        assert!(!matches(&p, "env.cuda_visible_devices"));
+        let p = "*a".repeat(30) + "*";
+        assert!(!matches(&p, "env.cuda_visible_devices"));
+        assert!(matches(&"*".repeat(40), "env.cuda_visible_devices"));
     }
 
     #[test]
@@ -564,6 +673,72 @@ mod tests {
             select(Profile::Full, &[], &["*".to_string()]),
             Err(SelectError::Nothing)
         ));
+    }
+
+    #[test]
+    fn timeout_summary_shows_the_timeout_as_given() {
+        let check = CATALOG[0];
+        let summary =
+            |secs: f64, stage| timeout_outcome(check, Duration::from_secs_f64(secs), stage).summary;
+        assert_eq!(summary(2.0, None), "timed out after 2 s");
+        assert_eq!(
+            summary(1.25, Some("cuInit")),
+            "timed out after 1.25 s in cuInit"
+        );
+        // Not "0.0 s" for a short --timeout.
+        assert_eq!(summary(0.005, None), "timed out after 0.005 s");
+        let o = timeout_outcome(check, Duration::from_secs(2), None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.hint.unwrap_or_default().contains("--timeout SECS"));
+    }
+
+    /// A check whose per-GPU metric is NaN (a division by a zero time).
+    struct NanMetric;
+
+    impl Check for NanMetric {
+        fn id(&self) -> &'static str {
+            "test.nan"
+        }
+        fn title(&self) -> &'static str {
+            "NaN metric"
+        }
+        fn profile(&self) -> Profile {
+            Profile::Quick
+        }
+        fn explain(&self) -> &'static str {
+            "test"
+        }
+        fn run(&self, _: &Context) -> Outcome {
+            Outcome::pass("ran").with_device(gpucheck_checks::DeviceResult {
+                index: 0,
+                label: None,
+                name: "GPU".into(),
+                uuid: None,
+                status: Status::Pass,
+                summary: "ok".into(),
+                metrics: vec![gpucheck_checks::Metric {
+                    name: "busbw".into(),
+                    value: f64::NAN,
+                    unit: "GB/s".into(),
+                }],
+            })
+        }
+    }
+
+    #[test]
+    fn a_nan_metric_never_reaches_a_report() {
+        let results = run_checks(&[&NanMetric], &Options::default(), None);
+        let o = &results[0].outcome;
+        assert_eq!((o.status, o.summary.as_str()), (Status::Pass, "ran"));
+        assert!(o.devices[0].metrics.is_empty(), "{o:?}");
+    }
+
+    #[test]
+    fn a_killed_probe_points_at_the_oom_killer_a_crash_at_the_driver() {
+        assert!(crash_hint(libc::SIGKILL).contains("OOM killer"));
+        assert!(!crash_hint(libc::SIGKILL).contains("crashed"));
+        assert!(crash_hint(libc::SIGSEGV).contains("Xid"));
+        assert!(crash_hint(libc::SIGABRT).contains("crashed inside the isolated probe"));
     }
 
     #[test]

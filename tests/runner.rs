@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,18 @@ fn usage_errors_exit_2_with_one_line() {
         (&["--timeout", "abc"], "--timeout"),
         (&["--format", "yaml"], "yaml"),
         (&["--color", "sometimes"], "sometimes"),
-        (&["--profile", "huge"], "huge"),
+        (
+            &["--profile", "huge"],
+            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full)",
+        ),
+        (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
+        (&["--timeout", "1e-9"], "at least 0.001 seconds"),
+        (&["--timeout", "1e999"], "at most 86400 seconds"),
+        (&["--skip", &"*".repeat(60)], "runs no checks"),
+        (
+            &["--only", &format!("{}x", "*".repeat(60))],
+            "unknown check or group",
+        ),
         (&["--min-scaling", "2"], "between 0 and 1"),
         (
             &["--junit", "/nonexistent/dir/report.xml"],
@@ -48,6 +60,10 @@ fn usage_errors_exit_2_with_one_line() {
             "cannot write the JSON report",
         ),
         (&["--json", "-", "--junit", "-"], "both ask for stdout"),
+        (
+            &["--format", "json", "--junit", "-"],
+            "--format json and --junit - both ask for stdout",
+        ),
         (&["explain", "no.such"], "unknown check 'no.such'"),
         (&["--no-such-flag"], "--no-such-flag"),
         (&["exec", "--only", "env.torchrun"], "CMD"),
@@ -57,6 +73,76 @@ fn usage_errors_exit_2_with_one_line() {
         assert_one_line_error(&out, needle);
         assert!(stdout(&out).is_empty(), "{args:?} printed to stdout");
     }
+}
+
+#[test]
+fn json_and_junit_into_one_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gpucheck()
+        .current_dir(dir.path())
+        .args([
+            "--only",
+            "env.torchrun",
+            "--json",
+            "r.out",
+            "--junit",
+            "./r.out",
+        ])
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "--json and --junit both name r.out");
+    // Devices take any number of writers.
+    let ok = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet"])
+        .args(["--json", "/dev/null", "--junit", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+}
+
+#[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    for value in [
+        std::ffi::OsStr::new("lots"),
+        std::ffi::OsStr::from_bytes(b"\xff"),
+    ] {
+        let out = gpucheck()
+            .args(["--only", "env.torchrun"])
+            .env("GPUCHECK_EXPECT_GPUS", value)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "(the value comes from $GPUCHECK_EXPECT_GPUS)");
+    }
+    // Typed on the command line: the flag is the culprit, not the variable.
+    let out = gpucheck()
+        .args(["--only", "env.torchrun", "--expect-gpus", "x"])
+        .env("GPUCHECK_EXPECT_GPUS", "lots")
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "invalid value 'x' for '--expect-gpus <N>'");
+    assert!(!stderr(&out).contains("comes from"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_report_file_that_fails_on_write_still_shows_the_results() {
+    // Opens fine, refuses the write: the checks have run by then, so their
+    // table still comes out, and the error (exit 2) names the file.
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let out = gpucheck()
+        .args(["--only", "env.torchrun", "--json", "/dev/full"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stdout(&out).contains("env.torchrun"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("READY"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).starts_with("gpucheck: cannot write /dev/full: "),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -203,6 +289,92 @@ fn exec_does_not_run_the_command_on_fail() {
     assert!(marker.exists(), "--on-fail warn must run the command");
 }
 
+/// The ignored-signal mask (SigIgn) of the process that `exec` became.
+fn exec_sig_ignored(ignore_sigint_first: bool) -> u64 {
+    let mut cmd = gpucheck();
+    cmd.args(["exec", "--only", "env.torchrun", "--quiet", "--"])
+        .args(["grep", "^SigIgn:", "/proc/self/status"]);
+    if ignore_sigint_first {
+        // As a background job of a non-interactive shell starts.
+        // SAFETY: setting a signal disposition between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                nix::sys::signal::signal(
+                    nix::sys::signal::Signal::SIGINT,
+                    nix::sys::signal::SigHandler::SigIgn,
+                )
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let hex = text.trim().trim_start_matches("SigIgn:").trim();
+    u64::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("no SigIgn line: {text}"))
+}
+
+#[test]
+fn exec_hands_the_command_the_signals_as_gpucheck_found_them() {
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    // Rust ignores SIGPIPE for itself; CMD must not inherit that, or `yes |
+    // head` inside it never ends by SIGPIPE. SIGINT/SIGTERM stay default.
+    let mask = exec_sig_ignored(false);
+    assert_eq!(
+        mask & (bit(libc::SIGPIPE) | bit(libc::SIGINT) | bit(libc::SIGTERM)),
+        0,
+        "SigIgn {mask:x}"
+    );
+    // Started with SIGINT ignored: CMD keeps it ignored (gpucheck's own
+    // Ctrl-C handler must not turn it back into the default on exec).
+    let mask = exec_sig_ignored(true);
+    assert_ne!(mask & bit(libc::SIGINT), 0, "SigIgn {mask:x}");
+    assert_eq!(mask & bit(libc::SIGPIPE), 0, "SigIgn {mask:x}");
+}
+
+#[test]
+fn exec_passes_non_utf8_arguments_through() {
+    use std::os::unix::ffi::OsStrExt;
+    let arg = std::ffi::OsStr::from_bytes(b"--data=caf\xe9");
+    let out = gpucheck()
+        .args([
+            "exec",
+            "--only",
+            "env.torchrun",
+            "--quiet",
+            "--",
+            "printf",
+            "%s",
+        ])
+        .arg(arg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"--data=caf\xe9");
+}
+
+#[test]
+fn exec_quiet_json_still_writes_the_json_report_to_stderr() {
+    // --quiet shortens the table only, as it does without exec.
+    let out = gpucheck()
+        .args([
+            "exec",
+            "--quiet",
+            "--format",
+            "json",
+            "--only",
+            "env.torchrun",
+        ])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = assert_valid_json_report(&stderr(&out));
+    assert_eq!(doc["exit_code"], 0);
+}
+
 #[test]
 fn exec_of_a_missing_command_exits_127() {
     let out = gpucheck()
@@ -257,18 +429,15 @@ fn child_timeout_kills_the_whole_tree() {
     );
 }
 
-#[test]
-fn sigterm_kills_children_and_still_reports() {
-    let mark = format!("gpucheck-runner-sigterm-{}", std::process::id());
-    let child = gpucheck()
-        .args(["--only", "torch.import", "--json", "-", "--python"])
-        .arg(hang_python())
-        .env("GPUCHECK_TEST_MARK", &mark)
+/// Start `cmd` with the hanging fake Python marked `mark`, and return once
+/// that Python runs.
+fn spawn_probing(mut cmd: std::process::Command, mark: &str) -> std::process::Child {
+    let child = cmd
+        .env("GPUCHECK_TEST_MARK", mark)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the fake Python is running, then interrupt gpucheck.
     let start = Instant::now();
     while processes_matching(&format!("{mark}-main")).is_empty() {
         assert!(
@@ -277,12 +446,38 @@ fn sigterm_kills_children_and_still_reports() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child
+}
+
+/// The parent pid of `pid`, from /proc.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces: state, then ppid.
+    stat.get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// [`spawn_probing`], then send `signal` to gpucheck and return what it did.
+fn interrupt_while_probing(
+    cmd: std::process::Command,
+    mark: &str,
+    signal: nix::sys::signal::Signal,
+) -> std::process::Output {
+    let child = spawn_probing(cmd, mark);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sigterm_kills_children_and_still_reports() {
+    let mark = format!("gpucheck-runner-sigterm-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGTERM);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["interrupted"], "SIGTERM");
@@ -294,6 +489,125 @@ fn sigterm_kills_children_and_still_reports() {
             .unwrap()
             .contains("interrupted by SIGTERM"),
         "{r}"
+    );
+    assert!(
+        r["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stopped by SIGTERM while this check ran"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "processes survived gpucheck"
+    );
+}
+
+#[test]
+fn a_probe_killed_from_outside_is_an_error_pointing_at_the_oom_killer() {
+    let mark = format!("gpucheck-runner-oomkill-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let child = spawn_probing(cmd, &mark);
+    // What the OOM killer does: SIGKILL the isolated probe (this run's only
+    // `__child`, running this build's binary).
+    let needle = format!("{} __child torch.import", bin().display());
+    let probes: Vec<(u32, String)> = processes_matching(&needle)
+        .into_iter()
+        .filter(|(pid, _)| parent_of(*pid) == Some(child.id()))
+        .collect();
+    assert_eq!(probes.len(), 1, "{probes:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(probes[0].0 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "error", "{r}");
+    assert_eq!(r["summary"], "probe crashed: SIGKILL", "{r}");
+    assert!(r["hint"].as_str().unwrap().contains("OOM killer"), "{r}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(processes_matching(&mark), Vec::new(), "processes survived");
+}
+
+#[test]
+fn sighup_from_a_closed_terminal_also_stops_the_run_cleanly() {
+    let mark = format!("gpucheck-runner-sighup-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGHUP);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["interrupted"], "SIGHUP");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_matching(&mark),
+        Vec::new(),
+        "processes survived gpucheck"
+    );
+}
+
+#[test]
+fn a_signal_the_caller_ignored_does_not_interrupt() {
+    // Started with SIGINT ignored (a background job of a script): Ctrl-C
+    // meant for the script must not stop gpucheck; the check runs into its
+    // timeout instead.
+    let mark = format!("gpucheck-runner-ignored-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--timeout", "3", "--json", "-"])
+        .arg("--python")
+        .arg(hang_python());
+    // SAFETY: setting a signal disposition between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+            .map(|_| ())
+            .map_err(std::io::Error::from)
+        });
+    }
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGINT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc.get("interrupted").is_none(), "{doc}");
+    let r = result(&doc, "torch.import");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("timed out after 3 s"),
+        "{r}"
+    );
+}
+
+#[test]
+fn exec_does_not_run_the_command_after_an_interrupt_even_with_on_fail_warn() {
+    let mark = format!("gpucheck-runner-exec-int-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let mut cmd = gpucheck();
+    cmd.args(["exec", "--on-fail", "warn", "--only", "torch.import"])
+        .arg("--python")
+        .arg(hang_python())
+        .args(["--", "touch"])
+        .arg(&ran);
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGINT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!ran.exists(), "Ctrl-C must stop exec from running CMD");
+    assert!(
+        stderr(&out).contains("not running touch: interrupted by SIGINT"),
+        "{}",
+        stderr(&out)
     );
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
@@ -339,13 +653,41 @@ fn help_documents_exit_codes_and_completions_work() {
 
 #[test]
 fn closed_stdout_pipe_is_not_an_error() {
-    let mut child = gpucheck()
-        .args(["list"])
-        .stdout(Stdio::piped())
+    // A pipe whose reader is already gone: every write gets EPIPE, however
+    // little is written (`gpucheck list | head -0`, a consumer that quit).
+    let cases: &[&[&str]] = &[
+        &["list"],
+        &["list", "--format", "json"],
+        &["explain", "host.shm"],
+        &["completions", "bash"],
+        &["completions", "zsh"],
+        &["--only", "env.torchrun"],
+        &["--only", "env.torchrun", "--json", "-"],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = gpucheck()
+            .args(*args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_full_stdout_is_a_one_line_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // no /dev/full in this sandbox: nothing to test
+    };
+    let out = gpucheck()
+        .arg("list")
+        .stdout(full)
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_one_line_error(&out, "cannot write to stdout");
 }

@@ -193,6 +193,17 @@ impl Outcome {
         self
     }
 
+    /// Leave out every non-finite metric value, the per-device ones
+    /// included (built directly, they bypass [`Outcome::with_metric`]): JSON
+    /// would carry NaN as `null`, which breaks the report's schema and the
+    /// result of a child-isolated check on its way back to the runner.
+    pub fn drop_non_finite_metrics(&mut self) {
+        self.metrics.retain(|m| m.value.is_finite());
+        for d in &mut self.devices {
+            d.metrics.retain(|m| m.value.is_finite());
+        }
+    }
+
     /// The value of a metric by name, if present.
     pub fn metric(&self, name: &str) -> Option<f64> {
         self.metrics
@@ -233,6 +244,32 @@ mod tests {
             .with_metric("c", 1.0, "ms");
         assert_eq!(o.metrics.len(), 1);
         assert!(serde_json::from_str::<Outcome>(&serde_json::to_string(&o).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn non_finite_device_metrics_are_dropped_before_crossing_json() {
+        let metric = |value| Metric {
+            name: "busbw".into(),
+            value,
+            unit: "GB/s".into(),
+        };
+        let mut o = Outcome::pass("x").with_device(DeviceResult {
+            index: 0,
+            label: None,
+            name: "GPU".into(),
+            uuid: None,
+            status: Status::Pass,
+            summary: "ok".into(),
+            metrics: vec![metric(f64::NAN), metric(2.0), metric(f64::NEG_INFINITY)],
+        });
+        o.metrics.push(metric(f64::INFINITY));
+        // As it is, the outcome does not survive a JSON round trip.
+        assert!(serde_json::from_str::<Outcome>(&serde_json::to_string(&o).unwrap()).is_err());
+        o.drop_non_finite_metrics();
+        assert!(o.metrics.is_empty());
+        assert_eq!(o.devices[0].metrics, vec![metric(2.0)]);
+        let back: Outcome = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+        assert_eq!(back, o);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! committed schema) with the test virtual environment's Python.
 #![allow(dead_code)]
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -159,8 +160,13 @@ pub fn status_of(doc: &serde_json::Value, id: &str) -> String {
 
 /// Processes (pid, cmdline) whose command line contains `needle`, other than
 /// this test process. For "nothing left running" assertions.
+///
+/// The scan covers the whole machine, so a gpucheck built in another checkout
+/// (another test run at the same time: `.../other/target/debug/gpucheck
+/// __child nccl.allreduce`) is not counted; only this build's binary is.
 pub fn processes_matching(needle: &str) -> Vec<(u32, String)> {
     let me = std::process::id();
+    let ours = bin();
     let mut found = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
@@ -173,6 +179,11 @@ pub fn processes_matching(needle: &str) -> Vec<(u32, String)> {
             let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
                 continue;
             };
+            let argv0 = raw.split(|b| *b == 0).next().unwrap_or_default();
+            let argv0 = Path::new(std::ffi::OsStr::from_bytes(argv0));
+            if argv0.file_name() == ours.file_name() && argv0 != ours {
+                continue;
+            }
             let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
             if cmdline.contains(needle) {
                 found.push((pid, cmdline));

@@ -6,7 +6,8 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -39,28 +40,72 @@ pub enum RunError {
 /// come at the end, so a chatty program (NCCL_DEBUG=TRACE) loses its start.
 const MAX_CAPTURE: usize = 1 << 20;
 
-fn capture(mut r: impl Read + Send + 'static) -> thread::JoinHandle<String> {
-    thread::spawn(move || {
-        let mut buf: Vec<u8> = Vec::new();
+/// A stream being read to its end on a thread of its own, keeping the last
+/// [`MAX_CAPTURE`] bytes, so what was read so far can be taken at any time.
+pub struct Capture {
+    buf: Arc<Mutex<Vec<u8>>>,
+    done: thread::JoinHandle<()>,
+}
+
+/// Start reading `r` to its end in the background.
+pub fn capture(mut r: impl Read + Send + 'static) -> Capture {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buf);
+    let done = thread::spawn(move || {
         let mut chunk = [0u8; 8192];
         loop {
             match r.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => {
+                    let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
                     buf.extend_from_slice(&chunk[..n]);
                     if buf.len() > 2 * MAX_CAPTURE {
-                        buf.drain(..buf.len() - MAX_CAPTURE);
+                        let excess = buf.len() - MAX_CAPTURE;
+                        buf.drain(..excess);
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
-        if buf.len() > MAX_CAPTURE {
-            buf.drain(..buf.len() - MAX_CAPTURE);
+    });
+    Capture { buf, done }
+}
+
+impl Capture {
+    /// What was read by the time the stream ended, or by `deadline` if it has
+    /// not ended by then: a process that escaped every kill (one stuck in the
+    /// driver in uninterruptible sleep, a daemon in another session) can hold
+    /// the pipe open forever, and gpucheck must not wait on it.
+    pub fn finish_by(self, deadline: Instant) -> Vec<u8> {
+        while !self.done.is_finished() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
         }
-        String::from_utf8_lossy(&buf).into_owned()
-    })
+        let mut buf = std::mem::take(&mut *self.buf.lock().unwrap_or_else(|p| p.into_inner()));
+        if buf.len() > MAX_CAPTURE {
+            let excess = buf.len() - MAX_CAPTURE;
+            buf.drain(..excess);
+        }
+        buf
+    }
+}
+
+/// How long to wait for a SIGKILLed process to be gone, and for its output
+/// pipes to close, before giving up on it. A process in uninterruptible sleep
+/// inside a driver (a hung GPU) does not die until the driver lets go.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// Wait for `child`, already sent SIGKILL, at most `grace`; None when it is
+/// still there (unkillable for now; left behind rather than waited on).
+pub fn wait_killed(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return Some(s),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            _ => return None,
+        }
+    }
 }
 
 /// SIGKILL a whole process group; ESRCH (already gone) is fine.
@@ -121,10 +166,15 @@ pub fn run_bounded_then(
         }
     };
     kill_group(pgid);
-    let _ = child.wait();
+    let _ = wait_killed(&mut child, KILL_GRACE);
     cleanup();
-    let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
-    let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
+    let pipes_deadline = Instant::now() + KILL_GRACE;
+    let text = |c: Option<Capture>| {
+        let bytes = c.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let stdout = text(out);
+    let stderr = text(err);
     match status {
         Some(s) => Ok(Output {
             stdout,
@@ -215,6 +265,23 @@ mod tests {
             .filter(|c| String::from_utf8_lossy(c).contains(&marker))
             .count();
         assert_eq!(left, 0, "a process of the group survived");
+    }
+
+    #[test]
+    fn output_is_collected_even_when_an_escaped_process_holds_the_pipe() {
+        // The grandchild starts a session of its own, so the group kill
+        // misses it, and it keeps stdout open: gpucheck must still return,
+        // with what was printed, instead of waiting for the pipe to close.
+        let marker = format!("gpucheck-test-escaped-{}", std::process::id());
+        let mut cmd = Command::new("bash");
+        cmd.args([
+            "-c",
+            &format!("setsid bash -c 'exec -a {marker} sleep 300' & echo started; exit 0"),
+        ]);
+        let o = run_bounded(cmd, Duration::from_secs(20));
+        kill_processes_with_arg(OsStr::new(&marker), Duration::from_secs(5));
+        let o = o.unwrap();
+        assert_eq!((o.stdout.as_str(), o.code), ("started\n", Some(0)));
     }
 
     #[test]

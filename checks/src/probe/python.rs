@@ -75,8 +75,12 @@ pub fn choose_python(
     path_var: Option<&OsString>,
 ) -> Result<PythonChoice, FindPythonError> {
     if let Some(p) = explicit {
-        // A bare name ("python3.11") is looked up on PATH like a shell would.
-        let resolved = if p.components().count() == 1 && !p.exists() {
+        // A bare name ("python3.11") is looked up on PATH like a shell would,
+        // even when the current folder has something of that name (a
+        // `python/` source folder); `./python3` names a file here.
+        let bare = p.components().count() == 1
+            && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
+        let resolved = if bare {
             which(&p.to_string_lossy(), path_var)
         } else {
             Some(p.to_path_buf())
@@ -262,6 +266,30 @@ mod tests {
             (c.source, c.path),
             (PythonSource::Path, pathdir.join("python3"))
         );
+    }
+
+    #[test]
+    fn a_bare_explicit_name_is_looked_up_on_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let pathdir = dir.path().join("bin");
+        exe(&pathdir.join("python3.11"));
+        let path_var = Some(pathdir.clone().into_os_string());
+        // Whatever the current folder holds, a bare name means PATH.
+        let c =
+            choose_python(Some(Path::new("python3.11")), None, None, path_var.as_ref()).unwrap();
+        assert_eq!(
+            (c.source, c.path),
+            (PythonSource::Explicit, pathdir.join("python3.11"))
+        );
+        // The repository's own `src` folder exists in the test's current
+        // folder; it must not shadow a `src` on PATH (nor be taken for one).
+        assert!(Path::new("src").exists());
+        exe(&pathdir.join("src"));
+        let c = choose_python(Some(Path::new("src")), None, None, path_var.as_ref()).unwrap();
+        assert_eq!(c.path, pathdir.join("src"));
+        let err =
+            choose_python(Some(Path::new("nope3")), None, None, path_var.as_ref()).unwrap_err();
+        assert!(err.to_string().starts_with("nope3 (from --python"), "{err}");
     }
 
     #[test]
