@@ -13,5 +13,5 @@ fi
 echo "setup-venv: creating $VENV with torch==$TORCH_VERSION (about 3.5 GB, first run only)" >&2
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "xmlschema==3.4.3" numpy
+"$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "xmlschema==3.4.3" "numpy==2.4.6"
 "$VENV/bin/python" -c "import torch; print('setup-venv: torch', torch.__version__, 'cuda', torch.version.cuda)" >&2

@@ -702,7 +702,10 @@ pub struct RuntimeFacts {
 fn loaded_by_jobs(source: LibSource) -> bool {
     matches!(
         source,
-        LibSource::PythonWheel | LibSource::LdLibraryPath | LibSource::Explicit
+        LibSource::PythonWheel
+            | LibSource::PythonEnvLib
+            | LibSource::LdLibraryPath
+            | LibSource::Explicit
     )
 }
 

@@ -79,7 +79,7 @@ fn copies_table(facts: &LibraryFacts) -> DataTable {
         legend: Some(
             "* = the copy a program asking for libnccl.so.2 loads first (search order: \
              --nccl-lib, LD_LIBRARY_PATH, ldconfig cache, system folders, CUDA_HOME, \
-             /usr/local/cuda*, the Python environment's nvidia/*/lib and torch/lib)"
+             /usr/local/cuda*, the Python environment's nvidia/*/lib and torch/lib, its own lib folder)"
                 .to_string(),
         ),
     }

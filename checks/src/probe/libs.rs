@@ -27,6 +27,9 @@ pub enum LibSource {
     CudaInstall,
     /// site-packages/nvidia/*/lib of the chosen Python environment.
     PythonWheel,
+    /// The chosen Python environment's own lib folder: where conda-forge's
+    /// PyTorch takes its CUDA libraries from ($CONDA_PREFIX/lib).
+    PythonEnvLib,
 }
 
 impl LibSource {
@@ -39,6 +42,7 @@ impl LibSource {
             LibSource::CudaHome => "CUDA_HOME/CUDA_PATH",
             LibSource::CudaInstall => "/usr/local/cuda*",
             LibSource::PythonWheel => "Python wheel (site-packages/nvidia)",
+            LibSource::PythonEnvLib => "Python environment's lib folder (conda)",
         }
     }
 }
@@ -64,6 +68,7 @@ pub struct SearchPlaces {
     pub cuda_home: Vec<PathBuf>,
     pub cuda_install: Vec<PathBuf>,
     pub wheel_dirs: Vec<PathBuf>,
+    pub env_lib_dirs: Vec<PathBuf>,
 }
 
 /// Distribution library folders the loader searches by default.
@@ -124,6 +129,21 @@ pub fn wheel_dirs(site_packages: &[PathBuf]) -> Vec<PathBuf> {
     dirs
 }
 
+/// The `lib` folder of each environment a `<prefix>/lib/python3.X/site-packages`
+/// belongs to (a conda environment keeps its CUDA libraries there).
+pub fn env_lib_dirs(site_packages: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for sp in site_packages {
+        let lib = sp.parent().and_then(Path::parent).map(Path::to_path_buf);
+        if let Some(lib) = lib.filter(|l| l.ends_with("lib") && l.is_dir()) {
+            if !dirs.contains(&lib) {
+                dirs.push(lib);
+            }
+        }
+    }
+    dirs
+}
+
 impl SearchPlaces {
     /// Gather the places from this process's environment. `explicit` is a
     /// user-named library; `site_packages` are the chosen Python's.
@@ -172,6 +192,7 @@ impl SearchPlaces {
             cuda_home,
             cuda_install: installs.iter().flat_map(|p| lib_dirs_of(p)).collect(),
             wheel_dirs: wheel_dirs(site_packages),
+            env_lib_dirs: env_lib_dirs(site_packages),
         }
     }
 }
@@ -224,6 +245,7 @@ pub fn find(places: &SearchPlaces, stem: &str) -> Vec<FoundLib> {
         (&places.cuda_home, LibSource::CudaHome),
         (&places.cuda_install, LibSource::CudaInstall),
         (&places.wheel_dirs, LibSource::PythonWheel),
+        (&places.env_lib_dirs, LibSource::PythonEnvLib),
     ] {
         for d in dirs {
             candidates.extend(in_dir(d, stem).into_iter().map(|p| (p, source)));
@@ -315,6 +337,21 @@ mod tests {
         assert_eq!(found[0].path, a.join("libnccl.so.2"));
         assert_eq!(found[0].source, LibSource::LdLibraryPath);
         assert_eq!(found[1].source, LibSource::PythonWheel);
+    }
+
+    #[test]
+    fn a_conda_environments_lib_folder_is_searched() {
+        let dir = tempfile::tempdir().unwrap();
+        let sp = dir.path().join("env/lib/python3.11/site-packages");
+        std::fs::create_dir_all(&sp).unwrap();
+        std::fs::write(dir.path().join("env/lib/libcudart.so.12"), b"x").unwrap();
+        let places = SearchPlaces {
+            env_lib_dirs: env_lib_dirs(&[sp]),
+            ..Default::default()
+        };
+        let found = find(&places, "libcudart.so");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].source, LibSource::PythonEnvLib);
     }
 
     #[test]
