@@ -15,7 +15,9 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gpucheck_checks::probe::process::{capture, isolate, kill_group, wait_killed, KILL_GRACE};
+use gpucheck_checks::probe::process::{
+    isolate, kill_group, proc_pids, supervise, Ending, KILL_GRACE,
+};
 use gpucheck_checks::{Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG};
 use thiserror::Error;
 
@@ -349,11 +351,7 @@ pub fn stop_being_subreaper() {
 
 /// Direct children of `parent` from /proc: (pid, process group).
 fn children_of(parent: i32) -> Vec<(i32, i32)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+    proc_pids()
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // Fields after the command name, which may itself contain ") ".
@@ -442,9 +440,7 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         Ok(c) => c,
         Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),
     };
-    let pgid = child.id() as i32;
-    let stdout = child.stdout.take().map(capture);
-    let stderr = child.stderr.take().map(capture);
+    let pgid = child.id();
     if let Some(mut stdin) = child.stdin.take() {
         // On a thread: the context can outgrow the pipe buffer (every earlier
         // outcome rides along), and a child stuck before reading it must not
@@ -454,50 +450,32 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             let _ = stdin.write_all(&input);
         });
     }
-
-    let deadline = Instant::now() + timeout;
-    let mut ended: Result<std::process::ExitStatus, Outcome> = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) => {}
-            Err(e) => break Err(Outcome::error(format!("cannot wait for the probe: {e}"))),
+    // Before the pipes are read to their end, anything the child started
+    // that escaped its group is killed too: it could hold them open forever.
+    let seen = supervise(child, timeout, || interrupted().is_some(), reap_descendants);
+    let err = String::from_utf8_lossy(&seen.stderr);
+    let with_tail = |mut o: Outcome| {
+        let tail = stderr_tail(&err);
+        if !tail.is_empty() {
+            o.facts.insert("stderr_tail".to_string(), tail);
         }
-        if let Some(sig) = interrupted() {
-            break Err(interrupted_outcome(&sig));
-        }
-        if Instant::now() >= deadline {
-            break Err(timeout_outcome(check, timeout, None));
-        }
-        thread::sleep(Duration::from_millis(2).min(POLL));
+        o
     };
-    // Whatever happened, nothing in the group, nor anything it started that
-    // escaped the group, may survive.
-    kill_group(pgid);
-    let reaped = wait_killed(&mut child, KILL_GRACE);
-    // Before reading the pipes to their end: an escaped descendant could
-    // hold them open forever.
-    reap_descendants();
-    // And still bounded: a process stuck in the driver survives SIGKILL.
-    let pipes_deadline = Instant::now() + KILL_GRACE;
-    let out = stdout
-        .map(|c| c.finish_by(pipes_deadline))
-        .unwrap_or_default();
-    let err = stderr
-        .map(|c| c.finish_by(pipes_deadline))
-        .unwrap_or_default();
-    let err = String::from_utf8_lossy(&err);
 
-    if let Err(o) = &mut ended {
-        if o.status == Status::Fail {
-            // A timeout: name the stage it hung in, when the child said.
-            *o = timeout_outcome(check, timeout, last_stage(&err).as_deref());
-            let tail = stderr_tail(&err);
-            if !tail.is_empty() {
-                o.facts.insert("stderr_tail".to_string(), tail);
-            }
-        }
-    }
-    if reaped.is_none() {
+    let mut ended = match seen.ending {
+        Ending::Exited(status) => Ok(status),
+        Ending::WaitFailed(e) => Err(Outcome::error(format!("cannot wait for the probe: {e}"))),
+        Ending::Stopped => Err(interrupted_outcome(
+            &interrupted().unwrap_or_else(|| "a signal".to_string()),
+        )),
+        // A timeout: name the stage it hung in, when the child said.
+        Ending::TimedOut => Err(with_tail(timeout_outcome(
+            check,
+            timeout,
+            last_stage(&err).as_deref(),
+        ))),
+    };
+    if !seen.reaped {
         if let Err(o) = &mut ended {
             o.facts.insert(
                 "unkillable_pid".to_string(),
@@ -514,27 +492,17 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         Err(o) => return o,
     };
     if let Some(sig) = status.signal() {
-        let tail = stderr_tail(&err);
-        let mut o = Outcome::error(format!("probe crashed: {}", signal_name(sig)))
-            .with_hint(crash_hint(sig));
-        if !tail.is_empty() {
-            o.facts.insert("stderr_tail".to_string(), tail);
-        }
-        return o;
+        return with_tail(
+            Outcome::error(format!("probe crashed: {}", signal_name(sig)))
+                .with_hint(crash_hint(sig)),
+        );
     }
-    match serde_json::from_slice::<Outcome>(&out) {
+    match serde_json::from_slice::<Outcome>(&seen.stdout) {
         Ok(o) => o,
-        Err(_) => {
-            let tail = stderr_tail(&err);
-            let mut o = Outcome::error(format!(
-                "the isolated probe exited with status {} without a result",
-                status.code().unwrap_or(-1)
-            ));
-            if !tail.is_empty() {
-                o.facts.insert("stderr_tail".to_string(), tail);
-            }
-            o
-        }
+        Err(_) => with_tail(Outcome::error(format!(
+            "the isolated probe exited with status {} without a result",
+            status.code().unwrap_or(-1)
+        ))),
     }
 }
 

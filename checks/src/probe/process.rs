@@ -136,6 +136,73 @@ pub fn run_bounded(cmd: Command, timeout: Duration) -> Result<Output, RunError> 
     run_bounded_then(cmd, timeout, || {})
 }
 
+/// How a supervised process ended.
+#[derive(Debug)]
+pub enum Ending {
+    /// It exited (or died of a signal) by itself before the deadline.
+    Exited(ExitStatus),
+    /// The deadline passed first.
+    TimedOut,
+    /// The caller's `stop` said to give up (gpucheck was interrupted).
+    Stopped,
+    /// Waiting on it failed.
+    WaitFailed(String),
+}
+
+/// What [`supervise`] saw.
+#[derive(Debug)]
+pub struct Supervised {
+    pub ending: Ending,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// False when the process was still there [`KILL_GRACE`] after SIGKILL
+    /// (stuck in the kernel) and was left behind.
+    pub reaped: bool,
+}
+
+/// Watch `child` (started with [`isolate`] and piped stdout/stderr) until it
+/// exits, `timeout` passes or `stop()` returns true; then SIGKILL its whole
+/// group, wait for it at most [`KILL_GRACE`], call `cleanup` (for processes
+/// that left the group, which would hold the pipes open), and collect its
+/// output, also bounded. Nothing here waits without a limit.
+pub fn supervise(
+    mut child: Child,
+    timeout: Duration,
+    stop: impl Fn() -> bool,
+    cleanup: impl FnOnce(),
+) -> Supervised {
+    let pgid = child.id() as i32;
+    let out = child.stdout.take().map(capture);
+    let err = child.stderr.take().map(capture);
+    let deadline = Instant::now() + timeout;
+    let ending = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Ending::Exited(s),
+            Ok(None) => {}
+            Err(e) => break Ending::WaitFailed(e.to_string()),
+        }
+        if stop() {
+            break Ending::Stopped;
+        }
+        if Instant::now() >= deadline {
+            break Ending::TimedOut;
+        }
+        thread::sleep(Duration::from_millis(2));
+    };
+    // Whatever happened, nothing in the group may survive.
+    kill_group(pgid);
+    let reaped = wait_killed(&mut child, KILL_GRACE).is_some();
+    cleanup();
+    let pipes_deadline = Instant::now() + KILL_GRACE;
+    let collect = |c: Option<Capture>| c.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
+    Supervised {
+        ending,
+        stdout: collect(out),
+        stderr: collect(err),
+        reaped,
+    }
+}
+
 /// [`run_bounded`], calling `cleanup` after the group kill and before
 /// collecting the output: for programs (torchrun) that start processes in
 /// sessions of their own, which a group kill misses and which would hold the
@@ -150,39 +217,21 @@ pub fn run_bounded_then(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     isolate(&mut cmd);
-    let mut child = cmd.spawn().map_err(|e| RunError::Spawn {
+    let child = cmd.spawn().map_err(|e| RunError::Spawn {
         program,
         reason: e.to_string(),
     })?;
-    let pgid = child.id() as i32;
-    let out = child.stdout.take().map(capture);
-    let err = child.stderr.take().map(capture);
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-            _ => break None,
-        }
-    };
-    kill_group(pgid);
-    let _ = wait_killed(&mut child, KILL_GRACE);
-    cleanup();
-    let pipes_deadline = Instant::now() + KILL_GRACE;
-    let text = |c: Option<Capture>| {
-        let bytes = c.map(|c| c.finish_by(pipes_deadline)).unwrap_or_default();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    let stdout = text(out);
-    let stderr = text(err);
-    match status {
-        Some(s) => Ok(Output {
+    let seen = supervise(child, timeout, || false, cleanup);
+    let stdout = String::from_utf8_lossy(&seen.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&seen.stderr).into_owned();
+    match seen.ending {
+        Ending::Exited(s) => Ok(Output {
             stdout,
             stderr,
             code: s.code(),
             signal: s.signal(),
         }),
-        None => Err(RunError::Timeout {
+        Ending::TimedOut | Ending::Stopped | Ending::WaitFailed(_) => Err(RunError::Timeout {
             secs: timeout.as_secs_f64(),
             stdout,
             stderr,
@@ -190,15 +239,20 @@ pub fn run_bounded_then(
     }
 }
 
+/// Every pid listed in /proc (none when /proc cannot be read).
+pub fn proc_pids() -> impl Iterator<Item = i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+}
+
 /// The pids of the processes whose argument list has an element equal to
 /// `arg` (read from /proc/PID/cmdline; zombies have none).
 pub fn pids_with_arg(arg: &OsStr) -> Vec<i32> {
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    proc_pids()
         .filter(|pid| *pid != me)
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
