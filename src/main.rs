@@ -367,15 +367,13 @@ fn main_report(plan: &Plan, run: &Run, args: &RunArgs, color: bool) -> String {
 
 /// Write the file reports; an I/O error here is a configuration error.
 fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
-    for (target, format) in [
-        (plan.json.take(), Format::Json),
-        (plan.junit.take(), Format::Junit),
-    ] {
+    let files: [(Option<Target>, &dyn Reporter); 2] = [
+        (plan.json.take(), &report::json::Json),
+        (plan.junit.take(), &report::junit::Junit),
+    ];
+    for (target, reporter) in files {
         if let Some(Target::File(path, mut file)) = target {
-            let text = match format {
-                Format::Json => report::json::Json.render(run),
-                _ => report::junit::Junit.render(run),
-            };
+            let text = reporter.render(run);
             file.write_all(text.as_bytes())
                 .and_then(|_| file.flush())
                 .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))?;
