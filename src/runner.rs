@@ -15,10 +15,13 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gpucheck_checks::domain::text;
 use gpucheck_checks::probe::process::{
     isolate, kill_group, proc_pids, supervise, Ending, KILL_GRACE,
 };
-use gpucheck_checks::{Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG};
+use gpucheck_checks::{
+    Cause, Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG,
+};
 use thiserror::Error;
 
 use crate::report::CheckResult;
@@ -213,8 +216,10 @@ pub fn run_checks(
         let started = Instant::now();
         let mut outcome = if let Some(sig) = interrupted() {
             Outcome::skip(format!("not run: gpucheck was interrupted by {sig}"))
+                .with_cause(Cause::Interrupted { signal: sig })
         } else if let Some((need, status)) = failed_need(*check, &earlier) {
             Outcome::skip(format!("needs {need}, which {}", past_tense(status)))
+                .with_cause(Cause::NeedsFailed { need })
         } else {
             let timeout = timeout_override.unwrap_or_else(|| check.timeout());
             let mut options = options.clone();
@@ -265,20 +270,25 @@ fn failed_need(check: &dyn Check, earlier: &BTreeMap<String, Outcome>) -> Option
 
 fn timeout_outcome(check: &dyn Check, timeout: Duration, stage: Option<&str>) -> Outcome {
     // "2", "1.5", "0.005": as given, never rounded down to "0.0".
-    let secs = format!("{:.3}", timeout.as_secs_f64());
-    let secs = secs.trim_end_matches('0').trim_end_matches('.');
-    let place = stage.map(|s| format!(" in {s}")).unwrap_or_default();
     Outcome::fail(
-        format!("timed out after {secs} s{place}"),
+        text::timed_out(timeout.as_secs_f64(), stage),
         check.timeout_hint(),
     )
+    .with_cause(Cause::TimedOut {
+        after_s: timeout.as_secs_f64(),
+        stage: stage.map(str::to_string),
+    })
 }
 
 fn interrupted_outcome(sig: &str) -> Outcome {
-    Outcome::error(format!("interrupted by {sig} before it finished")).with_hint(format!(
-        "gpucheck was stopped by {sig} while this check ran, so it has no verdict; run gpucheck \
-         again and let it finish"
-    ))
+    Outcome::error(format!("interrupted by {sig} before it finished"))
+        .with_hint(format!(
+            "gpucheck was stopped by {sig} while this check ran, so it has no verdict; run \
+             gpucheck again and let it finish"
+        ))
+        .with_cause(Cause::Interrupted {
+            signal: sig.to_string(),
+        })
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -494,7 +504,10 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     if let Some(sig) = status.signal() {
         return with_tail(
             Outcome::error(format!("probe crashed: {}", signal_name(sig)))
-                .with_hint(crash_hint(sig)),
+                .with_hint(crash_hint(sig))
+                .with_cause(Cause::Signal {
+                    signal: signal_name(sig),
+                }),
         );
     }
     match serde_json::from_slice::<Outcome>(&seen.stdout) {

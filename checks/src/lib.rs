@@ -15,6 +15,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod domain;
+pub mod facts;
+pub mod findings;
 pub mod outcome;
 pub mod probe;
 
@@ -27,6 +30,8 @@ pub mod nccl;
 pub mod net;
 pub mod torch;
 
+pub use facts::{Cause, Fact};
+pub use findings::{Finding, Findings};
 pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
@@ -149,6 +154,16 @@ impl Context {
     /// The outcome of an earlier check in this run, if it ran.
     pub fn earlier(&self, id: &str) -> Option<&Outcome> {
         self.earlier.get(id)
+    }
+
+    /// A typed fact published by an earlier check of this run (the latest
+    /// one to publish it, in catalog order).
+    pub fn fact<F: Fact>(&self) -> Option<F> {
+        CATALOG
+            .iter()
+            .rev()
+            .filter_map(|c| self.earlier.get(c.id()))
+            .find_map(Outcome::fact::<F>)
     }
 }
 

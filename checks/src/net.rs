@@ -6,33 +6,16 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::env::{plain_or_quoted, quote_value};
+use crate::domain::text::{plain_or_quoted, quote_value};
 use crate::probe::host::env_lossy;
 use crate::probe::net::{self as np, BindError, EchoResult, PortHolder, Resolution};
 use crate::{Check, Context, Outcome, Profile};
 
-/// torchrun's default --master-port (torch.distributed.run).
-pub const DEFAULT_MASTER_PORT: u16 = 29500;
-/// What MASTER_ADDR means when unset for the port check: torchrun
-/// --standalone and single-node runs rendezvous on this machine.
-pub const DEFAULT_MASTER_ADDR: &str = "127.0.0.1";
+pub use crate::domain::launch::{parse_master_port, DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT};
 /// How long a name lookup may take before it counts as hung. glibc's own
 /// default is 5 s per DNS server and attempt; a master name that takes longer
 /// than this would stall every rank's rendezvous as well.
 pub const RESOLVE_WAIT: Duration = Duration::from_secs(3);
-
-/// MASTER_PORT as a port number: an integer 1-65535. torch reads it with
-/// Python's int(), which ignores surrounding whitespace; 0 would make the
-/// store pick a random port the other ranks cannot know.
-pub fn parse_master_port(raw: &str) -> Result<u16, String> {
-    match raw.trim().parse::<u32>() {
-        Ok(p) if (1..=65535).contains(&p) => Ok(p as u16),
-        Ok(_) | Err(_) => Err(format!(
-            "MASTER_PORT={} is not a port number (an integer 1-65535)",
-            quote_value(raw)
-        )),
-    }
-}
 
 // ---------------------------------------------------------------- net.loopback
 

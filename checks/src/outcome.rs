@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::facts::{Cause, Fact};
+
 /// The verdict of a check.
 ///
 /// `fail` means the machine or environment is wrong; `error` means gpucheck
@@ -117,6 +119,14 @@ pub struct Outcome {
     pub facts: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<DataTable>,
+    /// Typed facts this check published for later checks (and for the fleet
+    /// checks of `gpucheck cluster`), by [`Fact::KEY`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, serde_json::Value>,
+    /// Why the runner gave this outcome (a timeout, a signal, a failed
+    /// prerequisite); absent when the check itself decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
     /// Wall time of the check in milliseconds, stamped by the runner.
     #[serde(default)]
     pub duration_ms: f64,
@@ -132,6 +142,8 @@ impl Outcome {
             devices: Vec::new(),
             facts: BTreeMap::new(),
             tables: Vec::new(),
+            data: BTreeMap::new(),
+            cause: None,
             duration_ms: 0.0,
         }
     }
@@ -180,6 +192,27 @@ impl Outcome {
 
     pub fn with_fact(mut self, key: &str, value: impl Into<String>) -> Self {
         self.facts.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// Publish a typed fact for later checks. A fact that cannot be
+    /// serialised (never the case for plain structs) is left out.
+    pub fn publish<F: Fact>(mut self, fact: &F) -> Self {
+        if let Ok(v) = serde_json::to_value(fact) {
+            self.data.insert(F::KEY.to_string(), v);
+        }
+        self
+    }
+
+    /// A typed fact this outcome carries.
+    pub fn fact<F: Fact>(&self) -> Option<F> {
+        self.data
+            .get(F::KEY)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    pub fn with_cause(mut self, cause: Cause) -> Self {
+        self.cause = Some(cause);
         self
     }
 
@@ -270,6 +303,27 @@ mod tests {
         assert_eq!(o.devices[0].metrics, vec![metric(2.0)]);
         let back: Outcome = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
         assert_eq!(back, o);
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct DriverSeen {
+        version: String,
+        gpus: u32,
+    }
+    impl Fact for DriverSeen {
+        const KEY: &'static str = "test_driver_seen";
+    }
+
+    #[test]
+    fn published_facts_survive_json_and_are_read_by_type() {
+        let fact = DriverSeen {
+            version: "570.86.15".into(),
+            gpus: 8,
+        };
+        let o = Outcome::pass("ok").publish(&fact);
+        let back: Outcome = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+        assert_eq!(back.fact::<DriverSeen>(), Some(fact));
+        assert_eq!(Outcome::pass("x").fact::<DriverSeen>(), None);
     }
 
     #[test]

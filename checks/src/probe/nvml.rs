@@ -29,7 +29,7 @@ use nvml_wrapper::{Device, Nvml};
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// Driver-level facts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DriverInfo {
     /// e.g. "570.86.15"
     pub driver_version: String,
@@ -40,7 +40,7 @@ pub struct DriverInfo {
 }
 
 /// One physical GPU as NVML sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GpuInfo {
     pub index: u32,
     pub name: String,
@@ -59,7 +59,7 @@ pub struct GpuInfo {
 }
 
 /// Why NVML could not be used. Each has its own verdict and hint.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum NvmlFailure {
     /// libnvidia-ml.so.1 could not be loaded (no driver, or a container started
     /// without the NVIDIA runtime).
@@ -88,7 +88,7 @@ impl std::fmt::Display for NvmlFailure {
 }
 
 /// Why one query on one GPU has no answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Unavailable {
     /// NVML_ERROR_NOT_SUPPORTED, or the function is missing in this driver:
     /// shown as "n/a", never a failure.
@@ -129,7 +129,7 @@ pub struct PerGpu<T> {
 }
 
 /// A GPU NVML counts but could not describe (its handle or identity failed).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GpuError {
     pub index: u32,
     pub error: Unavailable,

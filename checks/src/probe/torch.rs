@@ -20,7 +20,7 @@ pub const RESULT_MARK: &str = "GPUCHECK_TORCH_INFO ";
 pub const STAGE_MARK: &str = "GPUCHECK_TORCH_STAGE ";
 
 /// One GPU as torch sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TorchDevice {
     pub index: u32,
     pub name: String,
@@ -28,7 +28,7 @@ pub struct TorchDevice {
 }
 
 /// What the payload found out.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TorchInfo {
     pub python: PathBuf,
     pub python_version: Option<String>,

@@ -1,0 +1,8 @@
+//! Pure knowledge that no check owns: text helpers every summary uses, the
+//! CUDA_VISIBLE_DEVICES rules, the driver / CUDA / wheel tables, the
+//! launcher's defaults. Nothing here probes the machine or builds an
+//! `Outcome`; every group may import it, and it imports no group.
+
+pub mod launch;
+pub mod text;
+pub mod visible_devices;
