@@ -276,7 +276,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("report.xml");
         std::fs::write(&path, xml).expect("write report");
-        let xsd = root().join("../shared/reference/junit-10.xsd");
+        let xsd = root().join("schema/junit-10.xsd");
         let python = root().join(".venv/bin/python");
         assert!(python.exists(), "{} missing", python.display());
         let out = Command::new(python)

@@ -107,10 +107,10 @@ pub fn build_fixture_lib(source: &str, dir: &str, soname: &str) -> PathBuf {
     out
 }
 
-/// Validate a JUnit XML file against ../shared/reference/junit-10.xsd.
+/// Validate a JUnit XML file against the vendored schema/junit-10.xsd.
 /// Panics with the validator's message when it does not validate.
 pub fn assert_valid_junit(xml_path: &Path) {
-    let xsd = root().join("../shared/reference/junit-10.xsd");
+    let xsd = root().join("schema/junit-10.xsd");
     assert!(xsd.exists(), "{} missing", xsd.display());
     let out = Command::new(venv_python())
         .args([
