@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gpucheck_checks::{DdpModel, Profile};
 
+use crate::report::Format;
+
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
@@ -63,13 +65,6 @@ If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: g
         /// The check id.
         id: String,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-    Junit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -16,21 +16,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use gpucheck_checks::domain::text;
-use gpucheck_checks::probe::process::{
-    isolate, kill_group, proc_pids, supervise, Ending, KILL_GRACE,
-};
+use gpucheck_checks::probe::process::{isolate, reap_descendants, supervise, Ending, KILL_GRACE};
+use gpucheck_checks::probe::{CHILD_ENV, STAGE_PREFIX};
 use gpucheck_checks::{
     Cause, Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG,
 };
+use nix::sys::signal::{SigHandler, Signal};
 use thiserror::Error;
 
-use crate::report::CheckResult;
-
-/// Environment variable set in a child so it knows what it is.
-pub const CHILD_ENV: &str = "GPUCHECK_CHILD";
-/// Prefix of a stage marker line a child writes on stderr (see
-/// `gpucheck_checks::probe::stage`); the last one names where a hang happened.
-pub const STAGE_PREFIX: &str = "gpucheck-stage: ";
+use crate::model::CheckResult;
 
 /// Keep at most this much of a child's stderr (the tail) for error reports.
 const STDERR_TAIL_BYTES: usize = 4096;
@@ -51,45 +45,44 @@ pub enum SelectError {
     Nothing,
 }
 
-/// True when `pattern` selects the check `id`: the id itself, its group
-/// (`gpu` or `gpu.*`), or a glob with `*` and `?` (`*.driver`).
-pub fn matches(pattern: &str, id: &str) -> bool {
-    let group = id.split('.').next().unwrap_or(id);
-    pattern == id
-        || pattern == group
-        || pattern.strip_suffix(".*") == Some(group)
-        || glob(pattern.as_bytes(), id.as_bytes())
+/// One `--only`/`--skip` pattern: a check id, a group (`gpu` or `gpu.*`), or
+/// a glob with `*`, `?` and `[...]` (`*.driver`).
+struct Pattern<'a> {
+    text: &'a str,
+    /// The compiled glob; None when the text is no valid glob (then only an
+    /// exact id or group can match). globset compiles to a regular
+    /// expression, so no pattern (`**********x`) can take exponential time.
+    glob: Option<globset::GlobMatcher>,
 }
 
-/// Glob match with `*` (any run) and `?` (one byte). Iterative, remembering
-/// only the last `*`: linear in practice and never exponential, so a pattern
-/// like `**********x` cannot hang the command line.
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    let (mut pi, mut si) = (0, 0);
-    // Where the last `*` was in the pattern, and where in `s` it began matching.
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        match p.get(pi) {
-            Some(b'*') => {
-                star = Some((pi, si));
-                pi += 1;
-            }
-            Some(&c) if c == b'?' || c == s[si] => {
-                pi += 1;
-                si += 1;
-            }
-            _ => match star {
-                // Let the last `*` swallow one more byte and retry.
-                Some((sp, ss)) => {
-                    star = Some((sp, ss + 1));
-                    pi = sp + 1;
-                    si = ss + 1;
-                }
-                None => return false,
-            },
-        }
+impl<'a> Pattern<'a> {
+    fn new(text: &'a str) -> Self {
+        let glob = globset::GlobBuilder::new(text)
+            .literal_separator(false)
+            .build()
+            .ok()
+            .map(|g| g.compile_matcher());
+        Pattern { text, glob }
     }
-    p[pi.min(p.len())..].iter().all(|&c| c == b'*')
+
+    /// True when this pattern selects the check `id`.
+    fn selects(&self, id: &str) -> bool {
+        let group = id.split('.').next().unwrap_or(id);
+        self.text == id
+            || self.text == group
+            || self.text.strip_suffix(".*") == Some(group)
+            || self.glob.as_ref().is_some_and(|g| g.is_match(id))
+    }
+}
+
+fn compile(patterns: &[String]) -> Vec<Pattern<'_>> {
+    patterns.iter().map(|p| Pattern::new(p.trim())).collect()
+}
+
+/// True when `pattern` selects the check `id`.
+#[cfg(test)]
+fn matches(pattern: &str, id: &str) -> bool {
+    Pattern::new(pattern).selects(id)
 }
 
 /// The checks to run, in CATALOG order. `--only` ignores the profile.
@@ -98,12 +91,13 @@ pub fn select(
     only: &[String],
     skip: &[String],
 ) -> Result<Vec<&'static dyn Check>, SelectError> {
-    for (flag, patterns) in [("only", only), ("skip", skip)] {
-        for p in patterns {
+    let (only_p, skip_p) = (compile(only), compile(skip));
+    for (flag, patterns, compiled) in [("only", only, &only_p), ("skip", skip, &skip_p)] {
+        for (p, pattern) in patterns.iter().zip(compiled) {
             if p.trim().is_empty() {
                 return Err(SelectError::Empty { flag });
             }
-            if !CATALOG.iter().any(|c| matches(p.trim(), c.id())) {
+            if !CATALOG.iter().any(|c| pattern.selects(c.id())) {
                 return Err(SelectError::Unknown {
                     flag,
                     pattern: p.clone(),
@@ -123,10 +117,10 @@ pub fn select(
             if only.is_empty() {
                 c.profile() <= profile
             } else {
-                only.iter().any(|p| matches(p.trim(), c.id()))
+                only_p.iter().any(|p| p.selects(c.id()))
             }
         })
-        .filter(|c| !skip.iter().any(|p| matches(p.trim(), c.id())))
+        .filter(|c| !skip_p.iter().any(|p| p.selects(c.id())))
         .collect();
     if picked.is_empty() {
         return Err(SelectError::Nothing);
@@ -182,9 +176,12 @@ pub fn install_signal_handlers() {
 pub fn restore_signals_for_exec() {
     let handled = HANDLED.get().map(Vec::as_slice).unwrap_or_default();
     for &sig in handled.iter().chain(&[libc::SIGPIPE]) {
+        let Ok(sig) = Signal::try_from(sig) else {
+            continue;
+        };
         // SAFETY: setting a plain disposition; no handler code runs.
         unsafe {
-            libc::signal(sig, libc::SIG_DFL);
+            let _ = nix::sys::signal::signal(sig, SigHandler::SigDfl);
         }
     }
 }
@@ -337,68 +334,6 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
                 return Outcome::error("the check's thread ended without a result")
             }
         }
-    }
-}
-
-/// Make gpucheck the "child subreaper" of everything it starts: a process
-/// whose parent dies is re-parented to gpucheck instead of init, so
-/// [`reap_descendants`] can find and kill it even if it left the probe's
-/// process group (torchrun workers, daemons that setsid).
-pub fn become_subreaper() {
-    // SAFETY: plain prctl on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
-}
-
-/// Undo [`become_subreaper`] (before `exec` hands the process to CMD).
-pub fn stop_being_subreaper() {
-    // SAFETY: plain prctl on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-    }
-}
-
-/// Direct children of `parent` from /proc: (pid, process group).
-fn children_of(parent: i32) -> Vec<(i32, i32)> {
-    proc_pids()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // Fields after the command name, which may itself contain ") ".
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let mut f = rest.split_whitespace();
-            let _state = f.next()?;
-            let ppid: i32 = f.next()?.parse().ok()?;
-            let pgrp: i32 = f.next()?.parse().ok()?;
-            (ppid == parent).then_some((pid, pgrp))
-        })
-        .collect()
-}
-
-/// Kill and reap every process gpucheck started that is still around: its
-/// own children and, through the subreaper, any orphaned descendant. Bounded:
-/// gives up after about a second of trying.
-pub fn reap_descendants() {
-    let me = std::process::id() as i32;
-    for _ in 0..100 {
-        let kids = children_of(me);
-        if kids.is_empty() {
-            return;
-        }
-        for (pid, pgrp) in kids {
-            if pgrp != nix::unistd::getpgrp().as_raw() {
-                kill_group(pgrp);
-            }
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = nix::sys::wait::waitpid(
-                nix::unistd::Pid::from_raw(pid),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -555,15 +490,11 @@ pub fn child_main(id: &str) -> i32 {
             return 2;
         }
     };
-    // SAFETY: plain fd juggling on fds this process owns.
-    let result_fd = unsafe { libc::dup(1) };
-    if result_fd < 0 {
+    let Ok(result_fd) = nix::unistd::dup(1) else {
         eprintln!("gpucheck: __child: cannot duplicate stdout");
         return 2;
-    }
-    unsafe {
-        libc::dup2(2, 1);
-    }
+    };
+    let _ = nix::unistd::dup2(2, 1);
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx))) {
         Ok(o) => o,
         Err(p) => Outcome::error(format!(

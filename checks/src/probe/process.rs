@@ -11,6 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::sys::prctl;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
 use thiserror::Error;
 
 /// What a program printed and how it ended.
@@ -110,10 +114,7 @@ pub fn wait_killed(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 
 /// SIGKILL a whole process group; ESRCH (already gone) is fine.
 pub fn kill_group(pgid: i32) {
-    // SAFETY: plain syscall on a process group this process created.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
 }
 
 /// Make `cmd` start in a process group of its own (so the whole group can be
@@ -124,9 +125,67 @@ pub fn isolate(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe, as pre_exec requires.
     unsafe {
         cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            prctl::set_pdeathsig(Signal::SIGKILL)?;
             Ok(())
         });
+    }
+}
+
+/// Make this process the "child subreaper" of everything it starts: a
+/// process whose parent dies is re-parented to it instead of init, so
+/// [`reap_descendants`] can find and kill it even if it left its probe's
+/// process group (torchrun workers, daemons that setsid).
+pub fn become_subreaper() {
+    let _ = prctl::set_child_subreaper(true);
+}
+
+/// Undo [`become_subreaper`] (before `exec` hands the process to a command).
+pub fn stop_being_subreaper() {
+    let _ = prctl::set_child_subreaper(false);
+}
+
+/// The parent and the process group of `pid`, from /proc/PID/stat.
+pub fn parent_and_group(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may itself contain ") ".
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut f = rest.split_whitespace();
+    let _state = f.next()?;
+    let ppid: i32 = f.next()?.parse().ok()?;
+    let pgrp: i32 = f.next()?.parse().ok()?;
+    Some((ppid, pgrp))
+}
+
+/// Direct children of `parent`: (pid, process group).
+fn children_of(parent: i32) -> Vec<(i32, i32)> {
+    proc_pids()
+        .filter_map(|pid| {
+            let (ppid, pgrp) = parent_and_group(pid)?;
+            (ppid == parent).then_some((pid, pgrp))
+        })
+        .collect()
+}
+
+/// Kill and reap every process this one started that is still around: its
+/// own children (with their process groups) and, through the subreaper, any
+/// orphaned descendant. Bounded: gives up after about a second of trying.
+pub fn reap_descendants() {
+    let me = std::process::id() as i32;
+    let own_group = nix::unistd::getpgrp().as_raw();
+    for _ in 0..100 {
+        let kids = children_of(me);
+        if kids.is_empty() {
+            return;
+        }
+        for (pid, pgrp) in kids {
+            if pgrp != own_group {
+                kill_group(pgrp);
+            }
+            let pid = Pid::from_raw(pid);
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -268,10 +327,8 @@ pub fn pids_with_arg(arg: &OsStr) -> Vec<i32> {
 pub fn kill_processes_with_arg(arg: &OsStr, grace: Duration) -> usize {
     let pids = pids_with_arg(arg);
     for pid in &pids {
-        // SAFETY: plain syscall; ESRCH (already gone) is fine.
-        unsafe {
-            libc::kill(*pid, libc::SIGKILL);
-        }
+        // ESRCH (already gone) is fine.
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
     let deadline = Instant::now() + grace;
     while !pids_with_arg(arg).is_empty() && Instant::now() < deadline {
