@@ -1,18 +1,38 @@
 //! Where the reports go. The one place that turns `--format`, `--json` and
 //! `--junit` into outputs, before any check runs: at most one report on the
 //! main stream (stdout, or stderr under `exec`), never two reports on one
-//! file. Writing them is the last step of a run.
+//! file, and every file checked before any check runs. Writing them is the
+//! last step of a run, and each report file appears whole or not at all.
 
-use std::fs::File;
+use std::fs::{File, Permissions};
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
 
 use crate::report::{Format, Run, Style};
 
-/// A report file, opened before the checks run.
+/// A report file, made ready before the checks run, so that a path that
+/// cannot be written refuses the command before anything is touched.
 pub struct ReportFile {
     path: PathBuf,
-    file: File,
+    target: Target,
+}
+
+enum Target {
+    /// A regular file (or nothing yet, or a symlink): the report is written
+    /// to a temporary file beside it and renamed into place, so a reader
+    /// sees the old file or the whole report, never half of one, and a
+    /// symlink named as the target is replaced, not written through.
+    Replace {
+        temp: NamedTempFile,
+        /// The old file's permissions, kept by the new one.
+        keep: Option<Permissions>,
+    },
+    /// A device or pipe (`/dev/stdout`, `/dev/null`, a FIFO): written in
+    /// place, as any number of writers may.
+    Stream(File),
 }
 
 /// Every report of a run: exactly one on the main stream, the rest in files.
@@ -60,7 +80,7 @@ pub fn plan(stream: Format, files: &[(Format, Option<&Path>)]) -> Result<Outputs
     let mut opened: Vec<(Format, ReportFile)> = Vec::new();
     for (format, path) in asked.into_iter().filter(|(_, p)| *p != Path::new("-")) {
         let file = open(format, path)?;
-        if let Some((other, o)) = opened.iter().find(|(_, o)| same_file(&o.file, &file.file)) {
+        if let Some((other, o)) = opened.iter().find(|(_, o)| same_file(o, &file)) {
             return Err(format!(
                 "{} and {} both name {}; give each report its own file",
                 flag(*other),
@@ -76,33 +96,107 @@ pub fn plan(stream: Format, files: &[(Format, Option<&Path>)]) -> Result<Outputs
     })
 }
 
-fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
-    let what = match format {
+/// What the JSON report is called in errors ("JSON").
+fn title(format: Format) -> &'static str {
+    match format {
         Format::Table => "table",
         Format::Json => "JSON",
         Format::Junit => "JUnit",
-    };
-    match File::create(path) {
-        Ok(file) => Ok(ReportFile {
-            path: path.to_path_buf(),
-            file,
-        }),
-        Err(e) => Err(format!(
-            "cannot write the {what} report to {}: {e}",
-            path.display()
-        )),
     }
 }
 
-/// True when two open files are the same file (`--json r --junit ./r`):
-/// both reports would overwrite each other.
-fn same_file(a: &File, b: &File) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (a.metadata(), b.metadata()) {
-        // Character devices (/dev/null, /dev/stderr on a tty) take any
-        // number of writers.
-        (Ok(ma), Ok(mb)) => ma.is_file() && ma.dev() == mb.dev() && ma.ino() == mb.ino(),
-        _ => false,
+/// Make `path` ready for a report: a device or pipe is opened for writing
+/// (never truncated); otherwise its folder must take a new file, which is
+/// created now and becomes the report at the end.
+fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
+    let refuse = |e: std::io::Error| {
+        format!(
+            "cannot write the {} report to {}: {}",
+            title(format),
+            path.display(),
+            plain_io_error(e)
+        )
+    };
+    let existing = std::fs::symlink_metadata(path).ok();
+    let target = match existing {
+        Some(m) if m.is_dir() => {
+            return Err(refuse(std::io::Error::from_raw_os_error(libc::EISDIR)))
+        }
+        Some(m) if !m.is_file() && !m.file_type().is_symlink() => Target::Stream(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(refuse)?,
+        ),
+        _ => {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            let name = path.file_name().unwrap_or_default();
+            let mut prefix = std::ffi::OsString::from(".");
+            prefix.push(name);
+            prefix.push(".");
+            let temp = tempfile::Builder::new()
+                .prefix(&prefix)
+                .suffix(".tmp")
+                // What File::create gives a new file: 0666 less the umask.
+                .permissions(Permissions::from_mode(0o666))
+                .tempfile_in(folder)
+                .map_err(refuse)?;
+            let keep = existing.filter(|m| m.is_file()).map(|m| m.permissions());
+            Target::Replace { temp, keep }
+        }
+    };
+    Ok(ReportFile {
+        path: path.to_path_buf(),
+        target,
+    })
+}
+
+/// The OS's words for an I/O error, without the path tempfile appends.
+fn plain_io_error(e: std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => e,
+    }
+}
+
+/// True when two report files would overwrite each other (`--json r
+/// --junit ./r`): the same name in the same folder. Devices and pipes take
+/// any number of writers.
+fn same_file(a: &ReportFile, b: &ReportFile) -> bool {
+    let key = |f: &ReportFile| match &f.target {
+        Target::Replace { temp, .. } => {
+            let folder = temp.path().parent()?.canonicalize().ok()?;
+            Some((folder, f.path.file_name()?.to_os_string()))
+        }
+        Target::Stream(_) => None,
+    };
+    matches!((key(a), key(b)), (Some(x), Some(y)) if x == y)
+}
+
+impl ReportFile {
+    /// Write `text` as the whole report.
+    fn write(self, text: &str) -> std::io::Result<()> {
+        match self.target {
+            Target::Stream(mut file) => {
+                file.write_all(text.as_bytes())?;
+                file.flush()
+            }
+            Target::Replace { mut temp, keep } => {
+                temp.write_all(text.as_bytes())?;
+                temp.flush()?;
+                if let Some(p) = keep {
+                    temp.as_file().set_permissions(p)?;
+                }
+                // On disk before it takes the name, so a crash right after
+                // leaves the old file or the new one, not an empty one.
+                temp.as_file().sync_all()?;
+                temp.persist(&self.path).map_err(|e| e.error)?;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -114,14 +208,15 @@ impl Outputs {
 
     /// Write the file reports; the error names the file that failed.
     pub fn write_files(self, run: &Run) -> Result<(), String> {
-        for (format, mut target) in self.files {
+        let mut first_error = Ok(());
+        for (format, file) in self.files {
             let text = format.render(run, Style::default());
-            target
-                .file
-                .write_all(text.as_bytes())
-                .and_then(|_| target.file.flush())
-                .map_err(|e| format!("cannot write {}: {e}", target.path.display()))?;
+            let path = file.path.clone();
+            let written = file.write(&text);
+            if let (Err(e), Ok(())) = (written, &first_error) {
+                first_error = Err(format!("cannot write {}: {e}", path.display()));
+            }
         }
-        Ok(())
+        first_error
     }
 }

@@ -506,6 +506,40 @@ fn sigterm_kills_children_and_still_reports() {
 }
 
 #[test]
+fn a_run_killed_before_it_ends_leaves_no_partial_report() {
+    let mark = format!("gpucheck-runner-killed-report-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json"])
+        .arg(&report)
+        .arg("--python")
+        .arg(hang_python());
+    let child = spawn_probing(cmd, &mark);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), None);
+    // Whole or absent: never an empty or half-written r.json.
+    assert!(!report.exists(), "a SIGKILLed run left r.json behind");
+    kill_marked(&mark);
+}
+
+/// SIGKILL whatever carries `mark` (clean-up after a test that killed
+/// gpucheck itself).
+fn kill_marked(mark: &str) {
+    for (pid, _) in processes_matching(mark) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[test]
 fn a_probe_killed_from_outside_is_an_error_pointing_at_the_oom_killer() {
     let mark = format!("gpucheck-runner-oomkill-{}", std::process::id());
     let mut cmd = gpucheck();
