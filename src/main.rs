@@ -14,6 +14,15 @@ use clap::Parser;
 use gpucheck_checks::probe::process;
 use gpucheck_checks::{Options, Profile, CATALOG};
 
+/// `eprintln!` that cannot panic: on a closed or full stderr
+/// (`2>/dev/full`, `2>&1 | true`) the message is lost, never the exit code.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod cli;
 #[cfg(test)]
 mod man;
@@ -68,8 +77,8 @@ fn main() -> ExitCode {
                 }
                 first.push_str(&usage_error_extra(&e));
                 first.push_str(&env_source_note(&e));
-                eprintln!("gpucheck: {first}");
-                eprintln!("Run 'gpucheck --help' for usage.");
+                say!("gpucheck: {first}");
+                say!("Run 'gpucheck --help' for usage.");
             }
             return ExitCode::from(code);
         }
@@ -77,7 +86,7 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("gpucheck: {e:#}");
+            say!("gpucheck: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
     }
@@ -152,7 +161,7 @@ fn env_source_note(e: &clap::Error) -> String {
 fn quiet_panics() {
     std::panic::set_hook(Box::new(|info| {
         if std::thread::current().name() == Some("main") {
-            eprintln!("gpucheck: internal error: {info}");
+            say!("gpucheck: internal error: {info}");
         }
     }));
 }
@@ -340,11 +349,11 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     files?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.
-        eprintln!("gpucheck: not running {program}: interrupted by {sig}");
+        say!("gpucheck: not running {program}: interrupted by {sig}");
         return Ok(EXIT_NOT_READY);
     }
     if run.exit_code != 0 && args.on_fail == OnFail::Exit {
-        eprintln!(
+        say!(
             "gpucheck: not running {program}: checks failed (use --on-fail warn to run it anyway)"
         );
         return Ok(EXIT_NOT_READY);
@@ -357,7 +366,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         nix::errno::Errno::ENOENT => 127,
         _ => 126,
     };
-    eprintln!("gpucheck: cannot run {program}: {}", err.desc());
+    // Still gpucheck: a closed stderr must not kill it with SIGPIPE.
+    runner::ignore_sigpipe();
+    say!("gpucheck: cannot run {program}: {}", err.desc());
     Ok(code)
 }
 

@@ -186,6 +186,16 @@ pub fn restore_signals_for_exec() {
     }
 }
 
+/// Ignore SIGPIPE again, as Rust's runtime does at start (after a failed
+/// exec that [`restore_signals_for_exec`] prepared): a write to a closed
+/// pipe is then an error to handle, not death by signal.
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a plain disposition; no handler code runs.
+    unsafe {
+        let _ = nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn);
+    }
+}
+
 /// The signal that stopped the run, if any ("SIGINT").
 pub fn interrupted() -> Option<String> {
     let sig = INTERRUPTED.get()?.load(Ordering::SeqCst);
@@ -475,23 +485,23 @@ fn crash_hint(sig: i32) -> String {
 /// result.
 pub fn child_main(id: &str) -> i32 {
     let Some(check) = gpucheck_checks::find(id) else {
-        eprintln!("gpucheck: __child: unknown check '{id}'");
+        say!("gpucheck: __child: unknown check '{id}'");
         return 2;
     };
     let mut input = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut input) {
-        eprintln!("gpucheck: __child: cannot read the context: {e}");
+        say!("gpucheck: __child: cannot read the context: {e}");
         return 2;
     }
     let ctx: Context = match serde_json::from_slice(&input) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("gpucheck: __child: bad context: {e}");
+            say!("gpucheck: __child: bad context: {e}");
             return 2;
         }
     };
     let Ok(result_fd) = nix::unistd::dup(1) else {
-        eprintln!("gpucheck: __child: cannot duplicate stdout");
+        say!("gpucheck: __child: cannot duplicate stdout");
         return 2;
     };
     let _ = nix::unistd::dup2(2, 1);

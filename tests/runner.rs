@@ -725,3 +725,58 @@ fn a_full_stdout_is_a_one_line_error() {
         .unwrap();
     assert_one_line_error(&out, "cannot write to stdout");
 }
+
+#[test]
+fn an_unwritable_stderr_changes_no_exit_code() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let failing = [("RANK", "3"), ("WORLD_SIZE", "2")];
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&[&str], Env, i32)] = &[
+        (&["--bogus"], &[], 2),
+        (&["--only", "no.such"], &[], 2),
+        (
+            &["exec", "--only", "env.torchrun", "--", "sh", "-c", "exit 7"],
+            &[("RANK", "0"), ("WORLD_SIZE", "1")],
+            7,
+        ),
+        (
+            &["exec", "--only", "env.torchrun", "--", "true"],
+            &failing,
+            1,
+        ),
+        (
+            &["exec", "--only", "env.torchrun", "--", "/nonexistent/cmd"],
+            &[],
+            127,
+        ),
+    ];
+    for (args, env, code) in cases {
+        for (what, stderr) in [
+            ("/dev/full", Stdio::from(full())),
+            ("closed", closed().into()),
+        ] {
+            let out = gpucheck()
+                .args(*args)
+                .envs(env.iter().copied())
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(*code),
+                "{args:?} with stderr {what}"
+            );
+        }
+    }
+}
