@@ -16,7 +16,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use gpucheck_checks::domain::text;
-use gpucheck_checks::probe::process::{isolate, reap_descendants, supervise, Ending, KILL_GRACE};
+use gpucheck_checks::probe::process::{
+    isolate, kill_group, reap_descendants, supervise, wait_killed, Ending, KILL_GRACE,
+};
 use gpucheck_checks::probe::{CHILD_ENV, STAGE_PREFIX};
 use gpucheck_checks::{
     Cause, Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG,
@@ -28,6 +30,9 @@ use crate::model::CheckResult;
 
 /// Keep at most this much of a child's stderr (the tail) for error reports.
 const STDERR_TAIL_BYTES: usize = 4096;
+/// What to do when a thread or process cannot be started.
+const LIMITS_HINT: &str = "the process/thread limit (`ulimit -u`) or the address-space limit \
+                           (`ulimit -v`) is too low for gpucheck: raise it and run again";
 /// How often the runner wakes to look for a signal while waiting on a check.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -318,7 +323,8 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
             let _ = tx.send(result);
         });
     if let Err(e) = spawned {
-        return Outcome::error(format!("could not start a thread for the check: {e}"));
+        return Outcome::error(format!("could not start a thread for the check: {e}"))
+            .with_hint(LIMITS_HINT);
     }
     let deadline = Instant::now() + timeout;
     loop {
@@ -393,7 +399,10 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     isolate(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),
+        Err(e) => {
+            return Outcome::error(format!("cannot start the isolated probe: {e}"))
+                .with_hint(LIMITS_HINT)
+        }
     };
     let pgid = child.id();
     if let Some(mut stdin) = child.stdin.take() {
@@ -401,9 +410,19 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         // outcome rides along), and a child stuck before reading it must not
         // hold the runner past the deadline. A child that dies before reading
         // its input shows up below.
-        thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
+        let writer = thread::Builder::new()
+            .name("child-input".into())
+            .spawn(move || {
+                let _ = stdin.write_all(&input);
+            });
+        if let Err(e) = writer {
+            kill_group(pgid as i32);
+            let _ = wait_killed(&mut child, KILL_GRACE);
+            return Outcome::error(format!(
+                "could not start a thread to feed the isolated probe: {e}"
+            ))
+            .with_hint(LIMITS_HINT);
+        }
     }
     // Before the pipes are read to their end, anything the child started
     // that escaped its group is killed too: it could hold them open forever.
@@ -420,6 +439,10 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     let mut ended = match seen.ending {
         Ending::Exited(status) => Ok(status),
         Ending::WaitFailed(e) => Err(Outcome::error(format!("cannot wait for the probe: {e}"))),
+        Ending::Unwatched(e) => Err(Outcome::error(format!(
+            "could not start a thread to read the isolated probe's output: {e}"
+        ))
+        .with_hint(LIMITS_HINT)),
         Ending::Stopped => Err(interrupted_outcome(
             &interrupted().unwrap_or_else(|| "a signal".to_string()),
         )),

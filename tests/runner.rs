@@ -780,3 +780,62 @@ fn an_unwritable_stderr_changes_no_exit_code() {
         }
     }
 }
+
+/// The `nobody` user and group.
+const NOBODY: u32 = 65534;
+
+#[test]
+fn a_thread_that_cannot_start_is_that_checks_error_and_the_run_goes_on() {
+    // RLIMIT_NPROC counts a user's processes and threads, and is not
+    // enforced for root: gpucheck runs as `nobody` with room for itself and
+    // one isolated probe, so the thread that feeds the probe its input
+    // cannot start (what `prlimit --nproc=4` did to a user's run).
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "this test needs root: it runs gpucheck as nobody under RLIMIT_NPROC"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let junit = dir.path().join("r.xml");
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--junit"])
+        .arg(&junit)
+        .arg("--python")
+        .arg(hang_python());
+    // SAFETY: plain syscalls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2,
+                rlim_max: 2,
+            };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &limit) != 0
+                || libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "error", "{r}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not start a thread to feed the isolated probe: "),
+        "{r}"
+    );
+    assert!(r["hint"].as_str().unwrap().contains("ulimit -u"), "{r}");
+    assert_valid_junit(&junit);
+}

@@ -51,29 +51,32 @@ pub struct Capture {
     done: thread::JoinHandle<()>,
 }
 
-/// Start reading `r` to its end in the background.
-pub fn capture(mut r: impl Read + Send + 'static) -> Capture {
+/// Start reading `r` to its end in the background. Fails when no thread can
+/// be started (a low `ulimit -u` or `ulimit -v`).
+pub fn capture(mut r: impl Read + Send + 'static) -> std::io::Result<Capture> {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&buf);
-    let done = thread::spawn(move || {
-        let mut chunk = [0u8; 8192];
-        loop {
-            match r.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
-                    buf.extend_from_slice(&chunk[..n]);
-                    if buf.len() > 2 * MAX_CAPTURE {
-                        let excess = buf.len() - MAX_CAPTURE;
-                        buf.drain(..excess);
+    let done = thread::Builder::new()
+        .name("capture".into())
+        .spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match r.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
+                        buf.extend_from_slice(&chunk[..n]);
+                        if buf.len() > 2 * MAX_CAPTURE {
+                            let excess = buf.len() - MAX_CAPTURE;
+                            buf.drain(..excess);
+                        }
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
             }
-        }
-    });
-    Capture { buf, done }
+        })?;
+    Ok(Capture { buf, done })
 }
 
 impl Capture {
@@ -206,6 +209,9 @@ pub enum Ending {
     Stopped,
     /// Waiting on it failed.
     WaitFailed(String),
+    /// No thread could be started to read its output (a low `ulimit -u`
+    /// or `ulimit -v`); it was killed at once.
+    Unwatched(String),
 }
 
 /// What [`supervise`] saw.
@@ -231,8 +237,22 @@ pub fn supervise(
     cleanup: impl FnOnce(),
 ) -> Supervised {
     let pgid = child.id() as i32;
-    let out = child.stdout.take().map(capture);
-    let err = child.stderr.take().map(capture);
+    let out = child.stdout.take().map(capture).transpose();
+    let err = child.stderr.take().map(capture).transpose();
+    let (out, err) = match (out, err) {
+        (Ok(out), Ok(err)) => (out, err),
+        (Err(e), _) | (_, Err(e)) => {
+            kill_group(pgid);
+            let reaped = wait_killed(&mut child, KILL_GRACE).is_some();
+            cleanup();
+            return Supervised {
+                ending: Ending::Unwatched(e.to_string()),
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                reaped,
+            };
+        }
+    };
     let deadline = Instant::now() + timeout;
     let ending = loop {
         match child.try_wait() {
@@ -277,10 +297,16 @@ pub fn run_bounded_then(
         .stderr(Stdio::piped());
     isolate(&mut cmd);
     let child = cmd.spawn().map_err(|e| RunError::Spawn {
-        program,
+        program: program.clone(),
         reason: e.to_string(),
     })?;
     let seen = supervise(child, timeout, || false, cleanup);
+    if let Ending::Unwatched(reason) = &seen.ending {
+        return Err(RunError::Spawn {
+            program,
+            reason: format!("no thread to read its output: {reason}"),
+        });
+    }
     let stdout = String::from_utf8_lossy(&seen.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&seen.stderr).into_owned();
     match seen.ending {
@@ -290,11 +316,13 @@ pub fn run_bounded_then(
             code: s.code(),
             signal: s.signal(),
         }),
-        Ending::TimedOut | Ending::Stopped | Ending::WaitFailed(_) => Err(RunError::Timeout {
-            secs: timeout.as_secs_f64(),
-            stdout,
-            stderr,
-        }),
+        Ending::TimedOut | Ending::Stopped | Ending::WaitFailed(_) | Ending::Unwatched(_) => {
+            Err(RunError::Timeout {
+                secs: timeout.as_secs_f64(),
+                stdout,
+                stderr,
+            })
+        }
     }
 }
 
