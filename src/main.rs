@@ -48,6 +48,10 @@ const EXIT_USAGE: u8 = 2;
 struct UsageError(String);
 
 fn main() -> ExitCode {
+    // First of all: a stop signal that arrives while the command line is
+    // read or a report file is opened still ends in a report and exit 1,
+    // not in death by signal.
+    runner::install_signal_handlers();
     quiet_panics();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -232,7 +236,6 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 }
 
 fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
-    runner::install_signal_handlers();
     process::become_subreaper();
     let started_at_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)

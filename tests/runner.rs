@@ -839,3 +839,55 @@ fn a_thread_that_cannot_start_is_that_checks_error_and_the_run_goes_on() {
     assert!(r["hint"].as_str().unwrap().contains("ulimit -u"), "{r}");
     assert_valid_junit(&junit);
 }
+
+/// The kernel's name for where `pid` sleeps ("wait_for_partner" in the
+/// open of a FIFO), from /proc.
+fn wchan(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default()
+}
+
+#[test]
+fn a_signal_before_the_checks_start_still_ends_in_a_report_and_exit_1() {
+    // `--json FIFO` holds gpucheck in the open of its report file, before
+    // any check runs: a SIGTERM there must not kill it.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let child = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet", "--json"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let in_fifo_open = |w: &str| w.contains("wait_for_partner") || w.contains("fifo");
+    while !in_fifo_open(&wchan(child.id())) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "gpucheck never waited in the open of the FIFO (wchan {:?})",
+            wchan(child.id())
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    // Let it go on: read the report it writes into the FIFO (on a thread:
+    // the open would wait forever for a gpucheck that died).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(std::fs::read_to_string(&fifo).unwrap_or_default()));
+    let report = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("interrupted by SIGTERM"),
+        "{}",
+        stdout(&out)
+    );
+    let doc = assert_valid_json_report(&report);
+    assert_eq!(doc["interrupted"], "SIGTERM");
+    assert_eq!(status_of(&doc, "env.torchrun"), "skip");
+}
