@@ -74,7 +74,8 @@ pub struct Run {
     /// One entry per selected check, in run order.
     pub results: Vec<CheckResult>,
     pub counts: Counts,
-    /// Set when SIGINT, SIGTERM or SIGHUP stopped the run early ("SIGINT").
+    /// Set when a stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1...)
+    /// stopped the run early ("SIGINT").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
     /// The exit code gpucheck returns for this run: 0, 1 or 2.

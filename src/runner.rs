@@ -33,6 +33,9 @@ const STDERR_TAIL_BYTES: usize = 4096;
 /// What to do when a thread or process cannot be started.
 const LIMITS_HINT: &str = "the process/thread limit (`ulimit -u`) or the address-space limit \
                            (`ulimit -v`) is too low for gpucheck: raise it and run again";
+/// Exit status of an isolated child that stopped because gpucheck died or
+/// a stop signal reached it (normally never seen: it kills its own group).
+const EXIT_GUARD: i32 = 3;
 /// How often the runner wakes to look for a signal while waiting on a check.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -136,9 +139,27 @@ pub fn select(
 /// The signal that interrupted the run, 0 while none has.
 static INTERRUPTED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
-/// The signals that stop a run early: Ctrl-C, `kill`/`docker stop`, and a
-/// closed terminal.
-const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// The signals that stop a run early: Ctrl-C, `kill`/`docker stop`, a closed
+/// terminal, and every other signal whose default action ends the process
+/// and that a program may catch (SIGQUIT, the user signals, timers, CPU and
+/// file-size limits, power failure, I/O). Not SIGPIPE: gpucheck writes to
+/// pipes and handles a closed one as an error; not the crash signals
+/// (SIGSEGV, SIGBUS, SIGABRT...), which are bugs, not requests to stop.
+const STOP_SIGNALS: [libc::c_int; 13] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGPWR,
+    libc::SIGIO,
+];
 
 /// The stop signals gpucheck installed a handler for (see
 /// [`install_signal_handlers`]).
@@ -147,6 +168,8 @@ static HANDLED: OnceLock<Vec<libc::c_int>> = OnceLock::new();
 /// True when `sig` is ignored in this process (inherited: `nohup` ignores
 /// SIGHUP, a non-interactive shell's background job SIGINT).
 fn is_ignored(sig: libc::c_int) -> bool {
+    // nix has no way to read a disposition without setting one, so this
+    // stays a raw sigaction.
     // SAFETY: a null new action only reads the current one.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
@@ -154,7 +177,7 @@ fn is_ignored(sig: libc::c_int) -> bool {
     }
 }
 
-/// Route SIGINT, SIGTERM and SIGHUP to a flag the runner polls; the runner
+/// Route the stop signals to a flag the runner polls; the runner
 /// then kills the running child's group and reports what finished. A signal
 /// the caller chose to ignore stays ignored, as it would for any program.
 pub fn install_signal_handlers() {
@@ -502,6 +525,36 @@ fn crash_hint(sig: i32) -> String {
     }
 }
 
+/// In `gpucheck __child`: make sure nothing this child starts outlives
+/// gpucheck, even a gpucheck killed by SIGKILL, which cleans up nothing.
+/// The child becomes the subreaper of what it starts, and asks the kernel
+/// for SIGTERM (a stop signal, caught) instead of SIGKILL when gpucheck
+/// dies; a watcher thread then kills every descendant (its own group, the
+/// probes' groups, anything that left for a session of its own) and last
+/// its own group, itself included. Without a thread (a low `ulimit -u`) the
+/// child keeps dying by SIGKILL with gpucheck, as before.
+fn guard_child_tree() {
+    use gpucheck_checks::probe::process;
+    use nix::sys::prctl;
+    let parent = nix::unistd::getppid();
+    process::become_subreaper();
+    let watcher = thread::Builder::new()
+        .name("child-guard".into())
+        .spawn(move || loop {
+            // SIGTERM from the kernel, another stop signal, or a new parent
+            // (gpucheck died before the death signal was changed).
+            if interrupted().is_some() || nix::unistd::getppid() != parent {
+                process::reap_descendants();
+                process::kill_group(nix::unistd::getpgrp().as_raw());
+                std::process::exit(EXIT_GUARD);
+            }
+            thread::sleep(POLL);
+        });
+    if watcher.is_ok() && HANDLED.get().is_some_and(|h| h.contains(&libc::SIGTERM)) {
+        let _ = prctl::set_pdeathsig(Signal::SIGTERM);
+    }
+}
+
 /// `gpucheck __child ID`: read the context from stdin, run the check, write
 /// the outcome as JSON to the original stdout. While the check runs, fd 1
 /// points at stderr so library noise (NCCL_DEBUG, Python) cannot corrupt the
@@ -527,6 +580,7 @@ pub fn child_main(id: &str) -> i32 {
         say!("gpucheck: __child: cannot duplicate stdout");
         return 2;
     };
+    guard_child_tree();
     let _ = nix::unistd::dup2(2, 1);
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx))) {
         Ok(o) => o,

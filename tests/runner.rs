@@ -891,3 +891,54 @@ fn a_signal_before_the_checks_start_still_ends_in_a_report_and_exit_1() {
     assert_eq!(doc["interrupted"], "SIGTERM");
     assert_eq!(status_of(&doc, "env.torchrun"), "skip");
 }
+
+/// Wait up to 10 s for every process carrying `mark` to be gone; the
+/// survivors otherwise (killed here, so they do not outlive the test).
+fn survivors_after_waiting(mark: &str) -> Vec<(u32, String)> {
+    let start = Instant::now();
+    while !processes_matching(mark).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = processes_matching(mark);
+    kill_marked(mark);
+    left
+}
+
+#[test]
+fn every_catchable_stop_signal_is_an_interruption_that_leaves_nothing_behind() {
+    use nix::sys::signal::Signal;
+    for signal in [
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGXCPU,
+    ] {
+        let mark = format!("gpucheck-runner-{}-{}", signal.as_str(), std::process::id());
+        let mut cmd = gpucheck();
+        cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+            .arg(hang_python());
+        let out = interrupt_while_probing(cmd, &mark, signal);
+        assert_eq!(out.status.code(), Some(1), "{signal}: {}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["interrupted"], signal.as_str());
+        assert_eq!(survivors_after_waiting(&mark), Vec::new(), "{signal}");
+    }
+}
+
+#[test]
+fn nothing_an_isolated_probe_started_outlives_a_sigkilled_gpucheck() {
+    // The fake Python leaves one process in its own group and one in a
+    // session of its own; gpucheck gets no chance to clean up.
+    let mark = format!("gpucheck-runner-sigkill-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGKILL);
+    assert_eq!(out.status.code(), None);
+    assert_eq!(
+        survivors_after_waiting(&mark),
+        Vec::new(),
+        "processes survived a SIGKILLed gpucheck"
+    );
+}
