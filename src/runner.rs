@@ -403,15 +403,15 @@ fn last_stage(stderr: &str) -> Option<String> {
 
 /// Run a check in `gpucheck __child ID`, in its own process group, with the
 /// context on stdin and the outcome as JSON on stdout.
-fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome {
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => return Outcome::error(format!("cannot find gpucheck's own binary: {e}")),
-    };
-    let input = match serde_json::to_vec(ctx) {
-        Ok(v) => v,
-        Err(e) => return Outcome::error(format!("cannot encode the check context: {e}")),
-    };
+/// Start `gpucheck __child ID` isolated, with `ctx` fed to its stdin by a
+/// thread of its own; the error is the check's outcome.
+fn start_child(check: &dyn Check, ctx: &Context) -> Result<std::process::Child, Box<Outcome>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Outcome::error(format!("cannot find gpucheck's own binary: {e}")))
+        .map_err(Box::new)?;
+    let input = serde_json::to_vec(ctx)
+        .map_err(|e| Outcome::error(format!("cannot encode the check context: {e}")))
+        .map_err(Box::new)?;
     let mut cmd = Command::new(exe);
     cmd.arg("__child")
         .arg(check.id())
@@ -420,33 +420,41 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     isolate(&mut cmd);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return Outcome::error(format!("cannot start the isolated probe: {e}"))
-                .with_hint(LIMITS_HINT)
-        }
-    };
-    let pgid = child.id();
+    let mut child = cmd.spawn().map_err(|e| {
+        Box::new(
+            Outcome::error(format!("cannot start the isolated probe: {e}")).with_hint(LIMITS_HINT),
+        )
+    })?;
     if let Some(mut stdin) = child.stdin.take() {
         // On a thread: the context can outgrow the pipe buffer (every earlier
         // outcome rides along), and a child stuck before reading it must not
         // hold the runner past the deadline. A child that dies before reading
-        // its input shows up below.
+        // its input shows up in what the supervisor sees.
         let writer = thread::Builder::new()
             .name("child-input".into())
             .spawn(move || {
                 let _ = stdin.write_all(&input);
             });
         if let Err(e) = writer {
-            kill_group(pgid as i32);
+            kill_group(child.id() as i32);
             let _ = wait_killed(&mut child, KILL_GRACE);
-            return Outcome::error(format!(
-                "could not start a thread to feed the isolated probe: {e}"
-            ))
-            .with_hint(LIMITS_HINT);
+            return Err(Box::new(
+                Outcome::error(format!(
+                    "could not start a thread to feed the isolated probe: {e}"
+                ))
+                .with_hint(LIMITS_HINT),
+            ));
         }
     }
+    Ok(child)
+}
+
+fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome {
+    let child = match start_child(check, ctx) {
+        Ok(child) => child,
+        Err(outcome) => return *outcome,
+    };
+    let pgid = child.id();
     // Before the pipes are read to their end, anything the child started
     // that escaped its group is killed too: it could hold them open forever.
     let seen = supervise(child, timeout, || interrupted().is_some(), reap_descendants);
