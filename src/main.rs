@@ -3,6 +3,13 @@
 //! `main` parses the command line, runs the selected checks, hands the whole
 //! run to each requested reporter, writes their output, and maps the verdict
 //! to an exit code: 0 ready, 1 not ready, 2 usage or configuration error.
+//!
+//! The binary's layout: `cli.rs` (the command line), `runner.rs` (selection,
+//! timeouts, child isolation, signals), `model.rs` (the run every reporter
+//! reads), `output.rs` (where the reports go: planned before the checks
+//! run, written whole at the end), `report/` (one reporter per format, and
+//! `report/text.rs` for the text they share). Probes and checks live in the
+//! `gpucheck-checks` crate.
 
 use std::ffi::CString;
 use std::io::{IsTerminal, Write};
