@@ -220,3 +220,48 @@ impl Outputs {
         first_error
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_of(
+        format: Format,
+        json: Option<&str>,
+        junit: Option<&str>,
+    ) -> Result<Format, String> {
+        let files = [
+            (Format::Json, json.map(Path::new)),
+            (Format::Junit, junit.map(Path::new)),
+        ];
+        plan(format, &files).map(|o| o.stream)
+    }
+
+    #[test]
+    fn one_report_on_the_main_stream_at_most() {
+        assert_eq!(stream_of(Format::Table, None, None), Ok(Format::Table));
+        assert_eq!(stream_of(Format::Table, Some("-"), None), Ok(Format::Json));
+        assert_eq!(stream_of(Format::Junit, None, Some("-")), Ok(Format::Junit));
+        assert_eq!(
+            stream_of(Format::Table, Some("-"), Some("-")),
+            Err("--json - and --junit - both ask for stdout; write one of them to a file".into())
+        );
+        assert_eq!(
+            stream_of(Format::Json, None, Some("-")),
+            Err(
+                "--format json and --junit - both ask for stdout; write one of them to a file"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_folder_is_no_report_file_and_devices_take_every_writer() {
+        let err = stream_of(Format::Table, Some("/"), None).unwrap_err();
+        assert!(
+            err.starts_with("cannot write the JSON report to /: "),
+            "{err}"
+        );
+        assert!(stream_of(Format::Table, Some("/dev/null"), Some("/dev/null")).is_ok());
+    }
+}
