@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gpucheck_checks::{DdpModel, Profile};
 
+use crate::report::Format;
+
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
@@ -48,7 +50,7 @@ pub enum Command {
     #[command(
         after_help = "On pass, gpucheck execs CMD (it keeps gpucheck's PID and gets the \
 signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
---on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM, SIGHUP), it exits 1 without running CMD. \
+--on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM, SIGHUP or another stop signal), it exits 1 without running CMD. \
 If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
     )]
     Exec(ExecArgs),
@@ -63,13 +65,6 @@ If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: g
         /// The check id.
         id: String,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-    Junit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -3,26 +3,44 @@
 //! `main` parses the command line, runs the selected checks, hands the whole
 //! run to each requested reporter, writes their output, and maps the verdict
 //! to an exit code: 0 ready, 1 not ready, 2 usage or configuration error.
+//!
+//! The binary's layout: `cli.rs` (the command line), `runner.rs` (selection,
+//! timeouts, child isolation, signals), `model.rs` (the run every reporter
+//! reads), `output.rs` (where the reports go: planned before the checks
+//! run, written whole at the end), `report/` (one reporter per format, and
+//! `report/text.rs` for the text they share). Probes and checks live in the
+//! `gpucheck-checks` crate.
 
 use std::ffi::CString;
-use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+use gpucheck_checks::probe::process;
 use gpucheck_checks::{Options, Profile, CATALOG};
+
+/// `eprintln!` that cannot panic: on a closed or full stderr
+/// (`2>/dev/full`, `2>&1 | true`) the message is lost, never the exit code.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
 
 mod cli;
 #[cfg(test)]
 mod man;
+mod model;
+mod output;
 mod report;
 mod runner;
 
-use cli::{Cli, ColorChoice, Command, ExecArgs, Format, ListFormat, OnFail, RunArgs};
-use report::{Reporter, Run};
+use cli::{Cli, ColorChoice, Command, ExecArgs, ListFormat, OnFail, RunArgs};
+use model::{HostFacts, Run};
+use report::{Format, Style};
 
 /// No check failed (warnings allowed).
 const EXIT_READY: u8 = 0;
@@ -37,6 +55,10 @@ const EXIT_USAGE: u8 = 2;
 struct UsageError(String);
 
 fn main() -> ExitCode {
+    // First of all: a stop signal that arrives while the command line is
+    // read or a report file is opened still ends in a report and exit 1,
+    // not in death by signal.
+    runner::install_signal_handlers();
     quiet_panics();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -66,8 +88,8 @@ fn main() -> ExitCode {
                 }
                 first.push_str(&usage_error_extra(&e));
                 first.push_str(&env_source_note(&e));
-                eprintln!("gpucheck: {first}");
-                eprintln!("Run 'gpucheck --help' for usage.");
+                say!("gpucheck: {first}");
+                say!("Run 'gpucheck --help' for usage.");
             }
             return ExitCode::from(code);
         }
@@ -75,7 +97,7 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("gpucheck: {e:#}");
+            say!("gpucheck: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
     }
@@ -150,7 +172,7 @@ fn env_source_note(e: &clap::Error) -> String {
 fn quiet_panics() {
     std::panic::set_hook(Box::new(|info| {
         if std::thread::current().name() == Some("main") {
-            eprintln!("gpucheck: internal error: {info}");
+            say!("gpucheck: internal error: {info}");
         }
     }));
 }
@@ -192,124 +214,44 @@ fn options(args: &RunArgs) -> Options {
     }
 }
 
-/// Where a report goes.
-enum Target {
-    Stdout,
-    File(PathBuf, File),
-}
-
-fn open_target(path: &Path, what: &str) -> anyhow::Result<Target> {
-    if path == Path::new("-") {
-        return Ok(Target::Stdout);
-    }
-    match File::create(path) {
-        Ok(f) => Ok(Target::File(path.to_path_buf(), f)),
-        Err(e) => Err(UsageError(format!(
-            "cannot write the {what} report to {}: {e}",
-            path.display()
-        ))
-        .into()),
-    }
-}
-
-fn format_name(format: Format) -> &'static str {
-    match format {
-        Format::Table => "table",
-        Format::Json => "json",
-        Format::Junit => "junit",
-    }
-}
-
-/// True when two open files are the same file (`--json r --junit ./r`):
-/// both reports would overwrite each other.
-fn same_file(a: &File, b: &File) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (a.metadata(), b.metadata()) {
-        // Character devices (/dev/null, /dev/stderr on a tty) take any
-        // number of writers.
-        (Ok(ma), Ok(mb)) => ma.is_file() && ma.dev() == mb.dev() && ma.ino() == mb.ino(),
-        _ => false,
-    }
-}
-
 /// Everything resolved from the run options before any check runs, so a bad
 /// path or pattern fails fast with exit 2.
 struct Plan {
     checks: Vec<&'static dyn gpucheck_checks::Check>,
     options: Options,
     timeout: Option<Duration>,
-    stdout_format: Format,
-    json: Option<Target>,
-    junit: Option<Target>,
+    outputs: output::Outputs,
 }
 
 fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let checks = runner::select(args.profile.into(), &args.only, &args.skip)
         .map_err(|e| UsageError(e.to_string()))?;
-    let json_stdout = args.json.as_deref() == Some(Path::new("-"));
-    let junit_stdout = args.junit.as_deref() == Some(Path::new("-"));
-    if json_stdout && junit_stdout {
-        return Err(UsageError(
-            "--json - and --junit - both ask for stdout; write one of them to a file".into(),
-        )
-        .into());
-    }
-    let stdout_format = if json_stdout {
-        Format::Json
-    } else if junit_stdout {
-        Format::Junit
-    } else {
-        args.format
-    };
-    // `--format` is table unless given; any other value that disagrees with
-    // `--json -` / `--junit -` asks for two formats on one stdout.
-    if (json_stdout || junit_stdout) && args.format != Format::Table && args.format != stdout_format
-    {
-        let flag = if json_stdout { "--json -" } else { "--junit -" };
-        return Err(UsageError(format!(
-            "--format {} and {flag} both ask for stdout; write one of them to a file",
-            format_name(args.format)
-        ))
-        .into());
-    }
-    let json = match &args.json {
-        Some(p) if !json_stdout => Some(open_target(p, "JSON")?),
-        _ => None,
-    };
-    let junit = match &args.junit {
-        Some(p) if !junit_stdout => Some(open_target(p, "JUnit")?),
-        _ => None,
-    };
-    if let (Some(Target::File(a, fa)), Some(Target::File(_, fb))) = (&json, &junit) {
-        if same_file(fa, fb) {
-            return Err(UsageError(format!(
-                "--json and --junit both name {}; give each report its own file",
-                a.display()
-            ))
-            .into());
-        }
-    }
+    let outputs = output::plan(
+        args.format,
+        &[
+            (Format::Json, args.json.as_deref()),
+            (Format::Junit, args.junit.as_deref()),
+        ],
+    )
+    .map_err(UsageError)?;
     Ok(Plan {
         checks,
         options: options(args),
         timeout: args.timeout.map(Duration::from_secs_f64),
-        stdout_format,
-        json,
-        junit,
+        outputs,
     })
 }
 
 fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
-    runner::install_signal_handlers();
-    runner::become_subreaper();
+    process::become_subreaper();
     let started_at_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let start = Instant::now();
-    let host = gpucheck_checks::probe::system::host_facts();
+    let host = host_facts();
     let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout);
-    runner::reap_descendants();
+    process::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();
     let mut exit_code = Run::exit_code_for(&counts, strict);
@@ -317,7 +259,7 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         exit_code = EXIT_NOT_READY as i32;
     }
     Run {
-        format_version: report::FORMAT_VERSION,
+        format_version: model::FORMAT_VERSION,
         tool: "gpucheck".to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         profile,
@@ -332,6 +274,21 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     }
 }
 
+/// The host, probed once per run for every report.
+fn host_facts() -> HostFacts {
+    let h = gpucheck_checks::probe::system::host_facts();
+    HostFacts {
+        hostname: h.hostname,
+        os: h.os,
+        kernel: h.kernel,
+        arch: h.arch,
+        cpu: h.cpu,
+        cpu_count: h.cpu_count,
+        memory_total_mib: h.memory_total_mib,
+        container: h.container,
+    }
+}
+
 fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
     match choice {
         ColorChoice::Always => true,
@@ -342,44 +299,13 @@ fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
     }
 }
 
-fn render(format: Format, run: &Run, args: &RunArgs, color: bool) -> String {
-    match format {
-        Format::Table => report::table::Table {
-            color,
-            verbose: args.verbose,
-            quiet: args.quiet,
-        }
-        .render(run),
-        Format::Json => report::json::Json.render(run),
-        Format::Junit => report::junit::Junit.render(run),
+/// How the main stream's table reads.
+fn style(args: &RunArgs, color: bool) -> Style {
+    Style {
+        color,
+        verbose: args.verbose,
+        quiet: args.quiet,
     }
-}
-
-/// The report for the main stream (stdout, or stderr under `exec`): the
-/// chosen format, or only the verdict line for a `--quiet` table.
-fn main_report(plan: &Plan, run: &Run, args: &RunArgs, color: bool) -> String {
-    if args.quiet && plan.stdout_format == Format::Table {
-        format!("{}\n", run.verdict_line())
-    } else {
-        render(plan.stdout_format, run, args, color)
-    }
-}
-
-/// Write the file reports; an I/O error here is a configuration error.
-fn write_files(plan: &mut Plan, run: &Run) -> anyhow::Result<()> {
-    let files: [(Option<Target>, &dyn Reporter); 2] = [
-        (plan.json.take(), &report::json::Json),
-        (plan.junit.take(), &report::junit::Junit),
-    ];
-    for (target, reporter) in files {
-        if let Some(Target::File(path, mut file)) = target {
-            let text = reporter.render(run);
-            file.write_all(text.as_bytes())
-                .and_then(|_| file.flush())
-                .map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))?;
-        }
-    }
-    Ok(())
 }
 
 /// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
@@ -397,20 +323,20 @@ fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> 
 }
 
 fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
-    let mut plan = plan(args)?;
+    let plan = plan(args)?;
     let run = execute(&plan, args.strict, args.profile.into());
+    let color = use_color(args.color, std::io::stdout().is_terminal());
+    let text = plan.outputs.stream_text(&run, style(args, color));
     // The checks have run: show their report even when a report file
     // cannot be written, then fail with that error (exit 2).
-    let files = write_files(&mut plan, &run);
-    let color = use_color(args.color, std::io::stdout().is_terminal());
-    let text = main_report(&plan, &run, args, color);
+    let files = plan.outputs.write_files(&run).map_err(UsageError);
     emit(&text)?;
     files?;
     Ok(run.exit_code as u8)
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
-    let mut plan = plan(&args.run)?;
+    let plan = plan(&args.run)?;
     let program = args
         .command
         .first()
@@ -424,25 +350,25 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     // stdout belongs to CMD: the report goes to stderr.
     let run = execute(&plan, args.run.strict, args.run.profile.into());
-    let files = write_files(&mut plan, &run);
     let color = use_color(args.run.color, std::io::stderr().is_terminal());
-    let text = main_report(&plan, &run, &args.run, color);
+    let text = plan.outputs.stream_text(&run, style(&args.run, color));
+    let files = plan.outputs.write_files(&run).map_err(UsageError);
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
     let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
     files?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.
-        eprintln!("gpucheck: not running {program}: interrupted by {sig}");
+        say!("gpucheck: not running {program}: interrupted by {sig}");
         return Ok(EXIT_NOT_READY);
     }
     if run.exit_code != 0 && args.on_fail == OnFail::Exit {
-        eprintln!(
+        say!(
             "gpucheck: not running {program}: checks failed (use --on-fail warn to run it anyway)"
         );
         return Ok(EXIT_NOT_READY);
     }
-    runner::stop_being_subreaper();
+    process::stop_being_subreaper();
     runner::restore_signals_for_exec();
     // execvp only returns on failure.
     let Err(err) = nix::unistd::execvp(&argv[0], &argv);
@@ -450,7 +376,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         nix::errno::Errno::ENOENT => 127,
         _ => 126,
     };
-    eprintln!("gpucheck: cannot run {program}: {}", err.desc());
+    // Still gpucheck: a closed stderr must not kill it with SIGPIPE.
+    runner::ignore_sigpipe();
+    say!("gpucheck: cannot run {program}: {}", err.desc());
     Ok(code)
 }
 

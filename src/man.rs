@@ -47,7 +47,7 @@ pub fn render() -> String {
     out.push_str(".SH EXIT STATUS\n");
     for (code, text) in [
         ("0", "No check failed (warnings allowed)."),
-        ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR); also when interrupted by SIGINT, SIGTERM or SIGHUP."),
+        ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR); also when interrupted by SIGINT, SIGTERM, SIGHUP or another catchable stop signal (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU...)."),
         ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path."),
     ] {
         out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));

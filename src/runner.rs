@@ -17,23 +17,25 @@ use std::time::{Duration, Instant};
 
 use gpucheck_checks::domain::text;
 use gpucheck_checks::probe::process::{
-    isolate, kill_group, proc_pids, supervise, Ending, KILL_GRACE,
+    isolate, kill_group, reap_descendants, supervise, wait_killed, Ending, KILL_GRACE,
 };
+use gpucheck_checks::probe::{CHILD_ENV, STAGE_PREFIX};
 use gpucheck_checks::{
     Cause, Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG,
 };
+use nix::sys::signal::{SigHandler, Signal};
 use thiserror::Error;
 
-use crate::report::CheckResult;
-
-/// Environment variable set in a child so it knows what it is.
-pub const CHILD_ENV: &str = "GPUCHECK_CHILD";
-/// Prefix of a stage marker line a child writes on stderr (see
-/// `gpucheck_checks::probe::stage`); the last one names where a hang happened.
-pub const STAGE_PREFIX: &str = "gpucheck-stage: ";
+use crate::model::CheckResult;
 
 /// Keep at most this much of a child's stderr (the tail) for error reports.
 const STDERR_TAIL_BYTES: usize = 4096;
+/// What to do when a thread or process cannot be started.
+const LIMITS_HINT: &str = "the process/thread limit (`ulimit -u`) or the address-space limit \
+                           (`ulimit -v`) is too low for gpucheck: raise it and run again";
+/// Exit status of an isolated child that stopped because gpucheck died or
+/// a stop signal reached it (normally never seen: it kills its own group).
+const EXIT_GUARD: i32 = 3;
 /// How often the runner wakes to look for a signal while waiting on a check.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -51,45 +53,44 @@ pub enum SelectError {
     Nothing,
 }
 
-/// True when `pattern` selects the check `id`: the id itself, its group
-/// (`gpu` or `gpu.*`), or a glob with `*` and `?` (`*.driver`).
-pub fn matches(pattern: &str, id: &str) -> bool {
-    let group = id.split('.').next().unwrap_or(id);
-    pattern == id
-        || pattern == group
-        || pattern.strip_suffix(".*") == Some(group)
-        || glob(pattern.as_bytes(), id.as_bytes())
+/// One `--only`/`--skip` pattern: a check id, a group (`gpu` or `gpu.*`), or
+/// a glob with `*`, `?` and `[...]` (`*.driver`).
+struct Pattern<'a> {
+    text: &'a str,
+    /// The compiled glob; None when the text is no valid glob (then only an
+    /// exact id or group can match). globset compiles to a regular
+    /// expression, so no pattern (`**********x`) can take exponential time.
+    glob: Option<globset::GlobMatcher>,
 }
 
-/// Glob match with `*` (any run) and `?` (one byte). Iterative, remembering
-/// only the last `*`: linear in practice and never exponential, so a pattern
-/// like `**********x` cannot hang the command line.
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    let (mut pi, mut si) = (0, 0);
-    // Where the last `*` was in the pattern, and where in `s` it began matching.
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        match p.get(pi) {
-            Some(b'*') => {
-                star = Some((pi, si));
-                pi += 1;
-            }
-            Some(&c) if c == b'?' || c == s[si] => {
-                pi += 1;
-                si += 1;
-            }
-            _ => match star {
-                // Let the last `*` swallow one more byte and retry.
-                Some((sp, ss)) => {
-                    star = Some((sp, ss + 1));
-                    pi = sp + 1;
-                    si = ss + 1;
-                }
-                None => return false,
-            },
-        }
+impl<'a> Pattern<'a> {
+    fn new(text: &'a str) -> Self {
+        let glob = globset::GlobBuilder::new(text)
+            .literal_separator(false)
+            .build()
+            .ok()
+            .map(|g| g.compile_matcher());
+        Pattern { text, glob }
     }
-    p[pi.min(p.len())..].iter().all(|&c| c == b'*')
+
+    /// True when this pattern selects the check `id`.
+    fn selects(&self, id: &str) -> bool {
+        let group = id.split('.').next().unwrap_or(id);
+        self.text == id
+            || self.text == group
+            || self.text.strip_suffix(".*") == Some(group)
+            || self.glob.as_ref().is_some_and(|g| g.is_match(id))
+    }
+}
+
+fn compile(patterns: &[String]) -> Vec<Pattern<'_>> {
+    patterns.iter().map(|p| Pattern::new(p.trim())).collect()
+}
+
+/// True when `pattern` selects the check `id`.
+#[cfg(test)]
+fn matches(pattern: &str, id: &str) -> bool {
+    Pattern::new(pattern).selects(id)
 }
 
 /// The checks to run, in CATALOG order. `--only` ignores the profile.
@@ -98,12 +99,13 @@ pub fn select(
     only: &[String],
     skip: &[String],
 ) -> Result<Vec<&'static dyn Check>, SelectError> {
-    for (flag, patterns) in [("only", only), ("skip", skip)] {
-        for p in patterns {
+    let (only_p, skip_p) = (compile(only), compile(skip));
+    for (flag, patterns, compiled) in [("only", only, &only_p), ("skip", skip, &skip_p)] {
+        for (p, pattern) in patterns.iter().zip(compiled) {
             if p.trim().is_empty() {
                 return Err(SelectError::Empty { flag });
             }
-            if !CATALOG.iter().any(|c| matches(p.trim(), c.id())) {
+            if !CATALOG.iter().any(|c| pattern.selects(c.id())) {
                 return Err(SelectError::Unknown {
                     flag,
                     pattern: p.clone(),
@@ -123,10 +125,10 @@ pub fn select(
             if only.is_empty() {
                 c.profile() <= profile
             } else {
-                only.iter().any(|p| matches(p.trim(), c.id()))
+                only_p.iter().any(|p| p.selects(c.id()))
             }
         })
-        .filter(|c| !skip.iter().any(|p| matches(p.trim(), c.id())))
+        .filter(|c| !skip_p.iter().any(|p| p.selects(c.id())))
         .collect();
     if picked.is_empty() {
         return Err(SelectError::Nothing);
@@ -137,9 +139,27 @@ pub fn select(
 /// The signal that interrupted the run, 0 while none has.
 static INTERRUPTED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
-/// The signals that stop a run early: Ctrl-C, `kill`/`docker stop`, and a
-/// closed terminal.
-const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// The signals that stop a run early: Ctrl-C, `kill`/`docker stop`, a closed
+/// terminal, and every other signal whose default action ends the process
+/// and that a program may catch (SIGQUIT, the user signals, timers, CPU and
+/// file-size limits, power failure, I/O). Not SIGPIPE: gpucheck writes to
+/// pipes and handles a closed one as an error; not the crash signals
+/// (SIGSEGV, SIGBUS, SIGABRT...), which are bugs, not requests to stop.
+const STOP_SIGNALS: [libc::c_int; 13] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGPWR,
+    libc::SIGIO,
+];
 
 /// The stop signals gpucheck installed a handler for (see
 /// [`install_signal_handlers`]).
@@ -148,6 +168,8 @@ static HANDLED: OnceLock<Vec<libc::c_int>> = OnceLock::new();
 /// True when `sig` is ignored in this process (inherited: `nohup` ignores
 /// SIGHUP, a non-interactive shell's background job SIGINT).
 fn is_ignored(sig: libc::c_int) -> bool {
+    // nix has no way to read a disposition without setting one, so this
+    // stays a raw sigaction.
     // SAFETY: a null new action only reads the current one.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
@@ -155,7 +177,7 @@ fn is_ignored(sig: libc::c_int) -> bool {
     }
 }
 
-/// Route SIGINT, SIGTERM and SIGHUP to a flag the runner polls; the runner
+/// Route the stop signals to a flag the runner polls; the runner
 /// then kills the running child's group and reports what finished. A signal
 /// the caller chose to ignore stays ignored, as it would for any program.
 pub fn install_signal_handlers() {
@@ -182,10 +204,23 @@ pub fn install_signal_handlers() {
 pub fn restore_signals_for_exec() {
     let handled = HANDLED.get().map(Vec::as_slice).unwrap_or_default();
     for &sig in handled.iter().chain(&[libc::SIGPIPE]) {
+        let Ok(sig) = Signal::try_from(sig) else {
+            continue;
+        };
         // SAFETY: setting a plain disposition; no handler code runs.
         unsafe {
-            libc::signal(sig, libc::SIG_DFL);
+            let _ = nix::sys::signal::signal(sig, SigHandler::SigDfl);
         }
+    }
+}
+
+/// Ignore SIGPIPE again, as Rust's runtime does at start (after a failed
+/// exec that [`restore_signals_for_exec`] prepared): a write to a closed
+/// pipe is then an error to handle, not death by signal.
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a plain disposition; no handler code runs.
+    unsafe {
+        let _ = nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigIgn);
     }
 }
 
@@ -311,7 +346,8 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
             let _ = tx.send(result);
         });
     if let Err(e) = spawned {
-        return Outcome::error(format!("could not start a thread for the check: {e}"));
+        return Outcome::error(format!("could not start a thread for the check: {e}"))
+            .with_hint(LIMITS_HINT);
     }
     let deadline = Instant::now() + timeout;
     loop {
@@ -337,68 +373,6 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
                 return Outcome::error("the check's thread ended without a result")
             }
         }
-    }
-}
-
-/// Make gpucheck the "child subreaper" of everything it starts: a process
-/// whose parent dies is re-parented to gpucheck instead of init, so
-/// [`reap_descendants`] can find and kill it even if it left the probe's
-/// process group (torchrun workers, daemons that setsid).
-pub fn become_subreaper() {
-    // SAFETY: plain prctl on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
-}
-
-/// Undo [`become_subreaper`] (before `exec` hands the process to CMD).
-pub fn stop_being_subreaper() {
-    // SAFETY: plain prctl on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-    }
-}
-
-/// Direct children of `parent` from /proc: (pid, process group).
-fn children_of(parent: i32) -> Vec<(i32, i32)> {
-    proc_pids()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // Fields after the command name, which may itself contain ") ".
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let mut f = rest.split_whitespace();
-            let _state = f.next()?;
-            let ppid: i32 = f.next()?.parse().ok()?;
-            let pgrp: i32 = f.next()?.parse().ok()?;
-            (ppid == parent).then_some((pid, pgrp))
-        })
-        .collect()
-}
-
-/// Kill and reap every process gpucheck started that is still around: its
-/// own children and, through the subreaper, any orphaned descendant. Bounded:
-/// gives up after about a second of trying.
-pub fn reap_descendants() {
-    let me = std::process::id() as i32;
-    for _ in 0..100 {
-        let kids = children_of(me);
-        if kids.is_empty() {
-            return;
-        }
-        for (pid, pgrp) in kids {
-            if pgrp != nix::unistd::getpgrp().as_raw() {
-                kill_group(pgrp);
-            }
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = nix::sys::wait::waitpid(
-                nix::unistd::Pid::from_raw(pid),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -429,15 +403,15 @@ fn last_stage(stderr: &str) -> Option<String> {
 
 /// Run a check in `gpucheck __child ID`, in its own process group, with the
 /// context on stdin and the outcome as JSON on stdout.
-fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome {
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => return Outcome::error(format!("cannot find gpucheck's own binary: {e}")),
-    };
-    let input = match serde_json::to_vec(ctx) {
-        Ok(v) => v,
-        Err(e) => return Outcome::error(format!("cannot encode the check context: {e}")),
-    };
+/// Start `gpucheck __child ID` isolated, with `ctx` fed to its stdin by a
+/// thread of its own; the error is the check's outcome.
+fn start_child(check: &dyn Check, ctx: &Context) -> Result<std::process::Child, Box<Outcome>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Outcome::error(format!("cannot find gpucheck's own binary: {e}")))
+        .map_err(Box::new)?;
+    let input = serde_json::to_vec(ctx)
+        .map_err(|e| Outcome::error(format!("cannot encode the check context: {e}")))
+        .map_err(Box::new)?;
     let mut cmd = Command::new(exe);
     cmd.arg("__child")
         .arg(check.id())
@@ -446,20 +420,41 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     isolate(&mut cmd);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return Outcome::error(format!("cannot start the isolated probe: {e}")),
-    };
-    let pgid = child.id();
+    let mut child = cmd.spawn().map_err(|e| {
+        Box::new(
+            Outcome::error(format!("cannot start the isolated probe: {e}")).with_hint(LIMITS_HINT),
+        )
+    })?;
     if let Some(mut stdin) = child.stdin.take() {
         // On a thread: the context can outgrow the pipe buffer (every earlier
         // outcome rides along), and a child stuck before reading it must not
         // hold the runner past the deadline. A child that dies before reading
-        // its input shows up below.
-        thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
+        // its input shows up in what the supervisor sees.
+        let writer = thread::Builder::new()
+            .name("child-input".into())
+            .spawn(move || {
+                let _ = stdin.write_all(&input);
+            });
+        if let Err(e) = writer {
+            kill_group(child.id() as i32);
+            let _ = wait_killed(&mut child, KILL_GRACE);
+            return Err(Box::new(
+                Outcome::error(format!(
+                    "could not start a thread to feed the isolated probe: {e}"
+                ))
+                .with_hint(LIMITS_HINT),
+            ));
+        }
     }
+    Ok(child)
+}
+
+fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome {
+    let child = match start_child(check, ctx) {
+        Ok(child) => child,
+        Err(outcome) => return *outcome,
+    };
+    let pgid = child.id();
     // Before the pipes are read to their end, anything the child started
     // that escaped its group is killed too: it could hold them open forever.
     let seen = supervise(child, timeout, || interrupted().is_some(), reap_descendants);
@@ -475,6 +470,10 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     let mut ended = match seen.ending {
         Ending::Exited(status) => Ok(status),
         Ending::WaitFailed(e) => Err(Outcome::error(format!("cannot wait for the probe: {e}"))),
+        Ending::Unwatched(e) => Err(Outcome::error(format!(
+            "could not start a thread to read the isolated probe's output: {e}"
+        ))
+        .with_hint(LIMITS_HINT)),
         Ending::Stopped => Err(interrupted_outcome(
             &interrupted().unwrap_or_else(|| "a signal".to_string()),
         )),
@@ -534,36 +533,63 @@ fn crash_hint(sig: i32) -> String {
     }
 }
 
+/// In `gpucheck __child`: make sure nothing this child starts outlives
+/// gpucheck, even a gpucheck killed by SIGKILL, which cleans up nothing.
+/// The child becomes the subreaper of what it starts, and asks the kernel
+/// for SIGTERM (a stop signal, caught) instead of SIGKILL when gpucheck
+/// dies; a watcher thread then kills every descendant (its own group, the
+/// probes' groups, anything that left for a session of its own) and last
+/// its own group, itself included. Without a thread (a low `ulimit -u`) the
+/// child keeps dying by SIGKILL with gpucheck, as before.
+fn guard_child_tree() {
+    use gpucheck_checks::probe::process;
+    use nix::sys::prctl;
+    let parent = nix::unistd::getppid();
+    process::become_subreaper();
+    let watcher = thread::Builder::new()
+        .name("child-guard".into())
+        .spawn(move || loop {
+            // SIGTERM from the kernel, another stop signal, or a new parent
+            // (gpucheck died before the death signal was changed).
+            if interrupted().is_some() || nix::unistd::getppid() != parent {
+                process::reap_descendants();
+                process::kill_group(nix::unistd::getpgrp().as_raw());
+                std::process::exit(EXIT_GUARD);
+            }
+            thread::sleep(POLL);
+        });
+    if watcher.is_ok() && HANDLED.get().is_some_and(|h| h.contains(&libc::SIGTERM)) {
+        let _ = prctl::set_pdeathsig(Signal::SIGTERM);
+    }
+}
+
 /// `gpucheck __child ID`: read the context from stdin, run the check, write
 /// the outcome as JSON to the original stdout. While the check runs, fd 1
 /// points at stderr so library noise (NCCL_DEBUG, Python) cannot corrupt the
 /// result.
 pub fn child_main(id: &str) -> i32 {
     let Some(check) = gpucheck_checks::find(id) else {
-        eprintln!("gpucheck: __child: unknown check '{id}'");
+        say!("gpucheck: __child: unknown check '{id}'");
         return 2;
     };
     let mut input = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut input) {
-        eprintln!("gpucheck: __child: cannot read the context: {e}");
+        say!("gpucheck: __child: cannot read the context: {e}");
         return 2;
     }
     let ctx: Context = match serde_json::from_slice(&input) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("gpucheck: __child: bad context: {e}");
+            say!("gpucheck: __child: bad context: {e}");
             return 2;
         }
     };
-    // SAFETY: plain fd juggling on fds this process owns.
-    let result_fd = unsafe { libc::dup(1) };
-    if result_fd < 0 {
-        eprintln!("gpucheck: __child: cannot duplicate stdout");
+    let Ok(result_fd) = nix::unistd::dup(1) else {
+        say!("gpucheck: __child: cannot duplicate stdout");
         return 2;
-    }
-    unsafe {
-        libc::dup2(2, 1);
-    }
+    };
+    guard_child_tree();
+    let _ = nix::unistd::dup2(2, 1);
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx))) {
         Ok(o) => o,
         Err(p) => Outcome::error(format!(

@@ -322,3 +322,95 @@ fn hostile_environment_values_cannot_break_any_report() {
         assert!(table.contains("\\u{1}\\u{1b}[31m]]><x>&\"'"), "{table}");
     }
 }
+
+/// The files in `dir` (hidden ones included) with their contents, sorted.
+fn files_in(dir: &Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+        .expect("read the folder")
+        .map(|e| {
+            let e = e.expect("a folder entry");
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            (e.file_name().to_string_lossy().into_owned(), text)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_refused_command_leaves_every_file_as_it_was() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("keep.txt"), "precious\n").expect("write keep.txt");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--json", "keep.txt", "--junit", "keep.txt"],
+            "--json and --junit both name keep.txt",
+        ),
+        (
+            &["--json", "keep.txt", "--junit", "/nonexistent/dir/r.xml"],
+            "cannot write the JUnit report to /nonexistent/dir/r.xml",
+        ),
+        (
+            &["--junit", "keep.txt", "--json", "keep.txt/r.json"],
+            "cannot write the JSON report to keep.txt/r.json",
+        ),
+        (
+            &["--json", "keep.txt", "--only", "no.such"],
+            "unknown check",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = gpucheck()
+            .current_dir(dir.path())
+            .args(["--only", "env.torchrun"])
+            .args(*args)
+            .output()
+            .expect("run gpucheck");
+        assert_eq!(exit_code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            files_in(dir.path()),
+            vec![("keep.txt".to_string(), "precious\n".to_string())],
+            "{args:?} touched the folder"
+        );
+    }
+}
+
+#[test]
+fn a_report_replaces_a_symlink_instead_of_writing_through_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("other.txt"), "precious\n").expect("write other.txt");
+    std::os::unix::fs::symlink("other.txt", dir.path().join("r.json")).expect("symlink");
+    let out = gpucheck()
+        .current_dir(dir.path())
+        .args(["--only", "env.torchrun", "--quiet", "--json", "r.json"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let meta = std::fs::symlink_metadata(dir.path().join("r.json")).expect("r.json");
+    assert!(meta.is_file(), "r.json is still a symlink");
+    let files = files_in(dir.path());
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    // No temporary file left beside the report.
+    assert_eq!(names, ["other.txt", "r.json"]);
+    assert_eq!(files[0].1, "precious\n");
+    assert_valid_json_report(&files[1].1);
+}
+
+#[test]
+fn a_rewritten_report_keeps_the_old_file_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("r.xml");
+    std::fs::write(&path, "old\n").expect("write r.xml");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let out = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet", "--junit"])
+        .arg(&path)
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let meta = std::fs::metadata(&path).expect("r.xml");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+    assert_valid_junit(&path);
+}

@@ -506,6 +506,40 @@ fn sigterm_kills_children_and_still_reports() {
 }
 
 #[test]
+fn a_run_killed_before_it_ends_leaves_no_partial_report() {
+    let mark = format!("gpucheck-runner-killed-report-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json"])
+        .arg(&report)
+        .arg("--python")
+        .arg(hang_python());
+    let child = spawn_probing(cmd, &mark);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), None);
+    // Whole or absent: never an empty or half-written r.json.
+    assert!(!report.exists(), "a SIGKILLed run left r.json behind");
+    kill_marked(&mark);
+}
+
+/// SIGKILL whatever carries `mark` (clean-up after a test that killed
+/// gpucheck itself).
+fn kill_marked(mark: &str) {
+    for (pid, _) in processes_matching(mark) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[test]
 fn a_probe_killed_from_outside_is_an_error_pointing_at_the_oom_killer() {
     let mark = format!("gpucheck-runner-oomkill-{}", std::process::id());
     let mut cmd = gpucheck();
@@ -690,4 +724,221 @@ fn a_full_stdout_is_a_one_line_error() {
         .output()
         .unwrap();
     assert_one_line_error(&out, "cannot write to stdout");
+}
+
+#[test]
+fn an_unwritable_stderr_changes_no_exit_code() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let failing = [("RANK", "3"), ("WORLD_SIZE", "2")];
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&[&str], Env, i32)] = &[
+        (&["--bogus"], &[], 2),
+        (&["--only", "no.such"], &[], 2),
+        (
+            &["exec", "--only", "env.torchrun", "--", "sh", "-c", "exit 7"],
+            &[("RANK", "0"), ("WORLD_SIZE", "1")],
+            7,
+        ),
+        (
+            &["exec", "--only", "env.torchrun", "--", "true"],
+            &failing,
+            1,
+        ),
+        (
+            &["exec", "--only", "env.torchrun", "--", "/nonexistent/cmd"],
+            &[],
+            127,
+        ),
+    ];
+    for (args, env, code) in cases {
+        for (what, stderr) in [
+            ("/dev/full", Stdio::from(full())),
+            ("closed", closed().into()),
+        ] {
+            let out = gpucheck()
+                .args(*args)
+                .envs(env.iter().copied())
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(*code),
+                "{args:?} with stderr {what}"
+            );
+        }
+    }
+}
+
+/// The `nobody` user and group.
+const NOBODY: u32 = 65534;
+
+#[test]
+fn a_thread_that_cannot_start_is_that_checks_error_and_the_run_goes_on() {
+    // RLIMIT_NPROC counts a user's processes and threads, and is not
+    // enforced for root: gpucheck runs as `nobody` with room for itself and
+    // one isolated probe, so the thread that feeds the probe its input
+    // cannot start (what `prlimit --nproc=4` did to a user's run).
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "this test needs root: it runs gpucheck as nobody under RLIMIT_NPROC"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let junit = dir.path().join("r.xml");
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--junit"])
+        .arg(&junit)
+        .arg("--python")
+        .arg(hang_python());
+    // SAFETY: plain syscalls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2,
+                rlim_max: 2,
+            };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &limit) != 0
+                || libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "torch.import");
+    assert_eq!(r["status"], "error", "{r}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not start a thread to feed the isolated probe: "),
+        "{r}"
+    );
+    assert!(r["hint"].as_str().unwrap().contains("ulimit -u"), "{r}");
+    assert_valid_junit(&junit);
+}
+
+/// The kernel's name for where `pid` sleeps ("wait_for_partner" in the
+/// open of a FIFO), from /proc.
+fn wchan(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default()
+}
+
+#[test]
+fn a_signal_before_the_checks_start_still_ends_in_a_report_and_exit_1() {
+    // `--json FIFO` holds gpucheck in the open of its report file, before
+    // any check runs: a SIGTERM there must not kill it.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let child = gpucheck()
+        .args(["--only", "env.torchrun", "--quiet", "--json"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let in_fifo_open = |w: &str| w.contains("wait_for_partner") || w.contains("fifo");
+    while !in_fifo_open(&wchan(child.id())) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "gpucheck never waited in the open of the FIFO (wchan {:?})",
+            wchan(child.id())
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    // Let it go on: read the report it writes into the FIFO (on a thread:
+    // the open would wait forever for a gpucheck that died).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(std::fs::read_to_string(&fifo).unwrap_or_default()));
+    let report = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("interrupted by SIGTERM"),
+        "{}",
+        stdout(&out)
+    );
+    let doc = assert_valid_json_report(&report);
+    assert_eq!(doc["interrupted"], "SIGTERM");
+    assert_eq!(status_of(&doc, "env.torchrun"), "skip");
+}
+
+/// Wait up to 10 s for every process carrying `mark` to be gone; the
+/// survivors otherwise (killed here, so they do not outlive the test).
+fn survivors_after_waiting(mark: &str) -> Vec<(u32, String)> {
+    let start = Instant::now();
+    while !processes_matching(mark).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = processes_matching(mark);
+    kill_marked(mark);
+    left
+}
+
+#[test]
+fn every_catchable_stop_signal_is_an_interruption_that_leaves_nothing_behind() {
+    use nix::sys::signal::Signal;
+    for signal in [
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGXCPU,
+    ] {
+        let mark = format!("gpucheck-runner-{}-{}", signal.as_str(), std::process::id());
+        let mut cmd = gpucheck();
+        cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+            .arg(hang_python());
+        let out = interrupt_while_probing(cmd, &mark, signal);
+        assert_eq!(out.status.code(), Some(1), "{signal}: {}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["interrupted"], signal.as_str());
+        assert_eq!(survivors_after_waiting(&mark), Vec::new(), "{signal}");
+    }
+}
+
+#[test]
+fn nothing_an_isolated_probe_started_outlives_a_sigkilled_gpucheck() {
+    // The fake Python leaves one process in its own group and one in a
+    // session of its own; gpucheck gets no chance to clean up.
+    let mark = format!("gpucheck-runner-sigkill-{}", std::process::id());
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "torch.import", "--json", "-", "--python"])
+        .arg(hang_python());
+    let out = interrupt_while_probing(cmd, &mark, nix::sys::signal::Signal::SIGKILL);
+    assert_eq!(out.status.code(), None);
+    assert_eq!(
+        survivors_after_waiting(&mark),
+        Vec::new(),
+        "processes survived a SIGKILLed gpucheck"
+    );
 }

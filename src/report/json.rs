@@ -38,7 +38,7 @@ pub fn schema() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures;
+    use crate::model::fixtures;
     use serde_json::{json, Value};
 
     const SCHEMA_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/report.schema.json");

@@ -32,7 +32,7 @@ use quick_junit::{
     NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
 };
 
-use super::table::{badge, data_table_lines, device_lines, duration_text, metric_text};
+use super::text::{badge, data_table_lines, device_lines, duration_text, metric_text};
 use super::{CheckResult, Reporter, Run};
 
 pub struct Junit;
@@ -262,7 +262,7 @@ fn fallback(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures;
+    use crate::model::fixtures;
     use std::path::{Path, PathBuf};
     use std::process::Command;
 

@@ -21,9 +21,9 @@
 //!   control characters escaped (`\u{1b}`), so a hostile value cannot recolour
 //!   or rewrite the terminal.
 
-use comfy_table::CellAlignment;
-use gpucheck_checks::{DataTable, DeviceResult, Metric, Status};
+use gpucheck_checks::Status;
 
+use super::text::{badge, clean, data_table_lines, device_lines, duration_text, metric_text};
 use super::{CheckResult, Reporter, Run};
 
 pub struct Table {
@@ -46,18 +46,6 @@ const ROW_INDENT: &str = "  ";
 /// the id column.
 const DETAIL_INDENT: &str = "           ";
 
-/// The verdict as a person reads it without colour: a glyph and a word,
-/// upper case where the exit code turns to 1.
-pub(super) fn badge(status: Status) -> &'static str {
-    match status {
-        Status::Pass => "✔ pass",
-        Status::Warn => "! warn",
-        Status::Fail => "✘ FAIL",
-        Status::Skip => "- skip",
-        Status::Error => "? ERROR",
-    }
-}
-
 impl Reporter for Table {
     fn render(&self, run: &Run) -> String {
         if self.color {
@@ -66,32 +54,34 @@ impl Reporter for Table {
             // true: with colour off nothing here calls colored at all.
             colored::control::set_override(true);
         }
-        let mut lines: Vec<String> = Vec::new();
-        if !self.quiet {
-            lines.push(self.header(run));
-            if self.verbose {
-                lines.push(host_line(run));
-            }
-            if run.results.is_empty() {
-                lines.push(String::new());
-                lines.push("no checks ran".to_string());
-            }
-            let id_width = run
-                .results
-                .iter()
-                .map(|r| r.id.chars().count())
-                .max()
-                .unwrap_or(0)
-                .min(ID_WIDTH_MAX);
-            for (group, results) in run.groups() {
-                push_blank(&mut lines);
-                lines.push(self.paint_heading(&clean(group)));
-                for r in results {
-                    self.check_lines(r, id_width, &mut lines);
-                }
-            }
-            push_blank(&mut lines);
+        if self.quiet {
+            // The verdict alone, as a health check logs it: never coloured.
+            return format!("{}\n", clean(&run.verdict_line()));
         }
+        let mut lines: Vec<String> = Vec::new();
+        lines.push(self.header(run));
+        if self.verbose {
+            lines.push(host_line(run));
+        }
+        if run.results.is_empty() {
+            lines.push(String::new());
+            lines.push("no checks ran".to_string());
+        }
+        let id_width = run
+            .results
+            .iter()
+            .map(|r| r.id.chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(ID_WIDTH_MAX);
+        for (group, results) in run.groups() {
+            push_blank(&mut lines);
+            lines.push(self.paint_heading(&clean(group)));
+            for r in results {
+                self.check_lines(r, id_width, &mut lines);
+            }
+        }
+        push_blank(&mut lines);
         lines.push(self.paint_verdict(run));
         let mut out = String::new();
         for line in lines {
@@ -243,182 +233,12 @@ fn host_line(run: &Run) -> String {
     )
 }
 
-/// Text from the machine made safe for a terminal and for one line: tabs
-/// and line breaks become spaces; other control characters (ESC, BEL, C1)
-/// and the bidirectional overrides are shown escaped (`\u{1b}`) instead of
-/// being acted on.
-pub(super) fn clean(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\t' | '\n' | '\r' => out.push(' '),
-            c if c.is_control()
-                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
-            {
-                out.extend(c.escape_default())
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A number as a person reads it: integers without a fraction, others with
-/// about three significant digits (the JSON report has the exact value).
-pub(super) fn number_text(value: f64) -> String {
-    if !value.is_finite() {
-        return value.to_string();
-    }
-    let magnitude = value.abs();
-    if value.fract() == 0.0 && magnitude < 1e15 {
-        return format!("{value:.0}");
-    }
-    let decimals = if magnitude >= 100.0 {
-        1
-    } else if magnitude >= 1.0 {
-        2
-    } else {
-        // 0.0123 -> 3 decimals ... 0.000123 -> 6; tiny values stop at 12.
-        (2 - magnitude.log10().floor() as i32).clamp(3, 12) as usize
-    };
-    let s = format!("{value:.decimals$}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" {
-        "0".to_string()
-    } else {
-        s.to_string()
-    }
-}
-
-/// `name = value unit`.
-pub(super) fn metric_text(m: &Metric) -> String {
-    let unit = clean(&m.unit);
-    if unit.is_empty() {
-        format!("{} = {}", clean(&m.name), number_text(m.value))
-    } else {
-        format!("{} = {} {unit}", clean(&m.name), number_text(m.value))
-    }
-}
-
-/// A duration in milliseconds as "0.06 ms", "12 ms" or "2.41 s".
-pub(super) fn duration_text(ms: f64) -> String {
-    if ms >= 1000.0 {
-        format!("{:.2} s", ms / 1000.0)
-    } else if ms >= 10.0 {
-        format!("{ms:.0} ms")
-    } else {
-        let s = format!("{:.2}", ms.max(0.0));
-        format!("{} ms", s.trim_end_matches('0').trim_end_matches('.'))
-    }
-}
-
-/// Per-device rows (GPU index, name, verdict, summary), each followed by
-/// that device's metrics on a line of their own.
-pub(super) fn device_lines(devices: &[DeviceResult]) -> Vec<String> {
-    let rows: Vec<Vec<String>> = devices
-        .iter()
-        .map(|d| {
-            vec![
-                d.label
-                    .as_deref()
-                    .map(clean)
-                    .unwrap_or_else(|| format!("GPU{}", d.index)),
-                clean(&d.name),
-                badge(d.status).to_string(),
-                clean(&d.summary),
-            ]
-        })
-        .collect();
-    let mut lines = Vec::new();
-    // One line per row: no header, and cells never wrap.
-    for (line, d) in aligned(None, &rows).into_iter().zip(devices) {
-        lines.push(line);
-        if !d.metrics.is_empty() {
-            let metrics: Vec<String> = d.metrics.iter().map(metric_text).collect();
-            lines.push(format!("      {}", metrics.join(", ")));
-        }
-    }
-    lines
-}
-
-/// A [`DataTable`] drawn compactly, the way `nvidia-smi topo -m` draws the
-/// topology: the title, a borderless matrix with the header as first row,
-/// columns of numbers right-aligned, then the legend.
-///
-/// A matrix whose header is one cell shorter than its rows gets an empty
-/// corner cell, so `["GPU0", "GPU1"]` over rows `["GPU0", " X ", "NV18"]`
-/// lines up.
-pub(super) fn data_table_lines(t: &DataTable) -> Vec<String> {
-    let mut lines = vec![clean(&t.title)];
-    let width = t.rows.iter().map(Vec::len).max().unwrap_or(0);
-    let mut header: Vec<String> = t.header.iter().map(|h| clean(h)).collect();
-    if !header.is_empty() && header.len() + 1 == width {
-        header.insert(0, String::new());
-    }
-    let rows: Vec<Vec<String>> = t
-        .rows
-        .iter()
-        .map(|r| r.iter().map(|c| clean(c)).collect())
-        .collect();
-    let header = (!header.is_empty()).then_some(header);
-    lines.extend(
-        aligned(header.as_deref(), &rows)
-            .into_iter()
-            .map(|l| format!("  {l}")),
-    );
-    if let Some(legend) = &t.legend {
-        lines.push("Legend:".to_string());
-        lines.extend(legend.lines().map(|l| format!("  {}", clean(l))));
-    }
-    lines
-}
-
-/// Rows of cells in columns two spaces apart, without borders or trailing
-/// spaces. A column of numbers of different widths (a bandwidth sweep) is
-/// right-aligned so the digits line up; everything else is left-aligned, as
-/// in `nvidia-smi topo -m`.
-fn aligned(header: Option<&[String]>, rows: &[Vec<String>]) -> Vec<String> {
-    let mut table = comfy_table::Table::new();
-    table.load_preset(comfy_table::presets::NOTHING);
-    if let Some(h) = header {
-        table.set_header(h);
-    }
-    for r in rows {
-        table.add_row(r);
-    }
-    let columns = rows
-        .iter()
-        .map(Vec::len)
-        .chain(header.map(<[String]>::len))
-        .max()
-        .unwrap_or(0);
-    for i in 0..columns {
-        let body: Vec<&str> = rows
-            .iter()
-            .filter_map(|r| r.get(i))
-            .map(|c| c.trim())
-            .filter(|c| !c.is_empty())
-            .collect();
-        let numeric = !body.is_empty() && body.iter().all(|c| c.parse::<f64>().is_ok());
-        let ragged = body
-            .iter()
-            .any(|c| c.chars().count() != body[0].chars().count());
-        if let Some(col) = table.column_mut(i) {
-            col.set_padding((0, 2));
-            if numeric && ragged {
-                col.set_cell_alignment(CellAlignment::Right);
-            }
-        }
-    }
-    // The default content arrangement never wraps a cell, whatever the
-    // terminal width.
-    table.lines().map(|l| l.trim_end().to_string()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures;
+    use crate::model::fixtures;
+    use crate::report::text::number_text;
+    use gpucheck_checks::DataTable;
 
     fn plain(verbose: bool) -> Table {
         Table {

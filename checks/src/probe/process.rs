@@ -11,6 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::sys::prctl;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
 use thiserror::Error;
 
 /// What a program printed and how it ended.
@@ -47,29 +51,32 @@ pub struct Capture {
     done: thread::JoinHandle<()>,
 }
 
-/// Start reading `r` to its end in the background.
-pub fn capture(mut r: impl Read + Send + 'static) -> Capture {
+/// Start reading `r` to its end in the background. Fails when no thread can
+/// be started (a low `ulimit -u` or `ulimit -v`).
+pub fn capture(mut r: impl Read + Send + 'static) -> std::io::Result<Capture> {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&buf);
-    let done = thread::spawn(move || {
-        let mut chunk = [0u8; 8192];
-        loop {
-            match r.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
-                    buf.extend_from_slice(&chunk[..n]);
-                    if buf.len() > 2 * MAX_CAPTURE {
-                        let excess = buf.len() - MAX_CAPTURE;
-                        buf.drain(..excess);
+    let done = thread::Builder::new()
+        .name("capture".into())
+        .spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match r.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
+                        buf.extend_from_slice(&chunk[..n]);
+                        if buf.len() > 2 * MAX_CAPTURE {
+                            let excess = buf.len() - MAX_CAPTURE;
+                            buf.drain(..excess);
+                        }
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
             }
-        }
-    });
-    Capture { buf, done }
+        })?;
+    Ok(Capture { buf, done })
 }
 
 impl Capture {
@@ -110,10 +117,7 @@ pub fn wait_killed(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 
 /// SIGKILL a whole process group; ESRCH (already gone) is fine.
 pub fn kill_group(pgid: i32) {
-    // SAFETY: plain syscall on a process group this process created.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
 }
 
 /// Make `cmd` start in a process group of its own (so the whole group can be
@@ -124,9 +128,67 @@ pub fn isolate(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe, as pre_exec requires.
     unsafe {
         cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            prctl::set_pdeathsig(Signal::SIGKILL)?;
             Ok(())
         });
+    }
+}
+
+/// Make this process the "child subreaper" of everything it starts: a
+/// process whose parent dies is re-parented to it instead of init, so
+/// [`reap_descendants`] can find and kill it even if it left its probe's
+/// process group (torchrun workers, daemons that setsid).
+pub fn become_subreaper() {
+    let _ = prctl::set_child_subreaper(true);
+}
+
+/// Undo [`become_subreaper`] (before `exec` hands the process to a command).
+pub fn stop_being_subreaper() {
+    let _ = prctl::set_child_subreaper(false);
+}
+
+/// The parent and the process group of `pid`, from /proc/PID/stat.
+pub fn parent_and_group(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may itself contain ") ".
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut f = rest.split_whitespace();
+    let _state = f.next()?;
+    let ppid: i32 = f.next()?.parse().ok()?;
+    let pgrp: i32 = f.next()?.parse().ok()?;
+    Some((ppid, pgrp))
+}
+
+/// Direct children of `parent`: (pid, process group).
+fn children_of(parent: i32) -> Vec<(i32, i32)> {
+    proc_pids()
+        .filter_map(|pid| {
+            let (ppid, pgrp) = parent_and_group(pid)?;
+            (ppid == parent).then_some((pid, pgrp))
+        })
+        .collect()
+}
+
+/// Kill and reap every process this one started that is still around: its
+/// own children (with their process groups) and, through the subreaper, any
+/// orphaned descendant. Bounded: gives up after about a second of trying.
+pub fn reap_descendants() {
+    let me = std::process::id() as i32;
+    let own_group = nix::unistd::getpgrp().as_raw();
+    for _ in 0..100 {
+        let kids = children_of(me);
+        if kids.is_empty() {
+            return;
+        }
+        for (pid, pgrp) in kids {
+            if pgrp != own_group {
+                kill_group(pgrp);
+            }
+            let pid = Pid::from_raw(pid);
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -147,6 +209,9 @@ pub enum Ending {
     Stopped,
     /// Waiting on it failed.
     WaitFailed(String),
+    /// No thread could be started to read its output (a low `ulimit -u`
+    /// or `ulimit -v`); it was killed at once.
+    Unwatched(String),
 }
 
 /// What [`supervise`] saw.
@@ -172,8 +237,22 @@ pub fn supervise(
     cleanup: impl FnOnce(),
 ) -> Supervised {
     let pgid = child.id() as i32;
-    let out = child.stdout.take().map(capture);
-    let err = child.stderr.take().map(capture);
+    let out = child.stdout.take().map(capture).transpose();
+    let err = child.stderr.take().map(capture).transpose();
+    let (out, err) = match (out, err) {
+        (Ok(out), Ok(err)) => (out, err),
+        (Err(e), _) | (_, Err(e)) => {
+            kill_group(pgid);
+            let reaped = wait_killed(&mut child, KILL_GRACE).is_some();
+            cleanup();
+            return Supervised {
+                ending: Ending::Unwatched(e.to_string()),
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                reaped,
+            };
+        }
+    };
     let deadline = Instant::now() + timeout;
     let ending = loop {
         match child.try_wait() {
@@ -218,10 +297,16 @@ pub fn run_bounded_then(
         .stderr(Stdio::piped());
     isolate(&mut cmd);
     let child = cmd.spawn().map_err(|e| RunError::Spawn {
-        program,
+        program: program.clone(),
         reason: e.to_string(),
     })?;
     let seen = supervise(child, timeout, || false, cleanup);
+    if let Ending::Unwatched(reason) = &seen.ending {
+        return Err(RunError::Spawn {
+            program,
+            reason: format!("no thread to read its output: {reason}"),
+        });
+    }
     let stdout = String::from_utf8_lossy(&seen.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&seen.stderr).into_owned();
     match seen.ending {
@@ -231,11 +316,13 @@ pub fn run_bounded_then(
             code: s.code(),
             signal: s.signal(),
         }),
-        Ending::TimedOut | Ending::Stopped | Ending::WaitFailed(_) => Err(RunError::Timeout {
-            secs: timeout.as_secs_f64(),
-            stdout,
-            stderr,
-        }),
+        Ending::TimedOut | Ending::Stopped | Ending::WaitFailed(_) | Ending::Unwatched(_) => {
+            Err(RunError::Timeout {
+                secs: timeout.as_secs_f64(),
+                stdout,
+                stderr,
+            })
+        }
     }
 }
 
@@ -268,10 +355,8 @@ pub fn pids_with_arg(arg: &OsStr) -> Vec<i32> {
 pub fn kill_processes_with_arg(arg: &OsStr, grace: Duration) -> usize {
     let pids = pids_with_arg(arg);
     for pid in &pids {
-        // SAFETY: plain syscall; ESRCH (already gone) is fine.
-        unsafe {
-            libc::kill(*pid, libc::SIGKILL);
-        }
+        // ESRCH (already gone) is fine.
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
     let deadline = Instant::now() + grace;
     while !pids_with_arg(arg).is_empty() && Instant::now() < deadline {

@@ -1,0 +1,267 @@
+//! Where the reports go. The one place that turns `--format`, `--json` and
+//! `--junit` into outputs, before any check runs: at most one report on the
+//! main stream (stdout, or stderr under `exec`), never two reports on one
+//! file, and every file checked before any check runs. Writing them is the
+//! last step of a run, and each report file appears whole or not at all.
+
+use std::fs::{File, Permissions};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+
+use crate::report::{Format, Run, Style};
+
+/// A report file, made ready before the checks run, so that a path that
+/// cannot be written refuses the command before anything is touched.
+pub struct ReportFile {
+    path: PathBuf,
+    target: Target,
+}
+
+enum Target {
+    /// A regular file (or nothing yet, or a symlink): the report is written
+    /// to a temporary file beside it and renamed into place, so a reader
+    /// sees the old file or the whole report, never half of one, and a
+    /// symlink named as the target is replaced, not written through.
+    Replace {
+        temp: NamedTempFile,
+        /// The old file's permissions, kept by the new one.
+        keep: Option<Permissions>,
+    },
+    /// A device or pipe (`/dev/stdout`, `/dev/null`, a FIFO): written in
+    /// place, as any number of writers may.
+    Stream(File),
+}
+
+/// Every report of a run: exactly one on the main stream, the rest in files.
+pub struct Outputs {
+    stream: Format,
+    files: Vec<(Format, ReportFile)>,
+}
+
+/// The flag that asks for `format` in a file (`--json`).
+fn flag(format: Format) -> String {
+    format!("--{}", format.name())
+}
+
+/// Plan the outputs: `stream` is `--format`, `files` the formats asked for by
+/// flag with their paths (`-` for the main stream). The error is the one-line
+/// usage error to show.
+pub fn plan(stream: Format, files: &[(Format, Option<&Path>)]) -> Result<Outputs, String> {
+    let asked: Vec<(Format, &Path)> = files
+        .iter()
+        .filter_map(|(f, p)| p.map(|p| (*f, p)))
+        .collect();
+    let on_stream: Vec<Format> = asked
+        .iter()
+        .filter(|(_, p)| *p == Path::new("-"))
+        .map(|(f, _)| *f)
+        .collect();
+    let stream = match on_stream.as_slice() {
+        [] => stream,
+        [one] if stream == Format::Table || stream == *one => *one,
+        [one] => {
+            return Err(format!(
+                "--format {} and {} - both ask for stdout; write one of them to a file",
+                stream.name(),
+                flag(*one)
+            ))
+        }
+        [a, b, ..] => {
+            return Err(format!(
+                "{} - and {} - both ask for stdout; write one of them to a file",
+                flag(*a),
+                flag(*b)
+            ))
+        }
+    };
+    let mut opened: Vec<(Format, ReportFile)> = Vec::new();
+    for (format, path) in asked.into_iter().filter(|(_, p)| *p != Path::new("-")) {
+        let file = open(format, path)?;
+        if let Some((other, o)) = opened.iter().find(|(_, o)| same_file(o, &file)) {
+            return Err(format!(
+                "{} and {} both name {}; give each report its own file",
+                flag(*other),
+                flag(format),
+                o.path.display()
+            ));
+        }
+        opened.push((format, file));
+    }
+    Ok(Outputs {
+        stream,
+        files: opened,
+    })
+}
+
+/// What the JSON report is called in errors ("JSON").
+fn title(format: Format) -> &'static str {
+    match format {
+        Format::Table => "table",
+        Format::Json => "JSON",
+        Format::Junit => "JUnit",
+    }
+}
+
+/// Make `path` ready for a report: a device or pipe is opened for writing
+/// (never truncated); otherwise its folder must take a new file, which is
+/// created now and becomes the report at the end.
+fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
+    let refuse = |e: std::io::Error| {
+        format!(
+            "cannot write the {} report to {}: {}",
+            title(format),
+            path.display(),
+            plain_io_error(e)
+        )
+    };
+    let existing = std::fs::symlink_metadata(path).ok();
+    let target = match existing {
+        Some(m) if m.is_dir() => {
+            return Err(refuse(std::io::Error::from_raw_os_error(libc::EISDIR)))
+        }
+        Some(m) if !m.is_file() && !m.file_type().is_symlink() => Target::Stream(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(refuse)?,
+        ),
+        _ => {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            let name = path.file_name().unwrap_or_default();
+            let mut prefix = std::ffi::OsString::from(".");
+            prefix.push(name);
+            prefix.push(".");
+            let temp = tempfile::Builder::new()
+                .prefix(&prefix)
+                .suffix(".tmp")
+                // What File::create gives a new file: 0666 less the umask.
+                .permissions(Permissions::from_mode(0o666))
+                .tempfile_in(folder)
+                .map_err(refuse)?;
+            let keep = existing.filter(|m| m.is_file()).map(|m| m.permissions());
+            Target::Replace { temp, keep }
+        }
+    };
+    Ok(ReportFile {
+        path: path.to_path_buf(),
+        target,
+    })
+}
+
+/// The OS's words for an I/O error, without the path tempfile appends.
+fn plain_io_error(e: std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => e,
+    }
+}
+
+/// True when two report files would overwrite each other (`--json r
+/// --junit ./r`): the same name in the same folder. Devices and pipes take
+/// any number of writers.
+fn same_file(a: &ReportFile, b: &ReportFile) -> bool {
+    let key = |f: &ReportFile| match &f.target {
+        Target::Replace { temp, .. } => {
+            let folder = temp.path().parent()?.canonicalize().ok()?;
+            Some((folder, f.path.file_name()?.to_os_string()))
+        }
+        Target::Stream(_) => None,
+    };
+    matches!((key(a), key(b)), (Some(x), Some(y)) if x == y)
+}
+
+impl ReportFile {
+    /// Write `text` as the whole report.
+    fn write(self, text: &str) -> std::io::Result<()> {
+        match self.target {
+            Target::Stream(mut file) => {
+                file.write_all(text.as_bytes())?;
+                file.flush()
+            }
+            Target::Replace { mut temp, keep } => {
+                temp.write_all(text.as_bytes())?;
+                temp.flush()?;
+                if let Some(p) = keep {
+                    temp.as_file().set_permissions(p)?;
+                }
+                // On disk before it takes the name, so a crash right after
+                // leaves the old file or the new one, not an empty one.
+                temp.as_file().sync_all()?;
+                temp.persist(&self.path).map_err(|e| e.error)?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Outputs {
+    /// The main stream's report.
+    pub fn stream_text(&self, run: &Run, style: Style) -> String {
+        self.stream.render(run, style)
+    }
+
+    /// Write the file reports; the error names the file that failed.
+    pub fn write_files(self, run: &Run) -> Result<(), String> {
+        let mut first_error = Ok(());
+        for (format, file) in self.files {
+            let text = format.render(run, Style::default());
+            let path = file.path.clone();
+            let written = file.write(&text);
+            if let (Err(e), Ok(())) = (written, &first_error) {
+                first_error = Err(format!("cannot write {}: {e}", path.display()));
+            }
+        }
+        first_error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_of(
+        format: Format,
+        json: Option<&str>,
+        junit: Option<&str>,
+    ) -> Result<Format, String> {
+        let files = [
+            (Format::Json, json.map(Path::new)),
+            (Format::Junit, junit.map(Path::new)),
+        ];
+        plan(format, &files).map(|o| o.stream)
+    }
+
+    #[test]
+    fn one_report_on_the_main_stream_at_most() {
+        assert_eq!(stream_of(Format::Table, None, None), Ok(Format::Table));
+        assert_eq!(stream_of(Format::Table, Some("-"), None), Ok(Format::Json));
+        assert_eq!(stream_of(Format::Junit, None, Some("-")), Ok(Format::Junit));
+        assert_eq!(
+            stream_of(Format::Table, Some("-"), Some("-")),
+            Err("--json - and --junit - both ask for stdout; write one of them to a file".into())
+        );
+        assert_eq!(
+            stream_of(Format::Json, None, Some("-")),
+            Err(
+                "--format json and --junit - both ask for stdout; write one of them to a file"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_folder_is_no_report_file_and_devices_take_every_writer() {
+        let err = stream_of(Format::Table, Some("/"), None).unwrap_err();
+        assert!(
+            err.starts_with("cannot write the JSON report to /: "),
+            "{err}"
+        );
+        assert!(stream_of(Format::Table, Some("/dev/null"), Some("/dev/null")).is_ok());
+    }
+}
