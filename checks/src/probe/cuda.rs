@@ -5,7 +5,7 @@
 //! symbol, so presence is tested first with cudarc's own non-panicking
 //! `is_culib_present`, and any panic left is caught and turned into a plain
 //! error. Everything here loads driver code: callers run it in a
-//! child-isolated check. Nothing here judges; `crate::cuda` does.
+//! child-isolated check. Nothing here judges; the cuda checks do.
 
 use std::path::{Path, PathBuf};
 
@@ -14,45 +14,7 @@ use cudarc::driver::{result, sys, CudaContext, DriverError};
 use super::libs::{self, FoundLib, SearchPlaces};
 use super::stage;
 
-/// A CUDA version as the driver and runtime APIs encode it
-/// (`1000 * major + 10 * minor`: 12080 is 12.8, 13020 is 13.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CudaVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl CudaVersion {
-    pub const fn new(major: u32, minor: u32) -> Self {
-        CudaVersion { major, minor }
-    }
-
-    /// Decode the integer from cuDriverGetVersion / cudaRuntimeGetVersion.
-    pub fn from_encoded(v: i32) -> Option<Self> {
-        if v <= 0 {
-            return None;
-        }
-        let v = v as u32;
-        Some(CudaVersion {
-            major: v / 1000,
-            minor: (v % 1000) / 10,
-        })
-    }
-
-    /// Parse "12.8" (also "12.8.90", as torch.version.cuda or a fact has it).
-    pub fn parse(s: &str) -> Option<Self> {
-        let mut parts = s.trim().split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next().unwrap_or("0").parse().ok()?;
-        Some(CudaVersion { major, minor })
-    }
-}
-
-impl std::fmt::Display for CudaVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
+pub use crate::domain::compat::CudaVersion;
 
 /// A failed driver API call, with the driver's own name for the error.
 #[derive(Debug, Clone, PartialEq, Eq)]
