@@ -880,3 +880,72 @@ fn a_hung_nvml_does_not_hang_the_cuda_checks_too() {
         "CUDA 12.8 driver, 2 devices; a context and a verified host-device copy on each"
     );
 }
+
+/// The CUDA toolkit's stub libcuda (`lib64/stubs/libcuda.so`): there for
+/// linking only, every call fails with CUDA_ERROR_STUB_LIBRARY (34).
+const STUB_LIBCUDA_C: &str = r#"
+#define STUB(f) int f(void) { return 34; }
+STUB(cuDriverGetVersion) STUB(cuInit) STUB(cuDeviceGetCount) STUB(cuDeviceGet)
+STUB(cuDeviceGetName) STUB(cuDeviceGetAttribute) STUB(cuDeviceTotalMem_v2)
+STUB(cuGetErrorName) STUB(cuGetErrorString) STUB(cuDevicePrimaryCtxRetain)
+STUB(cuDevicePrimaryCtxRelease_v2) STUB(cuCtxSetCurrent) STUB(cuCtxGetCurrent)
+"#;
+
+/// A folder named `stubs` holding a stub libcuda.so, as the CUDA toolkit
+/// installs it.
+fn stubs_dir() -> PathBuf {
+    let base = root().join("target/fixtures/cuda-stub");
+    let dir = base.join("stubs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = base.join("stub_libcuda.c");
+    std::fs::write(&src, STUB_LIBCUDA_C).unwrap();
+    let tmp = dir.join(format!(".libcuda.so.{}", std::process::id()));
+    let status = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .arg("-Wl,-soname,libcuda.so.1")
+        .status()
+        .expect("run the C compiler (cc)");
+    assert!(status.success(), "compiling the stub libcuda failed");
+    std::fs::rename(&tmp, dir.join("libcuda.so")).unwrap();
+    dir
+}
+
+#[test]
+fn a_stubs_folder_first_on_the_library_path_warns_and_the_driver_is_still_judged() {
+    let ld = std::env::join_paths([stubs_dir(), fake_cuda_dir()]).unwrap();
+    let out = gpucheck()
+        .args(["--only", "cuda.driver", "--json", "-"])
+        .env("LD_LIBRARY_PATH", &ld)
+        .env("FAKE_CUDA_SCENARIO", scenario("healthy-2x-h100"))
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    let summary = field(r, "summary");
+    assert!(
+        summary.starts_with(
+            "CUDA 12.8 driver, 2 devices through libcuda.so.1, but the CUDA toolkit's stub"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("cuda-stub/stubs/libcuda.so"), "{summary}");
+    let hint = field(r, "hint");
+    assert!(hint.starts_with("remove "), "{hint}");
+    assert!(
+        hint.contains("cuda-stub/stubs from LD_LIBRARY_PATH"),
+        "{hint}"
+    );
+    assert!(
+        fact(r, "libcuda").ends_with("target/fixtures/cuda/libcuda.so.1"),
+        "{r}"
+    );
+    let devices = r["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2, "{r}");
+    assert_eq!(devices[0]["name"], "NVIDIA H100 80GB HBM3");
+    // Exit code 0: a warning does not fail the run.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

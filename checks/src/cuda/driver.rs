@@ -224,6 +224,26 @@ fn count_finding(expected: &Expectation, n: u32) -> Option<Finding> {
     Some(Finding::new(None, Status::Fail, problem).hint(hint))
 }
 
+/// The toolkit's stub libcuda comes first on LD_LIBRARY_PATH, and the
+/// driver's libcuda.so.1 (`works`) was reached around it.
+fn stub_finding(stub: &std::path::Path, works: &str) -> Finding {
+    let dir = stub
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    Finding::new(
+        None,
+        Status::Warn,
+        format!(
+            "{works} through libcuda.so.1, but the CUDA toolkit's stub {} comes first on LD_LIBRARY_PATH: programs that load libcuda.so get the stub and fail with CUDA_ERROR_STUB_LIBRARY (34); contexts were not tried",
+            stub.display()
+        ),
+    )
+    .hint(format!(
+        "remove {dir} from LD_LIBRARY_PATH: the stubs are for linking when building, never for running (PyTorch loads libcuda.so.1 and is not affected; cudarc, some JAX and CuPy builds load libcuda.so)"
+    ))
+}
+
 /// Judge a driver that initialised: the device count, then every device.
 fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outcome {
     let version = probe
@@ -249,7 +269,14 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outco
     if let Some(problem) = count_finding(&f.expected, n) {
         findings.items.insert(0, problem);
     }
-    let work = if f.contexts {
+    if let Some(stub) = &probe.stub_first {
+        findings.push(stub_finding(
+            stub,
+            &format!("{version}, {n} device{}", plural(n as usize)),
+        ));
+        out = out.with_fact("libcuda_stub", stub.display().to_string());
+    }
+    let work = if f.contexts && probe.stub_first.is_none() {
         "; a context and a verified host-device copy on each"
     } else {
         ""
@@ -349,6 +376,7 @@ mod tests {
                     context: Some(Ok(RoundTrip::Verified { bytes: 65536 })),
                 })
                 .collect(),
+            stub_first: None,
         }
     }
 
