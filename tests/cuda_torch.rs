@@ -949,3 +949,32 @@ fn a_stubs_folder_first_on_the_library_path_warns_and_the_driver_is_still_judged
     // Exit code 0: a warning does not fail the run.
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn a_driver_too_old_for_any_current_torch_is_named_by_cuda_driver() {
+    // A CUDA 11.4 driver (the 470 branch): cuInit and contexts work, but no
+    // current PyTorch build runs on it.
+    let (out, doc) = run_fake(
+        "healthy-2x-h100",
+        &["--only", "cuda.driver"],
+        &[("FAKE_CUDA_DRIVER_VERSION", "11040")],
+    );
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    let summary = field(r, "summary");
+    assert!(
+        summary.starts_with("the CUDA 11.4 driver runs no current PyTorch build"),
+        "{summary}"
+    );
+    assert!(summary.contains("cu126"), "{summary}");
+    let hint = field(r, "hint");
+    assert!(
+        hint.contains("install an NVIDIA driver >= 525.60.13"),
+        "{hint}"
+    );
+    assert!(hint.contains("whl/cu118"), "{hint}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A CUDA 12.8 driver runs them: no warning.
+    let (_, doc) = run_fake("healthy-2x-h100", &["--only", "cuda.driver"], &[]);
+    assert_eq!(result(&doc, "cuda.driver")["status"], "pass");
+}

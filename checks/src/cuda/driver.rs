@@ -4,10 +4,13 @@
 use std::time::Duration;
 
 use super::errors::{error_advice, error_label, generic_fix};
+use crate::domain::compat::{
+    incompatible_fix, too_old_for_current_torch, CudaVersion, DriverVersion,
+};
 use crate::domain::cuda_devices::{predict_devices, Expectation};
 use crate::domain::text::plural;
 use crate::facts::cuda::{DriverCuda, DriverFailure};
-use crate::facts::nvml::gpus_for_run;
+use crate::facts::nvml::{driver_for_run, gpus_for_run};
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, DeviceProbe, DriverProbe, DriverProbeError, RoundTrip,
 };
@@ -20,6 +23,8 @@ pub struct DriverFacts {
     pub probe: Result<DriverProbe, DriverProbeError>,
     pub expected: Expectation,
     pub cuda_visible_devices: Option<String>,
+    /// The driver's version ("570.86.15"), from NVML or the kernel module.
+    pub driver_version: Option<String>,
     /// Whether contexts and copies were asked for (standard profile).
     pub contexts: bool,
 }
@@ -224,6 +229,19 @@ fn count_finding(expected: &Expectation, n: u32) -> Option<Finding> {
     Some(Finding::new(None, Status::Fail, problem).hint(hint))
 }
 
+/// A driver that runs no current PyTorch build: the first check to see it
+/// says it, with the driver to install or the older build that still runs.
+fn too_old_finding(cuda: CudaVersion, version: Option<&str>) -> Option<Finding> {
+    let have = version.and_then(DriverVersion::parse);
+    let (wheel, need) = too_old_for_current_torch(cuda, have.as_ref())?;
+    let named = version.map(|v| format!(" ({v})")).unwrap_or_default();
+    let text = format!(
+        "the CUDA {cuda} driver{named} runs no current PyTorch build: the oldest, {} (CUDA {}, torch {}), needs a driver {need}",
+        wheel.index, wheel.cuda, wheel.torch
+    );
+    Some(Finding::new(None, Status::Warn, text).hint(incompatible_fix(wheel.cuda, cuda, &need)))
+}
+
 /// The toolkit's stub libcuda comes first on LD_LIBRARY_PATH, and the
 /// driver's libcuda.so.1 (`works`) was reached around it.
 fn stub_finding(stub: &std::path::Path, works: &str) -> Finding {
@@ -268,6 +286,12 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outco
     }
     if let Some(problem) = count_finding(&f.expected, n) {
         findings.items.insert(0, problem);
+    }
+    if let Some(old) = probe
+        .cuda_driver_version
+        .and_then(|c| too_old_finding(c, f.driver_version.as_deref()))
+    {
+        findings.push(old);
     }
     if let Some(stub) = &probe.stub_first {
         findings.push(stub_finding(
@@ -342,6 +366,10 @@ The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is 
                 ctx.options.expect_gpus,
             ),
             cuda_visible_devices: cvd,
+            driver_version: driver_for_run(ctx)
+                .ok()
+                .map(|d| d.driver_version)
+                .or_else(cuda_probe::kernel_driver_version),
             contexts,
         };
         evaluate_driver(&facts)
@@ -351,7 +379,6 @@ The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::compat::CudaVersion;
     use crate::probe::nvml;
     use crate::Cause;
     use std::path::PathBuf;
@@ -385,6 +412,7 @@ mod tests {
             probe,
             expected,
             cuda_visible_devices: None,
+            driver_version: None,
             contexts: true,
         }
     }
@@ -639,6 +667,37 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert!(o.summary.contains("came back wrong"), "{}", o.summary);
         assert!(o.hint.unwrap().contains("dcgmi diag"));
+    }
+
+    #[test]
+    fn a_driver_that_runs_no_current_torch_warns_with_both_fixes() {
+        let mut p = healthy(8);
+        p.cuda_driver_version = Some(v(11, 4));
+        let mut f = facts(
+            Ok(p),
+            Expectation::Exactly {
+                count: 8,
+                from: "NVML sees 8 GPUs".to_string(),
+            },
+        );
+        f.driver_version = Some("470.57.02".to_string());
+        let o = evaluate_driver(&f);
+        assert_eq!(o.status, Status::Warn, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "the CUDA 11.4 driver (470.57.02) runs no current PyTorch build: the oldest, cu126 (CUDA 12.6, torch 2.6 and newer), needs a driver >= 525.60.13"
+        );
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.contains("install an NVIDIA driver >= 525.60.13"),
+            "{hint}"
+        );
+        assert!(hint.contains("whl/cu118"), "{hint}");
+        // CUDA 12.0 runs cu126 through minor-version compatibility.
+        let mut p = healthy(1);
+        p.cuda_driver_version = Some(v(12, 0));
+        let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+        assert_eq!(o.status, Status::Pass, "{o:?}");
     }
 
     #[test]

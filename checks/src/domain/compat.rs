@@ -265,6 +265,25 @@ pub const WHEELS: &[Wheel] = &[
     },
 ];
 
+/// The oldest CUDA build current PyTorch releases are still published for
+/// (cu126: torch 2.6 and newer, in [`WHEELS`]); cu118 ended with torch 2.7
+/// and cu121/cu124 earlier.
+pub const OLDEST_CURRENT_WHEEL: &str = "cu126";
+
+/// When a driver supporting CUDA `driver` runs no current PyTorch build,
+/// natively or through minor-version compatibility: the oldest current
+/// wheel and the driver it needs (">= 525.60.13").
+pub fn too_old_for_current_torch(
+    driver: CudaVersion,
+    version: Option<&DriverVersion>,
+) -> Option<(&'static Wheel, String)> {
+    let wheel = WHEELS.iter().find(|w| w.index == OLDEST_CURRENT_WHEEL)?;
+    match runtime_compat(wheel.cuda, driver, version) {
+        RuntimeCompat::Incompatible { need } => Some((wheel, need)),
+        _ => None,
+    }
+}
+
 /// The command that replaces the installed torch with the build on the
 /// PyTorch index `index` ("cu126"). A plain `pip install torch --index-url
 /// ...` does nothing while a torch is installed: the unpinned requirement is
@@ -487,6 +506,18 @@ mod tests {
             runtime_compat(v(13, 2), v(13, 2), None),
             RuntimeCompat::Native
         );
+    }
+
+    #[test]
+    fn a_cuda_11_driver_runs_no_current_torch() {
+        let (w, need) = too_old_for_current_torch(v(11, 4), Some(&dv("470.57.02"))).unwrap();
+        assert_eq!((w.index, need.as_str()), ("cu126", ">= 525.60.13"));
+        // 12.0 runs cu126 through minor-version compatibility.
+        assert_eq!(
+            too_old_for_current_torch(v(12, 0), Some(&dv("525.60.13"))),
+            None
+        );
+        assert_eq!(too_old_for_current_torch(v(12, 8), None), None);
     }
 
     #[test]
