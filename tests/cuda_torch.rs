@@ -535,47 +535,54 @@ fn torch_nccl_alone_runs_the_payload_itself() {
     );
 }
 
-/// A python3 without torch, if this machine has one.
-fn python_without_torch() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let py = std::env::split_paths(&path)
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())?;
-    let has_torch = std::process::Command::new(&py)
-        .args(["-c", "import torch"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(true);
-    (!has_torch).then_some(py)
+/// A virtual environment with no packages: a training Python without torch.
+fn venv_without_torch(dir: &Path) -> PathBuf {
+    let status = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir)
+        .status()
+        .expect("run python3 -m venv");
+    assert!(status.success(), "python3 -m venv failed");
+    dir.join("bin/python")
 }
 
 #[test]
-fn python_without_torch_skips_the_torch_checks() {
-    let Some(py) = python_without_torch() else {
-        eprintln!("skipped: no python3 without torch on PATH");
-        return;
-    };
+fn a_training_python_without_torch_fails_with_the_install_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = venv_without_torch(&dir.path().join("venv"));
     let py = py.to_string_lossy().into_owned();
-    let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // The fake driver supports CUDA 12.8: the hint installs that build.
+    let (out, doc) = run_fake(
+        "healthy-2x-h100",
+        &["--only", "cuda.driver,torch", "--python", &py],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let imp = result(&doc, "torch.import");
-    assert_eq!(imp["status"], "skip", "{imp}");
-    // The payload names the interpreter it ran in (a pyenv shim resolves to
-    // the real one).
+    assert_eq!(imp["status"], "fail", "{imp}");
+    // The payload names the interpreter it ran in.
     let summary = field(imp, "summary");
     assert!(summary.starts_with("torch is not installed for /"), "{imp}");
     assert!(
         summary.ends_with("(ModuleNotFoundError: No module named 'torch')"),
         "{imp}"
     );
-    assert!(field(imp, "hint").contains("pip install torch"), "{imp}");
+    let hint = field(imp, "hint");
+    assert!(
+        hint.contains("-m pip install torch --index-url https://download.pytorch.org/whl/cu128`"),
+        "{hint}"
+    );
     for id in ["torch.cuda", "torch.arch", "torch.nccl"] {
-        assert_eq!(
-            field(result(&doc, id), "summary"),
-            "needs torch.import, which was skipped",
+        assert!(
+            field(result(&doc, id), "summary").starts_with("needs torch.import, which"),
             "{id}"
         );
     }
+    // Alone (no cuda.driver in the run) it still fails with the command.
+    let (out, doc) = run_plain(&["--only", "torch.import", "--python", &py]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let hint = field(result(&doc, "torch.import"), "hint").to_string();
+    assert!(hint.contains("-m pip install torch"), "{hint}");
 }
 
 #[test]

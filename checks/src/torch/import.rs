@@ -3,9 +3,11 @@
 //! from it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use super::{first_sentence, run_for, TorchInfo};
+use crate::domain::compat::{wheel_for_driver, CudaVersion};
 use crate::domain::text::{plural, timed_out};
 use crate::probe::python::{FindPythonError, PythonSource};
 use crate::probe::torch::TorchProbeError;
@@ -78,11 +80,27 @@ pub fn report_facts(info: &TorchInfo) -> BTreeMap<String, String> {
     f
 }
 
-const NO_TORCH_HINT: &str = "install PyTorch into the Python that will train (`pip install torch`, or a specific CUDA build: `pip install torch --index-url https://download.pytorch.org/whl/cu128`), or point gpucheck at that Python with --python PATH";
+/// The command that installs the torch build this driver runs into the
+/// training Python (a plain `pip install torch` without a known driver).
+pub fn install_torch_hint(python: &Path, driver_cuda: Option<CudaVersion>) -> String {
+    let pip = format!("{} -m pip install torch", python.display());
+    let cmd = match driver_cuda.and_then(|d| wheel_for_driver(d).map(|w| (d, w))) {
+        Some((d, w)) => format!(
+            "`{pip} --index-url https://download.pytorch.org/whl/{}` (CUDA {}, which this CUDA {d} driver runs)",
+            w.index, w.cuda
+        ),
+        None => format!("`{pip}`"),
+    };
+    format!(
+        "install PyTorch into the Python that will train: {cmd}; or point gpucheck at the Python that has it with --python PATH"
+    )
+}
 
 /// The verdict when the payload gave no TorchInfo. Shared by torch.import
-/// and by the torch checks that run the payload themselves.
-pub fn probe_failure(e: &TorchProbeError) -> Outcome {
+/// and by the torch checks that run the payload themselves. A training
+/// Python without torch fails (a DDP job dies at `import torch`), with the
+/// build for `driver_cuda`, the CUDA version the driver supports.
+pub fn probe_failure(e: &TorchProbeError, driver_cuda: Option<CudaVersion>) -> Outcome {
     match e {
         TorchProbeError::NoPython(FindPythonError::NotFound) => Outcome::skip(format!(
             "{}; pass the Python that will train with --python PATH",
@@ -92,11 +110,10 @@ pub fn probe_failure(e: &TorchProbeError) -> Outcome {
             format!("the Python named for training is missing: {err}"),
             "fix the path given with --python / GPUCHECK_PYTHON (e.g. `--python $VIRTUAL_ENV/bin/python`)",
         ),
-        TorchProbeError::NotInstalled { python, detail } => Outcome::skip(format!(
-            "torch is not installed for {} ({detail})",
-            python.display()
-        ))
-        .with_hint(NO_TORCH_HINT)
+        TorchProbeError::NotInstalled { python, detail } => Outcome::fail(
+            format!("torch is not installed for {} ({detail})", python.display()),
+            install_torch_hint(python, driver_cuda),
+        )
         .with_fact("python", python.display().to_string()),
         TorchProbeError::ImportFailed { python, detail } => import_failed(python, detail),
         TorchProbeError::Crashed {
@@ -249,13 +266,13 @@ impl Check for TorchImport {
         "Imports PyTorch with the Python that will train and records what it is: version, the CUDA version it was built for, whether it sees CUDA (and why not), its GPU architectures, cuDNN and NCCL versions, import time, and the CUDA libraries it actually loaded.\n\n\
 The Python is the one a job would use: --python PATH (or GPUCHECK_PYTHON), else the active virtual environment ($VIRTUAL_ENV), else the active conda environment ($CONDA_PREFIX), else python3 on PATH. The introspection runs in that Python as a separate process under a timeout; each query is guarded, so a CPU-only machine or a broken driver still gives an answer.\n\n\
 Why it matters for DDP: every rank imports torch first. A torch that fails to import (a missing libcudnn, a library on LD_LIBRARY_PATH that shadows torch's own), that is a CPU-only build, or that is built for a newer CUDA than the driver supports, ends the job before the first step. torch.cuda, torch.arch and torch.nccl judge what this check found.\n\n\
-How to fix: no Python or no torch is a skip (install torch, or name the Python with --python). An import failure names the error: reinstall torch (`pip install --force-reinstall torch`) or remove the shadowing folder from LD_LIBRARY_PATH."
+How to fix: no Python at all is a skip (name the Python with --python); a training Python without torch fails, since every rank dies at `import torch`: the hint gives the install command for the build the driver runs. An import failure names the error: reinstall torch (`pip install --force-reinstall torch`) or remove the shadowing folder from LD_LIBRARY_PATH."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let (source, result) = run_for(ctx);
         match result {
             Ok(info) => evaluate_import(&info, source),
-            Err(e) => probe_failure(&e),
+            Err(e) => super::failure_verdict(ctx, &e),
         }
     }
 }
@@ -266,6 +283,11 @@ mod tests {
     use crate::torch::testing::cu132_cpu_box;
     use crate::torch::TorchDevice;
     use crate::Status;
+
+    /// The verdict without a known driver.
+    fn probe_failure(e: &TorchProbeError) -> Outcome {
+        super::probe_failure(e, None)
+    }
 
     #[test]
     fn import_publishes_what_it_found_for_the_checks_after_it() {
@@ -323,6 +345,20 @@ mod tests {
     }
 
     #[test]
+    fn no_torch_fails_with_the_build_the_driver_runs() {
+        let e = TorchProbeError::NotInstalled {
+            python: "/venv/bin/python".into(),
+            detail: "ModuleNotFoundError: No module named 'torch'".into(),
+        };
+        let o = super::probe_failure(&e, Some(CudaVersion::new(12, 2)));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.hint.as_deref(),
+            Some("install PyTorch into the Python that will train: `/venv/bin/python -m pip install torch --index-url https://download.pytorch.org/whl/cu121` (CUDA 12.1, which this CUDA 12.2 driver runs); or point gpucheck at the Python that has it with --python PATH")
+        );
+    }
+
+    #[test]
     fn import_failures_map_to_skip_or_fail() {
         let o = probe_failure(&TorchProbeError::NoPython(FindPythonError::NotFound));
         assert_eq!(o.status, Status::Skip);
@@ -339,11 +375,14 @@ mod tests {
             python: "/usr/bin/python3".into(),
             detail: "ModuleNotFoundError: No module named 'torch'".into(),
         });
-        assert_eq!(o.status, Status::Skip);
+        assert_eq!(o.status, Status::Fail);
         assert!(o
             .summary
             .contains("torch is not installed for /usr/bin/python3"));
-        assert!(o.hint.unwrap().contains("pip install torch"));
+        assert!(o
+            .hint
+            .unwrap()
+            .contains("`/usr/bin/python3 -m pip install torch`"));
         let o = probe_failure(&TorchProbeError::ImportFailed {
             python: "/p".into(),
             detail: "ImportError: /x/libtorch_cuda.so: undefined symbol: ncclCommSplit".into(),

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::facts::cuda::known_driver;
 use crate::facts::nvml::gpus_for_run;
 use crate::probe::nvml::{GpuInfo, NvmlFailure};
 use crate::probe::python::PythonSource;
@@ -73,7 +74,17 @@ fn torch_info(ctx: &Context) -> Result<TorchInfo, Box<Outcome>> {
     }
     run_for(ctx)
         .1
-        .map_err(|e| Box::new(import::probe_failure(&e)))
+        .map_err(|e| Box::new(failure_verdict(ctx, &e)))
+}
+
+/// The verdict when the payload gave no TorchInfo; a missing torch is
+/// judged against the CUDA version the driver supports, when known.
+fn failure_verdict(ctx: &Context, e: &TorchProbeError) -> Outcome {
+    let driver_cuda = match e {
+        TorchProbeError::NotInstalled { .. } => known_driver(ctx).0.map(|(cuda, _)| cuda),
+        _ => None,
+    };
+    import::probe_failure(e, driver_cuda)
 }
 
 /// Timeout of the dependent torch checks: instant with torch.import's
