@@ -14,3 +14,25 @@ pub mod runtime;
 
 pub use driver::CudaDriver;
 pub use runtime::CudaRuntime;
+
+#[cfg(test)]
+mod tests {
+    /// Every file of the group, as compiled.
+    const SOURCES: &[(&str, &str)] = &[
+        ("mod.rs", include_str!("mod.rs")),
+        ("driver.rs", include_str!("driver.rs")),
+        ("errors.rs", include_str!("errors.rs")),
+        ("runtime.rs", include_str!("runtime.rs")),
+    ];
+
+    #[test]
+    fn the_cuda_group_imports_no_other_group() {
+        for group in ["env", "gpu", "nccl", "net", "host", "ddp", "torch"] {
+            for (file, src) in SOURCES {
+                for path in [format!("crate::{group}::"), format!("crate::{group};")] {
+                    assert!(!src.contains(&path), "cuda/{file} uses {path}");
+                }
+            }
+        }
+    }
+}

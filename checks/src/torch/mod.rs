@@ -200,3 +200,26 @@ pub(crate) mod testing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every file of the group, as compiled.
+    const SOURCES: &[(&str, &str)] = &[
+        ("mod.rs", include_str!("mod.rs")),
+        ("import.rs", include_str!("import.rs")),
+        ("cuda.rs", include_str!("cuda.rs")),
+        ("arch.rs", include_str!("arch.rs")),
+        ("nccl.rs", include_str!("nccl.rs")),
+    ];
+
+    #[test]
+    fn the_torch_group_imports_no_other_group() {
+        for group in ["env", "gpu", "nccl", "net", "host", "ddp", "cuda"] {
+            for (file, src) in SOURCES {
+                for path in [format!("crate::{group}::"), format!("crate::{group};")] {
+                    assert!(!src.contains(&path), "torch/{file} uses {path}");
+                }
+            }
+        }
+    }
+}
