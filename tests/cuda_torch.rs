@@ -535,47 +535,54 @@ fn torch_nccl_alone_runs_the_payload_itself() {
     );
 }
 
-/// A python3 without torch, if this machine has one.
-fn python_without_torch() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let py = std::env::split_paths(&path)
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())?;
-    let has_torch = std::process::Command::new(&py)
-        .args(["-c", "import torch"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(true);
-    (!has_torch).then_some(py)
+/// A virtual environment with no packages: a training Python without torch.
+fn venv_without_torch(dir: &Path) -> PathBuf {
+    let status = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir)
+        .status()
+        .expect("run python3 -m venv");
+    assert!(status.success(), "python3 -m venv failed");
+    dir.join("bin/python")
 }
 
 #[test]
-fn python_without_torch_skips_the_torch_checks() {
-    let Some(py) = python_without_torch() else {
-        eprintln!("skipped: no python3 without torch on PATH");
-        return;
-    };
+fn a_training_python_without_torch_fails_with_the_install_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = venv_without_torch(&dir.path().join("venv"));
     let py = py.to_string_lossy().into_owned();
-    let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // The fake driver supports CUDA 12.8: the hint installs that build.
+    let (out, doc) = run_fake(
+        "healthy-2x-h100",
+        &["--only", "cuda.driver,torch", "--python", &py],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let imp = result(&doc, "torch.import");
-    assert_eq!(imp["status"], "skip", "{imp}");
-    // The payload names the interpreter it ran in (a pyenv shim resolves to
-    // the real one).
+    assert_eq!(imp["status"], "fail", "{imp}");
+    // The payload names the interpreter it ran in.
     let summary = field(imp, "summary");
     assert!(summary.starts_with("torch is not installed for /"), "{imp}");
     assert!(
         summary.ends_with("(ModuleNotFoundError: No module named 'torch')"),
         "{imp}"
     );
-    assert!(field(imp, "hint").contains("pip install torch"), "{imp}");
+    let hint = field(imp, "hint");
+    assert!(
+        hint.contains("-m pip install torch --index-url https://download.pytorch.org/whl/cu128`"),
+        "{hint}"
+    );
     for id in ["torch.cuda", "torch.arch", "torch.nccl"] {
-        assert_eq!(
-            field(result(&doc, id), "summary"),
-            "needs torch.import, which was skipped",
+        assert!(
+            field(result(&doc, id), "summary").starts_with("needs torch.import, which"),
             "{id}"
         );
     }
+    // Alone (no cuda.driver in the run) it still fails with the command.
+    let (out, doc) = run_plain(&["--only", "torch.import", "--python", &py]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let hint = field(result(&doc, "torch.import"), "hint").to_string();
+    assert!(hint.contains("-m pip install torch"), "{hint}");
 }
 
 #[test]
@@ -879,4 +886,102 @@ fn a_hung_nvml_does_not_hang_the_cuda_checks_too() {
         field(r, "summary"),
         "CUDA 12.8 driver, 2 devices; a context and a verified host-device copy on each"
     );
+}
+
+/// The CUDA toolkit's stub libcuda (`lib64/stubs/libcuda.so`): there for
+/// linking only, every call fails with CUDA_ERROR_STUB_LIBRARY (34).
+const STUB_LIBCUDA_C: &str = r#"
+#define STUB(f) int f(void) { return 34; }
+STUB(cuDriverGetVersion) STUB(cuInit) STUB(cuDeviceGetCount) STUB(cuDeviceGet)
+STUB(cuDeviceGetName) STUB(cuDeviceGetAttribute) STUB(cuDeviceTotalMem_v2)
+STUB(cuGetErrorName) STUB(cuGetErrorString) STUB(cuDevicePrimaryCtxRetain)
+STUB(cuDevicePrimaryCtxRelease_v2) STUB(cuCtxSetCurrent) STUB(cuCtxGetCurrent)
+"#;
+
+/// A folder named `stubs` holding a stub libcuda.so, as the CUDA toolkit
+/// installs it.
+fn stubs_dir() -> PathBuf {
+    let base = root().join("target/fixtures/cuda-stub");
+    let dir = base.join("stubs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = base.join("stub_libcuda.c");
+    std::fs::write(&src, STUB_LIBCUDA_C).unwrap();
+    let tmp = dir.join(format!(".libcuda.so.{}", std::process::id()));
+    let status = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .arg("-Wl,-soname,libcuda.so.1")
+        .status()
+        .expect("run the C compiler (cc)");
+    assert!(status.success(), "compiling the stub libcuda failed");
+    std::fs::rename(&tmp, dir.join("libcuda.so")).unwrap();
+    dir
+}
+
+#[test]
+fn a_stubs_folder_first_on_the_library_path_warns_and_the_driver_is_still_judged() {
+    let ld = std::env::join_paths([stubs_dir(), fake_cuda_dir()]).unwrap();
+    let out = gpucheck()
+        .args(["--only", "cuda.driver", "--json", "-"])
+        .env("LD_LIBRARY_PATH", &ld)
+        .env("FAKE_CUDA_SCENARIO", scenario("healthy-2x-h100"))
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    let summary = field(r, "summary");
+    assert!(
+        summary.starts_with(
+            "CUDA 12.8 driver, 2 devices through libcuda.so.1, but the CUDA toolkit's stub"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("cuda-stub/stubs/libcuda.so"), "{summary}");
+    let hint = field(r, "hint");
+    assert!(hint.starts_with("remove "), "{hint}");
+    assert!(
+        hint.contains("cuda-stub/stubs from LD_LIBRARY_PATH"),
+        "{hint}"
+    );
+    assert!(
+        fact(r, "libcuda").ends_with("target/fixtures/cuda/libcuda.so.1"),
+        "{r}"
+    );
+    let devices = r["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2, "{r}");
+    assert_eq!(devices[0]["name"], "NVIDIA H100 80GB HBM3");
+    // Exit code 0: a warning does not fail the run.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_driver_too_old_for_any_current_torch_is_named_by_cuda_driver() {
+    // A CUDA 11.4 driver (the 470 branch): cuInit and contexts work, but no
+    // current PyTorch build runs on it.
+    let (out, doc) = run_fake(
+        "healthy-2x-h100",
+        &["--only", "cuda.driver"],
+        &[("FAKE_CUDA_DRIVER_VERSION", "11040")],
+    );
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    let summary = field(r, "summary");
+    assert!(
+        summary.starts_with("the CUDA 11.4 driver runs no current PyTorch build"),
+        "{summary}"
+    );
+    assert!(summary.contains("cu126"), "{summary}");
+    let hint = field(r, "hint");
+    assert!(
+        hint.contains("install an NVIDIA driver >= 525.60.13"),
+        "{hint}"
+    );
+    assert!(hint.contains("whl/cu118"), "{hint}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A CUDA 12.8 driver runs them: no warning.
+    let (_, doc) = run_fake("healthy-2x-h100", &["--only", "cuda.driver"], &[]);
+    assert_eq!(result(&doc, "cuda.driver")["status"], "pass");
 }

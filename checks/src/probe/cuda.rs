@@ -5,7 +5,7 @@
 //! symbol, so presence is tested first with cudarc's own non-panicking
 //! `is_culib_present`, and any panic left is caught and turned into a plain
 //! error. Everything here loads driver code: callers run it in a
-//! child-isolated check. Nothing here judges; `crate::cuda` does.
+//! child-isolated check. Nothing here judges; the cuda checks do.
 
 use std::path::{Path, PathBuf};
 
@@ -14,45 +14,7 @@ use cudarc::driver::{result, sys, CudaContext, DriverError};
 use super::libs::{self, FoundLib, SearchPlaces};
 use super::stage;
 
-/// A CUDA version as the driver and runtime APIs encode it
-/// (`1000 * major + 10 * minor`: 12080 is 12.8, 13020 is 13.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CudaVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl CudaVersion {
-    pub const fn new(major: u32, minor: u32) -> Self {
-        CudaVersion { major, minor }
-    }
-
-    /// Decode the integer from cuDriverGetVersion / cudaRuntimeGetVersion.
-    pub fn from_encoded(v: i32) -> Option<Self> {
-        if v <= 0 {
-            return None;
-        }
-        let v = v as u32;
-        Some(CudaVersion {
-            major: v / 1000,
-            minor: (v % 1000) / 10,
-        })
-    }
-
-    /// Parse "12.8" (also "12.8.90", as torch.version.cuda or a fact has it).
-    pub fn parse(s: &str) -> Option<Self> {
-        let mut parts = s.trim().split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next().unwrap_or("0").parse().ok()?;
-        Some(CudaVersion { major, minor })
-    }
-}
-
-impl std::fmt::Display for CudaVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
+pub use crate::domain::compat::CudaVersion;
 
 /// A failed driver API call, with the driver's own name for the error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +92,10 @@ pub struct DriverProbe {
     pub cuda_driver_version: Option<CudaVersion>,
     pub device_count: u32,
     pub devices: Vec<DeviceProbe>,
+    /// The CUDA toolkit's stub `libcuda.so` that comes first on
+    /// LD_LIBRARY_PATH, when the probe went around it to the driver's
+    /// libcuda.so.1 (then no contexts were tried).
+    pub stub_first: Option<PathBuf>,
 }
 
 /// Size of the buffer copied to each device and back.
@@ -236,6 +202,14 @@ pub fn driver_cuda_version() -> Option<CudaVersion> {
 /// hang names it.
 pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
     stage("dlopen libcuda");
+    // cudarc loads `libcuda.so` before `libcuda.so.1`: with the toolkit's
+    // stubs folder on LD_LIBRARY_PATH it would get the stub, which fails
+    // every call, where PyTorch (which loads libcuda.so.1) works.
+    if let Some(stub) = stub_libcuda_first(std::env::var_os("LD_LIBRARY_PATH").as_deref()) {
+        if let Some(probe) = soname::probe(stub) {
+            return probe;
+        }
+    }
     if !libcuda_present() {
         return Err(DriverProbeError::LibraryNotFound {
             tried: libcuda_candidates(),
@@ -279,6 +253,7 @@ fn probe_loaded(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
         cuda_driver_version,
         device_count,
         devices,
+        stub_first: None,
     })
 }
 
@@ -341,6 +316,183 @@ fn round_trip(ordinal: u32) -> Result<RoundTrip, CudaCallError> {
         .synchronize()
         .map_err(|e| CudaCallError::from_driver("cuStreamSynchronize", e))?;
     Ok(compare_round_trip(&sent, &back))
+}
+
+/// The `libcuda.so` the loader finds first on LD_LIBRARY_PATH, when it lies
+/// in a CUDA toolkit `stubs` folder (`/usr/local/cuda/lib64/stubs`): a
+/// library for linking only, whose every call fails with
+/// CUDA_ERROR_STUB_LIBRARY.
+pub fn stub_libcuda_first(ld_library_path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(ld_library_path?)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join("libcuda.so"))
+        .find(|p| p.exists())
+        .filter(|p| {
+            p.parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "stubs")
+        })
+}
+
+/// The driver probed through `libcuda.so.1` itself, looked up by hand
+/// because cudarc would take the stub `libcuda.so` first: version, cuInit,
+/// the devices and their properties; no contexts.
+mod soname {
+    use std::ffi::{c_char, c_int, c_uint, CStr};
+    use std::path::PathBuf;
+
+    use super::DriverProbeError;
+    use super::{mapped_library, stage, CudaCallError, CudaVersion, DeviceProbe, DriverProbe};
+
+    type IntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
+    type ErrorText = unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int;
+
+    /// CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR (cuda.h).
+    const CC_MAJOR: c_int = 75;
+    const CC_MINOR: c_int = 76;
+
+    struct Driver {
+        lib: libloading::Library,
+    }
+
+    impl Driver {
+        /// A function of libcuda by name. `T` must be its C signature
+        /// from cuda.h, as each caller's type says.
+        fn sym<T: Copy>(&self, name: &str) -> Result<T, DriverProbeError> {
+            // SAFETY: the caller names the function's signature from cuda.h.
+            unsafe { self.lib.get::<T>(name.as_bytes()) }
+                .map(|s| *s)
+                .map_err(|e| DriverProbeError::Library {
+                    detail: format!("Missing symbol {name}: {e}"),
+                })
+        }
+
+        fn text(&self, f: &str, code: c_int) -> Option<String> {
+            let f: ErrorText = self.sym(f).ok()?;
+            let mut p: *const c_char = std::ptr::null();
+            // SAFETY: out-parameter call; the driver hands back a static string.
+            let rc = unsafe { f(code, &mut p) };
+            // SAFETY: a non-null answer is a NUL-terminated static string.
+            (rc == 0 && !p.is_null())
+                .then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        }
+
+        fn error(&self, call: &str, code: c_int) -> CudaCallError {
+            CudaCallError {
+                call: call.to_string(),
+                code,
+                name: self.text("cuGetErrorName", code),
+                description: self.text("cuGetErrorString", code),
+            }
+        }
+
+        /// Call an `int f(int *out)` function; Err is the CUresult.
+        fn int_out(&self, name: &str) -> Result<Result<c_int, c_int>, DriverProbeError> {
+            let f: IntOut = self.sym(name)?;
+            let mut v: c_int = 0;
+            // SAFETY: plain out-parameter call.
+            let rc = unsafe { f(&mut v) };
+            Ok(if rc == 0 { Ok(v) } else { Err(rc) })
+        }
+
+        fn device(&self, ordinal: u32) -> DeviceProbe {
+            stage(&format!("cuDeviceGet (device {ordinal})"));
+            let mut dev = DeviceProbe {
+                ordinal,
+                name: None,
+                compute_capability: None,
+                total_mem_mib: None,
+                context: None,
+            };
+            let get: Result<unsafe extern "C" fn(*mut c_int, c_int) -> c_int, _> =
+                self.sym("cuDeviceGet");
+            let mut handle: c_int = 0;
+            // SAFETY: out-parameter call with the ordinal.
+            match get.map(|f| unsafe { f(&mut handle, ordinal as c_int) }) {
+                Ok(0) => {}
+                Ok(rc) => {
+                    dev.context = Some(Err(self.error("cuDeviceGet", rc)));
+                    return dev;
+                }
+                Err(_) => return dev,
+            }
+            if let Ok(f) = self
+                .sym::<unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int>("cuDeviceGetName")
+            {
+                let mut buf = [0 as c_char; 256];
+                // SAFETY: the buffer's length is passed; the driver NUL-terminates.
+                if unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, handle) } == 0 {
+                    // SAFETY: NUL-terminated within the buffer.
+                    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
+                    dev.name = Some(name.to_string_lossy().into_owned());
+                }
+            }
+            if let Ok(f) = self.sym::<unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int>(
+                "cuDeviceGetAttribute",
+            ) {
+                let (mut major, mut minor): (c_int, c_int) = (0, 0);
+                // SAFETY: out-parameter calls on a device handle the driver gave.
+                let ok = unsafe {
+                    f(&mut major, CC_MAJOR, handle) == 0 && f(&mut minor, CC_MINOR, handle) == 0
+                };
+                if ok {
+                    dev.compute_capability = Some((major.max(0) as u32, minor.max(0) as u32));
+                }
+            }
+            if let Ok(f) =
+                self.sym::<unsafe extern "C" fn(*mut usize, c_int) -> c_int>("cuDeviceTotalMem_v2")
+            {
+                let mut bytes: usize = 0;
+                // SAFETY: out-parameter call on a device handle the driver gave.
+                if unsafe { f(&mut bytes, handle) } == 0 {
+                    dev.total_mem_mib = Some(bytes as u64 / (1024 * 1024));
+                }
+            }
+            dev
+        }
+    }
+
+    /// None when libcuda.so.1 does not load (no driver: then the stub's
+    /// own error says what is wrong).
+    pub fn probe(stub: PathBuf) -> Option<Result<DriverProbe, DriverProbeError>> {
+        // SAFETY: loading the driver library runs its initialisers, as
+        // cudarc's own load does.
+        let lib = unsafe { libloading::Library::new("libcuda.so.1") }.ok()?;
+        Some(probe_with(&Driver { lib }, stub))
+    }
+
+    fn probe_with(d: &Driver, stub: PathBuf) -> Result<DriverProbe, DriverProbeError> {
+        let library = mapped_library("libcuda.so");
+        stage("cuDriverGetVersion");
+        let cuda_driver_version = d
+            .int_out("cuDriverGetVersion")?
+            .ok()
+            .and_then(CudaVersion::from_encoded);
+        let failed = |call: &str, rc: c_int| DriverProbeError::Call {
+            error: d.error(call, rc),
+            library: library.clone(),
+            cuda_driver_version,
+        };
+        stage("cuInit");
+        let init: unsafe extern "C" fn(c_uint) -> c_int = d.sym("cuInit")?;
+        // SAFETY: cuInit(0), as every CUDA program starts.
+        let rc = unsafe { init(0) };
+        if rc != 0 {
+            return Err(failed("cuInit", rc));
+        }
+        stage("cuDeviceGetCount");
+        let count = d
+            .int_out("cuDeviceGetCount")?
+            .map_err(|rc| failed("cuDeviceGetCount", rc))?;
+        let device_count = count.max(0) as u32;
+        Ok(DriverProbe {
+            library,
+            cuda_driver_version,
+            device_count,
+            devices: (0..device_count).map(|i| d.device(i)).collect(),
+            stub_first: Some(stub),
+        })
+    }
 }
 
 /// One libcudart on disk and the version it reports.
@@ -495,6 +647,27 @@ mod tests {
         assert_eq!(compat_libcuda_dirs(Some(&v)), vec![compat.clone()]);
         assert!(is_compat_path(&compat.join("libcuda.so.1")));
         assert!(!is_compat_path(&other.join("libcuda.so.1")));
+    }
+
+    #[test]
+    fn a_stub_libcuda_counts_only_when_it_comes_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let stubs = dir.path().join("cuda-12.8/lib64/stubs");
+        let driver = dir.path().join("driver");
+        for d in [&stubs, &driver] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(stubs.join("libcuda.so"), b"x").unwrap();
+        let first = std::env::join_paths([&stubs, &driver]).unwrap();
+        assert_eq!(
+            stub_libcuda_first(Some(&first)),
+            Some(stubs.join("libcuda.so"))
+        );
+        // A real libcuda.so before the stubs is what the loader takes.
+        std::fs::write(driver.join("libcuda.so"), b"x").unwrap();
+        let after = std::env::join_paths([&driver, &stubs]).unwrap();
+        assert_eq!(stub_libcuda_first(Some(&after)), None);
+        assert_eq!(stub_libcuda_first(None), None);
     }
 
     #[test]
