@@ -933,3 +933,26 @@ fn nvml_hanging_in_init_times_out_and_the_rest_skip() {
     let xml = junit_of("hang_init", &["--timeout", "1"]);
     assert!(xml.contains("timed out after 1 s"), "{xml}");
 }
+
+#[test]
+fn the_driver_and_the_inventory_are_published_as_typed_facts() {
+    // Later checks (and `gpucheck cluster`, from every node's report) read
+    // what NVML said from the report's data, never from the summary text.
+    let (_, doc) = run_gpu("gpu_lost", &[]);
+    let driver = &result(&doc, "gpu.driver")["data"]["nvml_driver"]["Ok"];
+    assert_eq!(driver["driver_version"], "570.86.15");
+    assert_eq!(driver["cuda_driver_version"], 12080);
+    let inventory = result(&doc, "gpu.count")["data"]["nvml_inventory"]["Ok"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(inventory.len(), 8);
+    assert_eq!(inventory[1]["Ok"]["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(inventory[2]["Err"]["error"], "GpuLost");
+    // A driver NVML cannot load is published too, as the failure.
+    let (_, doc) = run_gpu("init_driver_not_loaded", &[]);
+    assert_eq!(
+        result(&doc, "gpu.driver")["data"]["nvml_driver"]["Err"],
+        "DriverNotLoaded"
+    );
+}
