@@ -762,8 +762,37 @@ fn a_gpu_fallen_off_the_bus_fails_the_count() {
     );
     assert!(s.contains("7 GPUs usable, expected 8"), "{s}");
     assert!(hint(&doc, "gpu.count").contains("Xid 79"));
-    assert_eq!(status_of(&doc, "gpu.ecc"), "skip");
-    assert_eq!(summary(&doc, "gpu.ecc"), "needs gpu.count, which failed");
+    // The other gpu checks judge the seven GPUs that answer and mark the lost
+    // one, instead of skipping: one failure for one problem.
+    for (id, judged) in [
+        (
+            "gpu.ecc",
+            "7 GPUs: no uncorrectable ECC errors, nothing pending retirement or remap",
+        ),
+        ("gpu.pcie", "7 GPUs at full PCIe link width (x16)"),
+        ("gpu.throttle", "7 GPUs: no slowdown (7 idle)"),
+        (
+            "gpu.mode",
+            "7 GPUs: compute Default, persistence on, MIG off",
+        ),
+        ("gpu.processes", "no other processes on the 7 GPUs"),
+        (
+            "gpu.topology",
+            "7 GPUs: P2P between all 21 pairs, all over NVLink",
+        ),
+    ] {
+        assert_eq!(status_of(&doc, id), "pass", "{id}: {}", summary(&doc, id));
+        assert_eq!(
+            summary(&doc, id),
+            format!("{judged}; GPU 2 lost: see gpu.count")
+        );
+        assert_eq!(device(&doc, id, 2)["status"], "skip", "{id}");
+        assert_eq!(
+            device(&doc, id, 2)["summary"],
+            "lost (fallen off the bus): gpu.count fails it"
+        );
+        assert_eq!(device(&doc, id, 3)["status"], "pass", "{id}");
+    }
 
     // Run alone (its need not selected), gpu.ecc judges the lost GPU itself.
     let (_, doc) = run_with(&fake_nvml(), "gpu_lost", &["--only", "gpu.ecc"]);
@@ -829,12 +858,9 @@ fn driver_not_loaded_says_modprobe() {
     );
     assert!(hint(&doc, "gpu.driver").starts_with("load it with `sudo modprobe nvidia`"));
     assert_eq!(summary(&doc, "gpu.count"), "needs gpu.driver, which failed");
+    // The per-GPU checks need the driver, not a complete count.
     for id in &GPU_CHECKS[2..] {
-        assert_eq!(
-            summary(&doc, id),
-            "needs gpu.count, which was skipped",
-            "{id}"
-        );
+        assert_eq!(summary(&doc, id), "needs gpu.driver, which failed", "{id}");
     }
     let xml = junit_of("init_driver_not_loaded", &[]);
     assert!(xml.contains("<skipped"), "{xml}");

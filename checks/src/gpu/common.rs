@@ -5,6 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::domain::text::gpus_phrase;
+use crate::facts::nvml::NvmlInventory;
+use crate::facts::Cause;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{self, GpuRef, NvmlFailure, PerGpu, Reading, Unavailable};
 use crate::{Context, DeviceResult, Metric, Outcome, Status};
@@ -91,6 +94,105 @@ pub(super) fn open_failures<T>(gpus: &[PerGpu<T>]) -> Findings {
         })
         .collect();
     Findings { items }
+}
+
+// ---------------------------------------------------------------------------
+// A GPU lost before this check: gpu.count's verdict, not repeated
+
+/// The row of a GPU gpu.count already failed as lost.
+pub(super) const LOST_ROW: &str = "lost (fallen off the bus): gpu.count fails it";
+
+/// Why there is nothing to judge: gpu.count failed and no GPU it counted
+/// answers (none at all, a hung NVML). A lost GPU alone does not stop the
+/// later checks: they judge the GPUs that answer.
+pub(super) fn nothing_counted(ctx: &Context) -> Option<Outcome> {
+    let count = ctx.earlier.get("gpu.count")?;
+    if count.status.satisfies_needs() {
+        return None;
+    }
+    let answering = ctx
+        .fact::<NvmlInventory>()
+        .and_then(|inventory| inventory.gpus().ok())
+        .is_some_and(|gpus| !gpus.is_empty());
+    if answering {
+        return None;
+    }
+    let verdict = match count.status {
+        Status::Error => "errored",
+        Status::Skip => "was skipped",
+        _ => "failed",
+    };
+    Some(
+        Outcome::skip(format!("needs gpu.count, which {verdict}")).with_cause(Cause::NeedsFailed {
+            need: "gpu.count".to_string(),
+        }),
+    )
+}
+
+/// The GPUs gpu.count published as lost (fallen off the bus) in this run.
+pub(super) fn lost_in_count(ctx: &Context) -> Vec<u32> {
+    ctx.fact::<NvmlInventory>()
+        .map(|inventory| lost_in(&inventory))
+        .unwrap_or_default()
+}
+
+/// The GPUs an inventory counts but found lost.
+pub(super) fn lost_in(inventory: &NvmlInventory) -> Vec<u32> {
+    match &inventory.0 {
+        Ok(list) => list
+            .iter()
+            .filter_map(|g| match g {
+                Err(e) if e.error == Unavailable::GpuLost => Some(e.index),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Judge the GPUs that answer. A GPU that gpu.count already failed as lost
+/// (`reported`) and that is lost here too is gpu.count's verdict: it is left
+/// out of `evaluate` and marked by [`mark_lost`]. When no GPU answers, every
+/// GPU is judged as it is.
+pub(super) fn judge_answering<T>(
+    gpus: Vec<PerGpu<T>>,
+    reported: &[u32],
+    evaluate: impl FnOnce(&[PerGpu<T>]) -> Outcome,
+) -> Outcome {
+    let (lost, answering): (Vec<PerGpu<T>>, Vec<PerGpu<T>>) = gpus.into_iter().partition(|g| {
+        reported.contains(&g.gpu.index) && g.facts.as_ref().err() == Some(&Unavailable::GpuLost)
+    });
+    if answering.is_empty() {
+        return evaluate(&lost);
+    }
+    let lost: Vec<GpuRef> = lost.into_iter().map(|g| g.gpu).collect();
+    mark_lost(evaluate(&answering), &lost)
+}
+
+/// Mark the GPUs another check failed as lost: a skipped row each and a
+/// note after the summary; the verdict stays that of the GPUs that answered.
+pub(super) fn mark_lost(mut outcome: Outcome, lost: &[GpuRef]) -> Outcome {
+    if lost.is_empty() {
+        return outcome;
+    }
+    outcome
+        .devices
+        .retain(|d| !lost.iter().any(|g| g.index == d.index));
+    for g in lost {
+        outcome.devices.push(DeviceResult {
+            status: Status::Skip,
+            summary: LOST_ROW.to_string(),
+            ..row(g, Vec::new())
+        });
+    }
+    outcome.devices.sort_by_key(|d| d.index);
+    let ids: Vec<u32> = lost.iter().map(|g| g.index).collect();
+    outcome.summary = format!(
+        "{}; {} lost: see gpu.count",
+        outcome.summary,
+        gpus_phrase(&ids)
+    );
+    outcome
 }
 
 // ---------------------------------------------------------------------------

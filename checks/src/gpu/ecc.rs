@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::common::{
-    lib, na_row, nvml_failure_outcome, nvml_timeout_hint, open_failures, row, shown, unreadable,
-    QUERY_TIMEOUT,
+    judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
+    nvml_timeout_hint, open_failures, row, shown, unreadable, QUERY_TIMEOUT,
 };
 use crate::domain::text::gpu_count;
 use crate::findings::{Finding, Findings};
@@ -322,7 +322,7 @@ impl Check for Ecc {
         Profile::Quick
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["gpu.count"]
+        &["gpu.driver"]
     }
     fn timeout(&self) -> Duration {
         QUERY_TIMEOUT
@@ -348,8 +348,13 @@ watch them. ECC off warns (`sudo nvidia-smi -e 1`, then reset). GPUs without ECC
 applicable and skip."
     }
     fn run(&self, ctx: &Context) -> Outcome {
+        if let Some(skip) = nothing_counted(ctx) {
+            return skip;
+        }
         match nvml::ecc(lib(ctx)) {
-            Ok(gpus) => evaluate_ecc(&gpus, &EccThresholds::default()),
+            Ok(gpus) => judge_answering(gpus, &lost_in_count(ctx), |gpus| {
+                evaluate_ecc(gpus, &EccThresholds::default())
+            }),
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }
@@ -358,6 +363,7 @@ applicable and skip."
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::common::judge_answering;
     use crate::gpu::common::testing::*;
     use crate::gpu::Driver;
     use crate::probe::nvml::{EccFacts, EccMode, RemappedRows, Unavailable};
@@ -647,6 +653,35 @@ mod tests {
             hint(&o)
         );
         assert_eq!(hint(&o).matches("hit uncorrectable").count(), 1);
+    }
+
+    #[test]
+    fn a_gpu_the_count_found_lost_is_marked_and_the_rest_judged() {
+        let mut sick = healthy_ecc();
+        sick.volatile_uncorrected = Ok(2);
+        let judge = |gpus: &[PerGpu<EccFacts>]| evaluate_ecc(gpus, &EccThresholds::default());
+        let gpus = || vec![per(0, healthy_ecc()), lost(1), per(2, sick.clone())];
+        // gpu.count failed GPU 1 as lost: its verdict, marked here.
+        let o = judge_answering(gpus(), &[1], judge);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 2: 2 uncorrectable ECC errors since the driver loaded; GPU 1 lost: see gpu.count"
+        );
+        assert!(!hint(&o).contains("fell off the bus"), "{}", hint(&o));
+        let rows: Vec<(u32, Status)> = o.devices.iter().map(|d| (d.index, d.status)).collect();
+        assert_eq!(
+            rows,
+            [(0, Status::Pass), (1, Status::Skip), (2, Status::Fail)]
+        );
+        assert_eq!(
+            o.devices[1].summary,
+            "lost (fallen off the bus): gpu.count fails it"
+        );
+        // Without gpu.count's word, the lost GPU fails here.
+        let o = judge_answering(gpus(), &[], judge);
+        assert!(o.summary.starts_with("GPU 1: GPU is lost"), "{}", o.summary);
+        assert!(hint(&o).contains("GPU 1 fell off the bus"), "{}", hint(&o));
     }
 
     #[test]

@@ -35,4 +35,4 @@ pub use mode::{evaluate_mode, Mode};
 pub use pcie::{evaluate_pcie, Pcie, PcieThresholds, BUSY_UTILIZATION_PCT};
 pub use processes::{evaluate_processes, Processes};
 pub use throttle::{evaluate_throttle, Throttle};
-pub use topology::{evaluate_topology, Topology};
+pub use topology::{evaluate_topology, evaluate_topology_beside_lost, Topology};

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::common::{
-    lib, na_row, nvml_failure_outcome, nvml_timeout_hint, open_failures, row, unreadable,
-    QUERY_TIMEOUT,
+    judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
+    nvml_timeout_hint, open_failures, row, unreadable, QUERY_TIMEOUT,
 };
 use crate::domain::text::gpu_count;
 use crate::findings::{Finding, Findings};
@@ -175,7 +175,7 @@ impl Check for Mode {
         Profile::Quick
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["gpu.count"]
+        &["gpu.driver"]
     }
     fn timeout(&self) -> Duration {
         QUERY_TIMEOUT
@@ -199,8 +199,11 @@ peer), so a multi-GPU job cannot use them. Disable it with `sudo nvidia-smi -i N
 the GPU; a pending MIG change also needs that reset."
     }
     fn run(&self, ctx: &Context) -> Outcome {
+        if let Some(skip) = nothing_counted(ctx) {
+            return skip;
+        }
         match nvml::modes(lib(ctx)) {
-            Ok(gpus) => evaluate_mode(&gpus),
+            Ok(gpus) => judge_answering(gpus, &lost_in_count(ctx), evaluate_mode),
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }

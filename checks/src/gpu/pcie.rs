@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::common::{
-    lib, na_row, nvml_failure_outcome, nvml_timeout_hint, open_failures, row, shown, unreadable,
-    QUERY_TIMEOUT,
+    judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
+    nvml_timeout_hint, open_failures, row, shown, unreadable, QUERY_TIMEOUT,
 };
 use crate::domain::text::gpu_count;
 use crate::findings::{Finding, Findings};
@@ -169,7 +169,7 @@ impl Check for Pcie {
         Profile::Quick
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["gpu.count"]
+        &["gpu.driver"]
     }
     fn timeout(&self) -> Duration {
         QUERY_TIMEOUT
@@ -191,8 +191,13 @@ noted. It warns only while the GPU is busy (10 % utilization or more): check the
 risers and retimers, and the PCIe replay counter in `nvidia-smi -q -d PCIE`."
     }
     fn run(&self, ctx: &Context) -> Outcome {
+        if let Some(skip) = nothing_counted(ctx) {
+            return skip;
+        }
         match nvml::pcie(lib(ctx)) {
-            Ok(gpus) => evaluate_pcie(&gpus, &PcieThresholds::default()),
+            Ok(gpus) => judge_answering(gpus, &lost_in_count(ctx), |gpus| {
+                evaluate_pcie(gpus, &PcieThresholds::default())
+            }),
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::common::{
-    ids_phrase, lib, na_row, nvml_failure_outcome, nvml_timeout_hint, open_failures, row,
-    unreadable, QUERY_TIMEOUT,
+    ids_phrase, judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
+    nvml_timeout_hint, open_failures, row, unreadable, QUERY_TIMEOUT,
 };
 use super::job::{job_from_env, JobGpus};
 use crate::domain::text::gpus_phrase;
@@ -261,7 +261,7 @@ impl Check for Processes {
         Profile::Quick
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["gpu.count"]
+        &["gpu.driver"]
     }
     fn timeout(&self) -> Duration {
         QUERY_TIMEOUT
@@ -285,11 +285,16 @@ GPUs CUDA_VISIBLE_DEVICES selects are judged (every GPU when it is unset); jobs 
 noted."
     }
     fn run(&self, ctx: &Context) -> Outcome {
+        if let Some(skip) = nothing_counted(ctx) {
+            return skip;
+        }
         match nvml::processes(lib(ctx)) {
             Ok(gpus) => {
                 let refs: Vec<GpuRef> = gpus.iter().map(|g| g.gpu.clone()).collect();
                 let job = job_from_env(&refs);
-                evaluate_processes(&gpus, std::process::id(), job.as_ref())
+                judge_answering(gpus, &lost_in_count(ctx), |gpus| {
+                    evaluate_processes(gpus, std::process::id(), job.as_ref())
+                })
             }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::common::{
-    lib, na_row, nvml_failure_outcome, nvml_timeout_hint, open_failures, row, unreadable,
-    QUERY_TIMEOUT,
+    judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
+    nvml_timeout_hint, open_failures, row, unreadable, QUERY_TIMEOUT,
 };
 use crate::domain::text::gpu_count;
 use crate::findings::Finding;
@@ -123,7 +123,7 @@ impl Check for Throttle {
         Profile::Quick
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["gpu.count"]
+        &["gpu.driver"]
     }
     fn timeout(&self) -> Duration {
         QUERY_TIMEOUT
@@ -146,8 +146,11 @@ Idle, application clocks, the software power cap (normal when the GPU works at i
 sync boost and display clocks are normal and only noted."
     }
     fn run(&self, ctx: &Context) -> Outcome {
+        if let Some(skip) = nothing_counted(ctx) {
+            return skip;
+        }
         match nvml::throttle(lib(ctx)) {
-            Ok(gpus) => evaluate_throttle(&gpus),
+            Ok(gpus) => judge_answering(gpus, &lost_in_count(ctx), evaluate_throttle),
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
     }

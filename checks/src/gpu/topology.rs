@@ -4,12 +4,15 @@
 
 use std::time::Duration;
 
-use super::common::{lib, nvml_failure_outcome, nvml_timeout_hint, row, unreadable, QUERY_TIMEOUT};
+use super::common::{
+    lib, lost_in_count, mark_lost, nothing_counted, nvml_failure_outcome, nvml_timeout_hint, row,
+    unreadable, QUERY_TIMEOUT,
+};
 use super::job::{job_from_env, JobGpus};
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{
-    self, Ancestor, FabricState, NvLinkRemote, NvLinkState, P2pStatus, Reading, TopologyFacts,
-    Unavailable,
+    self, Ancestor, FabricState, GpuRef, NvLinkRemote, NvLinkState, P2pStatus, Reading,
+    TopologyFacts, Unavailable,
 };
 use crate::{Check, Context, DataTable, DeviceResult, Metric, Outcome, Profile, Status};
 
@@ -155,13 +158,48 @@ pub fn evaluate_topology(
     fabric: &[Reading<FabricState>],
     job: Option<&JobGpus>,
 ) -> Outcome {
+    evaluate_topology_beside_lost(t, fabric, job, &[])
+}
+
+/// [`evaluate_topology`] for the GPUs that answer: those in `lost`, which
+/// an earlier check failed as fallen off the bus, are drawn, not judged, and
+/// marked lost.
+pub fn evaluate_topology_beside_lost(
+    t: &TopologyFacts,
+    fabric: &[Reading<FabricState>],
+    job: Option<&JobGpus>,
+    lost: &[u32],
+) -> Outcome {
     let n = t.gpus.len();
     if n == 0 {
         return Outcome::skip("no GPUs: no topology to check");
     }
-    let in_job = |i: usize| job.is_none_or(|j| j.gpus.contains(&(i as u32)));
+    let is_lost = |i: usize| lost.contains(&(i as u32));
+    let in_job = |i: usize| job.is_none_or(|j| j.gpus.contains(&(i as u32))) && !is_lost(i);
     let mut findings = Findings::new();
-    let devices = gpu_rows(t, fabric, &in_job, &mut findings);
+    let devices = gpu_rows(t, fabric, &in_job, &is_lost, &mut findings);
+    let lost_refs: Vec<GpuRef> = t
+        .gpus
+        .iter()
+        .filter(|g| lost.contains(&g.index))
+        .cloned()
+        .collect();
+    mark_lost(
+        judge_machine(t, job, &in_job, findings, devices),
+        &lost_refs,
+    )
+}
+
+/// The verdict over the pairs of the job's GPUs that answer, with the
+/// machine's matrices.
+fn judge_machine(
+    t: &TopologyFacts,
+    job: Option<&JobGpus>,
+    in_job: &dyn Fn(usize) -> bool,
+    mut findings: Findings,
+    devices: Vec<DeviceResult>,
+) -> Outcome {
+    let n = t.gpus.len();
     if n == 1 {
         let mut o = findings.conclude("single GPU: no peer links to check", devices);
         if o.status == Status::Pass {
@@ -172,7 +210,7 @@ pub fn evaluate_topology(
     let job_size = (0..n).filter(|i| in_job(*i)).count();
     // The pairs judged: those between GPUs of the job.
     let pairs = job_size * job_size.saturating_sub(1) / 2;
-    let tally = judge_pairs(t, &in_job, &mut findings);
+    let tally = judge_pairs(t, in_job, &mut findings);
     no_p2p_findings(&tally.no_p2p, pairs, &mut findings);
     let tables = draw_tables(t);
     let selected = job.map(|j| format!(" in CUDA_VISIBLE_DEVICES={}", j.cuda_visible_devices));
@@ -224,12 +262,15 @@ fn gpu_rows(
     t: &TopologyFacts,
     fabric: &[Reading<FabricState>],
     in_job: &dyn Fn(usize) -> bool,
+    is_lost: &dyn Fn(usize) -> bool,
     findings: &mut Findings,
 ) -> Vec<DeviceResult> {
     let mut devices = Vec::new();
     for (i, links) in t.nvlinks.iter().enumerate() {
         let Some(gpu) = t.gpus.get(i) else { break };
-        if !in_job(i) {
+        if is_lost(i) {
+            // Marked lost once the verdict is drawn.
+        } else if !in_job(i) {
             findings.push(Finding::new(
                 Some(gpu.index),
                 Status::Pass,
@@ -256,8 +297,11 @@ fn nvlink_state(
         Ok(l) => l,
         Err(Unavailable::NotSupported) => return ("no NVLink".to_string(), Vec::new()),
         Err(e) => {
+            // A lost GPU says so once, whether its fabric state or its
+            // NVLinks found out first.
+            let finding = unreadable(gpu, "the NVLinks", e).filter(|f| !findings.items.contains(f));
             if judged {
-                findings.items.extend(unreadable(gpu, "the NVLinks", e));
+                findings.items.extend(finding);
             }
             return ("NVLinks n/a".to_string(), Vec::new());
         }
@@ -454,7 +498,7 @@ impl Check for Topology {
         Profile::Quick
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["gpu.count"]
+        &["gpu.driver"]
     }
     fn timeout(&self) -> Duration {
         QUERY_TIMEOUT
@@ -485,12 +529,31 @@ CUDA cannot start on it until it is. Start the fabric manager at the driver's ve
 (`sudo systemctl enable --now nvidia-fabricmanager`) and read `journalctl -u nvidia-fabricmanager`."
     }
     fn run(&self, ctx: &Context) -> Outcome {
+        if let Some(skip) = nothing_counted(ctx) {
+            return skip;
+        }
         match nvml::topology(lib(ctx)) {
             Ok(t) => {
                 // The fabric state lives beside the topology facts; a failure
                 // to read it leaves it unknown, never fails the check.
                 let fabric = nvml::fabric(lib(ctx)).unwrap_or_default();
-                evaluate_topology(&t, &fabric, job_from_env(&t.gpus).as_ref())
+                // GPUs gpu.count failed as lost, and lost here too.
+                let lost: Vec<u32> = lost_in_count(ctx)
+                    .into_iter()
+                    .filter(|i| {
+                        let at = t.gpus.iter().position(|g| g.index == *i);
+                        at.and_then(|p| t.nvlinks.get(p))
+                            .is_some_and(|l| l.as_ref().err() == Some(&Unavailable::GpuLost))
+                    })
+                    .collect();
+                // With none answering, every GPU is judged as it is.
+                let lost = if lost.len() < t.gpus.len() {
+                    lost
+                } else {
+                    Vec::new()
+                };
+                let job = job_from_env(&t.gpus);
+                evaluate_topology_beside_lost(&t, &fabric, job.as_ref(), &lost)
             }
             Err(f) => nvml_failure_outcome(&f, lib(ctx)),
         }
@@ -814,6 +877,36 @@ mod tests {
              NVSwitch fabric registration failed: Unknown Error"
         );
         assert!(hint(&o).contains("GPUs 1, 2"), "{}", hint(&o));
+    }
+
+    #[test]
+    fn a_lost_gpu_is_drawn_and_marked_and_the_rest_judged() {
+        let mut t = topology(
+            4,
+            |_| links(NvLinkRemote::Switch, 18, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        t.nvlinks[2] = Err(Unavailable::GpuLost);
+        for p in t.pairs.iter_mut().filter(|p| p.a == 2 || p.b == 2) {
+            p.p2p_read = Err(Unavailable::GpuLost);
+            p.p2p_write = Err(Unavailable::GpuLost);
+            p.p2p_nvlink = Err(Unavailable::GpuLost);
+        }
+        let mut fabric = vec![Ok(FabricState::Completed); 4];
+        fabric[2] = Err(Unavailable::GpuLost);
+        let o = evaluate_topology_beside_lost(&t, &fabric, None, &[2]);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "3 GPUs: P2P between all 3 pairs, all over NVLink; GPU 2 lost: see gpu.count"
+        );
+        assert_eq!(o.devices[2].status, Status::Skip);
+        assert_eq!(o.tables[1].rows[2], ["GPU2", "n/a", "n/a", "X", "n/a"]);
+        // Judged on its own, the lost GPU fails, once.
+        let o = evaluate_topology(&t, &fabric, None);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "GPU 2: GPU is lost (fallen off the bus)");
     }
 
     #[test]
