@@ -222,7 +222,7 @@ fn judge_machine(
         return o;
     }
     let unavailable: usize = tally.no_p2p.iter().map(|(_, names)| names.len()).sum();
-    let p2p_na = pairs.saturating_sub(tally.p2p_ok + unavailable);
+    let p2p_na = pairs.saturating_sub(tally.p2p_ok + unavailable + tally.through_cpu);
     let nvlink_known = t
         .nvlinks
         .iter()
@@ -233,17 +233,32 @@ fn judge_machine(
         o.tables = tables;
         return o;
     }
-    let gpus = format!("{job_size} GPUs{selected}");
-    let mut pass = match (job_size, p2p_na) {
-        (2, 0) => format!("{gpus}: P2P between them"),
-        (_, 0) => format!("{gpus}: P2P between all {pairs} pairs"),
+    let pass = pass_summary(&format!("{job_size} GPUs{selected}"), pairs, p2p_na, &tally);
+    let mut outcome = findings.conclude(pass, devices);
+    outcome.tables = tables;
+    outcome
+        .with_metric("p2p_pairs_unavailable", unavailable as f64, "count")
+        .with_metric("p2p_pairs_through_cpu", tally.through_cpu as f64, "count")
+}
+
+/// "8 GPUs: P2P between all 28 pairs, all over NVLink", with the pairs
+/// NVML could not say about and those that meet only through the CPU.
+fn pass_summary(gpus: &str, pairs: usize, p2p_na: usize, tally: &PairTally) -> String {
+    const THROUGH_CPU: &str = "only through the CPU, where NCCL does not use P2P by default";
+    if pairs == 1 && tally.through_cpu == 1 {
+        return format!("{gpus}: the pair meets {THROUGH_CPU}");
+    }
+    let mut pass = match (pairs, p2p_na, tally.through_cpu) {
+        (1, 0, 0) => format!("{gpus}: P2P between them"),
+        (_, 0, 0) => format!("{gpus}: P2P between all {pairs} pairs"),
+        (_, 0, _) => format!("{gpus}: P2P between {} of {pairs} pairs", tally.p2p_ok),
         _ => format!(
             "{gpus}: P2P between {} of {pairs} pairs, n/a for {p2p_na}",
             tally.p2p_ok
         ),
     };
     if tally.nvlink_pairs == pairs {
-        pass.push_str(if job_size == 2 {
+        pass.push_str(if pairs == 1 {
             ", over NVLink"
         } else {
             ", all over NVLink"
@@ -251,9 +266,37 @@ fn judge_machine(
     } else if tally.nvlink_pairs > 0 {
         pass.push_str(&format!(", {} over NVLink", tally.nvlink_pairs));
     }
-    let mut outcome = findings.conclude(pass, devices);
-    outcome.tables = tables;
-    outcome.with_metric("p2p_pairs_unavailable", unavailable as f64, "count")
+    match tally.through_cpu {
+        0 => {}
+        1 => pass.push_str(&format!("; 1 pair meets {THROUGH_CPU}")),
+        n => pass.push_str(&format!("; {n} pairs meet {THROUGH_CPU}")),
+    }
+    pass
+}
+
+/// The PCIe paths NCCL uses P2P over by default: up to PXB (PIX, PXB, and
+/// GPUs on one board). NCCL's ncclTopoCheckP2p (src/graph/paths.cc) caps its
+/// P2P level at PATH_PXB on Intel, ARM and Zhaoxin hosts, and elsewhere uses
+/// P2P farther only where NVML reports it; so two GPUs that meet only
+/// through a CPU (PHB, NODE, SYS: across host bridges or sockets) without
+/// P2P are how such servers are built, not a fault to fix.
+const NCCL_DEFAULT_P2P_PATHS: [Ancestor; 3] =
+    [Ancestor::Internal, Ancestor::Single, Ancestor::Multiple];
+
+/// True when the pair's PCIe path goes through a CPU, where NCCL by default
+/// does not use P2P (an unknown path is judged).
+fn through_cpu(path: &Reading<Ancestor>) -> bool {
+    matches!(path, Ok(a) if !NCCL_DEFAULT_P2P_PATHS.contains(a))
+}
+
+/// NVML's answers that blame the path between two GPUs (the chipset, the
+/// PCIe topology), not the GPUs (GeForce) or the driver (a registry key):
+/// those are judged on every path.
+fn refused_by_the_path(s: P2pStatus) -> bool {
+    matches!(
+        s,
+        P2pStatus::ChipsetNotSupported | P2pStatus::TopologyNotSupported
+    )
 }
 
 /// Each GPU's row: its NVLinks and, for the job's GPUs, its NVSwitch fabric
@@ -356,11 +399,14 @@ struct PairTally {
     nvlink_pairs: usize,
     /// Pairs without P2P ("GPU0-GPU1"), by reason.
     no_p2p: Vec<(P2pStatus, Vec<String>)>,
+    /// Pairs that meet only through a CPU, where NCCL does not use P2P by
+    /// default, and whose path refuses P2P: shown, not judged.
+    through_cpu: usize,
 }
 
 /// Judge P2P between every pair of the job's GPUs: NVLinks up without P2P
 /// over them warns (the fabric manager); pairs without P2P are tallied by
-/// reason.
+/// reason, apart from those that meet only through a CPU.
 fn judge_pairs(
     t: &TopologyFacts,
     in_job: &dyn Fn(usize) -> bool,
@@ -396,6 +442,9 @@ fn judge_pairs(
         match p2p_pair(&pair.p2p_read, &pair.p2p_write) {
             _ if nvlink_ok => tally.p2p_ok += 1,
             Some((P2pStatus::Ok, _)) => tally.p2p_ok += 1,
+            Some((status, _)) if through_cpu(&pair.ancestor) && refused_by_the_path(status) => {
+                tally.through_cpu += 1
+            }
             Some((status, _)) => match tally.no_p2p.iter_mut().find(|(s, _)| *s == status) {
                 Some((_, names)) => names.push(pair_name),
                 None => tally.no_p2p.push((status, vec![pair_name])),
@@ -517,7 +566,12 @@ The pairs judged are those between the GPUs a job started here will use: the one
 CUDA_VISIBLE_DEVICES selects, or every GPU when it is unset; the matrix always shows the whole \
 machine.
 
-No P2P between a pair warns. On servers this is usually PCIe ACS or the IOMMU: check \
+Pairs that meet only through a CPU (PHB, NODE, SYS: across host bridges or sockets) are shown, \
+not judged, when the chipset or the PCIe topology refuses P2P there, as it does on dual-socket \
+servers: NCCL by default uses P2P only up to PXB on Intel and ARM hosts, and elsewhere only where \
+NVML reports it, so those pairs go through host memory by design.
+
+No P2P between any other pair warns. On servers this is usually PCIe ACS or the IOMMU: check \
 `sudo lspci -vvv | grep ACSCtl`, disable ACS in the BIOS or boot with iommu=pt, and run with \
 NCCL_P2P_DISABLE=1 to confirm the job works without it. GeForce cards do not support P2P at all \
 (nothing to fix). A GPU with some NVLinks down while others are up warns: check \
@@ -684,9 +738,13 @@ mod tests {
 
     #[test]
     fn many_pairs_without_p2p_are_counted_not_listed() {
-        let t = topology(8, no_nvlink, Ok(P2pStatus::TopologyNotSupported), |_, _| {
+        let mut t = topology(8, no_nvlink, Ok(P2pStatus::TopologyNotSupported), |_, _| {
             Ok(P2pStatus::NotSupported)
         });
+        // One PCIe switch tree: NCCL would use P2P between every pair.
+        for p in t.pairs.iter_mut() {
+            p.ancestor = Ok(Ancestor::Multiple);
+        }
         let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
@@ -754,16 +812,121 @@ mod tests {
         assert!(hint(&o).contains("nvidia-fabricmanager"));
     }
 
-    /// 4 GPUs, P2P only between GPU0 and GPU1 (the chipset refuses the rest).
+    /// 4 GPUs under PCIe switches, P2P only between GPU0 and GPU1 (the
+    /// chipset refuses the rest).
     fn p2p_only_between_0_and_1() -> TopologyFacts {
         let mut t = topology(4, no_nvlink, Ok(P2pStatus::ChipsetNotSupported), |_, _| {
             Err(Unavailable::NotSupported)
         });
+        for p in t.pairs.iter_mut() {
+            p.ancestor = Ok(Ancestor::Multiple);
+        }
         for p in t.pairs.iter_mut().filter(|p| (p.a, p.b) == (0, 1)) {
             p.p2p_read = Ok(P2pStatus::Ok);
             p.p2p_write = Ok(P2pStatus::Ok);
         }
         t
+    }
+
+    /// A dual-socket PCIe server: GPUs 0-1 under one switch on socket 0,
+    /// GPUs 2-3 on socket 1; NVML answers "chipset not supported" across the
+    /// sockets, as it does on such servers.
+    fn dual_socket(within: P2pStatus, across: P2pStatus, path: Ancestor) -> TopologyFacts {
+        let mut t = topology(4, no_nvlink, Ok(within), |_, _| Ok(P2pStatus::NotSupported));
+        for p in t.pairs.iter_mut().filter(|p| p.a / 2 != p.b / 2) {
+            p.ancestor = Ok(path);
+            p.p2p_read = Ok(across);
+            p.p2p_write = Ok(across);
+        }
+        t
+    }
+
+    #[test]
+    fn no_p2p_across_sockets_is_shown_not_warned() {
+        let t = dual_socket(
+            P2pStatus::Ok,
+            P2pStatus::ChipsetNotSupported,
+            Ancestor::System,
+        );
+        let o = evaluate_topology(&t, &[], None);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "4 GPUs: P2P between 2 of 6 pairs; 4 pairs meet only through the CPU, where NCCL \
+             does not use P2P by default"
+        );
+        assert_eq!(o.hint, None);
+        // The matrices still show every pair as NVML reports it.
+        assert_eq!(o.tables[0].rows[0], ["GPU0", "X", "PIX", "SYS", "SYS"]);
+        assert_eq!(o.tables[1].rows[0], ["GPU0", "X", "OK", "CNS", "CNS"]);
+        assert_eq!(o.metric("p2p_pairs_unavailable"), Some(0.0));
+        assert_eq!(o.metric("p2p_pairs_through_cpu"), Some(4.0));
+        // Across host bridges of one socket (NODE, PHB) the same holds.
+        for path in [Ancestor::Node, Ancestor::HostBridge] {
+            let t = dual_socket(P2pStatus::Ok, P2pStatus::TopologyNotSupported, path);
+            assert_eq!(evaluate_topology(&t, &[], None).status, Status::Pass);
+        }
+    }
+
+    #[test]
+    fn no_p2p_under_a_pcie_switch_still_warns_on_a_dual_socket_server() {
+        let t = dual_socket(
+            P2pStatus::ChipsetNotSupported,
+            P2pStatus::ChipsetNotSupported,
+            Ancestor::System,
+        );
+        let o = evaluate_topology(&t, &[], None);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "no P2P between GPU0-GPU1, GPU2-GPU3 (chipset does not support P2P)"
+        );
+        assert!(hint(&o).contains("ACSCtl"), "{}", hint(&o));
+        assert_eq!(o.metric("p2p_pairs_unavailable"), Some(2.0));
+        // A job on one GPU of each socket has no pair NCCL would use P2P for.
+        let job = job_gpus(Some("0,2"), &t.gpus).expect("two of four GPUs");
+        let o = evaluate_topology(&t, &[], Some(&job));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "2 GPUs in CUDA_VISIBLE_DEVICES=0,2: the pair meets only through the CPU, where \
+             NCCL does not use P2P by default"
+        );
+    }
+
+    #[test]
+    fn gpus_or_a_driver_refusing_p2p_warn_on_any_path() {
+        for refusal in [P2pStatus::GpuNotSupported, P2pStatus::DisabledByRegkey] {
+            let t = dual_socket(P2pStatus::Ok, refusal, Ancestor::System);
+            let o = evaluate_topology(&t, &[], None);
+            assert_eq!(o.status, Status::Warn, "{refusal:?}");
+            assert!(
+                o.summary.starts_with("no P2P between 4 of 6 GPU pairs"),
+                "{}",
+                o.summary
+            );
+        }
+    }
+
+    #[test]
+    fn nvlink_across_sockets_is_judged_as_nvlink() {
+        let mut t = dual_socket(
+            P2pStatus::Ok,
+            P2pStatus::ChipsetNotSupported,
+            Ancestor::System,
+        );
+        t.nvlinks = (0..4).map(|_| links(NvLinkRemote::Switch, 18, 0)).collect();
+        for p in t.pairs.iter_mut() {
+            p.p2p_nvlink = Ok(P2pStatus::NotSupported);
+        }
+        let o = evaluate_topology(&t, &[], None);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary
+                .starts_with("GPU0-GPU1: NVLinks up but P2P over NVLink unavailable"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]
