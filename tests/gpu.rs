@@ -711,9 +711,11 @@ fn no_p2p_through_the_chipset_points_at_acs_and_iommu() {
     let (out, doc) = run_gpu("no_p2p_acs", &[]);
     assert_eq!(exit_code(&out), 0);
     assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    // The pairs under a PCIe switch warn; those across the sockets (SYS) are
+    // shown, not judged: NCCL does not use P2P there by default.
     assert_eq!(
         summary(&doc, "gpu.topology"),
-        "no P2P between 6 of 6 GPU pairs (chipset does not support P2P)"
+        "no P2P between GPU0-GPU1, GPU2-GPU3 (chipset does not support P2P)"
     );
     let h = hint(&doc, "gpu.topology");
     for needle in ["lspci -vvv | grep ACSCtl", "iommu=pt", "NCCL_P2P_DISABLE=1"] {
@@ -726,7 +728,7 @@ fn no_p2p_through_the_chipset_points_at_acs_and_iommu() {
         cell(table(&doc, "gpu.topology", "GPU P2P read/write"), 2, 3),
         "CNS"
     );
-    assert_eq!(result(&doc, "gpu.topology")["metrics"][0]["value"], 6.0);
+    assert_eq!(result(&doc, "gpu.topology")["metrics"][0]["value"], 2.0);
 }
 
 #[test]
@@ -762,8 +764,37 @@ fn a_gpu_fallen_off_the_bus_fails_the_count() {
     );
     assert!(s.contains("7 GPUs usable, expected 8"), "{s}");
     assert!(hint(&doc, "gpu.count").contains("Xid 79"));
-    assert_eq!(status_of(&doc, "gpu.ecc"), "skip");
-    assert_eq!(summary(&doc, "gpu.ecc"), "needs gpu.count, which failed");
+    // The other gpu checks judge the seven GPUs that answer and mark the lost
+    // one, instead of skipping: one failure for one problem.
+    for (id, judged) in [
+        (
+            "gpu.ecc",
+            "7 GPUs: no uncorrectable ECC errors, nothing pending retirement or remap",
+        ),
+        ("gpu.pcie", "7 GPUs at full PCIe link width (x16)"),
+        ("gpu.throttle", "7 GPUs: no slowdown (7 idle)"),
+        (
+            "gpu.mode",
+            "7 GPUs: compute Default, persistence on, MIG off",
+        ),
+        ("gpu.processes", "no other processes on the 7 GPUs"),
+        (
+            "gpu.topology",
+            "7 GPUs: P2P between all 21 pairs, all over NVLink",
+        ),
+    ] {
+        assert_eq!(status_of(&doc, id), "pass", "{id}: {}", summary(&doc, id));
+        assert_eq!(
+            summary(&doc, id),
+            format!("{judged}; GPU 2 lost: see gpu.count")
+        );
+        assert_eq!(device(&doc, id, 2)["status"], "skip", "{id}");
+        assert_eq!(
+            device(&doc, id, 2)["summary"],
+            "lost (fallen off the bus): gpu.count fails it"
+        );
+        assert_eq!(device(&doc, id, 3)["status"], "pass", "{id}");
+    }
 
     // Run alone (its need not selected), gpu.ecc judges the lost GPU itself.
     let (_, doc) = run_with(&fake_nvml(), "gpu_lost", &["--only", "gpu.ecc"]);
@@ -829,12 +860,9 @@ fn driver_not_loaded_says_modprobe() {
     );
     assert!(hint(&doc, "gpu.driver").starts_with("load it with `sudo modprobe nvidia`"));
     assert_eq!(summary(&doc, "gpu.count"), "needs gpu.driver, which failed");
+    // The per-GPU checks need the driver, not a complete count.
     for id in &GPU_CHECKS[2..] {
-        assert_eq!(
-            summary(&doc, id),
-            "needs gpu.count, which was skipped",
-            "{id}"
-        );
+        assert_eq!(summary(&doc, id), "needs gpu.driver, which failed", "{id}");
     }
     let xml = junit_of("init_driver_not_loaded", &[]);
     assert!(xml.contains("<skipped"), "{xml}");
@@ -932,4 +960,27 @@ fn nvml_hanging_in_init_times_out_and_the_rest_skip() {
     // The JUnit report of a hung run is still complete and valid.
     let xml = junit_of("hang_init", &["--timeout", "1"]);
     assert!(xml.contains("timed out after 1 s"), "{xml}");
+}
+
+#[test]
+fn the_driver_and_the_inventory_are_published_as_typed_facts() {
+    // Later checks (and `gpucheck cluster`, from every node's report) read
+    // what NVML said from the report's data, never from the summary text.
+    let (_, doc) = run_gpu("gpu_lost", &[]);
+    let driver = &result(&doc, "gpu.driver")["data"]["nvml_driver"]["Ok"];
+    assert_eq!(driver["driver_version"], "570.86.15");
+    assert_eq!(driver["cuda_driver_version"], 12080);
+    let inventory = result(&doc, "gpu.count")["data"]["nvml_inventory"]["Ok"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(inventory.len(), 8);
+    assert_eq!(inventory[1]["Ok"]["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(inventory[2]["Err"]["error"], "GpuLost");
+    // A driver NVML cannot load is published too, as the failure.
+    let (_, doc) = run_gpu("init_driver_not_loaded", &[]);
+    assert_eq!(
+        result(&doc, "gpu.driver")["data"]["nvml_driver"]["Err"],
+        "DriverNotLoaded"
+    );
 }

@@ -1,0 +1,38 @@
+//! The gpu checks: what NVML says about the driver and every GPU, judged for a
+//! multi-GPU DDP job. Each check asks the NVML probe for plain facts and hands
+//! them to a pure `evaluate_*` function; all of them are NVML queries only, so
+//! they run in-process in the quick profile.
+//!
+//! Per-GPU problems become findings; a check's verdict is its worst finding,
+//! its summary names the GPUs, and its hint says what to run on which GPU
+//! (hints that apply to several GPUs are merged into one with the list).
+//!
+//! One file per check, each with its thresholds, probe call, pure
+//! `evaluate_*` function and unit tests; `common` holds what they share (the
+//! NVML budget, unreadable readings, NVML failures) and `job` which GPUs
+//! CUDA_VISIBLE_DEVICES gives a job.
+
+mod common;
+mod count;
+mod driver;
+mod ecc;
+mod job;
+mod mode;
+mod pcie;
+mod processes;
+mod throttle;
+mod topology;
+
+pub use common::nvml_failure_outcome;
+pub use count::{evaluate_count, Count};
+pub use driver::{evaluate_driver, Driver};
+pub use ecc::{
+    evaluate_ecc, Ecc, EccThresholds, MAX_RETIRED_PAGES, MAX_UNCORRECTABLE_ROW_REMAPS,
+    MAX_VOLATILE_UNCORRECTED_ECC, WARN_RETIRED_PAGES, WARN_VOLATILE_CORRECTED_ECC,
+};
+pub use job::{job_gpus, job_gpus_in_order, JobGpus};
+pub use mode::{evaluate_mode, Mode};
+pub use pcie::{evaluate_pcie, Pcie, PcieThresholds, BUSY_UTILIZATION_PCT};
+pub use processes::{evaluate_processes, Processes};
+pub use throttle::{evaluate_throttle, Throttle};
+pub use topology::{evaluate_topology, evaluate_topology_beside_lost, Topology};
