@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub mod domain;
 pub mod facts;
 pub mod findings;
+pub mod fleet;
 pub mod outcome;
 pub mod probe;
 
@@ -244,8 +245,14 @@ pub static CATALOG: &[&dyn Check] = &[
 ];
 
 /// Look a check up by id.
+/// Look a check up by id (a node check, or a fleet check of `gpucheck
+/// cluster`, for `explain`).
 pub fn find(id: &str) -> Option<&'static dyn Check> {
-    CATALOG.iter().copied().find(|c| c.id() == id)
+    CATALOG
+        .iter()
+        .copied()
+        .find(|c| c.id() == id)
+        .or_else(|| fleet::find(id).map(|c| c as &dyn Check))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod compat;
 pub mod cuda_devices;
+pub mod hostlist;
 pub mod launch;
 pub mod text;
 pub mod visible_devices;

@@ -1,0 +1,93 @@
+//! fleet.local: every node's own checks passed.
+
+use super::{Fleet, FleetCheck, FleetNode};
+use crate::domain::text;
+use crate::Outcome;
+
+fleet_check!(
+    LocalVerdicts,
+    "fleet.local",
+    "Every node is ready on its own",
+    "Every node's local checks (the chosen profile, the same checks as `gpucheck run`) \
+ended ready (exit code 0).
+
+Why it matters: one node with a failed GPU, a full /dev/shm or a broken torch stops the \
+whole job: DDP runs at the pace of its worst rank and dies with it.
+
+Fix: the fleet report names each node that is not ready and its failing check ids; run \
+`gpucheck explain ID` for what to do, or drain the node and start the job without it."
+);
+
+impl FleetCheck for LocalVerdicts {
+    fn judge(&self, fleet: &Fleet) -> Outcome {
+        evaluate(fleet)
+    }
+}
+
+/// The ids of a node's failing (or erroring) local checks.
+pub fn failing_ids(node: &FleetNode) -> Vec<&str> {
+    node.results
+        .iter()
+        .filter(|(_, o)| o.status.is_failure())
+        .map(|(id, _)| id.as_str())
+        .collect()
+}
+
+fn evaluate(fleet: &Fleet) -> Outcome {
+    let bad: Vec<String> = fleet
+        .nodes
+        .iter()
+        .filter(|n| n.exit_code != 0)
+        .map(|n| {
+            let ids = failing_ids(n);
+            if ids.is_empty() {
+                format!("{}: exit code {}", n.label(), n.exit_code)
+            } else {
+                format!("{}: {}", n.label(), text::list_cut(&ids, 6))
+            }
+        })
+        .collect();
+    if bad.is_empty() {
+        return Outcome::pass(format!(
+            "all {} that joined are ready",
+            text::counted(fleet.nodes.len(), "node", "nodes")
+        ));
+    }
+    Outcome::fail(
+        format!(
+            "{} of {} not ready: {}",
+            bad.len(),
+            text::counted(fleet.nodes.len(), "node", "nodes"),
+            text::list_cut(&bad, 8)
+        ),
+        "see each node's failing checks below (`gpucheck explain ID`), or drain those nodes",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::Status;
+
+    #[test]
+    fn names_the_node_and_its_failing_checks() {
+        let mut bad = node(1, "gpu-002");
+        bad.exit_code = 1;
+        bad.results = vec![
+            ("gpu.driver".into(), Outcome::pass("ok")),
+            ("gpu.ecc".into(), Outcome::fail("3 uncorrectable", "drain")),
+            ("host.shm".into(), Outcome::warn("small", "grow")),
+        ];
+        let o = evaluate(&fleet(vec![node(0, "gpu-001"), bad]));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.summary, "1 of 2 nodes not ready: node 1 (gpu-002): gpu.ecc");
+    }
+
+    #[test]
+    fn all_ready_passes() {
+        let o = evaluate(&fleet(vec![node(0, "a"), node(1, "b"), node(2, "c")]));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "all 3 nodes that joined are ready");
+    }
+}
