@@ -54,6 +54,10 @@ signals). On fail, the report goes to stderr and gpucheck exits 1 without runnin
 If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
     )]
     Exec(ExecArgs),
+    /// Check every node of a multi-node job together: run on every node; node rank 0 gathers
+    /// the reports through torch.distributed and names the node that is not ready.
+    #[command(after_help = crate::cluster::CLUSTER_HELP)]
+    Cluster(crate::cluster::ClusterArgs),
     /// Print shell completions for SHELL to stdout.
     Completions {
         #[arg(value_enum)]

@@ -31,6 +31,7 @@ macro_rules! say {
 }
 
 mod cli;
+mod cluster;
 #[cfg(test)]
 mod man;
 mod model;
@@ -184,6 +185,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::List(args)) => list(args.format),
         Some(Command::Explain { id }) => explain(&id),
         Some(Command::Exec(args)) => exec(&args),
+        Some(Command::Cluster(args)) => cluster::command(&args),
         Some(Command::Completions { shell }) => {
             // Into memory first: clap_complete panics on a write error
             // (`gpucheck completions bash | head`).

@@ -1,0 +1,401 @@
+//! `gpucheck cluster`: every node of a job runs the same command; each runs
+//! its local checks exactly as `gpucheck run` does, then the nodes meet
+//! through torch.distributed's TCPStore at the master (the payload in
+//! `rendezvous.rs`), node rank 0 gathers every node's report, judges the
+//! fleet checks (`gpucheck_checks::fleet`), prints the fleet report and
+//! publishes the verdict, which every other node reads and prints. Every
+//! node exits 1 when the fleet is not ready.
+//!
+//! `identity.rs` resolves who this node is (flags, torchrun's PET_*, SLURM,
+//! MASTER_*); `report.rs` is the fleet report and its text.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use gpucheck_checks::fleet::{self, Fleet, FleetNode};
+use gpucheck_checks::probe::python::find_python;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::RunArgs;
+use crate::model::{CheckResult, Run};
+use crate::report::Format;
+use crate::UsageError;
+
+pub mod identity;
+pub mod rendezvous;
+pub mod report;
+
+use identity::{Identity, IdentityFlags};
+use rendezvous::{Config, Event, Joined, Session, Verdict};
+use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
+
+pub const CLUSTER_HELP: &str = "\
+Every node runs the same command. Node count, node rank and master come from the flags, then \
+torchrun's PET_NNODES / PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT, then SLURM \
+(SLURM_NNODES or SLURM_JOB_NUM_NODES, SLURM_NODEID, the first host of SLURM_JOB_NODELIST), then \
+MASTER_ADDR / MASTER_PORT. Node rank 0 prints the fleet report (and writes --json); the other \
+nodes print their own verdict and the fleet's. Every node exits 1 when the fleet is not ready.
+
+Examples:
+  srun --nodes 16 --ntasks-per-node 1 gpucheck cluster --json fleet.json
+  gpucheck cluster --nnodes 4 --node-rank 2 --master-addr node01 --master-port 29400";
+
+/// The default --rdzv-timeout: nodes of one job start within seconds of
+/// each other, but their local checks can take up to the full profile's
+/// 90 s budget before they reach the rendezvous.
+pub const DEFAULT_RDZV_TIMEOUT_S: f64 = 120.0;
+
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Number of nodes in the job (default: $PET_NNODES, $SLURM_NNODES).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000), help_heading = "Cluster")]
+    pub nnodes: Option<u32>,
+    /// This node's rank, 0 to N-1 (default: $PET_NODE_RANK, $SLURM_NODEID).
+    #[arg(long, value_name = "R", help_heading = "Cluster")]
+    pub node_rank: Option<u32>,
+    /// Node rank 0's address (default: $PET_MASTER_ADDR, the first host of
+    /// $SLURM_JOB_NODELIST, $MASTER_ADDR).
+    #[arg(long, value_name = "HOST", help_heading = "Cluster")]
+    pub master_addr: Option<String>,
+    /// The rendezvous port on node rank 0 (default: $PET_MASTER_PORT,
+    /// $MASTER_PORT, 29500).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Cluster")]
+    pub master_port: Option<u16>,
+    /// How long to wait for every node to join, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_RDZV_TIMEOUT_S, value_parser = parse_rdzv_timeout, help_heading = "Cluster")]
+    pub rdzv_timeout: f64,
+}
+
+fn parse_rdzv_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(1.0..=86_400.0).contains(&v) {
+        return Err(format!("must be between 1 and 86400 seconds, got '{s}'"));
+    }
+    Ok(v)
+}
+
+/// What each node hands over through the store.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeMessage {
+    pub node_rank: u32,
+    pub tool_version: String,
+    pub report: Run,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The variables the fleet checks compare across nodes.
+fn fleet_env() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| {
+            k.starts_with("NCCL_") || k.starts_with("GLOO_") || k == "CUDA_VISIBLE_DEVICES"
+        })
+        .collect()
+}
+
+/// `gpucheck cluster`.
+pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
+    let flags = IdentityFlags {
+        nnodes: args.nnodes,
+        node_rank: args.node_rank,
+        master_addr: args.master_addr.clone(),
+        master_port: args.master_port,
+    };
+    let id = identity::resolve(&flags, &|k| std::env::var(k).ok()).map_err(UsageError)?;
+    if args.run.junit.is_some() || args.run.format == Format::Junit {
+        return Err(UsageError("gpucheck cluster has no JUnit report yet; use --json".into()).into());
+    }
+    let python = find_python(args.run.python.as_deref())
+        .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
+    let json_on_stdout = args.run.json.as_deref() == Some(std::path::Path::new("-"))
+        || args.run.format == Format::Json;
+    let json_out = match &args.run.json {
+        Some(p) if id.node_rank.value == 0 && !json_on_stdout => Some(JsonOut::plan(p)?),
+        _ => None,
+    };
+    let mut local = args.run.clone();
+    local.json = None;
+    local.format = Format::Table;
+    let plan = crate::plan(&local)?;
+    let run = crate::execute(&plan, local.strict, local.profile.into());
+    let message = NodeMessage {
+        node_rank: id.node_rank.value,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        report: run.clone(),
+        env: fleet_env(),
+    };
+    let message = serde_json::to_string(&message)?;
+    let config = Config {
+        node_rank: id.node_rank.value,
+        nnodes: id.nnodes.value,
+        master_addr: id.master_addr.value.clone(),
+        master_port: id.master_port.value,
+        rdzv_timeout_s: args.rdzv_timeout,
+        margin_s: rendezvous::VERDICT_MARGIN.as_secs_f64(),
+        ack_timeout_s: rendezvous::ACK_TIMEOUT.as_secs_f64(),
+    };
+    let session = Session::start(&python.path, &config, &message);
+    if id.node_rank.value == 0 {
+        let report = lead(session, &config, &id, args.run.strict);
+        let text = match args.run.format {
+            _ if json_on_stdout => serde_json::to_string_pretty(&report)? + "\n",
+            _ if args.run.quiet => report.verdict_line() + "\n",
+            _ => report.render_text(args.run.verbose),
+        };
+        let written = json_out.map(|j| j.write(&report)).transpose();
+        crate::emit(&text)?;
+        written?;
+        Ok(report.exit_code.clamp(0, 255) as u8)
+    } else {
+        let verdict = follow(session, &config);
+        let text = format!(
+            "{}\n{}\n",
+            report::node_line(id.node_rank.value, &run),
+            verdict.line
+        );
+        crate::emit(&text)?;
+        Ok(verdict.exit_code.max(run.exit_code).clamp(0, 255) as u8)
+    }
+}
+
+/// Node rank 0: gather, judge, publish the verdict, return the report.
+fn lead(
+    session: Result<Session, String>,
+    config: &Config,
+    id: &Identity,
+    strict: bool,
+) -> FleetReport {
+    let master = format!("{}:{}", config.master_addr, config.master_port);
+    let mut fleet = Fleet {
+        nnodes: config.nnodes,
+        master: master.clone(),
+        ..Default::default()
+    };
+    let mut session = match session {
+        Ok(s) => Some(s),
+        Err(e) => {
+            fleet.rendezvous_error = Some(e);
+            None
+        }
+    };
+    let mut raw: Vec<(u32, Joined, NodeMessage)> = Vec::new();
+    if let Some(s) = session.as_mut() {
+        let deadline = Instant::now()
+            + rendezvous::IMPORT_BUDGET
+            + Duration::from_secs_f64(config.rdzv_timeout_s)
+            + rendezvous::VERDICT_MARGIN;
+        match gathered(s, deadline) {
+            Ok((nodes, missing, unreadable)) => {
+                raw = nodes;
+                fleet.missing = missing;
+                if !unreadable.is_empty() {
+                    fleet.rendezvous_error = Some(unreadable.join("; "));
+                }
+            }
+            Err(e) => fleet.rendezvous_error = Some(e),
+        }
+    }
+    if fleet.rendezvous_error.is_some() && raw.is_empty() {
+        // Nobody could be heard: the fleet is this node and the unknown rest.
+        fleet.missing = (1..config.nnodes).collect();
+    }
+    fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
+    let report = judge(&fleet, &raw, id, strict);
+    if let Some(s) = session.as_mut() {
+        let verdict = Verdict {
+            exit_code: report.exit_code,
+            line: report.verdict_line(),
+        };
+        s.send(serde_json::to_string(&verdict).unwrap_or_default());
+        let _ = s.next(Instant::now() + rendezvous::ACK_TIMEOUT + Duration::from_secs(5), "the nodes to read the verdict");
+    }
+    report
+}
+
+type Gathered = (Vec<(u32, Joined, NodeMessage)>, Vec<u32>, Vec<String>);
+
+/// Wait for node 0's payload to gather every node's entry.
+fn gathered(session: &mut Session, deadline: Instant) -> Result<Gathered, String> {
+    loop {
+        match session.next(deadline, "every node to join")? {
+            Event::Joined { .. } | Event::Done { .. } | Event::Verdict { .. } => continue,
+            Event::Error { stage, detail, .. } => return Err(format!("{stage}: {detail}")),
+            Event::Gathered { nodes, missing } => {
+                let mut joined = Vec::new();
+                let mut unreadable = Vec::new();
+                for (rank, value) in nodes {
+                    let parsed = serde_json::from_value::<Joined>(value).and_then(|j| {
+                        serde_json::from_value::<NodeMessage>(j.message.clone()).map(|m| (j, m))
+                    });
+                    match (rank.parse::<u32>(), parsed) {
+                        (Ok(r), Ok((j, m))) => joined.push((r, j, m)),
+                        (_, Err(e)) => unreadable.push(format!(
+                            "node {rank} sent a report this gpucheck cannot read (another \
+                             gpucheck version?): {e}"
+                        )),
+                        (Err(_), _) => unreadable.push(format!("a node sent rank '{rank}'")),
+                    }
+                }
+                return Ok((joined, missing, unreadable));
+            }
+        }
+    }
+}
+
+fn fleet_node(rank: u32, joined: &Joined, m: &NodeMessage) -> FleetNode {
+    FleetNode {
+        node_rank: rank,
+        hostname: m.report.host.hostname.clone(),
+        results: m
+            .report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), r.outcome.clone()))
+            .collect(),
+        exit_code: m.report.exit_code,
+        env: m.env.clone(),
+        torch: joined.torch.clone(),
+        clock: joined.clock,
+    }
+}
+
+/// Run every fleet check over the gathered fleet.
+fn judge(
+    fleet: &Fleet,
+    raw: &[(u32, Joined, NodeMessage)],
+    _id: &Identity,
+    strict: bool,
+) -> FleetReport {
+    let results: Vec<CheckResult> = fleet::FLEET_CATALOG
+        .iter()
+        .map(|c| {
+            let started = Instant::now();
+            let mut outcome = c.judge(fleet);
+            outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+            CheckResult {
+                id: c.id().to_string(),
+                title: c.title().to_string(),
+                group: c.group().to_string(),
+                profile: c.profile(),
+                outcome,
+            }
+        })
+        .collect();
+    let counts = Run::count(&results);
+    let nodes = raw
+        .iter()
+        .map(|(r, j, m)| NodeEntry {
+            node_rank: *r,
+            host: m.report.host.hostname.clone(),
+            results: m.report.results.clone(),
+            counts: m.report.counts,
+            exit_code: m.report.exit_code,
+            env: m.env.clone(),
+            clock_offset_s: j.clock.map(|c| c.offset_s),
+        })
+        .collect();
+    FleetReport {
+        format_version: FLEET_FORMAT_VERSION,
+        tool: "gpucheck".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        nnodes: fleet.nnodes,
+        master: fleet.master.clone(),
+        nodes,
+        missing_node_ranks: fleet.missing.clone(),
+        exit_code: Run::exit_code_for(&counts, strict),
+        fleet: results,
+        counts,
+    }
+}
+
+/// Another node: wait for node 0's verdict; no verdict is a failure that
+/// says what was tried.
+fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
+    let master = format!("{}:{}", config.master_addr, config.master_port);
+    let not_ready = |why: String| Verdict {
+        exit_code: 1,
+        line: format!("FLEET NOT READY: {why}"),
+    };
+    let mut session = match session {
+        Ok(s) => s,
+        Err(e) => return not_ready(format!("cannot start the rendezvous: {e}")),
+    };
+    let deadline = Instant::now()
+        + rendezvous::IMPORT_BUDGET
+        + Duration::from_secs_f64(config.rdzv_timeout_s)
+        + rendezvous::VERDICT_MARGIN * 2;
+    loop {
+        match session.next(deadline, "node 0's verdict") {
+            Ok(Event::Verdict { verdict }) => return verdict,
+            Ok(Event::Error {
+                stage,
+                detail,
+                resolved,
+                missing,
+                ..
+            }) => {
+                let why = match stage.as_str() {
+                    "resolve" | "connect" => format!(
+                        "cannot reach the master {master} (resolved to {}): {detail}",
+                        if resolved.is_empty() { "nothing".to_string() } else { resolved.join(", ") }
+                    ),
+                    "verdict" if !missing.is_empty() => format!(
+                        "{detail}; node ranks not in the store: {}",
+                        missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                    _ => format!("the rendezvous at {master} failed ({stage}): {detail}"),
+                };
+                return not_ready(why);
+            }
+            Ok(_) => continue,
+            Err(e) => return not_ready(format!("{e} (master {master})")),
+        }
+    }
+}
+
+/// `--json FILE` on node rank 0: checked before the checks run, written
+/// whole at the end (a temporary file renamed into place), `-` for stdout.
+struct JsonOut {
+    path: PathBuf,
+}
+
+impl JsonOut {
+    fn plan(path: &std::path::Path) -> Result<JsonOut, UsageError> {
+        if path != std::path::Path::new("-") {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => std::path::Path::new("."),
+            };
+            tempfile::NamedTempFile::new_in(folder).map_err(|e| {
+                UsageError(format!(
+                    "cannot write the JSON report to {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+        Ok(JsonOut {
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn write(self, report: &FleetReport) -> Result<(), UsageError> {
+        let text = serde_json::to_string_pretty(report).unwrap_or_default() + "\n";
+        if self.path == std::path::Path::new("-") {
+            return crate::emit(&text).map_err(|e| UsageError(e.to_string()));
+        }
+        let fail = |e: std::io::Error| UsageError(format!("cannot write {}: {e}", self.path.display()));
+        let folder = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        let mut temp = tempfile::NamedTempFile::new_in(folder).map_err(fail)?;
+        std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(fail)?;
+        temp.persist(&self.path).map_err(|e| fail(e.error))?;
+        Ok(())
+    }
+}

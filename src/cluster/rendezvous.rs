@@ -1,0 +1,246 @@
+//! The rendezvous: checks/payloads/cluster.py run with the training Python,
+//! in a process group of its own that dies with gpucheck, talking JSON
+//! lines: this node's message on its stdin (and, on node 0, the fleet
+//! verdict once judged), marker lines ("GPUCHECK_CLUSTER {json}") back on
+//! its stdout. The exchange itself is torch.distributed's TCPStore.
+//!
+//! Every wait here has a deadline, and the payload's whole group is killed
+//! when the session ends, whatever the reason (done, a timeout, Ctrl-C).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use gpucheck_checks::fleet::{ClockReading, PayloadTorch};
+use gpucheck_checks::probe::process::{capture, isolate, kill_group, wait_killed, Capture, KILL_GRACE};
+use gpucheck_checks::probe::python::{python_command, PayloadFile};
+use serde::{Deserialize, Serialize};
+
+use crate::runner;
+
+/// The payload, embedded so the binary is all a node needs.
+const CLUSTER_PY: &str = include_str!("../../checks/payloads/cluster.py");
+const MARK: &str = "GPUCHECK_CLUSTER ";
+const STAGE: &str = "GPUCHECK_CLUSTER_STAGE ";
+/// How long `import torch` may take on a node before the rendezvous clock
+/// starts (a cold page cache on a network filesystem, many nodes at once).
+pub const IMPORT_BUDGET: Duration = Duration::from_secs(90);
+/// What a node waits for node 0's verdict beyond --rdzv-timeout: node 0's
+/// judging and printing.
+pub const VERDICT_MARGIN: Duration = Duration::from_secs(10);
+/// How long node 0 keeps the store up for the others to read the verdict.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the payload is told (as JSON in $GPUCHECK_CLUSTER_CONFIG).
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub node_rank: u32,
+    pub nnodes: u32,
+    pub master_addr: String,
+    pub master_port: u16,
+    pub rdzv_timeout_s: f64,
+    pub margin_s: f64,
+    pub ack_timeout_s: f64,
+}
+
+/// One node's entry in the store: its message (what gpucheck handed over),
+/// and what the payload added.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Joined {
+    pub message: serde_json::Value,
+    #[serde(default)]
+    pub torch: Option<PayloadTorch>,
+    #[serde(default)]
+    pub clock: Option<ClockReading>,
+}
+
+/// The verdict node 0 publishes for every node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    pub exit_code: i32,
+    /// "FLEET READY: ..." / "FLEET NOT READY: ... — see fleet.local".
+    pub line: String,
+}
+
+/// What the payload reports, one marker line each.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// This node is in the store.
+    Joined {},
+    Gathered {
+        nodes: BTreeMap<String, serde_json::Value>,
+        missing: Vec<u32>,
+    },
+    Verdict {
+        verdict: Verdict,
+    },
+    /// Node 0: every node read the verdict, or the wait for that ended.
+    Done {},
+    Error {
+        stage: String,
+        detail: String,
+        #[serde(default)]
+        resolved: Vec<String>,
+        #[serde(default)]
+        missing: Vec<u32>,
+    },
+}
+
+/// A running payload.
+pub struct Session {
+    child: Child,
+    events: Receiver<Result<Event, String>>,
+    input: Option<Sender<String>>,
+    stderr: Option<Capture>,
+    _script: PayloadFile,
+}
+
+impl Session {
+    /// Start the payload and hand it this node's message.
+    pub fn start(python: &Path, config: &Config, message: &str) -> Result<Session, String> {
+        let script = PayloadFile::write("cluster", CLUSTER_PY).map_err(|e| e.to_string())?;
+        let config = serde_json::to_string(config).map_err(|e| e.to_string())?;
+        let mut cmd = python_command(python);
+        cmd.arg(script.path())
+            .env("GPUCHECK_CLUSTER_CONFIG", config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        isolate(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+        let (stdout, stdin, stderr) = (child.stdout.take(), child.stdin.take(), child.stderr.take());
+        let mut session = Session {
+            child,
+            events: mpsc::channel().1,
+            input: None,
+            stderr: None,
+            _script: script,
+        };
+        let (Some(stdout), Some(stdin), Some(stderr)) = (stdout, stdin, stderr) else {
+            return Err("the payload's pipes could not be opened".into());
+        };
+        session.stderr = Some(capture(stderr).map_err(|e| e.to_string())?);
+        session.events = read_events(stdout)?;
+        let input = feed(stdin)?;
+        let _ = input.send(message.to_string());
+        session.input = Some(input);
+        Ok(session)
+    }
+
+    /// Hand the payload one more line (node 0's verdict).
+    pub fn send(&self, line: String) {
+        if let Some(input) = &self.input {
+            let _ = input.send(line);
+        }
+    }
+
+    /// The next event, waiting at most until `deadline`. The error says
+    /// why none came: the payload ended (with its last words), the deadline
+    /// passed, or gpucheck was interrupted.
+    pub fn next(&mut self, deadline: Instant, waiting_for: &str) -> Result<Event, String> {
+        loop {
+            if let Some(sig) = runner::interrupted() {
+                return Err(format!("interrupted by {sig} while waiting for {waiting_for}"));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!("no answer while waiting for {waiting_for}: timed out"));
+            }
+            match self.events.recv_timeout((deadline - now).min(Duration::from_millis(50))) {
+                Ok(Ok(event)) => return Ok(event),
+                Ok(Err(e)) => return Err(e),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(self.ended(waiting_for)),
+            }
+        }
+    }
+
+    /// Why the payload stopped talking: its exit and the end of its stderr.
+    fn ended(&mut self, waiting_for: &str) -> String {
+        let status = wait_killed(&mut self.child, KILL_GRACE);
+        let err = self
+            .stderr
+            .take()
+            .map(|c| c.finish_by(Instant::now() + Duration::from_secs(1)))
+            .unwrap_or_default();
+        let err = String::from_utf8_lossy(&err);
+        let last = err
+            .lines()
+            .filter(|l| !l.starts_with(STAGE) && !l.trim().is_empty())
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let stage = err
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(STAGE))
+            .unwrap_or("start");
+        let how = match status.map(|s| (s.code(), std::os::unix::process::ExitStatusExt::signal(&s))) {
+            Some((Some(c), _)) => format!("exited with status {c}"),
+            Some((_, Some(s))) => format!("was killed by {}", runner::signal_name(s)),
+            _ => "stopped answering".to_string(),
+        };
+        let last = if last.is_empty() { String::new() } else { format!(": {last}") };
+        format!("the rendezvous payload {how} during '{stage}' while waiting for {waiting_for}{last}")
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.input = None;
+        kill_group(self.child.id() as i32);
+        let _ = wait_killed(&mut self.child, KILL_GRACE);
+    }
+}
+
+/// Read marker lines from the payload's stdout on a thread of its own.
+fn read_events(stdout: std::process::ChildStdout) -> Result<Receiver<Result<Event, String>>, String> {
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("cluster-events".into())
+        .spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(json) = line.strip_prefix(MARK) {
+                    let event = serde_json::from_str::<Event>(json)
+                        .map_err(|e| format!("the rendezvous payload said something unreadable: {e}"));
+                    if tx.send(event).is_err() {
+                        break;
+                    }
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start a thread to read the payload: {e}"))?;
+    Ok(rx)
+}
+
+/// Write lines to the payload's stdin on a thread of its own (a report can
+/// outgrow the pipe buffer); stdin closes when the sender is dropped.
+fn feed(mut stdin: std::process::ChildStdin) -> Result<Sender<String>, String> {
+    let (tx, rx) = mpsc::channel::<String>();
+    thread::Builder::new()
+        .name("cluster-input".into())
+        .spawn(move || {
+            for line in rx {
+                let one_line = line.replace('\n', " ");
+                if stdin
+                    .write_all(one_line.as_bytes())
+                    .and_then(|_| stdin.write_all(b"\n"))
+                    .and_then(|_| stdin.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start a thread to feed the payload: {e}"))?;
+    Ok(tx)
+}

@@ -1,0 +1,272 @@
+//! The fleet report: what node rank 0 prints and writes with `--json`, and
+//! the lines the other nodes print. Plain data and pure rendering; its JSON
+//! Schema is generated from these types and committed as
+//! `schema/fleet.schema.json` (regenerate with
+//! `GPUCHECK_UPDATE_SCHEMA=1 cargo test fleet_schema_file`).
+
+use std::collections::BTreeMap;
+
+use gpucheck_checks::Status;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{CheckResult, Counts, Run};
+
+/// Version of the fleet report layout. Bump on any incompatible change.
+pub const FLEET_FORMAT_VERSION: u32 = 1;
+
+/// One node in the fleet report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeEntry {
+    pub node_rank: u32,
+    /// The node's hostname.
+    pub host: String,
+    /// Its local checks, as `gpucheck run --json` reports them.
+    pub results: Vec<CheckResult>,
+    pub counts: Counts,
+    /// The node's own exit code for its local checks.
+    pub exit_code: i32,
+    /// The NCCL_*, GLOO_* and CUDA_VISIBLE_DEVICES variables it ran with.
+    pub env: BTreeMap<String, String>,
+    /// Node 0's clock minus this node's, seconds (absent on node 0 and where
+    /// it was not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_s: Option<f64>,
+}
+
+/// The whole fleet: what `gpucheck cluster --json` writes on node rank 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "gpucheck fleet report")]
+pub struct FleetReport {
+    /// Version of this layout; bumped on any incompatible change.
+    #[schemars(extend("const" = FLEET_FORMAT_VERSION))]
+    pub format_version: u32,
+    /// Always "gpucheck".
+    #[schemars(extend("const" = "gpucheck"))]
+    pub tool: String,
+    pub tool_version: String,
+    /// The node count every node was told.
+    pub nnodes: u32,
+    /// "host:port" of node rank 0's store.
+    pub master: String,
+    /// Every node that joined, by node rank.
+    pub nodes: Vec<NodeEntry>,
+    /// Node ranks that never joined.
+    pub missing_node_ranks: Vec<u32>,
+    /// The fleet checks (`fleet.*`), judged on node rank 0.
+    pub fleet: Vec<CheckResult>,
+    /// Verdict counts of the fleet checks.
+    pub counts: Counts,
+    /// The exit code every node returns: 0 ready, 1 not ready.
+    #[schemars(range(min = 0, max = 2))]
+    pub exit_code: i32,
+}
+
+fn symbol(status: Status) -> &'static str {
+    match status {
+        Status::Pass => "✔ pass ",
+        Status::Warn => "! warn ",
+        Status::Fail => "✘ FAIL ",
+        Status::Skip => "- skip ",
+        Status::Error => "✘ ERROR",
+    }
+}
+
+/// A node's one-line local verdict: "node 1 (gpu-002): NOT READY — gpu.ecc".
+pub fn node_line(node_rank: u32, run: &Run) -> String {
+    format!("node {node_rank} ({}): {}", run.host.hostname, run.verdict_line())
+}
+
+impl FleetReport {
+    /// The fleet's one-line verdict.
+    pub fn verdict_line(&self) -> String {
+        let c = &self.counts;
+        let head = match self.exit_code {
+            0 if c.warn > 0 => "FLEET READY (with warnings)",
+            0 => "FLEET READY",
+            _ => "FLEET NOT READY",
+        };
+        let mut line = format!(
+            "{head}: {} of {} nodes joined, {} ready",
+            self.nodes.len(),
+            self.nnodes,
+            self.nodes.iter().filter(|n| n.exit_code == 0).count()
+        );
+        let failing: Vec<&str> = self
+            .fleet
+            .iter()
+            .filter(|r| r.outcome.status.is_failure())
+            .map(|r| r.id.as_str())
+            .collect();
+        if !failing.is_empty() {
+            line.push_str(&format!(" — see {}", failing.join(", ")));
+        }
+        line
+    }
+
+    /// The text node 0 prints: fleet checks, one line per node, details.
+    pub fn render_text(&self, verbose: bool) -> String {
+        let mut out = format!(
+            "gpucheck {} · cluster of {} nodes · master {}\n\nfleet\n",
+            self.tool_version, self.nnodes, self.master
+        );
+        let width = self.fleet.iter().map(|r| r.id.len()).max().unwrap_or(0);
+        for r in &self.fleet {
+            let o = &r.outcome;
+            out.push_str(&format!("  {}  {:width$}  {}\n", symbol(o.status), r.id, o.summary));
+            if o.status != Status::Pass {
+                if let Some(h) = &o.hint {
+                    out.push_str(&format!("  {:7}  {:width$}  → fix: {h}\n", "", ""));
+                }
+            }
+        }
+        out.push_str("\nnodes\n");
+        for n in &self.nodes {
+            let failing: Vec<&str> = n
+                .results
+                .iter()
+                .filter(|r| r.outcome.status.is_failure())
+                .map(|r| r.id.as_str())
+                .collect();
+            let state = if n.exit_code == 0 {
+                "ready".to_string()
+            } else if failing.is_empty() {
+                format!("not ready (exit code {})", n.exit_code)
+            } else {
+                format!("not ready: {}", failing.join(", "))
+            };
+            out.push_str(&format!("  node {:<4} {:<24} {state}\n", n.node_rank, n.host));
+        }
+        for r in &self.missing_node_ranks {
+            out.push_str(&format!("  node {r:<4} {:<24} never joined\n", "?"));
+        }
+        let details = self.details(verbose);
+        if !details.is_empty() {
+            out.push_str("\ndetails\n");
+            out.push_str(&details);
+        }
+        out.push('\n');
+        out.push_str(&self.verdict_line());
+        out.push('\n');
+        out
+    }
+
+    /// What failed on which node (and, verbose, what warned).
+    fn details(&self, verbose: bool) -> String {
+        let mut out = String::new();
+        for n in &self.nodes {
+            for r in &n.results {
+                let o = &r.outcome;
+                if o.status.is_failure() || (verbose && o.status == Status::Warn) {
+                    out.push_str(&format!(
+                        "  node {} ({}) {} {}: {}\n",
+                        n.node_rank,
+                        n.host,
+                        symbol(o.status).trim(),
+                        r.id,
+                        o.summary
+                    ));
+                    if let Some(h) = &o.hint {
+                        out.push_str(&format!("      → fix: {h}\n"));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The JSON Schema of the fleet report, generated from the types.
+#[cfg(test)]
+pub fn schema() -> String {
+    let schema = schemars::schema_for!(FleetReport);
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures;
+    use gpucheck_checks::{Outcome, Profile};
+
+    fn report() -> FleetReport {
+        let ok = fixtures::run(
+            vec![fixtures::result("gpu.driver", Profile::Quick, Outcome::pass("570"))],
+            false,
+        );
+        let bad = fixtures::every_status();
+        let entry = |rank: u32, run: &Run| NodeEntry {
+            node_rank: rank,
+            host: format!("gpu-00{rank}"),
+            results: run.results.clone(),
+            counts: run.counts,
+            exit_code: run.exit_code,
+            env: BTreeMap::new(),
+            clock_offset_s: None,
+        };
+        let fleet = vec![
+            fixtures::result("fleet.rendezvous", Profile::Quick, Outcome::pass("all 3 joined")),
+            fixtures::result(
+                "fleet.local",
+                Profile::Quick,
+                Outcome::fail("1 of 2 nodes not ready: node 1 (gpu-001): gpu.ecc", "drain"),
+            ),
+        ];
+        let counts = Run::count(&fleet);
+        FleetReport {
+            format_version: FLEET_FORMAT_VERSION,
+            tool: "gpucheck".into(),
+            tool_version: "0.1.0".into(),
+            nnodes: 3,
+            master: "gpu-000:29500".into(),
+            nodes: vec![entry(0, &ok), entry(1, &bad)],
+            missing_node_ranks: vec![2],
+            fleet,
+            counts,
+            exit_code: 1,
+        }
+    }
+
+    #[test]
+    fn text_lists_fleet_checks_nodes_and_what_failed_where() {
+        let text = report().render_text(false);
+        assert!(text.contains("✘ FAIL   fleet.local"), "{text}");
+        assert!(text.contains("node 0    gpu-000                  ready"), "{text}");
+        assert!(
+            text.contains("node 1    gpu-001                  not ready: gpu.ecc, net.master_port"),
+            "{text}"
+        );
+        assert!(text.contains("node 2    ?                        never joined"), "{text}");
+        assert!(text.contains("node 1 (gpu-001) ✘ FAIL gpu.ecc: GPU1 has 3 uncorrectable"), "{text}");
+        assert!(text.ends_with(
+            "FLEET NOT READY: 2 of 3 nodes joined, 1 ready — see fleet.local\n"
+        ));
+    }
+
+    #[test]
+    fn fleet_schema_file_matches_the_types() {
+        const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/fleet.schema.json");
+        let fresh = schema();
+        if std::env::var_os("GPUCHECK_UPDATE_SCHEMA").is_some() {
+            std::fs::write(FILE, &fresh).expect("write schema/fleet.schema.json");
+        }
+        let committed = std::fs::read_to_string(FILE).unwrap_or_default();
+        assert!(
+            committed == fresh,
+            "schema/fleet.schema.json differs from the types in src/cluster/report.rs; if the \
+             change is intended, run `GPUCHECK_UPDATE_SCHEMA=1 cargo test fleet_schema_file` \
+             (and bump FLEET_FORMAT_VERSION if it is incompatible)"
+        );
+    }
+
+    #[test]
+    fn the_report_validates_against_its_schema() {
+        let schema: serde_json::Value = serde_json::from_str(&schema()).unwrap();
+        let doc = serde_json::to_value(report()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+    }
+}
