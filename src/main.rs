@@ -389,6 +389,8 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
         ListFormat::Json => {
             let rows: Vec<serde_json::Value> = CATALOG
                 .iter()
+                .copied()
+                .chain(fleet_checks())
                 .map(|c| {
                     serde_json::json!({
                         "id": c.id(),
@@ -407,8 +409,11 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
             let mut t = comfy_table::Table::new();
             t.load_preset(comfy_table::presets::NOTHING);
             t.set_header(["ID", "GROUP", "PROFILE", "TITLE"]);
-            for c in CATALOG {
+            for c in CATALOG.iter().copied() {
                 t.add_row([c.id(), c.group(), c.profile().as_str(), c.title()]);
+            }
+            for c in fleet_checks() {
+                t.add_row([c.id(), c.group(), "cluster", c.title()]);
             }
             format!("{t}\n")
         }
@@ -417,9 +422,21 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
     Ok(EXIT_READY)
 }
 
+/// The fleet checks of `gpucheck cluster`, as checks (for list and explain).
+fn fleet_checks() -> impl Iterator<Item = &'static dyn gpucheck_checks::Check> {
+    gpucheck_checks::fleet::FLEET_CATALOG
+        .iter()
+        .map(|c| *c as &dyn gpucheck_checks::Check)
+}
+
 fn explain(id: &str) -> anyhow::Result<u8> {
     let Some(check) = gpucheck_checks::find(id) else {
-        let valid: Vec<&str> = CATALOG.iter().map(|c| c.id()).collect();
+        let valid: Vec<&str> = CATALOG
+            .iter()
+            .copied()
+            .chain(fleet_checks())
+            .map(|c| c.id())
+            .collect();
         return Err(UsageError(format!(
             "unknown check '{id}'; valid ids: {}",
             valid.join(", ")
@@ -431,6 +448,15 @@ fn explain(id: &str) -> anyhow::Result<u8> {
     } else {
         check.needs().join(", ")
     };
+    if gpucheck_checks::fleet::find(id).is_some() {
+        let text = format!(
+            "{id} — {title}\n\nruns in: gpucheck cluster, on node rank 0, over every node's report\n\n{body}\n",
+            title = check.title(),
+            body = check.explain().trim_end(),
+        );
+        emit(&text)?;
+        return Ok(EXIT_READY);
+    }
     let text = format!(
         "{id} — {title}\n\nprofile: {profile}   isolation: {iso}   timeout: {t} s   needs: {needs}\n\n{body}\n",
         title = check.title(),

@@ -1,0 +1,437 @@
+//! `gpucheck cluster` for real: every simulated node is its own gpucheck
+//! process on 127.0.0.1 with its own environment (a fake NVML scenario,
+//! NCCL_* variables), meeting through the real torch.distributed TCPStore
+//! of the test virtual environment. Each test asserts what the user of each
+//! node sees: exit codes, the fleet report naming the node and the check,
+//! and that nothing is left running.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{build_fixture_lib, gpucheck, root, venv_python};
+use serde_json::Value;
+
+/// One simulated cluster at a time: each node imports torch, and the
+/// machine running the tests may have two cores.
+static ONE_CLUSTER: Mutex<()> = Mutex::new(());
+
+/// A run that does not end within this is the bug under test (a hang).
+const LIVENESS: Duration = Duration::from_secs(240);
+
+fn fake_nvml() -> PathBuf {
+    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
+}
+
+fn scenario(name: &str) -> PathBuf {
+    root()
+        .join("tests/fixtures/nvml")
+        .join(format!("{name}.scenario"))
+}
+
+/// A port nothing listens on right now (the kernel's pick for port 0).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a free port")
+}
+
+/// How one node differs from the default healthy H100 node.
+#[derive(Clone, Default)]
+struct NodeSetup {
+    scenario: Option<PathBuf>,
+    env: Vec<(String, String)>,
+}
+
+struct Finished {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+struct Cluster {
+    nnodes: u32,
+    port: u16,
+    rdzv_timeout: u32,
+    json: PathBuf,
+    _dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl Cluster {
+    fn new(nnodes: u32, rdzv_timeout: u32) -> Cluster {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        Cluster {
+            nnodes,
+            port: free_port(),
+            rdzv_timeout,
+            json: dir.path().join("fleet.json"),
+            _dir: dir,
+            extra: vec!["--only".into(), "gpu".into()],
+        }
+    }
+
+    fn spawn(&self, rank: u32, setup: &NodeSetup) -> Child {
+        let mut cmd = gpucheck();
+        cmd.args(["cluster", "--nnodes"])
+            .arg(self.nnodes.to_string())
+            .arg("--node-rank")
+            .arg(rank.to_string())
+            .args(["--master-addr", "127.0.0.1", "--master-port"])
+            .arg(self.port.to_string())
+            .arg("--rdzv-timeout")
+            .arg(self.rdzv_timeout.to_string())
+            .arg("--nvml-lib")
+            .arg(fake_nvml())
+            .arg("--python")
+            .arg(venv_python())
+            .args(&self.extra)
+            .env(
+                "FAKE_NVML_SCENARIO",
+                setup.scenario.clone().unwrap_or_else(|| scenario("h100x8")),
+            )
+            .envs(setup.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if rank == 0 {
+            cmd.arg("--json").arg(&self.json);
+        }
+        cmd.spawn().expect("start gpucheck cluster")
+    }
+
+    /// Start the given ranks, wait for all, and return each one's result
+    /// plus every payload pid seen under them while they ran.
+    fn run(&self, nodes: &[(u32, NodeSetup)]) -> (Vec<(u32, Finished)>, Vec<i32>) {
+        let started = Instant::now();
+        let mut children: Vec<(u32, Child, Option<Finished>)> = nodes
+            .iter()
+            .map(|(rank, setup)| (*rank, self.spawn(*rank, setup), None))
+            .collect();
+        let mut readers = Vec::new();
+        for (_, child, _) in children.iter_mut() {
+            let mut out = child.stdout.take().expect("stdout piped");
+            let mut err = child.stderr.take().expect("stderr piped");
+            readers.push((
+                std::thread::spawn(move || {
+                    let mut s = String::new();
+                    let _ = out.read_to_string(&mut s);
+                    s
+                }),
+                std::thread::spawn(move || {
+                    let mut s = String::new();
+                    let _ = err.read_to_string(&mut s);
+                    s
+                }),
+            ));
+        }
+        let mut payloads: Vec<i32> = Vec::new();
+        let mut codes: Vec<Option<(i32, Duration)>> = vec![None; children.len()];
+        while codes.iter().any(Option::is_none) {
+            for (i, (_, child, _)) in children.iter_mut().enumerate() {
+                if codes[i].is_none() {
+                    for pid in children_of(child.id() as i32) {
+                        if !payloads.contains(&pid) {
+                            payloads.push(pid);
+                        }
+                    }
+                    if let Some(status) = child.try_wait().expect("wait for gpucheck") {
+                        codes[i] = Some((status.code().unwrap_or(-1), started.elapsed()));
+                    }
+                }
+            }
+            if started.elapsed() > LIVENESS {
+                for (_, child, _) in children.iter_mut() {
+                    let _ = child.kill();
+                }
+                panic!("a node did not exit within {LIVENESS:?}: the rendezvous was not bounded");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut results = Vec::new();
+        for (((rank, _, _), (out, err)), code) in children.into_iter().zip(readers).zip(codes) {
+            let (code, elapsed) = code.expect("every node ended");
+            results.push((
+                rank,
+                Finished {
+                    code,
+                    stdout: out.join().unwrap_or_default(),
+                    stderr: err.join().unwrap_or_default(),
+                    elapsed,
+                },
+            ));
+        }
+        (results, payloads)
+    }
+
+    fn report(&self) -> Value {
+        let text = std::fs::read_to_string(&self.json).expect("node 0 wrote the fleet report");
+        let doc: Value = serde_json::from_str(&text).expect("the fleet report is JSON");
+        let schema: Value = serde_json::from_str(
+            &std::fs::read_to_string(root().join("schema/fleet.schema.json"))
+                .expect("schema/fleet.schema.json is committed"),
+        )
+        .expect("the schema parses");
+        let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "the fleet report does not validate: {errors:#?}");
+        doc
+    }
+}
+
+/// Direct children of `pid` (from /proc/*/stat).
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut kids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+            continue;
+        };
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(pid) {
+            kids.push(child);
+        }
+    }
+    kids
+}
+
+/// True while `pid` is a live process (not gone, not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.get(s.rfind(')')? + 2..)?.to_string();
+            rest.split_whitespace().next().map(|st| st != "Z")
+        })
+        .unwrap_or(false)
+}
+
+fn assert_nothing_left(payloads: &[i32]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while payloads.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<&i32> = payloads.iter().filter(|p| alive(**p)).collect();
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+fn fleet_result<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["fleet"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["id"] == id))
+        .unwrap_or_else(|| panic!("no fleet result {id}"))
+}
+
+fn healthy(ranks: std::ops::Range<u32>) -> Vec<(u32, NodeSetup)> {
+    ranks.map(|r| (r, NodeSetup::default())).collect()
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn show(results: &[(u32, Finished)]) -> String {
+    results
+        .iter()
+        .map(|(r, f)| {
+            format!(
+                "--- node {r}: exit {} after {:.1} s\n{}{}",
+                f.code,
+                f.elapsed.as_secs_f64(),
+                f.stdout,
+                f.stderr
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn three_healthy_nodes_are_ready_and_node_0_reports_all_three() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let (results, payloads) = cluster.run(&healthy(0..3));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+    }
+    let node0 = &results[0].1.stdout;
+    assert!(node0.contains("FLEET READY"), "{all}");
+    assert!(node0.contains("node 2 "), "{all}");
+    assert!(results[1].1.stdout.contains("FLEET READY"), "{all}");
+    let doc = cluster.report();
+    assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(3), "{doc}");
+    assert_eq!(doc["exit_code"], 0);
+    assert_eq!(fleet_result(&doc, "fleet.rendezvous")["status"], "pass");
+    assert_eq!(fleet_result(&doc, "fleet.driver")["status"], "pass");
+    // Three ranks on one machine: a warning, not a failure.
+    assert_eq!(fleet_result(&doc, "fleet.hosts")["status"], "warn");
+    assert_eq!(fleet_result(&doc, "fleet.clock")["status"], "pass");
+    assert!(!payloads.is_empty(), "no payload was seen");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_failing_a_local_check_fails_every_node_and_is_named() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let mut nodes = healthy(0..3);
+    nodes[2].1.scenario = Some(scenario("ecc_remap"));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    let node0 = &results[0].1.stdout;
+    assert!(node0.contains("node 2    "), "{all}");
+    assert!(node0.contains("not ready: gpu.ecc"), "{all}");
+    assert!(results[1].1.stdout.contains("FLEET NOT READY"), "{all}");
+    assert!(results[1].1.stdout.contains("see fleet.local"), "{all}");
+    let doc = cluster.report();
+    let local = fleet_result(&doc, "fleet.local");
+    assert_eq!(local["status"], "fail");
+    let summary = local["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("node 2 (") && summary.contains("gpu.ecc"), "{summary}");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_on_another_driver_is_named_with_both_versions() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let old = cluster._dir.path().join("old-driver.scenario");
+    let text = std::fs::read_to_string(scenario("h100x8")).expect("h100x8 scenario");
+    std::fs::write(
+        &old,
+        text.replace("driver=570.86.15 nvml=12.570.86.15 cuda=12080", "driver=550.54.15 nvml=12.550.54.15 cuda=12040"),
+    )
+    .expect("write a scenario");
+    let mut nodes = healthy(0..3);
+    nodes[1].1.scenario = Some(old);
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    let doc = cluster.report();
+    let driver = fleet_result(&doc, "fleet.driver");
+    assert_eq!(driver["status"], "fail", "{all}");
+    let summary = driver["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("node 1 ("), "{summary}");
+    assert!(summary.contains("550.54.15") && summary.contains("570.86.15"), "{summary}");
+    assert!(results[0].1.stdout.contains("fleet.driver"), "{all}");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_with_another_nccl_socket_ifname_is_named() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let mut nodes = healthy(0..3);
+    for (rank, setup) in nodes.iter_mut() {
+        let ifname = if *rank == 2 { "ib0" } else { "eth0" };
+        setup.env.push(("NCCL_SOCKET_IFNAME".into(), ifname.into()));
+    }
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    let doc = cluster.report();
+    let env = fleet_result(&doc, "fleet.nccl_env");
+    assert_eq!(env["status"], "fail");
+    assert_eq!(
+        env["summary"].as_str().unwrap_or_default(),
+        "NCCL_SOCKET_IFNAME differs: node 2 (".to_string()
+            + doc["nodes"][2]["host"].as_str().unwrap_or_default()
+            + ") has ib0; nodes 0, 1 have eth0"
+    );
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_that_never_starts_is_named_within_the_timeout() {
+    let _one = lock();
+    const RDZV: u32 = 8;
+    let cluster = Cluster::new(3, RDZV);
+    let (results, payloads) = cluster.run(&healthy(0..2));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    assert!(results[0].1.stdout.contains("never joined: node rank 2"), "{all}");
+    assert!(results[1].1.stdout.contains("FLEET NOT READY"), "{all}");
+    let doc = cluster.report();
+    assert_eq!(doc["missing_node_ranks"], serde_json::json!([2]));
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_that_cannot_reach_the_master_says_where_it_tried() {
+    let _one = lock();
+    let cluster = Cluster::new(2, 3);
+    let (results, payloads) = cluster.run(&[(1, NodeSetup::default())]);
+    let all = show(&results);
+    let node1 = &results[0].1;
+    assert_eq!(node1.code, 1, "{all}");
+    assert!(
+        node1.stdout.contains(&format!("cannot reach the master 127.0.0.1:{}", cluster.port)),
+        "{all}"
+    );
+    assert!(node1.stdout.contains("resolved to 127.0.0.1"), "{all}");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn bad_identity_is_a_one_line_usage_error() {
+    let out = gpucheck()
+        .args(["cluster", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "gpucheck: node rank 2 (--node-rank) must be below the node count 2 (--nnodes)"
+    );
+    let out = gpucheck()
+        .args(["cluster"])
+        .env_remove("PET_NNODES")
+        .env_remove("SLURM_NNODES")
+        .env_remove("SLURM_JOB_NUM_NODES")
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--nnodes"));
+}
+
+#[test]
+fn eight_nodes_with_the_quick_profile() {
+    let _one = lock();
+    let mut cluster = Cluster::new(8, 120);
+    cluster.extra = vec!["--profile".into(), "quick".into(), "--skip".into(), "host.devices".into()];
+    let started = Instant::now();
+    let (results, payloads) = cluster.run(&healthy(0..8));
+    let wall = started.elapsed();
+    let all = show(&results);
+    eprintln!("8 simulated nodes, quick profile: {:.1} s wall", wall.as_secs_f64());
+    let doc = cluster.report();
+    assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(8), "{all}");
+    assert_eq!(fleet_result(&doc, "fleet.rendezvous")["status"], "pass", "{all}");
+    let fleet_code = doc["exit_code"].as_i64().unwrap_or(-1) as i32;
+    for (_, f) in &results {
+        assert_eq!(f.code, fleet_code, "every node exits as the fleet: {all}");
+    }
+    assert_nothing_left(&payloads);
+}
