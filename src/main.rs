@@ -409,7 +409,7 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
             let mut t = comfy_table::Table::new();
             t.load_preset(comfy_table::presets::NOTHING);
             t.set_header(["ID", "GROUP", "PROFILE", "TITLE"]);
-            for c in CATALOG.iter().copied() {
+            for c in CATALOG {
                 t.add_row([c.id(), c.group(), c.profile().as_str(), c.title()]);
             }
             for c in fleet_checks() {

@@ -181,7 +181,10 @@ impl Cluster {
         .expect("the schema parses");
         let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
         let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "the fleet report does not validate: {errors:#?}");
+        assert!(
+            errors.is_empty(),
+            "the fleet report does not validate: {errors:#?}"
+        );
         doc
     }
 }
@@ -199,7 +202,10 @@ fn children_of(pid: i32) -> Vec<i32> {
         let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
             continue;
         };
-        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok());
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok());
         if ppid == Some(pid) {
             kids.push(child);
         }
@@ -302,7 +308,10 @@ fn a_node_failing_a_local_check_fails_every_node_and_is_named() {
     let local = fleet_result(&doc, "fleet.local");
     assert_eq!(local["status"], "fail");
     let summary = local["summary"].as_str().unwrap_or_default();
-    assert!(summary.contains("node 2 (") && summary.contains("gpu.ecc"), "{summary}");
+    assert!(
+        summary.contains("node 2 (") && summary.contains("gpu.ecc"),
+        "{summary}"
+    );
     assert_nothing_left(&payloads);
 }
 
@@ -314,7 +323,10 @@ fn a_node_on_another_driver_is_named_with_both_versions() {
     let text = std::fs::read_to_string(scenario("h100x8")).expect("h100x8 scenario");
     std::fs::write(
         &old,
-        text.replace("driver=570.86.15 nvml=12.570.86.15 cuda=12080", "driver=550.54.15 nvml=12.550.54.15 cuda=12040"),
+        text.replace(
+            "driver=570.86.15 nvml=12.570.86.15 cuda=12080",
+            "driver=550.54.15 nvml=12.550.54.15 cuda=12040",
+        ),
     )
     .expect("write a scenario");
     let mut nodes = healthy(0..3);
@@ -329,7 +341,10 @@ fn a_node_on_another_driver_is_named_with_both_versions() {
     assert_eq!(driver["status"], "fail", "{all}");
     let summary = driver["summary"].as_str().unwrap_or_default();
     assert!(summary.contains("node 1 ("), "{summary}");
-    assert!(summary.contains("550.54.15") && summary.contains("570.86.15"), "{summary}");
+    assert!(
+        summary.contains("550.54.15") && summary.contains("570.86.15"),
+        "{summary}"
+    );
     assert!(results[0].1.stdout.contains("fleet.driver"), "{all}");
     assert_nothing_left(&payloads);
 }
@@ -370,7 +385,10 @@ fn a_node_that_never_starts_is_named_within_the_timeout() {
     for (_, f) in &results {
         assert_eq!(f.code, 1, "{all}");
     }
-    assert!(results[0].1.stdout.contains("never joined: node rank 2"), "{all}");
+    assert!(
+        results[0].1.stdout.contains("never joined: node rank 2"),
+        "{all}"
+    );
     assert!(results[1].1.stdout.contains("FLEET NOT READY"), "{all}");
     let doc = cluster.report();
     assert_eq!(doc["missing_node_ranks"], serde_json::json!([2]));
@@ -386,7 +404,10 @@ fn a_node_that_cannot_reach_the_master_says_where_it_tried() {
     let node1 = &results[0].1;
     assert_eq!(node1.code, 1, "{all}");
     assert!(
-        node1.stdout.contains(&format!("cannot reach the master 127.0.0.1:{}", cluster.port)),
+        node1.stdout.contains(&format!(
+            "cannot reach the master 127.0.0.1:{}",
+            cluster.port
+        )),
         "{all}"
     );
     assert!(node1.stdout.contains("resolved to 127.0.0.1"), "{all}");
@@ -396,7 +417,15 @@ fn a_node_that_cannot_reach_the_master_says_where_it_tried() {
 #[test]
 fn bad_identity_is_a_one_line_usage_error() {
     let out = gpucheck()
-        .args(["cluster", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h"])
+        .args([
+            "cluster",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "2",
+            "--master-addr",
+            "h",
+        ])
         .output()
         .expect("run gpucheck");
     assert_eq!(out.status.code(), Some(2));
@@ -420,15 +449,27 @@ fn bad_identity_is_a_one_line_usage_error() {
 fn eight_nodes_with_the_quick_profile() {
     let _one = lock();
     let mut cluster = Cluster::new(8, 120);
-    cluster.extra = vec!["--profile".into(), "quick".into(), "--skip".into(), "host.devices".into()];
+    cluster.extra = vec![
+        "--profile".into(),
+        "quick".into(),
+        "--skip".into(),
+        "host.devices".into(),
+    ];
     let started = Instant::now();
     let (results, payloads) = cluster.run(&healthy(0..8));
     let wall = started.elapsed();
     let all = show(&results);
-    eprintln!("8 simulated nodes, quick profile: {:.1} s wall", wall.as_secs_f64());
+    eprintln!(
+        "8 simulated nodes, quick profile: {:.1} s wall",
+        wall.as_secs_f64()
+    );
     let doc = cluster.report();
     assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(8), "{all}");
-    assert_eq!(fleet_result(&doc, "fleet.rendezvous")["status"], "pass", "{all}");
+    assert_eq!(
+        fleet_result(&doc, "fleet.rendezvous")["status"],
+        "pass",
+        "{all}"
+    );
     let fleet_code = doc["exit_code"].as_i64().unwrap_or(-1) as i32;
     for (_, f) in &results {
         assert_eq!(f.code, fleet_code, "every node exits as the fleet: {all}");

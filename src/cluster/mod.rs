@@ -108,7 +108,9 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
     };
     let id = identity::resolve(&flags, &|k| std::env::var(k).ok()).map_err(UsageError)?;
     if args.run.junit.is_some() || args.run.format == Format::Junit {
-        return Err(UsageError("gpucheck cluster has no JUnit report yet; use --json".into()).into());
+        return Err(
+            UsageError("gpucheck cluster has no JUnit report yet; use --json".into()).into(),
+        );
     }
     let python = find_python(args.run.python.as_deref())
         .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
@@ -212,7 +214,10 @@ fn lead(
             line: report.verdict_line(),
         };
         s.send(serde_json::to_string(&verdict).unwrap_or_default());
-        let _ = s.next(Instant::now() + rendezvous::ACK_TIMEOUT + Duration::from_secs(5), "the nodes to read the verdict");
+        let _ = s.next(
+            Instant::now() + rendezvous::ACK_TIMEOUT + Duration::from_secs(5),
+            "the nodes to read the verdict",
+        );
     }
     report
 }
@@ -342,11 +347,19 @@ fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
                 let why = match stage.as_str() {
                     "resolve" | "connect" => format!(
                         "cannot reach the master {master} (resolved to {}): {detail}",
-                        if resolved.is_empty() { "nothing".to_string() } else { resolved.join(", ") }
+                        if resolved.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            resolved.join(", ")
+                        }
                     ),
                     "verdict" if !missing.is_empty() => format!(
                         "{detail}; node ranks not in the store: {}",
-                        missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                        missing
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                     _ => format!("the rendezvous at {master} failed ({stage}): {detail}"),
                 };
@@ -388,7 +401,8 @@ impl JsonOut {
         if self.path == std::path::Path::new("-") {
             return crate::emit(&text).map_err(|e| UsageError(e.to_string()));
         }
-        let fail = |e: std::io::Error| UsageError(format!("cannot write {}: {e}", self.path.display()));
+        let fail =
+            |e: std::io::Error| UsageError(format!("cannot write {}: {e}", self.path.display()));
         let folder = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => std::path::Path::new("."),

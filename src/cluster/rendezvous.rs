@@ -16,7 +16,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use gpucheck_checks::fleet::{ClockReading, PayloadTorch};
-use gpucheck_checks::probe::process::{capture, isolate, kill_group, wait_killed, Capture, KILL_GRACE};
+use gpucheck_checks::probe::process::{
+    capture, isolate, kill_group, wait_killed, Capture, KILL_GRACE,
+};
 use gpucheck_checks::probe::python::{python_command, PayloadFile};
 use serde::{Deserialize, Serialize};
 
@@ -115,7 +117,8 @@ impl Session {
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
-        let (stdout, stdin, stderr) = (child.stdout.take(), child.stdin.take(), child.stderr.take());
+        let (stdout, stdin, stderr) =
+            (child.stdout.take(), child.stdin.take(), child.stderr.take());
         let mut session = Session {
             child,
             events: mpsc::channel().1,
@@ -147,13 +150,20 @@ impl Session {
     pub fn next(&mut self, deadline: Instant, waiting_for: &str) -> Result<Event, String> {
         loop {
             if let Some(sig) = runner::interrupted() {
-                return Err(format!("interrupted by {sig} while waiting for {waiting_for}"));
+                return Err(format!(
+                    "interrupted by {sig} while waiting for {waiting_for}"
+                ));
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(format!("no answer while waiting for {waiting_for}: timed out"));
+                return Err(format!(
+                    "no answer while waiting for {waiting_for}: timed out"
+                ));
             }
-            match self.events.recv_timeout((deadline - now).min(Duration::from_millis(50))) {
+            match self
+                .events
+                .recv_timeout((deadline - now).min(Duration::from_millis(50)))
+            {
                 Ok(Ok(event)) => return Ok(event),
                 Ok(Err(e)) => return Err(e),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -173,8 +183,8 @@ impl Session {
         let err = String::from_utf8_lossy(&err);
         let last = err
             .lines()
-            .filter(|l| !l.starts_with(STAGE) && !l.trim().is_empty())
-            .last()
+            .rev()
+            .find(|l| !l.starts_with(STAGE) && !l.trim().is_empty())
             .unwrap_or("")
             .trim()
             .to_string();
@@ -183,13 +193,20 @@ impl Session {
             .rev()
             .find_map(|l| l.strip_prefix(STAGE))
             .unwrap_or("start");
-        let how = match status.map(|s| (s.code(), std::os::unix::process::ExitStatusExt::signal(&s))) {
-            Some((Some(c), _)) => format!("exited with status {c}"),
-            Some((_, Some(s))) => format!("was killed by {}", runner::signal_name(s)),
-            _ => "stopped answering".to_string(),
+        let how =
+            match status.map(|s| (s.code(), std::os::unix::process::ExitStatusExt::signal(&s))) {
+                Some((Some(c), _)) => format!("exited with status {c}"),
+                Some((_, Some(s))) => format!("was killed by {}", runner::signal_name(s)),
+                _ => "stopped answering".to_string(),
+            };
+        let last = if last.is_empty() {
+            String::new()
+        } else {
+            format!(": {last}")
         };
-        let last = if last.is_empty() { String::new() } else { format!(": {last}") };
-        format!("the rendezvous payload {how} during '{stage}' while waiting for {waiting_for}{last}")
+        format!(
+            "the rendezvous payload {how} during '{stage}' while waiting for {waiting_for}{last}"
+        )
     }
 }
 
@@ -202,7 +219,9 @@ impl Drop for Session {
 }
 
 /// Read marker lines from the payload's stdout on a thread of its own.
-fn read_events(stdout: std::process::ChildStdout) -> Result<Receiver<Result<Event, String>>, String> {
+fn read_events(
+    stdout: std::process::ChildStdout,
+) -> Result<Receiver<Result<Event, String>>, String> {
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name("cluster-events".into())
@@ -210,8 +229,9 @@ fn read_events(stdout: std::process::ChildStdout) -> Result<Receiver<Result<Even
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if let Some(json) = line.strip_prefix(MARK) {
-                    let event = serde_json::from_str::<Event>(json)
-                        .map_err(|e| format!("the rendezvous payload said something unreadable: {e}"));
+                    let event = serde_json::from_str::<Event>(json).map_err(|e| {
+                        format!("the rendezvous payload said something unreadable: {e}")
+                    });
                     if tx.send(event).is_err() {
                         break;
                     }

@@ -74,7 +74,11 @@ fn symbol(status: Status) -> &'static str {
 
 /// A node's one-line local verdict: "node 1 (gpu-002): NOT READY — gpu.ecc".
 pub fn node_line(node_rank: u32, run: &Run) -> String {
-    format!("node {node_rank} ({}): {}", run.host.hostname, run.verdict_line())
+    format!(
+        "node {node_rank} ({}): {}",
+        run.host.hostname,
+        run.verdict_line()
+    )
 }
 
 impl FleetReport {
@@ -113,7 +117,12 @@ impl FleetReport {
         let width = self.fleet.iter().map(|r| r.id.len()).max().unwrap_or(0);
         for r in &self.fleet {
             let o = &r.outcome;
-            out.push_str(&format!("  {}  {:width$}  {}\n", symbol(o.status), r.id, o.summary));
+            out.push_str(&format!(
+                "  {}  {:width$}  {}\n",
+                symbol(o.status),
+                r.id,
+                o.summary
+            ));
             if o.status != Status::Pass {
                 if let Some(h) = &o.hint {
                     out.push_str(&format!("  {:7}  {:width$}  → fix: {h}\n", "", ""));
@@ -135,7 +144,10 @@ impl FleetReport {
             } else {
                 format!("not ready: {}", failing.join(", "))
             };
-            out.push_str(&format!("  node {:<4} {:<24} {state}\n", n.node_rank, n.host));
+            out.push_str(&format!(
+                "  node {:<4} {:<24} {state}\n",
+                n.node_rank, n.host
+            ));
         }
         for r in &self.missing_node_ranks {
             out.push_str(&format!("  node {r:<4} {:<24} never joined\n", "?"));
@@ -193,7 +205,11 @@ mod tests {
 
     fn report() -> FleetReport {
         let ok = fixtures::run(
-            vec![fixtures::result("gpu.driver", Profile::Quick, Outcome::pass("570"))],
+            vec![fixtures::result(
+                "gpu.driver",
+                Profile::Quick,
+                Outcome::pass("570"),
+            )],
             false,
         );
         let bad = fixtures::every_status();
@@ -207,7 +223,11 @@ mod tests {
             clock_offset_s: None,
         };
         let fleet = vec![
-            fixtures::result("fleet.rendezvous", Profile::Quick, Outcome::pass("all 3 joined")),
+            fixtures::result(
+                "fleet.rendezvous",
+                Profile::Quick,
+                Outcome::pass("all 3 joined"),
+            ),
             fixtures::result(
                 "fleet.local",
                 Profile::Quick,
@@ -233,16 +253,23 @@ mod tests {
     fn text_lists_fleet_checks_nodes_and_what_failed_where() {
         let text = report().render_text(false);
         assert!(text.contains("✘ FAIL   fleet.local"), "{text}");
-        assert!(text.contains("node 0    gpu-000                  ready"), "{text}");
+        assert!(
+            text.contains("node 0    gpu-000                  ready"),
+            "{text}"
+        );
         assert!(
             text.contains("node 1    gpu-001                  not ready: gpu.ecc, net.master_port"),
             "{text}"
         );
-        assert!(text.contains("node 2    ?                        never joined"), "{text}");
-        assert!(text.contains("node 1 (gpu-001) ✘ FAIL gpu.ecc: GPU1 has 3 uncorrectable"), "{text}");
-        assert!(text.ends_with(
-            "FLEET NOT READY: 2 of 3 nodes joined, 1 ready — see fleet.local\n"
-        ));
+        assert!(
+            text.contains("node 2    ?                        never joined"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node 1 (gpu-001) ✘ FAIL gpu.ecc: GPU1 has 3 uncorrectable"),
+            "{text}"
+        );
+        assert!(text.ends_with("FLEET NOT READY: 2 of 3 nodes joined, 1 ready — see fleet.local\n"));
     }
 
     #[test]

@@ -70,7 +70,7 @@ fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
             }
             _ => {}
         }
-        if depth < 0 || depth > 1 {
+        if !(0..=1).contains(&depth) {
             return Err(format!("'{expr}' has unbalanced or nested brackets"));
         }
     }
@@ -92,7 +92,10 @@ fn ranges(inside: &str, item: &str) -> Result<Vec<String>, String> {
         if lo.is_empty() || !lo.bytes().chain(hi.bytes()).all(|b| b.is_ascii_digit()) {
             return Err(bad());
         }
-        let (a, b): (u64, u64) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+        let (a, b): (u64, u64) = (
+            lo.parse().map_err(|_| bad())?,
+            hi.parse().map_err(|_| bad())?,
+        );
         if b < a {
             return Err(bad());
         }
@@ -141,12 +144,17 @@ mod tests {
 
     #[test]
     fn first_host_is_slurms_node_zero() {
-        assert_eq!(first_host("gpu-[003-004],gpu-001").as_deref(), Ok("gpu-003"));
+        assert_eq!(
+            first_host("gpu-[003-004],gpu-001").as_deref(),
+            Ok("gpu-003")
+        );
     }
 
     #[test]
     fn bad_expressions_are_one_line_errors() {
-        for bad in ["", "n[1-", "n[3-1]", "n[a-b]", "n[[1]]", "n]1[", "n[]", "n[1-2"] {
+        for bad in [
+            "", "n[1-", "n[3-1]", "n[a-b]", "n[[1]]", "n]1[", "n[]", "n[1-2",
+        ] {
             let err = expand(bad).expect_err(bad);
             assert!(!err.contains('\n'), "{err}");
         }

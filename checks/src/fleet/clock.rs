@@ -47,13 +47,14 @@ fn evaluate(fleet: &Fleet) -> Outcome {
             "no node measured its clock against node 0's".to_string()
         });
     }
-    let worst = measured
-        .iter()
-        .copied()
-        .fold(None::<(&super::FleetNode, f64, f64)>, |w, m| match w {
-            Some(w) if w.1.abs() >= m.1.abs() => Some(w),
-            _ => Some(m),
-        });
+    let worst =
+        measured
+            .iter()
+            .copied()
+            .fold(None::<(&super::FleetNode, f64, f64)>, |w, m| match w {
+                Some(w) if w.1.abs() >= m.1.abs() => Some(w),
+                _ => Some(m),
+            });
     let Some((node, offset, uncertainty)) = worst else {
         return Outcome::skip("no clock offset measured");
     };
@@ -75,7 +76,11 @@ fn evaluate(fleet: &Fleet) -> Outcome {
         .with_metric("clock_offset_max", offset.abs(), "s");
     }
     Outcome::warn(
-        format!("clocks differ from node 0's by more than {} s: {}", CLOCK_WARN_S, off.join(", ")),
+        format!(
+            "clocks differ from node 0's by more than {} s: {}",
+            CLOCK_WARN_S,
+            off.join(", ")
+        ),
         "run NTP (chrony) on every node against the same servers; `chronyc tracking` shows the \
          local offset",
     )
@@ -100,7 +105,11 @@ mod tests {
 
     #[test]
     fn a_node_seconds_off_warns_naming_it() {
-        let o = evaluate(&fleet(vec![node(0, "n0"), clocked(1, 0.01), clocked(2, -4.2)]));
+        let o = evaluate(&fleet(vec![
+            node(0, "n0"),
+            clocked(1, 0.01),
+            clocked(2, -4.2),
+        ]));
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
@@ -110,7 +119,11 @@ mod tests {
 
     #[test]
     fn small_offsets_pass_with_the_largest_and_its_uncertainty() {
-        let o = evaluate(&fleet(vec![node(0, "n0"), clocked(1, 0.0123), clocked(2, -0.003)]));
+        let o = evaluate(&fleet(vec![
+            node(0, "n0"),
+            clocked(1, 0.0123),
+            clocked(2, -0.003),
+        ]));
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,

@@ -97,7 +97,8 @@ mod tests {
     #[test]
     fn a_node_with_fewer_visible_gpus_is_named() {
         let mut b = with_fact(node(1, "b"), "gpu.count", &inventory(&[H100; 8]));
-        b.env.insert("CUDA_VISIBLE_DEVICES".into(), "0,1,2,3".into());
+        b.env
+            .insert("CUDA_VISIBLE_DEVICES".into(), "0,1,2,3".into());
         let f = fleet(vec![
             with_fact(node(0, "a"), "gpu.count", &inventory(&[H100; 8])),
             b,
@@ -107,7 +108,9 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert_eq!(
             o.summary,
-            format!("GPU set differs: node 1 (b) has 4 visible of 8x {H100}; nodes 0, 2 have 8x {H100}")
+            format!(
+                "GPU set differs: node 1 (b) has 4 visible of 8x {H100}; nodes 0, 2 have 8x {H100}"
+            )
         );
     }
 
@@ -115,15 +118,27 @@ mod tests {
     fn same_model_and_count_passes_mixed_models_show() {
         let f = fleet(vec![
             with_fact(node(0, "a"), "gpu.count", &inventory(&[H100; 2])),
-            with_fact(node(1, "b"), "gpu.count", &inventory(&[H100, "NVIDIA A100"])),
+            with_fact(
+                node(1, "b"),
+                "gpu.count",
+                &inventory(&[H100, "NVIDIA A100"]),
+            ),
         ]);
         let o = Gpus.judge(&f);
         assert_eq!(o.status, Status::Fail);
-        assert!(o.summary.contains("1x NVIDIA H100 80GB HBM3 + 1x NVIDIA A100"), "{}", o.summary);
+        assert!(
+            o.summary
+                .contains("1x NVIDIA H100 80GB HBM3 + 1x NVIDIA A100"),
+            "{}",
+            o.summary
+        );
         let f = fleet(vec![
             with_fact(node(0, "a"), "gpu.count", &inventory(&[H100; 2])),
             with_fact(node(1, "b"), "gpu.count", &inventory(&[H100; 2])),
         ]);
-        assert_eq!(Gpus.judge(&f).summary, format!("GPU set 2x {H100} on 2 nodes"));
+        assert_eq!(
+            Gpus.judge(&f).summary,
+            format!("GPU set 2x {H100} on 2 nodes")
+        );
     }
 }

@@ -61,7 +61,11 @@ mod tests {
     fn shared_hosts_are_a_warning_naming_the_ranks() {
         let o = evaluate(&fleet(vec![node(0, "ws"), node(1, "ws"), node(2, "b")]));
         assert_eq!(o.status, Status::Warn);
-        assert!(o.summary.starts_with("node ranks 0, 1 share host ws"), "{}", o.summary);
+        assert!(
+            o.summary.starts_with("node ranks 0, 1 share host ws"),
+            "{}",
+            o.summary
+        );
         let o = evaluate(&fleet(vec![node(0, "a"), node(1, "b")]));
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "2 nodes on 2 distinct hosts");

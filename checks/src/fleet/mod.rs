@@ -207,7 +207,13 @@ pub fn agreement(
         [(common, members), rest @ ..] => {
             let odd: Vec<String> = rest
                 .iter()
-                .map(|(v, m)| format!("{} {} {v}", nodes_phrase(m), if m.len() == 1 { "has" } else { "have" }))
+                .map(|(v, m)| {
+                    format!(
+                        "{} {} {v}",
+                        nodes_phrase(m),
+                        if m.len() == 1 { "has" } else { "have" }
+                    )
+                })
                 .collect();
             Outcome::fail(
                 format!(
@@ -277,7 +283,16 @@ mod tests {
         let o = agreement(
             &f,
             "driver",
-            |n| Some(if n.node_rank == 2 { "550.54.15" } else { "570.86.15" }.to_string()),
+            |n| {
+                Some(
+                    if n.node_rank == 2 {
+                        "550.54.15"
+                    } else {
+                        "570.86.15"
+                    }
+                    .to_string(),
+                )
+            },
             "",
             "align them",
         );
@@ -292,9 +307,18 @@ mod tests {
     #[test]
     fn agreement_passes_skips_and_counts_silent_nodes() {
         let f = fleet(vec![node(0, "a"), node(1, "b")]);
-        let o = agreement(&f, "torch", |n| (n.node_rank == 0).then(|| "2.15".to_string()), "", "");
+        let o = agreement(
+            &f,
+            "torch",
+            |n| (n.node_rank == 0).then(|| "2.15".to_string()),
+            "",
+            "",
+        );
         assert_eq!(o.status, Status::Pass);
-        assert_eq!(o.summary, "torch 2.15 on 1 node (node 1 (b) did not report it)");
+        assert_eq!(
+            o.summary,
+            "torch 2.15 on 1 node (node 1 (b) did not report it)"
+        );
         let o = agreement(&f, "torch", |_| None, "run a standard profile", "");
         assert_eq!(o.status, Status::Skip);
         assert!(o.summary.contains("run a standard profile"));

@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn unset_on_one_node_differs_debug_variables_do_not_count() {
         let f = fleet(vec![
-            with_env(node(0, "a"), &[("NCCL_IB_DISABLE", "1"), ("NCCL_DEBUG", "INFO")]),
+            with_env(
+                node(0, "a"),
+                &[("NCCL_IB_DISABLE", "1"), ("NCCL_DEBUG", "INFO")],
+            ),
             with_env(node(1, "b"), &[("NCCL_DEBUG", "WARN")]),
         ]);
         let o = evaluate(&f);

@@ -81,7 +81,10 @@ mod tests {
         ];
         let o = evaluate(&fleet(vec![node(0, "gpu-001"), bad]));
         assert_eq!(o.status, Status::Fail);
-        assert_eq!(o.summary, "1 of 2 nodes not ready: node 1 (gpu-002): gpu.ecc");
+        assert_eq!(
+            o.summary,
+            "1 of 2 nodes not ready: node 1 (gpu-002): gpu.ecc"
+        );
     }
 
     #[test]

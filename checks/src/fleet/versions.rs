@@ -199,7 +199,11 @@ mod tests {
         ]);
         let o = Driver.judge(&f);
         assert_eq!(o.status, Status::Pass);
-        assert!(o.summary.contains("node 1 (b) did not report it"), "{}", o.summary);
+        assert!(
+            o.summary.contains("node 1 (b) did not report it"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]
