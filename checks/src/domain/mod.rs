@@ -7,5 +7,6 @@ pub mod compat;
 pub mod cuda_devices;
 pub mod hostlist;
 pub mod launch;
+pub mod pairs;
 pub mod text;
 pub mod visible_devices;
