@@ -21,6 +21,8 @@
 #
 # What it writes into OUTDIR:
 #   table.txt      the table report (--verbose: metrics, per-GPU rows, the sweep)
+#   cluster.txt, fleet.json  `gpucheck cluster --nnodes 1`: the rendezvous and
+#                  the fleet checks through this machine's torch (its NCCL version)
 #   report.json    the JSON report        report.xml   the JUnit report
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
 #   summary.txt    GPU model, driver, NCCL busbw per size, the DDP benchmark's
@@ -29,8 +31,8 @@
 # Exit status: 0 when the run completed and no check reported `error`
 # (gpucheck could not find out); 1 otherwise. `fail` verdicts are results
 # about the machine, not failures of the smoke run; they are in summary.txt.
-# Every step is bounded with `timeout` (at most 3 x 25 + 15 + 490 + 35 s with
-# the defaults), so the script ends within 10 minutes.
+# Every step is bounded with `timeout` (at most 3 x 25 + 15 + 490 + 65 + 35 s
+# with the defaults), so the script ends within 12 minutes.
 set -u
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -87,11 +89,20 @@ case $rc in
     *) step "gpucheck exited with $rc (usage error or crash); see $outdir/stderr.txt" ;;
 esac
 
+step "gpucheck cluster --nnodes 1 (at most 60 s) -> cluster.txt, fleet.json"
+timeout -k 5 60 "$bin" cluster --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 \
+    --master-port "${SMOKE_CLUSTER_PORT:-29533}" --rdzv-timeout 30 --profile quick \
+    --json "$outdir/fleet.json" ${python_args[@]+"${python_args[@]}"} \
+    >"$outdir/cluster.txt" 2>&1
+cluster_rc=$?
+step "gpucheck cluster exited with $cluster_rc"
+
 summary="$outdir/summary.txt"
 {
     echo "gpucheck smoke run, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
     echo "binary: $bin ($(head -n1 "$outdir/version.txt" 2>/dev/null))"
     echo "gpucheck exit code: $rc"
+    echo "gpucheck cluster --nnodes 1 exit code: $cluster_rc ($(tail -n1 "$outdir/cluster.txt" 2>/dev/null))"
     echo "GPUs (index, name, driver, bus id, memory):"
     if [ -n "$gpu_line" ]; then
         echo "$gpu_line" | sed 's/^/  /'
