@@ -14,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{build_fixture_lib, gpucheck, root, venv_python};
+use common::{assert_valid_junit, build_fixture_lib, gpucheck, root, venv_python};
 use serde_json::Value;
 
 /// One simulated cluster at a time: each node imports torch, and the
@@ -103,6 +103,7 @@ impl Cluster {
             .stderr(Stdio::piped());
         if rank == 0 {
             cmd.arg("--json").arg(&self.json);
+            cmd.arg("--junit").arg(self.json.with_extension("xml"));
         }
         cmd.spawn().expect("start gpucheck cluster")
     }
@@ -213,6 +214,25 @@ fn children_of(pid: i32) -> Vec<i32> {
     kids
 }
 
+/// Established TCP connections to 127.0.0.1:`port` (from /proc/net/tcp and
+/// tcp6): the clients of a store served there.
+fn clients_of(port: u16) -> usize {
+    let remote = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .filter(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.len() > 3 && f[2].ends_with(&remote) && f[3] == "01"
+                })
+                .count()
+        })
+        .sum()
+}
+
 /// True while `pid` is a live process (not gone, not a zombie).
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -284,6 +304,15 @@ fn three_healthy_nodes_are_ready_and_node_0_reports_all_three() {
     // Three ranks on one machine: a warning, not a failure.
     assert_eq!(fleet_result(&doc, "fleet.hosts")["status"], "warn");
     assert_eq!(fleet_result(&doc, "fleet.clock")["status"], "pass");
+    let xml_path = cluster.json.with_extension("xml");
+    assert_valid_junit(&xml_path);
+    let xml = std::fs::read_to_string(&xml_path).expect("node 0 wrote the JUnit report");
+    for suite in ["fleet", "node0", "node1", "node2"] {
+        assert!(
+            xml.contains(&format!("<testsuite name=\"{suite}\"")),
+            "{suite}: {xml}"
+        );
+    }
     assert!(!payloads.is_empty(), "no payload was seen");
     assert_nothing_left(&payloads);
 }
@@ -474,5 +503,66 @@ fn eight_nodes_with_the_quick_profile() {
     for (_, f) in &results {
         assert_eq!(f.code, fleet_code, "every node exits as the fleet: {all}");
     }
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn ctrl_c_on_node_0_ends_every_node_and_leaves_nothing_running() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let setup = NodeSetup::default();
+    let mut node0 = cluster.spawn(0, &setup);
+    let mut node1 = cluster.spawn(1, &setup);
+    let started = Instant::now();
+    // Wait until node 0's payload serves the store and node 1's is connected
+    // to it (node 2 never comes): two clients, node 0's own and node 1's.
+    let mut payloads = Vec::new();
+    while clients_of(cluster.port) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "node 1 never connected to node 0's store"
+        );
+        assert!(
+            node0.try_wait().expect("wait").is_none(),
+            "node 0 ended early"
+        );
+        for pid in children_of(node0.id() as i32)
+            .into_iter()
+            .chain(children_of(node1.id() as i32))
+        {
+            if !payloads.contains(&pid) {
+                payloads.push(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(node0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let interrupted = Instant::now();
+    let wait = |child: &mut Child, limit: Duration| -> i32 {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                return s.code().unwrap_or(-1);
+            }
+            if t.elapsed() > limit {
+                let _ = child.kill();
+                panic!("a node did not end within {limit:?} of Ctrl-C on node 0");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(wait(&mut node0, Duration::from_secs(10)), 1);
+    let node0_took = interrupted.elapsed();
+    assert_eq!(wait(&mut node1, Duration::from_secs(30)), 1);
+    let mut out = String::new();
+    let _ = node1.stdout.take().map(|mut o| o.read_to_string(&mut out));
+    assert!(out.contains("FLEET NOT READY"), "{out}");
+    eprintln!(
+        "node 0 ended {:.1} s after SIGINT",
+        node0_took.as_secs_f64()
+    );
     assert_nothing_left(&payloads);
 }

@@ -107,21 +107,34 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
         master_port: args.master_port,
     };
     let id = identity::resolve(&flags, &|k| std::env::var(k).ok()).map_err(UsageError)?;
-    if args.run.junit.is_some() || args.run.format == Format::Junit {
-        return Err(
-            UsageError("gpucheck cluster has no JUnit report yet; use --json".into()).into(),
-        );
-    }
     let python = find_python(args.run.python.as_deref())
         .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
-    let json_on_stdout = args.run.json.as_deref() == Some(std::path::Path::new("-"))
-        || args.run.format == Format::Json;
-    let json_out = match &args.run.json {
-        Some(p) if id.node_rank.value == 0 && !json_on_stdout => Some(JsonOut::plan(p)?),
-        _ => None,
+    let dash = Some(std::path::Path::new("-"));
+    let stream = match (
+        args.run.json.as_deref() == dash,
+        args.run.junit.as_deref() == dash,
+    ) {
+        (true, true) => {
+            return Err(UsageError(
+                "--json - and --junit - both ask for stdout; write one of them to a file".into(),
+            )
+            .into())
+        }
+        (true, false) => Format::Json,
+        (false, true) => Format::Junit,
+        (false, false) => args.run.format,
     };
+    let planned = |p: &Option<PathBuf>| match p {
+        Some(p) if id.node_rank.value == 0 && p.as_path() != std::path::Path::new("-") => {
+            ReportOut::plan(p).map(Some)
+        }
+        _ => Ok(None),
+    };
+    let json_out = planned(&args.run.json)?;
+    let junit_out = planned(&args.run.junit)?;
     let mut local = args.run.clone();
     local.json = None;
+    local.junit = None;
     local.format = Format::Table;
     let plan = crate::plan(&local)?;
     let run = crate::execute(&plan, local.strict, local.profile.into());
@@ -144,12 +157,18 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
     let session = Session::start(&python.path, &config, &message);
     if id.node_rank.value == 0 {
         let report = lead(session, &config, &id, args.run.strict);
-        let text = match args.run.format {
-            _ if json_on_stdout => serde_json::to_string_pretty(&report)? + "\n",
+        let json = serde_json::to_string_pretty(&report)? + "\n";
+        let xml = report::junit(&report, &run);
+        let text = match stream {
+            Format::Json => json.clone(),
+            Format::Junit => xml.clone(),
             _ if args.run.quiet => report.verdict_line() + "\n",
             _ => report.render_text(args.run.verbose),
         };
-        let written = json_out.map(|j| j.write(&report)).transpose();
+        let written: Result<Vec<()>, UsageError> = [(json_out, json), (junit_out, xml)]
+            .into_iter()
+            .filter_map(|(out, text)| out.map(|o| o.write(&text)))
+            .collect();
         crate::emit(&text)?;
         written?;
         Ok(report.exit_code.clamp(0, 255) as u8)
@@ -371,36 +390,32 @@ fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
     }
 }
 
-/// `--json FILE` on node rank 0: checked before the checks run, written
-/// whole at the end (a temporary file renamed into place), `-` for stdout.
-struct JsonOut {
+/// `--json FILE` / `--junit FILE` on node rank 0: checked before the checks
+/// run, written whole at the end (a temporary file renamed into place).
+struct ReportOut {
     path: PathBuf,
 }
 
-impl JsonOut {
-    fn plan(path: &std::path::Path) -> Result<JsonOut, UsageError> {
-        if path != std::path::Path::new("-") {
-            let folder = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => std::path::Path::new("."),
-            };
-            tempfile::NamedTempFile::new_in(folder).map_err(|e| {
-                UsageError(format!(
-                    "cannot write the JSON report to {}: {e}",
-                    path.display()
-                ))
-            })?;
+impl ReportOut {
+    fn plan(path: &std::path::Path) -> Result<ReportOut, UsageError> {
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        if path.is_dir() {
+            return Err(UsageError(format!(
+                "cannot write a report to {}: it is a folder",
+                path.display()
+            )));
         }
-        Ok(JsonOut {
+        tempfile::NamedTempFile::new_in(folder)
+            .map_err(|e| UsageError(format!("cannot write a report to {}: {e}", path.display())))?;
+        Ok(ReportOut {
             path: path.to_path_buf(),
         })
     }
 
-    fn write(self, report: &FleetReport) -> Result<(), UsageError> {
-        let text = serde_json::to_string_pretty(report).unwrap_or_default() + "\n";
-        if self.path == std::path::Path::new("-") {
-            return crate::emit(&text).map_err(|e| UsageError(e.to_string()));
-        }
+    fn write(self, text: &str) -> Result<(), UsageError> {
         let fail =
             |e: std::io::Error| UsageError(format!("cannot write {}: {e}", self.path.display()));
         let folder = match self.path.parent() {

@@ -188,6 +188,27 @@ impl FleetReport {
     }
 }
 
+/// The JUnit report of the fleet: one testsuite per node (`node0`,
+/// `node1`...) with its local checks, plus one (`fleet`) for the fleet
+/// checks, rendered by the JUnit reporter from a run that holds them all.
+/// `base` is node 0's own run (its host, start time, profile).
+pub fn junit(report: &FleetReport, base: &Run) -> String {
+    let mut results: Vec<CheckResult> = report.fleet.clone();
+    for n in &report.nodes {
+        results.extend(n.results.iter().cloned().map(|mut r| {
+            r.group = format!("node{}", n.node_rank);
+            r
+        }));
+    }
+    let run = Run {
+        counts: Run::count(&results),
+        results,
+        exit_code: report.exit_code,
+        ..base.clone()
+    };
+    crate::report::Format::Junit.render(&run, crate::report::Style::default())
+}
+
 /// The JSON Schema of the fleet report, generated from the types.
 #[cfg(test)]
 pub fn schema() -> String {
@@ -270,6 +291,21 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("FLEET NOT READY: 2 of 3 nodes joined, 1 ready — see fleet.local\n"));
+    }
+
+    #[test]
+    fn junit_has_a_suite_per_node_and_one_for_the_fleet() {
+        let xml = junit(&report(), &fixtures::every_status());
+        for suite in ["name=\"fleet\"", "name=\"node0\"", "name=\"node1\""] {
+            assert!(
+                xml.contains(&format!("<testsuite {suite}")),
+                "{suite}: {xml}"
+            );
+        }
+        assert!(
+            xml.contains("name=\"gpu.ecc\" classname=\"node1\""),
+            "{xml}"
+        );
     }
 
     #[test]

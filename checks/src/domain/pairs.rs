@@ -88,8 +88,9 @@ pub fn median(results: &[PairBandwidth]) -> f64 {
     }
 }
 
+/// Slow, or not a number (a failed measurement counts as slow).
 fn is_slow(p: &PairBandwidth, median: f64) -> bool {
-    !(p.busbw_gbps >= SLOW_FRACTION * median)
+    p.busbw_gbps.is_nan() || p.busbw_gbps < SLOW_FRACTION * median
 }
 
 /// The pairs `node` was measured in.
