@@ -304,6 +304,16 @@ fn three_healthy_nodes_are_ready_and_node_0_reports_all_three() {
     // Three ranks on one machine: a warning, not a failure.
     assert_eq!(fleet_result(&doc, "fleet.hosts")["status"], "warn");
     assert_eq!(fleet_result(&doc, "fleet.clock")["status"], "pass");
+    // A real all-reduce across the three processes (gloo on CPU: no GPU here).
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["status"], "pass", "{reduce}");
+    assert!(
+        reduce["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("gloo all-reduce of 8 MiB across 3 nodes verified: "),
+        "{reduce}"
+    );
     let xml_path = cluster.json.with_extension("xml");
     assert_valid_junit(&xml_path);
     let xml = std::fs::read_to_string(&xml_path).expect("node 0 wrote the JUnit report");
@@ -421,6 +431,8 @@ fn a_node_that_never_starts_is_named_within_the_timeout() {
     assert!(results[1].1.stdout.contains("FLEET NOT READY"), "{all}");
     let doc = cluster.report();
     assert_eq!(doc["missing_node_ranks"], serde_json::json!([2]));
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["summary"], "not run: not every node joined");
     assert_nothing_left(&payloads);
 }
 

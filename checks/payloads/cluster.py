@@ -105,6 +105,69 @@ def measure_clock(store):
     return {"offset_s": (best[0] + best[1]) / 2, "uncertainty_s": (best[1] - best[0]) / 2}
 
 
+def allreduce(cfg, store):
+    """Every node, once all have joined: one all-reduce across the nodes (one
+    rank per node: GPU 0 with NCCL, or the CPU with gloo), verified, timed.
+    Bus bandwidth as nccl-tests defines it: bytes / time * 2(n-1)/n."""
+    import torch
+    import torch.distributed as dist
+
+    n, rank = cfg["nnodes"], cfg["node_rank"]
+    backend = cfg.get("backend") or ("nccl" if torch.cuda.is_available() else "gloo")
+    device = "cuda" if backend == "nccl" else "cpu"
+    # 64 MiB on GPUs (NCCL's bus bandwidth is near its plateau there), 8 MiB
+    # on CPUs with gloo (a functional check, not a measurement of the fabric).
+    nbytes = (64 << 20) if device == "cuda" else (8 << 20)
+    result = {"backend": backend, "bytes": nbytes}
+    started = False
+    try:
+        if device == "cuda":
+            torch.cuda.set_device(0)
+        stage("init_process_group(%s)" % backend)
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore("gpucheck/pg", store),
+            rank=rank,
+            world_size=n,
+            timeout=datetime.timedelta(seconds=cfg["allreduce_timeout_s"]),
+        )
+        started = True
+        x = torch.full((nbytes // 4,), float(rank + 1), device=device)
+        stage("all_reduce")
+        dist.all_reduce(x)  # warm-up: connections are set up here
+        times = []
+        for _ in range(3):
+            x.fill_(float(rank + 1))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        want = n * (n + 1) / 2
+        lo, hi = float(x.min()), float(x.max())
+        best = min(times)
+        result.update(
+            {
+                "verified": lo == want and hi == want,
+                "seconds": best,
+                "busbw_gbps": nbytes / best * 2 * (n - 1) / n / 1e9,
+            }
+        )
+        if not result["verified"]:
+            result["error"] = "wrong sum: got %g..%g, want %g" % (lo, hi, want)
+    except BaseException as e:
+        result["error"] = describe(e)
+    finally:
+        if started:
+            try:
+                dist.destroy_process_group()
+            except BaseException:
+                pass
+    return result
+
+
 def serve(cfg, store, wrapped, started):
     """Node 0: gather every node's message until rdzv_timeout_s after it
     started serving, hand them to gpucheck, publish the verdict, wait until
@@ -120,10 +183,23 @@ def serve(cfg, store, wrapped, started):
             if store.check([key(r)]):
                 waiting.discard(r)
         time.sleep(TICK_S)
+    reduced = {}
+    if not waiting and nnodes > 1 and cfg.get("allreduce"):
+        store.set("gpucheck/allreduce/go", "1")
+        reduced[0] = allreduce(cfg, store)
+        deadline = time.monotonic() + cfg["allreduce_timeout_s"]
+        stage("waiting for every node's all-reduce result")
+        while len(reduced) < nnodes and time.monotonic() < deadline:
+            for r in range(1, nnodes):
+                k = "gpucheck/allreduce/%d" % r
+                if r not in reduced and store.check([k]):
+                    reduced[r] = json.loads(store.get(k).decode())
+            time.sleep(POLL_S)
     nodes = {}
     for r in range(nnodes):
         if r not in waiting:
             nodes[str(r)] = json.loads(store.get(key(r)).decode())
+            nodes[str(r)]["allreduce"] = reduced.get(r)
     emit({"event": "gathered", "nodes": nodes, "missing": sorted(waiting)})
     stage("waiting for the verdict from gpucheck")
     line = sys.stdin.readline()
@@ -156,7 +232,14 @@ def join(cfg, store, message, torch_info, started):
     emit({"event": "joined", "clock": clock})
     deadline = started + cfg["rdzv_timeout_s"] + cfg["margin_s"]
     stage("waiting for node 0's verdict")
+    reduced = False
     while time.monotonic() < deadline:
+        if not reduced and store.check(["gpucheck/allreduce/go"]):
+            reduced = True
+            deadline += 2 * cfg["allreduce_timeout_s"]
+            result = allreduce(cfg, store)
+            store.set("gpucheck/allreduce/%d" % rank, json.dumps(result))
+            stage("waiting for node 0's verdict")
         if store.check(["gpucheck/verdict"]):
             verdict = json.loads(store.get("gpucheck/verdict").decode())
             store.set("gpucheck/ack/%d" % rank, "1")

@@ -27,7 +27,7 @@ pub mod identity;
 pub mod rendezvous;
 pub mod report;
 
-use identity::{Identity, IdentityFlags};
+use identity::IdentityFlags;
 use rendezvous::{Config, Event, Joined, Session, Verdict};
 use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
 
@@ -153,10 +153,17 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
         rdzv_timeout_s: args.rdzv_timeout,
         margin_s: rendezvous::VERDICT_MARGIN.as_secs_f64(),
         ack_timeout_s: rendezvous::ACK_TIMEOUT.as_secs_f64(),
+        allreduce: true,
+        backend: match (args.run.ddp_backend, args.run.ddp_device) {
+            (_, Some(crate::cli::DdpDevice::Cpu)) => Some("gloo".to_string()),
+            (Some(b), _) => Some(format!("{b:?}").to_lowercase()),
+            (None, _) => None,
+        },
+        allreduce_timeout_s: rendezvous::ALLREDUCE_TIMEOUT.as_secs_f64(),
     };
     let session = Session::start(&python.path, &config, &message);
     if id.node_rank.value == 0 {
-        let report = lead(session, &config, &id, args.run.strict);
+        let report = lead(session, &config, args.run.min_busbw, args.run.strict);
         let json = serde_json::to_string_pretty(&report)? + "\n";
         let xml = report::junit(&report, &run);
         let text = match stream {
@@ -188,13 +195,14 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
 fn lead(
     session: Result<Session, String>,
     config: &Config,
-    id: &Identity,
+    min_busbw_gbps: Option<f64>,
     strict: bool,
 ) -> FleetReport {
     let master = format!("{}:{}", config.master_addr, config.master_port);
     let mut fleet = Fleet {
         nnodes: config.nnodes,
         master: master.clone(),
+        min_busbw_gbps,
         ..Default::default()
     };
     let mut session = match session {
@@ -209,7 +217,8 @@ fn lead(
         let deadline = Instant::now()
             + rendezvous::IMPORT_BUDGET
             + Duration::from_secs_f64(config.rdzv_timeout_s)
-            + rendezvous::VERDICT_MARGIN;
+            + rendezvous::VERDICT_MARGIN
+            + rendezvous::ALLREDUCE_TIMEOUT * 2;
         match gathered(s, deadline) {
             Ok((nodes, missing, unreadable)) => {
                 raw = nodes;
@@ -226,7 +235,7 @@ fn lead(
         fleet.missing = (1..config.nnodes).collect();
     }
     fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
-    let report = judge(&fleet, &raw, id, strict);
+    let report = judge(&fleet, &raw, strict);
     if let Some(s) = session.as_mut() {
         let verdict = Verdict {
             exit_code: report.exit_code,
@@ -285,16 +294,12 @@ fn fleet_node(rank: u32, joined: &Joined, m: &NodeMessage) -> FleetNode {
         env: m.env.clone(),
         torch: joined.torch.clone(),
         clock: joined.clock,
+        allreduce: joined.allreduce.clone(),
     }
 }
 
 /// Run every fleet check over the gathered fleet.
-fn judge(
-    fleet: &Fleet,
-    raw: &[(u32, Joined, NodeMessage)],
-    _id: &Identity,
-    strict: bool,
-) -> FleetReport {
+fn judge(fleet: &Fleet, raw: &[(u32, Joined, NodeMessage)], strict: bool) -> FleetReport {
     let results: Vec<CheckResult> = fleet::FLEET_CATALOG
         .iter()
         .map(|c| {
@@ -352,7 +357,8 @@ fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
     let deadline = Instant::now()
         + rendezvous::IMPORT_BUDGET
         + Duration::from_secs_f64(config.rdzv_timeout_s)
-        + rendezvous::VERDICT_MARGIN * 2;
+        + rendezvous::VERDICT_MARGIN * 2
+        + rendezvous::ALLREDUCE_TIMEOUT * 2;
     loop {
         match session.next(deadline, "node 0's verdict") {
             Ok(Event::Verdict { verdict }) => return verdict,

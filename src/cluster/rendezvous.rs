@@ -15,7 +15,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gpucheck_checks::fleet::{ClockReading, PayloadTorch};
+use gpucheck_checks::fleet::{ClockReading, NodeAllReduce, PayloadTorch};
 use gpucheck_checks::probe::process::{
     capture, isolate, kill_group, wait_killed, Capture, KILL_GRACE,
 };
@@ -36,6 +36,8 @@ pub const IMPORT_BUDGET: Duration = Duration::from_secs(90);
 pub const VERDICT_MARGIN: Duration = Duration::from_secs(10);
 /// How long node 0 keeps the store up for the others to read the verdict.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound of the cross-node process group's setup and of each all-reduce.
+pub const ALLREDUCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the payload is told (as JSON in $GPUCHECK_CLUSTER_CONFIG).
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +49,12 @@ pub struct Config {
     pub rdzv_timeout_s: f64,
     pub margin_s: f64,
     pub ack_timeout_s: f64,
+    /// Run the cross-node all-reduce once every node joined.
+    pub allreduce: bool,
+    /// "nccl" or "gloo"; None: NCCL when torch sees a GPU, else gloo.
+    pub backend: Option<String>,
+    /// Bound of the process group's setup and of each collective.
+    pub allreduce_timeout_s: f64,
 }
 
 /// One node's entry in the store: its message (what gpucheck handed over),
@@ -58,6 +66,8 @@ pub struct Joined {
     pub torch: Option<PayloadTorch>,
     #[serde(default)]
     pub clock: Option<ClockReading>,
+    #[serde(default)]
+    pub allreduce: Option<NodeAllReduce>,
 }
 
 /// The verdict node 0 publishes for every node.

@@ -41,6 +41,7 @@ macro_rules! fleet_check {
     };
 }
 
+mod allreduce;
 mod clock;
 mod gpus;
 mod hosts;
@@ -49,6 +50,7 @@ mod rendezvous;
 mod verdicts;
 mod versions;
 
+pub use allreduce::AllReduce;
 pub use clock::Clock;
 pub use gpus::Gpus;
 pub use hosts::Hosts;
@@ -82,6 +84,26 @@ pub struct ClockReading {
     pub uncertainty_s: f64,
 }
 
+/// One node's part of the cross-node all-reduce (one rank per node), as
+/// the payload measured it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeAllReduce {
+    /// "nccl" or "gloo".
+    pub backend: String,
+    pub bytes: u64,
+    /// Every element held the expected sum afterwards.
+    #[serde(default)]
+    pub verified: Option<bool>,
+    /// The fastest of the timed all-reduces, seconds.
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    /// Bus bandwidth as nccl-tests defines it: bytes / time * 2(n-1)/n.
+    #[serde(default)]
+    pub busbw_gbps: Option<f64>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 /// One node's gathered report, as the fleet checks read it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FleetNode {
@@ -96,6 +118,9 @@ pub struct FleetNode {
     pub torch: Option<PayloadTorch>,
     /// None on node 0 (the reference) and where the measurement failed.
     pub clock: Option<ClockReading>,
+    /// None when the all-reduce did not run (a node missing) or this node
+    /// gave no result.
+    pub allreduce: Option<NodeAllReduce>,
 }
 
 impl FleetNode {
@@ -122,6 +147,8 @@ pub struct Fleet {
     pub rendezvous_error: Option<String>,
     /// "node01:29500" as the nodes were told.
     pub master: String,
+    /// `--min-busbw`: the all-reduce's floor, GB/s.
+    pub min_busbw_gbps: Option<f64>,
 }
 
 /// A fleet check: a [`Check`] (for list and explain) that is judged over the
@@ -142,6 +169,7 @@ pub static FLEET_CATALOG: &[&dyn FleetCheck] = &[
     &NcclEnv,
     &Hosts,
     &Clock,
+    &AllReduce,
 ];
 
 /// Look a fleet check up by id.
