@@ -247,6 +247,12 @@ pub struct ExecArgs {
     /// What to do when a check fails: exit 1 without running CMD, or warn and run it.
     #[arg(long, value_enum, default_value = "exit")]
     pub on_fail: OnFail,
+    /// Gate on the whole job (`gpucheck cluster` on every node): run CMD only when every
+    /// node is ready. Takes the cluster flags (--nnodes, --node-rank, --master-addr...).
+    #[arg(long)]
+    pub cluster: bool,
+    #[command(flatten)]
+    pub cluster_flags: crate::cluster::ClusterFlags,
     /// The command to run when the checks pass. Passed on byte for byte
     /// (arguments need not be UTF-8).
     #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(std::ffi::OsString))]

@@ -338,6 +338,15 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
+    if args.cluster {
+        return cluster::exec(args);
+    }
+    if args.cluster_flags.identity_given() {
+        return Err(UsageError(
+            "--nnodes, --node-rank, --master-addr and --master-port need --cluster".into(),
+        )
+        .into());
+    }
     let plan = plan(&args.run)?;
     let program = args
         .command
@@ -370,10 +379,16 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         );
         return Ok(EXIT_NOT_READY);
     }
+    become_command(&argv, &program)
+}
+
+/// Replace gpucheck with CMD (`exec`); returns only when it cannot be
+/// started: 127 (not found) or 126.
+fn become_command(argv: &[CString], program: &str) -> anyhow::Result<u8> {
     process::stop_being_subreaper();
     runner::restore_signals_for_exec();
     // execvp only returns on failure.
-    let Err(err) = nix::unistd::execvp(&argv[0], &argv);
+    let Err(err) = nix::unistd::execvp(&argv[0], argv);
     let code = match err {
         nix::errno::Errno::ENOENT => 127,
         _ => 126,

@@ -63,6 +63,8 @@ struct Cluster {
     json: PathBuf,
     _dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Run `gpucheck exec --cluster ... -- CMD` instead of `gpucheck cluster`.
+    exec: Option<Vec<String>>,
 }
 
 impl Cluster {
@@ -75,12 +77,17 @@ impl Cluster {
             json: dir.path().join("fleet.json"),
             _dir: dir,
             extra: vec!["--only".into(), "gpu".into()],
+            exec: None,
         }
     }
 
     fn spawn(&self, rank: u32, setup: &NodeSetup) -> Child {
         let mut cmd = gpucheck();
-        cmd.args(["cluster", "--nnodes"])
+        match &self.exec {
+            Some(_) => cmd.args(["exec", "--cluster"]),
+            None => cmd.arg("cluster"),
+        };
+        cmd.arg("--nnodes")
             .arg(self.nnodes.to_string())
             .arg("--node-rank")
             .arg(rank.to_string())
@@ -104,6 +111,9 @@ impl Cluster {
         if rank == 0 {
             cmd.arg("--json").arg(&self.json);
             cmd.arg("--junit").arg(self.json.with_extension("xml"));
+        }
+        if let Some(command) = &self.exec {
+            cmd.arg("--").args(command);
         }
         cmd.spawn().expect("start gpucheck cluster")
     }
@@ -577,4 +587,49 @@ fn ctrl_c_on_node_0_ends_every_node_and_leaves_nothing_running() {
         node0_took.as_secs_f64()
     );
     assert_nothing_left(&payloads);
+}
+
+#[test]
+fn exec_cluster_runs_the_command_on_every_node_only_when_all_are_ready() {
+    let _one = lock();
+    let mut cluster = Cluster::new(2, 60);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let (results, payloads) = cluster.run(&healthy(0..2));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+        assert_eq!(
+            f.stdout, "training starts\n",
+            "stdout belongs to CMD: {all}"
+        );
+        assert!(f.stderr.contains("FLEET READY"), "{all}");
+    }
+    assert_nothing_left(&payloads);
+
+    let mut cluster = Cluster::new(2, 60);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let mut nodes = healthy(0..2);
+    nodes[1].1.scenario = Some(scenario("ecc_remap"));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+        assert!(!f.stdout.contains("training starts"), "{all}");
+        assert!(
+            f.stderr
+                .contains("not running echo: the fleet is not ready"),
+            "{all}"
+        );
+    }
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn cluster_flags_without_exec_cluster_are_a_usage_error() {
+    let out = gpucheck()
+        .args(["exec", "--nnodes", "2", "--", "true"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("need --cluster"));
 }

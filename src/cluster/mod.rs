@@ -51,6 +51,14 @@ pub const DEFAULT_RDZV_TIMEOUT_S: f64 = 120.0;
 pub struct ClusterArgs {
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+/// Who this node is in the job and how long to wait for the others
+/// (`gpucheck cluster`, `gpucheck exec --cluster`).
+#[derive(Debug, Clone, Args)]
+pub struct ClusterFlags {
     /// Number of nodes in the job (default: $PET_NNODES, $SLURM_NNODES).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000), help_heading = "Cluster")]
     pub nnodes: Option<u32>,
@@ -68,6 +76,16 @@ pub struct ClusterArgs {
     /// How long to wait for every node to join, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_RDZV_TIMEOUT_S, value_parser = parse_rdzv_timeout, help_heading = "Cluster")]
     pub rdzv_timeout: f64,
+}
+
+impl ClusterFlags {
+    /// True when a node identity flag was given (they need `exec --cluster`).
+    pub fn identity_given(&self) -> bool {
+        self.nnodes.is_some()
+            || self.node_rank.is_some()
+            || self.master_addr.is_some()
+            || self.master_port.is_some()
+    }
 }
 
 fn parse_rdzv_timeout(s: &str) -> Result<f64, String> {
@@ -100,11 +118,50 @@ fn fleet_env() -> BTreeMap<String, String> {
 
 /// `gpucheck cluster`.
 pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
+    gate(&args.run, &args.cluster, false)
+}
+
+/// `gpucheck exec --cluster -- CMD`: the cluster gate with every report on
+/// stderr (stdout belongs to CMD), then CMD when the fleet is ready.
+pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
+    let program = args
+        .command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let argv: Vec<std::ffi::CString> = args
+        .command
+        .iter()
+        .map(|a| std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str())))
+        .collect::<Result<_, _>>()
+        .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    let code = gate(&args.run, &args.cluster_flags, true)?;
+    if let Some(sig) = crate::runner::interrupted() {
+        say!("gpucheck: not running {program}: interrupted by {sig}");
+        return Ok(1);
+    }
+    if code != 0 && args.on_fail == crate::cli::OnFail::Exit {
+        say!(
+            "gpucheck: not running {program}: the fleet is not ready (use --on-fail warn to run \
+             it anyway)"
+        );
+        return Ok(1);
+    }
+    crate::become_command(&argv, &program)
+}
+
+/// Run this node's part of the cluster check; the text goes to stdout, or
+/// to stderr when `to_stderr`. Returns the exit code.
+fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::Result<u8> {
+    let args = ClusterArgs {
+        run: run_args.clone(),
+        cluster: cluster.clone(),
+    };
     let flags = IdentityFlags {
-        nnodes: args.nnodes,
-        node_rank: args.node_rank,
-        master_addr: args.master_addr.clone(),
-        master_port: args.master_port,
+        nnodes: cluster.nnodes,
+        node_rank: cluster.node_rank,
+        master_addr: cluster.master_addr.clone(),
+        master_port: cluster.master_port,
     };
     let id = identity::resolve(&flags, &|k| std::env::var(k).ok()).map_err(UsageError)?;
     let python = find_python(args.run.python.as_deref())
@@ -150,7 +207,7 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
         nnodes: id.nnodes.value,
         master_addr: id.master_addr.value.clone(),
         master_port: id.master_port.value,
-        rdzv_timeout_s: args.rdzv_timeout,
+        rdzv_timeout_s: args.cluster.rdzv_timeout,
         margin_s: rendezvous::VERDICT_MARGIN.as_secs_f64(),
         ack_timeout_s: rendezvous::ACK_TIMEOUT.as_secs_f64(),
         allreduce: true,
@@ -176,7 +233,7 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
             .into_iter()
             .filter_map(|(out, text)| out.map(|o| o.write(&text)))
             .collect();
-        crate::emit(&text)?;
+        show(&text, to_stderr)?;
         written?;
         Ok(report.exit_code.clamp(0, 255) as u8)
     } else {
@@ -186,8 +243,19 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
             report::node_line(id.node_rank.value, &run),
             verdict.line
         );
-        crate::emit(&text)?;
+        show(&text, to_stderr)?;
         Ok(verdict.exit_code.max(run.exit_code).clamp(0, 255) as u8)
+    }
+}
+
+fn show(text: &str, to_stderr: bool) -> anyhow::Result<()> {
+    if to_stderr {
+        // Advice under exec: a stderr that cannot be written must not keep
+        // CMD from running.
+        let _ = crate::emit_to(std::io::stderr().lock(), "stderr", text);
+        Ok(())
+    } else {
+        crate::emit(text)
     }
 }
 
