@@ -633,3 +633,33 @@ fn cluster_flags_without_exec_cluster_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("need --cluster"));
 }
+
+#[test]
+fn node_0_on_a_busy_port_fails_the_rendezvous_and_still_judges_itself() {
+    let _one = lock();
+    let busy = TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let mut cluster = Cluster::new(2, 5);
+    cluster.port = busy.local_addr().expect("its address").port();
+    let (results, payloads) = cluster.run(&healthy(0..1));
+    let all = show(&results);
+    assert_eq!(results[0].1.code, 1, "{all}");
+    let doc = cluster.report();
+    let rdzv = fleet_result(&doc, "fleet.rendezvous");
+    assert_eq!(rdzv["status"], "fail", "{all}");
+    assert!(
+        rdzv["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&format!(
+                "the rendezvous at 127.0.0.1:{} failed: serve: ",
+                cluster.port
+            )),
+        "{rdzv}"
+    );
+    // Node 0's own checks are still in the report.
+    assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(1), "{doc}");
+    assert_eq!(fleet_result(&doc, "fleet.local")["status"], "pass");
+    assert_eq!(doc["missing_node_ranks"], serde_json::json!([1]));
+    drop(busy);
+    assert_nothing_left(&payloads);
+}

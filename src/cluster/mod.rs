@@ -201,7 +201,8 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         report: run.clone(),
         env: fleet_env(),
     };
-    let message = serde_json::to_string(&message)?;
+    let own = message;
+    let message = serde_json::to_string(&own)?;
     let config = Config {
         node_rank: id.node_rank.value,
         nnodes: id.nnodes.value,
@@ -220,7 +221,7 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
     };
     let session = Session::start(&python.path, &config, &message);
     if id.node_rank.value == 0 {
-        let report = lead(session, &config, args.run.min_busbw, args.run.strict);
+        let report = lead(session, &config, &own, args.run.min_busbw, args.run.strict);
         let json = serde_json::to_string_pretty(&report)? + "\n";
         let xml = report::junit(&report, &run);
         let text = match stream {
@@ -263,6 +264,7 @@ fn show(text: &str, to_stderr: bool) -> anyhow::Result<()> {
 fn lead(
     session: Result<Session, String>,
     config: &Config,
+    own: &NodeMessage,
     min_busbw_gbps: Option<f64>,
     strict: bool,
 ) -> FleetReport {
@@ -301,6 +303,13 @@ fn lead(
     if fleet.rendezvous_error.is_some() && raw.is_empty() {
         // Nobody could be heard: the fleet is this node and the unknown rest.
         fleet.missing = (1..config.nnodes).collect();
+        let joined = Joined {
+            message: serde_json::Value::Null,
+            torch: None,
+            clock: None,
+            allreduce: None,
+        };
+        raw.push((0, joined, own.clone()));
     }
     fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
     let report = judge(&fleet, &raw, strict);
