@@ -6,3 +6,4 @@
 pub mod launch;
 pub mod text;
 pub mod visible_devices;
+pub mod xid;
