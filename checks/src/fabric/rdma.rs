@@ -171,25 +171,15 @@ pub fn evaluate(f: &RdmaFacts) -> Outcome {
     }
     rate_findings(&mut findings, &selected);
     let active: Vec<&&RdmaPort> = selected.iter().filter(|p| is_active(p)).collect();
-    let described: Vec<String> = active
-        .iter()
-        .map(|p| {
-            format!(
-                "{} {}",
-                port_name(p),
-                p.rate.as_deref().unwrap_or("rate unknown")
-            )
-        })
-        .collect();
     let chosen = f
         .nccl_ib_hca
         .as_deref()
         .map(|v| format!(" (NCCL_IB_HCA={})", quote_value(v)))
         .unwrap_or_default();
     let pass = format!(
-        "{} active{chosen}: {}",
+        "{} active{chosen}{}",
         counted(active.len(), "RDMA port", "RDMA ports"),
-        list_cut(&described, 4)
+        describe_active(&active)
     );
     findings
         .conclude(pass, Vec::new())
@@ -325,13 +315,13 @@ fn rate_findings(findings: &mut Findings, selected: &[&RdmaPort]) {
             .iter()
             .filter(|o| o.link_layer == p.link_layer)
             .filter_map(|o| Some((rate_gbps(o.rate.as_deref()?)?, *o)))
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((top, other)) = fastest.filter(|(top, _)| mine < *top) {
+            .reduce(|a, b| if b.0 > a.0 { b } else { a });
+        if let Some((_, other)) = fastest.filter(|(top, _)| mine < *top) {
             let name = port_name(p);
             findings.add(
                 Status::Warn,
                 format!(
-                    "{name} runs at {}, {} at {} ({top} Gb/sec)",
+                    "{name} runs at {}, {} at {}",
                     p.rate.as_deref().unwrap_or(""),
                     port_name(other),
                     other.rate.as_deref().unwrap_or("")
@@ -343,6 +333,25 @@ fn rate_findings(findings: &mut Findings, selected: &[&RdmaPort]) {
                 )),
             );
         }
+    }
+}
+
+/// ": mlx5_0/1 400 Gb/sec (4X NDR), ..." or, when all share one rate,
+/// " at 400 Gb/sec (4X NDR): mlx5_0/1, mlx5_1/1".
+fn describe_active(active: &[&&RdmaPort]) -> String {
+    let rate = |p: &RdmaPort| p.rate.clone().unwrap_or_else(|| "rate unknown".into());
+    let Some(first) = active.first() else {
+        return String::new();
+    };
+    if active.iter().all(|p| p.rate == first.rate) {
+        let names: Vec<String> = active.iter().map(|p| port_name(p)).collect();
+        format!(" at {}: {}", rate(first), list_cut(&names, 8))
+    } else {
+        let described: Vec<String> = active
+            .iter()
+            .map(|p| format!("{} {}", port_name(p), rate(p)))
+            .collect();
+        format!(": {}", list_cut(&described, 4))
     }
 }
 
@@ -443,7 +452,7 @@ mod tests {
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
             o.summary,
-            "2 RDMA ports active: mlx5_0/1 400 Gb/sec (4X NDR), mlx5_1/1 400 Gb/sec (4X NDR)"
+            "2 RDMA ports active at 400 Gb/sec (4X NDR): mlx5_0/1, mlx5_1/1"
         );
         assert_eq!(o.hint, None);
         assert_eq!(o.metric("rdma_ports_active"), Some(2.0));
@@ -487,7 +496,7 @@ mod tests {
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
-            "mlx5_1/1 runs at 200 Gb/sec (4X HDR), mlx5_0/1 at 400 Gb/sec (4X NDR) (400 Gb/sec)"
+            "mlx5_1/1 runs at 200 Gb/sec (4X HDR), mlx5_0/1 at 400 Gb/sec (4X NDR)"
         );
         assert!(o.hint.unwrap_or_default().contains("slowest NIC"));
     }
@@ -573,7 +582,7 @@ mod tests {
         assert_eq!(o.status, Status::Pass, "{}", o.summary);
         assert_eq!(
             o.summary,
-            "1 RDMA port active (NCCL_IB_HCA=\"^=mlx5_1\"): mlx5_0/1 400 Gb/sec (4X NDR)"
+            "1 RDMA port active (NCCL_IB_HCA=\"^=mlx5_1\") at 400 Gb/sec (4X NDR): mlx5_0/1"
         );
     }
 

@@ -158,19 +158,10 @@ fn unreadable(u: &Unreadable) -> Outcome {
     )
 }
 
-/// Events grouped per (GPU, code) in order of first appearance; a bare
-/// "fallen off the bus" line is left out where the same GPU also logged
-/// Xid 79 (the driver writes both for one event).
+/// Events grouped per (GPU, code) in order of first appearance.
 fn repeats(events: &[XidEvent]) -> Vec<Repeats<'_>> {
     let mut groups: Vec<Repeats> = Vec::new();
     for e in events {
-        let twin = !e.logged_as_xid
-            && events
-                .iter()
-                .any(|o| o.logged_as_xid && o.code == e.code && o.slot == e.slot);
-        if twin {
-            continue;
-        }
         match groups
             .iter_mut()
             .find(|g| g.slot == e.slot && g.code == e.code)
@@ -320,12 +311,9 @@ mod tests {
 
     #[test]
     fn fallen_off_the_bus_fails_with_drain_and_counts_repeats() {
-        let mut bare = event("3a", 79, "10.0 s after boot");
-        bare.logged_as_xid = false;
         let o = evaluate(&facts(
             vec![
                 event("3a", 79, "9.0 s after boot"),
-                bare,
                 event("3a", 79, "12.5 s after boot"),
             ],
             0,

@@ -157,7 +157,9 @@ pub fn read_kmsg(path: &Path) -> io::Result<Vec<XidEvent>> {
             Ok(0) => break,
             Ok(n) => {
                 let record = String::from_utf8_lossy(&buf[..n]);
-                events.extend(parse_kmsg_record(&record));
+                if let Some(event) = parse_kmsg_record(&record) {
+                    add_event(&mut events, event);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             // EPIPE: the record was overwritten while we read; go on.
@@ -233,11 +235,28 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> (Vec<XidEvent>, usize) 
             if before_boot {
                 earlier += 1;
             } else {
-                events.push(event);
+                add_event(&mut events, event);
             }
         }
     }
     (events, earlier)
+}
+
+/// Add an event, counting one fall off the bus once: the driver logs
+/// "Xid 79" and "GPU ... has fallen off the bus" for the same event.
+fn add_event(events: &mut Vec<XidEvent>, event: XidEvent) {
+    let same_fall = |a: &XidEvent, b: &XidEvent| a.slot == b.slot && a.code == 79 && b.code == 79;
+    if !event.logged_as_xid
+        && events
+            .iter()
+            .any(|e| e.logged_as_xid && same_fall(e, &event))
+    {
+        return;
+    }
+    if event.logged_as_xid {
+        events.retain(|e| e.logged_as_xid || !same_fall(e, &event));
+    }
+    events.push(event);
 }
 
 fn is_boot_banner(message: &str) -> bool {
@@ -447,6 +466,26 @@ mod tests {
         assert_eq!(
             (bare.slot, bare.code, bare.logged_as_xid),
             (slot("0000:3b:00"), 79, false)
+        );
+    }
+
+    #[test]
+    fn one_fall_off_the_bus_logged_twice_counts_once() {
+        let text = "[ 9.0] NVRM: Xid (PCI:0000:3a:00): 79, pid=1, GPU has fallen off the bus.\n\
+                    [ 9.1] NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus.\n\
+                    [ 20.0] NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n\
+                    [ 20.1] NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.\n";
+        let (events, _) = parse_log(text, None);
+        let seen: Vec<(String, bool)> = events
+            .iter()
+            .map(|e| (e.slot.to_string(), e.logged_as_xid))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("0000:3a:00".to_string(), true),
+                ("0000:18:00".to_string(), true)
+            ]
         );
     }
 
