@@ -9,7 +9,7 @@ use crate::findings::{Finding, Findings};
 use crate::probe::kernel_log::{self, KernelLog, Unreadable, XidEvent};
 use crate::probe::nvml::GpuInfo;
 use crate::probe::sysfs;
-use crate::{Check, Context, Outcome, Profile, Status};
+use crate::{Check, Context, DataTable, Outcome, Profile, Status};
 
 /// The longest `journalctl -k -b` may take: it reads the journal files of
 /// this boot, well under a second on a healthy host.
@@ -105,8 +105,9 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
     };
     let mut findings = Findings::new();
     let mut notes = Vec::new();
-    for r in repeats(&log.events) {
-        let finding = judge(&r, gpu_at(&f.gpus, r.slot));
+    let groups = repeats(&log.events);
+    for r in &groups {
+        let finding = judge(r, gpu_at(&f.gpus, r.slot));
         if finding.status == Status::Pass {
             notes.push(finding.text.clone());
         }
@@ -125,6 +126,9 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
         .conclude(pass, Vec::new())
         .with_metric("xid_events", log.events.len() as f64, "count")
         .with_fact("kernel_log", log.source.to_string());
+    if !groups.is_empty() {
+        outcome = outcome.with_table(event_table(&groups, &f.gpus));
+    }
     if outcome.status >= Status::Warn {
         outcome.summary = format!("{} ({source})", outcome.summary);
     }
@@ -136,6 +140,34 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
         ));
     }
     outcome
+}
+
+/// One row per (GPU, code): the GPU, the code and its meaning, how often,
+/// the last time.
+fn event_table(groups: &[Repeats], gpus: &Result<Vec<GpuInfo>, String>) -> DataTable {
+    let rows = groups
+        .iter()
+        .map(|r| {
+            let gpu = gpu_at(gpus, r.slot).map_or("?".to_string(), |g| g.index.to_string());
+            let meaning = xid_info(r.code).map_or("not in gpucheck's catalog", |i| i.meaning);
+            vec![
+                gpu,
+                r.slot.to_string(),
+                r.code.to_string(),
+                meaning.to_string(),
+                r.count.to_string(),
+                r.last.when.clone(),
+            ]
+        })
+        .collect();
+    DataTable {
+        title: "Xid events since boot".into(),
+        header: ["GPU", "PCI", "Xid", "meaning", "count", "last"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+        legend: None,
+    }
 }
 
 /// No log: skip, saying how to give access; a file the user named that
@@ -328,6 +360,17 @@ mod tests {
         assert!(
             hint.starts_with("drain the node and reboot it: GPU 2 fell off"),
             "{hint}"
+        );
+        assert_eq!(
+            o.tables[0].rows,
+            [[
+                "2",
+                "0000:3a:00",
+                "79",
+                "GPU has fallen off the bus",
+                "2",
+                "12.5 s after boot"
+            ]]
         );
     }
 
