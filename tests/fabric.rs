@@ -301,6 +301,29 @@ fn nccl_ib_hca_naming_a_missing_device_fails() {
     );
 }
 
+#[test]
+fn no_rdma_in_a_multi_node_run_on_h100s_warns() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", fixture("nvml/h100x8.scenario"))
+        .env("GPUCHECK_SYSFS_ROOT", empty.path())
+        .env("WORLD_SIZE", "16")
+        .env("LOCAL_WORLD_SIZE", "8")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .args(["--only", "fabric.rdma", "--format", "json"])
+        .output()
+        .expect("run");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(status_of(&doc, "fabric.rdma"), "warn");
+    assert_eq!(
+        text(&doc, "fabric.rdma", "summary"),
+        "no RDMA devices in a multi-node run (WORLD_SIZE=16 > LOCAL_WORLD_SIZE=8) on NVIDIA H100 \
+         80GB HBM3: NCCL will send the gradients between nodes over TCP sockets, far below what \
+         these GPUs need"
+    );
+}
+
 // ----------------------------------------------------------- fabric.gpudirect
 
 #[test]

@@ -8,5 +8,7 @@ mod rdma;
 mod xid;
 
 pub use gpudirect::{GpuDirect, GpuDirectFacts};
-pub use rdma::{HcaFilter, Rdma, RdmaFacts, ROCE_MIN_NETDEV_MTU};
+pub use rdma::{
+    is_datacentre_gpu, multi_node_reason, HcaFilter, Rdma, RdmaFacts, ROCE_MIN_NETDEV_MTU,
+};
 pub use xid::{Xid, XidFacts};

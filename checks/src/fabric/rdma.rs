@@ -31,6 +31,46 @@ pub struct RdmaFacts {
     pub ports: Result<Vec<RdmaPort>, String>,
     /// NCCL_IB_HCA, when set.
     pub nccl_ib_hca: Option<String>,
+    /// Why the launcher's environment says this run spans nodes
+    /// ("WORLD_SIZE=16 > LOCAL_WORLD_SIZE=8"), if it does.
+    pub multi_node: Option<String>,
+    /// The name of a data-centre GPU on this machine, when there is one
+    /// (asked of NVML only for a multi-node run without RDMA devices).
+    pub datacentre_gpu: Option<String>,
+}
+
+/// NVIDIA data-centre GPU families (the model in the product name), the
+/// parts multi-node clusters are built from.
+const DATACENTRE_FAMILIES: &[&str] = &[
+    "V100", "T4", "A10", "A16", "A30", "A40", "A100", "A800", "H20", "H100", "H200", "H800",
+    "GH200", "L4", "L20", "L40", "B100", "B200", "B300", "GB200", "GB300",
+];
+
+/// Whether an NVML product name ("NVIDIA H100 80GB HBM3", "NVIDIA L40S")
+/// names a data-centre part; "NVIDIA RTX A4000" does not.
+pub fn is_datacentre_gpu(name: &str) -> bool {
+    name.split_whitespace().any(|token| {
+        let letters = token.chars().take_while(char::is_ascii_uppercase).count();
+        let digits = token[letters..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .count();
+        letters > 0 && digits > 0 && DATACENTRE_FAMILIES.contains(&&token[..letters + digits])
+    })
+}
+
+/// Why the launcher's environment says this run spans nodes: torchrun's
+/// WORLD_SIZE above LOCAL_WORLD_SIZE, or Slurm's node count above 1.
+pub fn multi_node_reason(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let num = |k: &str| env(k).and_then(|v| v.trim().parse::<u64>().ok());
+    if let (Some(world), Some(local)) = (num("WORLD_SIZE"), num("LOCAL_WORLD_SIZE")) {
+        if world > local {
+            return Some(format!("WORLD_SIZE={world} > LOCAL_WORLD_SIZE={local}"));
+        }
+    }
+    ["SLURM_JOB_NUM_NODES", "SLURM_NNODES"]
+        .iter()
+        .find_map(|k| num(k).filter(|n| *n > 1).map(|n| format!("{k}={n}")))
 }
 
 impl Check for Rdma {
@@ -56,12 +96,25 @@ impl Check for Rdma {
          subnet manager (`opensm` on one node, or the switch's / UFM's SM); give the RoCE interface \
          an IP address and raise its MTU (`ip link set DEV mtu 9000`, and on the switch ports); set \
          NCCL_IB_HCA to the ports that are wired (`^=mlx5_1` leaves one out). With no RDMA device \
-         the check is skipped: NCCL will use TCP sockets between nodes."
+         the check is skipped (NCCL will use TCP sockets between nodes), except in a multi-node \
+         run (WORLD_SIZE above LOCAL_WORLD_SIZE, or a Slurm job over several nodes) on \
+         data-centre GPUs, where it warns."
     }
-    fn run(&self, _ctx: &Context) -> Outcome {
+    fn run(&self, ctx: &Context) -> Outcome {
+        let ports = sysfs::rdma_ports(&sysfs::sysfs_root());
+        let multi_node = multi_node_reason(env_lossy);
+        // NVML only matters for a multi-node run without RDMA devices.
+        let datacentre_gpu = match (&ports, &multi_node) {
+            (Ok(p), Some(_)) if p.is_empty() => crate::facts::nvml::gpus_for_run(ctx)
+                .ok()
+                .and_then(|g| g.into_iter().map(|g| g.name).find(|n| is_datacentre_gpu(n))),
+            _ => None,
+        };
         evaluate(&RdmaFacts {
-            ports: sysfs::rdma_ports(&sysfs::sysfs_root()),
+            ports,
             nccl_ib_hca: env_lossy("NCCL_IB_HCA").filter(|v| !v.trim().is_empty()),
+            multi_node,
+            datacentre_gpu,
         })
     }
 }
@@ -150,7 +203,7 @@ pub fn evaluate(f: &RdmaFacts) -> Outcome {
     };
     let filter = f.nccl_ib_hca.as_deref().map(HcaFilter::parse);
     if ports.is_empty() {
-        return no_ports(f.nccl_ib_hca.as_deref(), filter.as_ref());
+        return no_ports(f, filter.as_ref());
     }
     let selected: Vec<&RdmaPort> = ports
         .iter()
@@ -187,9 +240,22 @@ pub fn evaluate(f: &RdmaFacts) -> Outcome {
         .with_table(port_table(ports, filter.as_ref()))
 }
 
-/// No RDMA device: sockets only, unless NCCL_IB_HCA asks for ports.
-fn no_ports(value: Option<&str>, filter: Option<&HcaFilter>) -> Outcome {
-    match (value, filter) {
+/// No RDMA device: sockets only, unless NCCL_IB_HCA asks for ports (fail)
+/// or data-centre GPUs are about to train across nodes (warn).
+fn no_ports(f: &RdmaFacts, filter: Option<&HcaFilter>) -> Outcome {
+    if let (None, Some(why), Some(gpu)) = (filter, &f.multi_node, &f.datacentre_gpu) {
+        return Outcome::warn(
+            format!(
+                "no RDMA devices in a multi-node run ({why}) on {gpu}: NCCL will send the \
+                 gradients between nodes over TCP sockets, far below what these GPUs need"
+            ),
+            "give the container the RDMA devices (`--device /dev/infiniband`, the RDMA device \
+             plugin on Kubernetes), or load the NIC driver (`modprobe mlx5_ib`; `ibv_devinfo` \
+             lists the devices); on a cloud, use the instance type and network plugin with RDMA \
+             (EFA, GPUDirect-TCPX)",
+        );
+    }
+    match (f.nccl_ib_hca.as_deref(), filter) {
         (Some(v), Some(h)) if !h.exclude => Outcome::fail(
             format!(
                 "NCCL_IB_HCA={} selects RDMA ports, but this machine has no RDMA devices",
@@ -443,7 +509,64 @@ mod tests {
         RdmaFacts {
             ports: Ok(ports),
             nccl_ib_hca: hca.map(String::from),
+            multi_node: None,
+            datacentre_gpu: None,
         }
+    }
+
+    #[test]
+    fn no_devices_in_a_multi_node_run_on_datacentre_gpus_warns() {
+        let mut f = facts(vec![], None);
+        f.multi_node = Some("WORLD_SIZE=16 > LOCAL_WORLD_SIZE=8".into());
+        f.datacentre_gpu = Some("NVIDIA H100 80GB HBM3".into());
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.starts_with(
+                "no RDMA devices in a multi-node run (WORLD_SIZE=16 > LOCAL_WORLD_SIZE=8) on NVIDIA H100 80GB HBM3"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(o.hint.unwrap_or_default().contains("/dev/infiniband"));
+        f.datacentre_gpu = None;
+        assert_eq!(evaluate(&f).status, Status::Skip);
+    }
+
+    #[test]
+    fn datacentre_parts_and_multi_node_runs_are_recognised() {
+        for name in [
+            "NVIDIA H100 80GB HBM3",
+            "NVIDIA L40S",
+            "NVIDIA A100-SXM4-80GB",
+            "Tesla V100-SXM2-32GB",
+        ] {
+            assert!(is_datacentre_gpu(name), "{name}");
+        }
+        for name in ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A4000", "garbage", ""] {
+            assert!(!is_datacentre_gpu(name), "{name}");
+        }
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            multi_node_reason(env(&[("WORLD_SIZE", "16"), ("LOCAL_WORLD_SIZE", "8")])).as_deref(),
+            Some("WORLD_SIZE=16 > LOCAL_WORLD_SIZE=8")
+        );
+        assert_eq!(
+            multi_node_reason(env(&[("WORLD_SIZE", "8"), ("LOCAL_WORLD_SIZE", "8")])),
+            None
+        );
+        assert_eq!(
+            multi_node_reason(env(&[("SLURM_NNODES", "4")])).as_deref(),
+            Some("SLURM_NNODES=4")
+        );
+        assert_eq!(multi_node_reason(env(&[("WORLD_SIZE", "x")])), None);
     }
 
     #[test]
@@ -600,7 +723,7 @@ mod tests {
     fn unlistable_devices_skip_with_the_reason() {
         let o = evaluate(&RdmaFacts {
             ports: Err("cannot list /sys/class/infiniband: Permission denied".into()),
-            nccl_ib_hca: None,
+            ..facts(vec![], None)
         });
         assert_eq!(o.status, Status::Skip);
         assert!(o.summary.contains("Permission denied"));
