@@ -316,7 +316,8 @@ fn bsd_stamp(raw: &str) -> Option<(&str, &str)> {
     ];
     let stamp = raw.get(..15)?;
     let b = stamp.as_bytes();
-    let ok = MONTHS.contains(&&stamp[..3]) && b[3] == b' ' && b[9] == b':' && b[12] == b':';
+    let month = stamp.get(..3)?;
+    let ok = MONTHS.contains(&month) && b[3] == b' ' && b[9] == b':' && b[12] == b':';
     ok.then(|| (stamp, raw[15..].trim_start()))
 }
 
@@ -487,6 +488,39 @@ mod tests {
                 ("0000:18:00".to_string(), true)
             ]
         );
+    }
+
+    #[test]
+    fn any_cut_of_lines_with_multibyte_text_is_no_panic() {
+        let lines = [
+            "Dec  1 10:02:03 gpu07 kernel: [  412.5] NVRM: Xid (PCI:0000:3b:00): 79, ü→ bus.",
+            "2026-12-01T10:02:03.5+00:00 gpu07 kernel: NVRM: Xid (0000:3b:00): 13, ñ",
+            "6,1,5,-;NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus. ✓",
+            "ééé Dec  1 10:02:03 h kernel: NVRM: Xid (PCI:0000:3b:00): 48, x",
+            "[ 1é] NVRM: Xid (PCI:0000:3b:00): 48",
+        ];
+        for line in lines {
+            for (cut, _) in line.char_indices() {
+                let _ = parse_log(&line[..cut], Some(0));
+                let _ = parse_log(&line[cut..], Some(0));
+            }
+        }
+        let (events, _) = parse_log(&lines.join("\n"), None);
+        assert_eq!(events.len(), 4);
+    }
+
+    #[test]
+    fn the_real_kmsg_reads_to_its_end_or_says_why_not() {
+        match read_kmsg(Path::new("/dev/kmsg")) {
+            Ok(events) => assert!(events.iter().all(|e| e.when.ends_with("s after boot"))),
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::NotFound
+                ),
+                "{e}"
+            ),
+        }
     }
 
     #[test]
