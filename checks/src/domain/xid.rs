@@ -72,8 +72,6 @@ pub const XID_CATALOG: &[XidInfo] = &[
     x(119, "GSP RPC timeout", ResetGpu),
     x(120, "GSP error", ResetGpu),
     x(121, "C2C link corrected error", Note),
-    x(123, "SPI PMU RPC write failure", ResetGpu),
-    x(136, "link training failure", ResetGpu),
     x(140, "unrecovered ECC error", ResetGpu),
     x(143, "GPU initialization failure", ResetGpu),
     x(144, "NVLink SAW error", ResetGpu),
