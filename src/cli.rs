@@ -213,6 +213,9 @@ pub struct RunArgs {
     /// Fail nccl.allreduce below this bus bandwidth (GB/s) instead of the topology's expectation.
     #[arg(long, value_name = "GBPS", value_parser = parse_positive, help_heading = "Machine")]
     pub min_busbw: Option<f64>,
+    /// Read Xid errors from this kernel log (syslog, dmesg or journalctl -k output) instead of /dev/kmsg.
+    #[arg(long, value_name = "PATH", help_heading = "Machine")]
+    pub kernel_log: Option<PathBuf>,
 
     /// DDP benchmark world size (default: the visible GPU count).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "DDP benchmark")]

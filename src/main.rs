@@ -210,6 +210,7 @@ fn options(args: &RunArgs) -> Options {
         ddp_backend: args.ddp_backend.map(|b| format!("{b:?}").to_lowercase()),
         ddp_device: args.ddp_device.map(|d| format!("{d:?}").to_lowercase()),
         min_scaling: args.min_scaling,
+        kernel_log: args.kernel_log.clone(),
         timeout_s: 0.0,
     }
 }

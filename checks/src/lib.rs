@@ -24,6 +24,7 @@ pub mod probe;
 pub mod cuda;
 pub mod ddp;
 pub mod env;
+pub mod fabric;
 pub mod gpu;
 pub mod host;
 pub mod nccl;
@@ -137,6 +138,10 @@ pub struct Options {
     pub ddp_device: Option<String>,
     /// `--min-scaling X`: DDP scaling efficiency floor.
     pub min_scaling: Option<f64>,
+    /// `--kernel-log PATH`: read Xid events from this file instead of the
+    /// kernel's own log.
+    #[serde(default)]
+    pub kernel_log: Option<PathBuf>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,
@@ -235,6 +240,10 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::Loopback,
     &net::MasterAddr,
     &net::MasterPort,
+    // fabric
+    &fabric::Xid,
+    &fabric::Rdma,
+    &fabric::GpuDirect,
     // nccl
     &nccl::Library,
     &nccl::Env,

@@ -8,3 +8,4 @@ pub mod cuda_devices;
 pub mod launch;
 pub mod text;
 pub mod visible_devices;
+pub mod xid;
