@@ -208,6 +208,62 @@ pub fn is_local(ip: IpAddr, locals: &[IpAddr]) -> bool {
     ip.is_loopback() || ip.is_unspecified() || locals.contains(&ip)
 }
 
+// ---------------------------------------------------------------- MASTER_ADDR lookup
+
+/// How long a name lookup may take before it counts as hung. glibc's own
+/// default is 5 s per DNS server and attempt; a master name that takes longer
+/// than this would stall every rank's rendezvous as well.
+pub const RESOLVE_WAIT: Duration = Duration::from_secs(3);
+
+/// One address a master name resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedAddr {
+    pub ip: IpAddr,
+    /// An address of this machine (loopback, unspecified, or on an interface).
+    pub local: bool,
+    /// For a local address: why binding it failed, if it did.
+    pub bind_error: Option<BindError>,
+}
+
+/// What a master name's lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddrLookup {
+    Resolved(Vec<ResolvedAddr>),
+    Failed(String),
+    TimedOut(Duration),
+}
+
+/// Resolve `host` and classify each address (local or not, bindable or not).
+pub fn lookup_addr(host: &str) -> AddrLookup {
+    match resolve(host, RESOLVE_WAIT) {
+        Resolution::Failed(e) => AddrLookup::Failed(e),
+        Resolution::TimedOut(d) => AddrLookup::TimedOut(d),
+        Resolution::Resolved(ips) => {
+            let locals = local_addresses();
+            AddrLookup::Resolved(
+                ips.into_iter()
+                    .map(|ip| {
+                        let local = is_local(ip, &locals);
+                        // A link-local IPv6 address binds only with its
+                        // interface's scope id, which a name lookup lacks.
+                        let link_local = matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+                        let bind_error = if local && !link_local {
+                            try_listen(SocketAddr::new(ip, 0)).err()
+                        } else {
+                            None
+                        };
+                        ResolvedAddr {
+                            ip,
+                            local,
+                            bind_error,
+                        }
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
 // ---------------------------------------------------------------- binding
 
 /// Why a bind failed, in the terms a verdict needs.
@@ -577,5 +633,21 @@ mod tests {
             a.first().copied(),
             Some(std::os::unix::process::parent_id())
         );
+    }
+
+    #[test]
+    fn lookup_classifies_real_addresses() {
+        match lookup_addr("127.0.0.1") {
+            AddrLookup::Resolved(a) => {
+                assert_eq!(a.len(), 1);
+                assert!(a[0].local);
+                assert_eq!(a[0].bind_error, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        match lookup_addr("203.0.113.7") {
+            AddrLookup::Resolved(a) => assert!(!a[0].local),
+            other => panic!("{other:?}"),
+        }
     }
 }

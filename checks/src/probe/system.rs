@@ -44,14 +44,20 @@ pub fn host_facts() -> HostFacts {
             .map(|n| n.get() as u32)
             .unwrap_or(0),
         memory_total_mib: parse_mem_total_kib(&meminfo).unwrap_or(0) / 1024,
-        container: detect_container(
-            std::path::Path::new("/.dockerenv").exists(),
-            std::path::Path::new("/run/.containerenv").exists(),
-            std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-            &fs::read_to_string("/proc/1/cgroup").unwrap_or_default(),
-            std::env::var("container").ok().as_deref(),
-        ),
+        container: container(),
     }
+}
+
+/// The container runtime gpucheck runs under ("docker", "kubernetes", ...),
+/// `None` on bare metal or a VM. Cheap: a few file tests.
+pub fn container() -> Option<String> {
+    detect_container(
+        std::path::Path::new("/.dockerenv").exists(),
+        std::path::Path::new("/run/.containerenv").exists(),
+        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+        &fs::read_to_string("/proc/1/cgroup").unwrap_or_default(),
+        std::env::var("container").ok().as_deref(),
+    )
 }
 
 fn parse_os_release(text: &str) -> Option<String> {
