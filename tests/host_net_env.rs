@@ -573,6 +573,29 @@ fn net_master_addr_on_loopback_warns_only_across_nodes() {
     assert!(r.summary.contains("fine on a single node"), "{}", r.summary);
 }
 
+#[test]
+fn net_checks_never_echo_a_password_in_master_addr() {
+    for id in ["net.master_addr", "net.master_port"] {
+        let out = gpucheck()
+            .env("MASTER_ADDR", "alice:hunter2@127.0.0.1")
+            .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+            .args(["--only", id, "--json", "-"])
+            .output()
+            .expect("run gpucheck");
+        let json = stdout(&out);
+        let doc = assert_valid_json_report(&json);
+        assert!(
+            !json.contains("hunter2"),
+            "{id} echoes the password: {json}"
+        );
+        let summary = result(&doc, id)["summary"].as_str().unwrap_or("");
+        assert!(
+            summary.contains("MASTER_ADDR=\"alice:***@127.0.0.1\""),
+            "{id}: {summary}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- env.cuda_visible_devices
 
 #[test]

@@ -72,7 +72,8 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
             "MASTER_ADDR unset: torchrun sets it for its workers (localhost with --standalone)",
         );
     };
-    let shown = quote_value(value);
+    let redacted = redact_credentials(value);
+    let shown = quote_value(&redacted);
     if value.is_empty() {
         return Outcome::fail(
             "MASTER_ADDR is set but empty",
@@ -99,7 +100,7 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
             format!(
                 "check the spelling, /etc/hosts and DNS (`getent hosts {}`), or use the \
                  master's IP address",
-                plain_or_quoted(value)
+                plain_or_quoted(&redacted)
             ),
         ),
         AddrLookup::Resolved(addrs) => {
@@ -215,6 +216,26 @@ fn loopback_across_nodes(
     )
 }
 
+/// MASTER_ADDR as a report may show it: the password of a
+/// `user:password@host` (or `scheme://user:password@host`) address replaced
+/// by `***`, a user part without a password (a token) replaced whole.
+/// Reports end up in CI logs, which keep them for good.
+pub(super) fn redact_credentials(addr: &str) -> String {
+    let (scheme, rest) = match addr.find("://") {
+        Some(i) => addr.split_at(i + 3),
+        None => ("", addr),
+    };
+    let Some(at) = rest.rfind('@') else {
+        return addr.to_string();
+    };
+    let (userinfo, host) = rest.split_at(at);
+    let user = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        None => "***".to_string(),
+    };
+    format!("{scheme}{user}{host}")
+}
+
 /// (WORLD_SIZE, LOCAL_WORLD_SIZE) when both parse and the job spans nodes.
 fn multi_node(f: &MasterAddrFacts) -> Option<(u64, u64)> {
     let world: u64 = f.world_size.as_deref()?.trim().parse().ok()?;
@@ -253,6 +274,41 @@ mod tests {
             world_size: world.map(String::from),
             local_world_size: local.map(String::from),
         })
+    }
+
+    #[test]
+    fn credentials_in_an_address_are_redacted() {
+        assert_eq!(redact_credentials("alice:hunter2@node0"), "alice:***@node0");
+        assert_eq!(redact_credentials("tok3n@10.0.0.1"), "***@10.0.0.1");
+        assert_eq!(
+            redact_credentials("tcp://bob:p@ss:w0rd@node0:29500"),
+            "tcp://bob:***@node0:29500"
+        );
+        assert_eq!(redact_credentials("node0"), "node0");
+        assert_eq!(redact_credentials("fe80::1%eth0"), "fe80::1%eth0");
+        assert_eq!(redact_credentials(""), "");
+    }
+
+    #[test]
+    fn master_addr_with_a_password_never_shows_it() {
+        let o = master_addr(
+            Some("alice:hunter2@node0"),
+            Some(AddrLookup::Failed("Name or service not known".into())),
+            None,
+            None,
+        );
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            r#"MASTER_ADDR="alice:***@node0" does not resolve: Name or service not known"#
+        );
+        assert!(
+            hint(&o).contains("getent hosts alice:***@node0"),
+            "{}",
+            hint(&o)
+        );
+        let o = master_addr(Some("alice:hunter2@ node0"), None, None, None);
+        assert!(!o.summary.contains("hunter2"), "{}", o.summary);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 
+use super::master_addr::redact_credentials;
 use crate::domain::launch::{parse_master_port, DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT};
 use crate::domain::text::quote_value;
 use crate::probe::host::env_lossy;
@@ -143,7 +144,7 @@ pub fn evaluate_master_port(f: &MasterPortFacts) -> Outcome {
         format!("port {port} (torchrun's default)")
     };
     let addr_shown = match f.master_addr.as_deref() {
-        Some(a) => format!("MASTER_ADDR={}", quote_value(a)),
+        Some(a) => format!("MASTER_ADDR={}", quote_value(&redact_credentials(a))),
         None => format!("MASTER_ADDR (unset, so {DEFAULT_MASTER_ADDR})"),
     };
     match &f.location {
@@ -455,6 +456,23 @@ mod tests {
         assert_eq!(o.status, Status::Skip);
         assert!(
             o.summary.contains("can only be checked on the master node"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn master_port_never_shows_a_password_in_master_addr() {
+        let mut f = port_facts(None);
+        f.master_addr = Some("alice:hunter2@node0".into());
+        f.location = Some(MasterLocation::Unresolved(
+            "Name or service not known".into(),
+        ));
+        f.bind = None;
+        let o = evaluate_master_port(&f);
+        assert!(
+            o.summary
+                .starts_with(r#"MASTER_ADDR="alice:***@node0" does not resolve"#),
             "{}",
             o.summary
         );
