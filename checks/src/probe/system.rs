@@ -17,7 +17,7 @@ pub struct HostFacts {
     /// Kernel release (uname -r).
     pub kernel: String,
     pub arch: String,
-    /// CPU model name (/proc/cpuinfo).
+    /// CPU model name from /proc/cpuinfo.
     pub cpu: String,
     pub cpu_count: u32,
     pub memory_total_mib: u64,
