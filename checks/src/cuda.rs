@@ -10,9 +10,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::env::{
-    map_visible_devices, parse_cuda_visible_devices, quote_value, DeviceToken, NvmlGpu,
-    VisibleDevices,
+use crate::domain::text::quote_value;
+use crate::domain::visible_devices::{
+    map_visible_devices, parse_cuda_visible_devices, DeviceToken, NvmlGpu, VisibleDevices,
 };
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, CudaVersion, DriverProbe, DriverProbeError, RoundTrip,

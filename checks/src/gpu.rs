@@ -1826,23 +1826,24 @@ pub struct JobGpus {
 /// judges that).
 pub fn job_gpus(cuda_visible_devices: Option<&str>, gpus: &[GpuRef]) -> Option<JobGpus> {
     let value = cuda_visible_devices?;
-    let nvml_gpus: Vec<crate::env::NvmlGpu> = gpus
+    let nvml_gpus: Vec<crate::domain::visible_devices::NvmlGpu> = gpus
         .iter()
-        .map(|g| crate::env::NvmlGpu {
+        .map(|g| crate::domain::visible_devices::NvmlGpu {
             index: g.index,
             name: g.name.clone(),
             uuid: g.uuid.clone(),
             ..Default::default()
         })
         .collect();
-    let parsed = crate::env::parse_cuda_visible_devices(value);
-    let mapping = crate::env::map_visible_devices(parsed.effective(), &nvml_gpus);
+    let parsed = crate::domain::visible_devices::parse_cuda_visible_devices(value);
+    let mapping =
+        crate::domain::visible_devices::map_visible_devices(parsed.effective(), &nvml_gpus);
     let selected: Vec<u32> = mapping
         .targets
         .iter()
         .map(|t| match t {
-            crate::env::Target::Gpu(i) => Some(*i),
-            crate::env::Target::Mig { .. } => None,
+            crate::domain::visible_devices::Target::Gpu(i) => Some(*i),
+            crate::domain::visible_devices::Target::Mig { .. } => None,
         })
         .collect::<Option<_>>()?;
     if mapping.duplicate.is_some() || selected.is_empty() || selected.len() == gpus.len() {
@@ -1867,7 +1868,8 @@ pub fn job_gpus_in_order(
 ) -> Option<JobGpus> {
     let job = job_gpus(cuda_visible_devices, gpus)?;
     let by_index =
-        crate::env::parse_cuda_visible_devices(&job.cuda_visible_devices).names_indices();
+        crate::domain::visible_devices::parse_cuda_visible_devices(&job.cuda_visible_devices)
+            .names_indices();
     let pci_order = cuda_device_order.is_some_and(|o| o.trim() == "PCI_BUS_ID");
     let mixed = gpus.windows(2).any(|w| w[0].name != w[1].name);
     if by_index && !pci_order && mixed {

@@ -707,7 +707,7 @@ pub struct TorchCudaFacts {
 /// Whether CUDA_VISIBLE_DEVICES hides every GPU (empty, "-1", an invalid
 /// first entry, or a GPU named twice), as the CUDA driver reads it.
 pub fn cvd_hides_everything(v: &str) -> bool {
-    crate::env::parse_cuda_visible_devices(v)
+    crate::domain::visible_devices::parse_cuda_visible_devices(v)
         .effective()
         .is_empty()
 }
@@ -838,7 +838,7 @@ pub fn evaluate_cuda(f: &TorchCudaFacts) -> Outcome {
             return Outcome::fail(
                 format!(
                     "torch.cuda.is_available() is False although {seen}: CUDA_VISIBLE_DEVICES={} hides every GPU",
-                    crate::env::quote_value(v)
+                    crate::domain::text::quote_value(v)
                 ),
                 "unset CUDA_VISIBLE_DEVICES, or set it to the GPUs this job should use (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3); see env.cuda_visible_devices",
             );
