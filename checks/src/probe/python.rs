@@ -8,6 +8,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -132,43 +133,157 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PythonChoice, FindPythonEr
     )
 }
 
-/// An embedded payload written to a private temporary file
-/// (`gpucheck-NAME-XXXXXX.py`, mode 0600), removed when dropped. Its path is
-/// unique, so it also names every process running it.
+/// An embedded payload written into a folder of its own that gpucheck
+/// creates (`$TMPDIR/gpucheck-NAME-PID-XXXXXX/NAME.py`, the folder mode 0700,
+/// the file 0600), both removed when dropped. Python puts the script's
+/// folder first on `sys.path`, so no one else can place a module there (a
+/// `torch.py` left in a shared /tmp would otherwise be imported as torch).
+/// Its path is unique, so it also names every process running it. PID is
+/// the process that wrote it: a folder whose writer was killed (SIGKILL
+/// cannot be caught) is removed by the next payload written, or at once by
+/// [`remove_payload_dirs_of`].
 pub struct PayloadFile {
-    file: tempfile::NamedTempFile,
+    dir: tempfile::TempDir,
+    path: PathBuf,
 }
+
+/// Start of every payload folder's name.
+const PAYLOAD_DIR_PREFIX: &str = "gpucheck-";
 
 impl PayloadFile {
     pub fn write(name: &str, script: &str) -> Result<PayloadFile, PayloadError> {
-        let mut file = tempfile::Builder::new()
-            .prefix(&format!("gpucheck-{name}-"))
-            .suffix(".py")
-            .tempfile()
-            .map_err(|e| PayloadError::TempFile(e.to_string()))?;
+        let temp_err = |e: std::io::Error| PayloadError::TempFile(e.to_string());
+        // Absolute, so that a command run from another folder still finds it.
+        let root = std::path::absolute(std::env::temp_dir()).map_err(temp_err)?;
+        remove_stale_payload_dirs(&root, None);
+        let dir = tempfile::Builder::new()
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .prefix(&format!(
+                "{PAYLOAD_DIR_PREFIX}{name}-{}-",
+                std::process::id()
+            ))
+            .tempdir_in(&root)
+            .map_err(temp_err)?;
+        let path = dir.path().join(format!("{name}.py"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(temp_err)?;
         file.write_all(script.as_bytes())
             .and_then(|_| file.flush())
-            .map_err(|e| PayloadError::TempFile(e.to_string()))?;
-        Ok(PayloadFile { file })
+            .map_err(temp_err)?;
+        Ok(PayloadFile { dir, path })
     }
 
     pub fn path(&self) -> &Path {
-        self.file.path()
+        &self.path
+    }
+
+    /// The payload's own folder: the working directory of what runs it.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// [`python_command`] working in the payload's own folder, so that
+    /// neither the script's folder nor the current one (`python -m` puts it
+    /// first on `sys.path`) is a folder someone else controls.
+    pub fn command(&self, python: &Path) -> Command {
+        let mut cmd = python_command(python);
+        cmd.current_dir(self.dir());
+        cmd
     }
 }
 
-/// A command running `python` with the environment every payload gets
-/// (unbuffered output, no .pyc files next to the temporary script).
+/// Remove the payload folders that the process `pid` wrote, for a caller
+/// that knows it is gone (the runner, after it killed an isolated check:
+/// the killed process could not remove them itself).
+pub fn remove_payload_dirs_of(pid: u32) {
+    if let Ok(root) = std::path::absolute(std::env::temp_dir()) {
+        remove_stale_payload_dirs(&root, Some(pid));
+    }
+}
+
+/// Remove payload folders in `root` whose writer is gone: those of `pid`
+/// when given, else those of any process no longer running. Only this
+/// user's folders that look like a payload folder (`gpucheck-NAME-PID-X/`
+/// holding `NAME.py`) are touched.
+fn remove_stale_payload_dirs(root: &Path, pid: Option<u32>) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    // /proc/self belongs to this process's user.
+    let Ok(me) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some((name, writer)) = payload_dir_owner(&file_name) else {
+            continue;
+        };
+        let stale = match pid {
+            Some(p) => writer == p,
+            None => writer != std::process::id() && !process_running(writer),
+        };
+        let ours = entry
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if stale && ours && entry.path().join(format!("{name}.py")).is_file() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether `pid` is a process that still runs (a zombie, killed but not
+/// yet reaped by its new parent, does not).
+fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "PID (comm) STATE ...": comm may hold anything, the state follows
+    // the last ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// ("torch-info", 1234) from "gpucheck-torch-info-1234-AbC123".
+fn payload_dir_owner(file_name: &str) -> Option<(&str, u32)> {
+    let rest = file_name.strip_prefix(PAYLOAD_DIR_PREFIX)?;
+    let mut parts = rest.rsplitn(3, '-');
+    let _random = parts.next().filter(|r| !r.is_empty())?;
+    let pid = parts.next()?.parse().ok()?;
+    let name = parts.next().filter(|n| !n.is_empty())?;
+    Some((name, pid))
+}
+
+/// A command running `python` with the environment every payload gets:
+/// unbuffered output, no .pyc files beside the script, and neither the
+/// script's folder nor the working directory on `sys.path`
+/// (PYTHONSAFEPATH, the `-P` of Python 3.11+; older Pythons ignore it, and
+/// there the payload's private folder and a working directory only root can
+/// write keep foreign modules out). The user's PYTHONPATH and site-packages
+/// stay as they are: their torch lives there. It works in `/` unless the
+/// caller sets a folder (see [`PayloadFile::command`]); the interpreter's
+/// path is made absolute first, so a relative `--python` still names it.
 pub fn python_command(python: &Path) -> Command {
-    let mut cmd = Command::new(python);
+    let program = std::path::absolute(python).unwrap_or_else(|_| python.to_path_buf());
+    let mut cmd = Command::new(program);
     cmd.env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1");
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONSAFEPATH", "1")
+        .current_dir("/");
     cmd
 }
 
 /// Run an embedded payload (`script` is its source) with `python`, passing
 /// `args` and extra environment, in its own process group, under `timeout`.
-/// The script is written to a private temporary file, removed afterwards.
+/// The script is written to a private folder of its own, which is also the
+/// working directory, removed afterwards.
 pub fn run_payload(
     python: &Path,
     name: &str,
@@ -178,7 +293,7 @@ pub fn run_payload(
     timeout: Duration,
 ) -> Result<Output, PayloadError> {
     let file = PayloadFile::write(name, script)?;
-    let mut cmd = python_command(python);
+    let mut cmd = file.command(python);
     cmd.arg(file.path())
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)));
@@ -338,5 +453,63 @@ mod tests {
         assert_eq!(out.stdout.trim(), "ab");
         assert_eq!(out.stderr, "e");
         assert_eq!(out.code, Some(3));
+    }
+
+    #[test]
+    fn payload_folders_are_private_and_removed_when_dropped() {
+        use std::os::unix::fs::MetadataExt;
+        let file = PayloadFile::write("t-x", "print(1)\n").unwrap();
+        let dir = file.dir().to_path_buf();
+        assert!(dir.is_absolute());
+        assert_eq!(file.path(), dir.join("t-x.py"));
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(file.path()).unwrap().mode() & 0o777,
+            0o600
+        );
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(payload_dir_owner(&name), Some(("t-x", std::process::id())));
+        drop(file);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn only_payload_folders_of_gone_writers_are_swept() {
+        let root = tempfile::tempdir().unwrap();
+        let folder = |name: &str, script: Option<&str>| {
+            let d = root.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            if let Some(s) = script {
+                std::fs::write(d.join(s), "").unwrap();
+            }
+            d
+        };
+        // A pid no process has (above the kernel's pid_max limit).
+        let gone = folder("gpucheck-torch-info-4194305-aB3dE9", Some("torch-info.py"));
+        let mine = folder(
+            &format!("gpucheck-torch-info-{}-aB3dE9", std::process::id()),
+            Some("torch-info.py"),
+        );
+        let running = folder("gpucheck-ddp_bench-1-aB3dE9", Some("ddp_bench.py"));
+        let not_ours = folder("gpucheck-notes-4194305-aB3dE9", Some("other.txt"));
+        remove_stale_payload_dirs(root.path(), None);
+        assert!(!gone.exists());
+        assert!(mine.exists() && running.exists() && not_ours.exists());
+        remove_stale_payload_dirs(root.path(), Some(1));
+        assert!(!running.exists());
+        assert_eq!(payload_dir_owner("gpucheck-x-12-"), None);
+        assert_eq!(payload_dir_owner("gpucheck--12-a"), None);
+        assert_eq!(payload_dir_owner("gpucheck-a-b-c"), None);
+    }
+
+    #[test]
+    fn python_runs_outside_any_folder_someone_else_controls() {
+        let cmd = python_command(Path::new("bin/python3"));
+        assert_eq!(cmd.get_current_dir(), Some(Path::new("/")));
+        assert!(Path::new(cmd.get_program()).is_absolute());
+        let safe = cmd
+            .get_envs()
+            .any(|(k, v)| k == "PYTHONSAFEPATH" && v == Some(std::ffi::OsStr::new("1")));
+        assert!(safe);
     }
 }
