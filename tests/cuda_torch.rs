@@ -1004,3 +1004,67 @@ fn a_payload_folder_left_by_a_killed_gpucheck_is_removed_by_the_next_run() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
 }
+
+// ---------------------------------------------------------------- how the Python is found
+
+/// PATH with the test venv's bin folder (absolute), after `before`.
+fn path_with_venv_after(before: &str) -> String {
+    let venv_bin = venv_python().parent().unwrap().to_path_buf();
+    format!("{before}{}:/usr/bin:/bin", venv_bin.display())
+}
+
+#[test]
+fn python3_in_a_relative_path_entry_is_skipped_and_said() {
+    for before in [".:", ":"] {
+        // A python3 in the current folder: what `.` or an empty PATH entry
+        // would run.
+        let cwd = tempfile::tempdir().unwrap();
+        let marks = tempfile::tempdir().unwrap();
+        let mark = marks.path().join("relative-python-ran");
+        let fake = cwd.path().join("python3");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = gpucheck()
+            .args(["--only", "torch.import", "--json", "-"])
+            .current_dir(cwd.path())
+            .env("PATH", path_with_venv_after(before))
+            .output()
+            .expect("run gpucheck");
+        assert_no_panic(&out);
+        let doc = assert_valid_json_report(&stdout(&out));
+        let imp = result(&doc, "torch.import");
+        assert!(!mark.exists(), "PATH {before:?}: the relative python3 ran");
+        assert_eq!(imp["status"], "pass", "{imp}");
+        let summary = field(imp, "summary");
+        assert!(
+            summary.contains("python3 in the relative PATH entry"),
+            "PATH {before:?}: {summary}"
+        );
+    }
+}
+
+#[test]
+fn a_virtual_env_that_points_at_nothing_is_said() {
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--json", "-"])
+        .env("PATH", path_with_venv_after(""))
+        .env("VIRTUAL_ENV", "/nonexistent/venv")
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert_eq!(imp["status"], "pass", "{imp}");
+    let summary = field(imp, "summary");
+    assert!(
+        summary.contains(
+            "from python3 on PATH; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over"
+        ),
+        "{summary}"
+    );
+}

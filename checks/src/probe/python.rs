@@ -14,26 +14,42 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::process::{run_bounded, Output, RunError};
+use crate::domain::text::quote_value;
 
 use thiserror::Error;
 
 /// Where the chosen interpreter came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PythonSource {
     /// `--python` or GPUCHECK_PYTHON.
     Explicit,
     VirtualEnv,
-    Conda,
-    Path,
+    /// `passed_over`: what pointed elsewhere first and was not used, in
+    /// words ("$VIRTUAL_ENV=... holds no Python, so it was passed over").
+    Conda {
+        passed_over: Vec<String>,
+    },
+    Path {
+        passed_over: Vec<String>,
+    },
 }
 
+/// How `--python` / GPUCHECK_PYTHON is named in messages.
+const EXPLICIT: &str = "--python / GPUCHECK_PYTHON";
+
 impl PythonSource {
-    pub fn describe(self) -> &'static str {
-        match self {
-            PythonSource::Explicit => "--python / GPUCHECK_PYTHON",
-            PythonSource::VirtualEnv => "$VIRTUAL_ENV",
-            PythonSource::Conda => "$CONDA_PREFIX",
-            PythonSource::Path => "python3 on PATH",
+    /// "python3 on PATH", followed by whatever was passed over on the way.
+    pub fn describe(&self) -> String {
+        let (what, passed_over): (&str, &[String]) = match self {
+            PythonSource::Explicit => (EXPLICIT, &[]),
+            PythonSource::VirtualEnv => ("$VIRTUAL_ENV", &[]),
+            PythonSource::Conda { passed_over } => ("$CONDA_PREFIX", passed_over),
+            PythonSource::Path { passed_over } => ("python3 on PATH", passed_over),
+        };
+        if passed_over.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}; {}", passed_over.join("; "))
         }
     }
 }
@@ -60,11 +76,47 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Find `name` on a PATH-style list.
+/// Find `name` on a PATH-style list. Only absolute entries count: a
+/// relative one (`.`, or the empty entry of a leading, trailing or doubled
+/// `:`) names whatever folder gpucheck happens to be started in, which may
+/// hold anyone's `python3`.
 pub fn which(name: &str, path_var: Option<&OsString>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
+        .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
+}
+
+/// The relative PATH entries holding an executable `name` that a shell
+/// would have run before `chosen` (all of them when nothing was chosen), as
+/// the note that says they were skipped.
+fn skipped_relative(name: &str, path_var: Option<&OsString>, chosen: Option<&Path>) -> Vec<String> {
+    let Some(path_var) = path_var else {
+        return Vec::new();
+    };
+    std::env::split_paths(path_var)
+        .take_while(|dir| chosen.is_none_or(|c| c.parent() != Some(dir.as_path())))
+        .filter(|dir| !dir.is_absolute() && is_executable(&dir.join(name)))
+        .map(|dir| {
+            let entry = dir.display().to_string();
+            let place = if entry.is_empty() {
+                "\"\" (the current folder)".to_string()
+            } else {
+                format!("{entry:?}")
+            };
+            format!(
+                "the {name} in the relative PATH entry {place} was skipped: it runs whatever folder gpucheck is started in"
+            )
+        })
+        .collect()
+}
+
+/// The interpreter of the environment at `prefix`, if it has one.
+fn env_python(prefix: &Path) -> Option<PathBuf> {
+    ["python", "python3"]
+        .iter()
+        .map(|name| prefix.join("bin").join(name))
+        .find(|candidate| is_executable(candidate))
 }
 
 /// Choose the interpreter. Pure apart from file-existence tests, so the order
@@ -93,30 +145,42 @@ pub fn choose_python(
             }),
             _ => Err(FindPythonError::ExplicitMissing {
                 path: p.display().to_string(),
-                from: PythonSource::Explicit.describe(),
+                from: EXPLICIT,
             }),
         };
     }
-    for (prefix, source) in [
-        (virtual_env, PythonSource::VirtualEnv),
-        (conda_prefix, PythonSource::Conda),
-    ] {
-        if let Some(prefix) = prefix.filter(|p| !p.as_os_str().is_empty()) {
-            for name in ["python", "python3"] {
-                let candidate = prefix.join("bin").join(name);
-                if is_executable(&candidate) {
-                    return Ok(PythonChoice {
-                        path: candidate,
-                        source,
-                    });
-                }
+    // An environment variable that points at no Python is passed over, and
+    // the choice says so: the user believes that environment is active.
+    let mut passed_over = Vec::new();
+    for (prefix, var) in [(virtual_env, "VIRTUAL_ENV"), (conda_prefix, "CONDA_PREFIX")] {
+        let Some(prefix) = prefix.filter(|p| !p.as_os_str().is_empty()) else {
+            continue;
+        };
+        match env_python(prefix) {
+            Some(path) if var == "VIRTUAL_ENV" => {
+                return Ok(PythonChoice {
+                    path,
+                    source: PythonSource::VirtualEnv,
+                })
             }
+            Some(path) => {
+                return Ok(PythonChoice {
+                    path,
+                    source: PythonSource::Conda { passed_over },
+                })
+            }
+            None => passed_over.push(format!(
+                "${var}={} holds no Python, so it was passed over",
+                quote_value(&prefix.to_string_lossy())
+            )),
         }
     }
-    which("python3", path_var)
+    let found = which("python3", path_var);
+    passed_over.extend(skipped_relative("python3", path_var, found.as_deref()));
+    found
         .map(|path| PythonChoice {
             path,
-            source: PythonSource::Path,
+            source: PythonSource::Path { passed_over },
         })
         .ok_or(FindPythonError::NotFound)
 }
@@ -375,11 +439,84 @@ mod tests {
             (PythonSource::VirtualEnv, venv.join("bin/python"))
         );
         let c = choose_python(None, None, Some(&conda), path_var.as_ref()).unwrap();
-        assert_eq!(c.source, PythonSource::Conda);
+        assert_eq!(c.source.describe(), "$CONDA_PREFIX");
         let c = choose_python(None, None, None, path_var.as_ref()).unwrap();
         assert_eq!(
             (c.source, c.path),
-            (PythonSource::Path, pathdir.join("python3"))
+            (
+                PythonSource::Path {
+                    passed_over: vec![]
+                },
+                pathdir.join("python3")
+            )
+        );
+    }
+
+    #[test]
+    fn relative_path_entries_are_skipped_and_named_when_they_hold_python3() {
+        let dir = tempfile::tempdir().unwrap();
+        let abs = dir.path().join("usr/bin");
+        exe(&abs.join("python3"));
+        // "." and empty entries (a leading, trailing or doubled ':') are
+        // never used, whatever they hold.
+        for path in [
+            format!(".:{}", abs.display()),
+            format!(":{}", abs.display()),
+            format!("{}:", abs.display()),
+            format!("{}::.", abs.display()),
+        ] {
+            let var = OsString::from(&path);
+            assert_eq!(
+                which("python3", Some(&var)),
+                Some(abs.join("python3")),
+                "{path}"
+            );
+        }
+        assert_eq!(which("python3", Some(&OsString::from(".:"))), None);
+        // With a python3 in a relative entry before the chosen one (a
+        // folder outside the checkout, named relative to the current one),
+        // the choice says it was skipped.
+        let rel_dir = dir.path().join("here");
+        exe(&rel_dir.join("python3"));
+        let depth = std::env::current_dir().unwrap().components().count() - 1;
+        let cwd_rel = format!(
+            "{}{}",
+            "../".repeat(depth),
+            rel_dir.strip_prefix("/").unwrap().display()
+        );
+        assert!(Path::new(&cwd_rel).join("python3").is_file());
+        let var = OsString::from(format!("{cwd_rel}:{}", abs.display()));
+        let c = choose_python(None, None, None, Some(&var)).unwrap();
+        assert_eq!(c.path, abs.join("python3"));
+        assert_eq!(
+            c.source.describe(),
+            format!("python3 on PATH; the python3 in the relative PATH entry {cwd_rel:?} was skipped: it runs whatever folder gpucheck is started in")
+        );
+        // After the chosen one it does not matter.
+        let var = OsString::from(format!("{}:{cwd_rel}", abs.display()));
+        let c = choose_python(None, None, None, Some(&var)).unwrap();
+        assert_eq!(c.source.describe(), "python3 on PATH");
+    }
+
+    #[test]
+    fn environments_that_hold_no_python_are_passed_over_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let pathdir = dir.path().join("usr/bin");
+        exe(&pathdir.join("python3"));
+        let conda = dir.path().join("conda");
+        exe(&conda.join("bin/python"));
+        let gone = Path::new("/nonexistent/venv");
+        let var = Some(pathdir.clone().into_os_string());
+        let c = choose_python(None, Some(gone), Some(&conda), var.as_ref()).unwrap();
+        assert_eq!(
+            c.source.describe(),
+            "$CONDA_PREFIX; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over"
+        );
+        let c = choose_python(None, Some(gone), Some(gone), var.as_ref()).unwrap();
+        assert_eq!(c.path, pathdir.join("python3"));
+        assert_eq!(
+            c.source.describe(),
+            "python3 on PATH; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over; $CONDA_PREFIX=\"/nonexistent/venv\" holds no Python, so it was passed over"
         );
     }
 
