@@ -372,13 +372,57 @@ pub enum PayloadError {
     Run(RunError),
 }
 
-/// The site-packages folders of a Python environment, found on disk (no
-/// interpreter start): `<prefix>/lib/python3*/site-packages` and
-/// `<prefix>/lib64/...`, where prefix is the folder above `bin/`.
+/// How long the interpreter may take to say where its environment is. A
+/// Python starts in well under a second without `site` (`-S`); a pyenv shim
+/// adds a shell and `pyenv exec`.
+const PREFIX_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Start of the line that carries the interpreter's answer.
+const PREFIX_MARK: &str = "GPUCHECK_PREFIX ";
+
+/// The environment folder the interpreter itself reports (`sys.prefix`):
+/// the only way to see through a launcher such as a pyenv shim
+/// (`~/.pyenv/shims/python3`), whose own folder holds no environment.
+/// `-S` skips `site` (faster, and no `.pth` code runs); `None` when the
+/// interpreter does not answer in time.
+fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
+    let mut cmd = python_command(python);
+    cmd.args([
+        "-S",
+        "-c",
+        &format!("import sys; sys.stdout.write({PREFIX_MARK:?} + sys.prefix + '\\n')"),
+    ]);
+    let out = run_bounded(cmd, PREFIX_QUERY_TIMEOUT).ok()?;
+    let prefix = out
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(PREFIX_MARK))?;
+    Some(PathBuf::from(prefix)).filter(|p| p.is_absolute())
+}
+
+/// The site-packages folders of a Python environment:
+/// `<prefix>/lib/python3*/site-packages` and `<prefix>/lib64/...`, for the
+/// prefix the interpreter reports (`sys.prefix`) and the folder above its
+/// `bin/` (all there is when the interpreter does not answer).
 pub fn site_packages(python: &Path) -> Vec<PathBuf> {
-    let Some(prefix) = python.parent().and_then(|bin| bin.parent()) else {
-        return Vec::new();
-    };
+    let mut prefixes: Vec<PathBuf> = interpreter_prefix(python).into_iter().collect();
+    if let Some(beside) = python.parent().and_then(|bin| bin.parent()) {
+        prefixes.push(beside.to_path_buf());
+    }
+    let mut found = Vec::new();
+    for prefix in &prefixes {
+        for d in site_packages_under(prefix) {
+            if !found.contains(&d) {
+                found.push(d);
+            }
+        }
+    }
+    found
+}
+
+/// `<prefix>/lib{,64}/python3*/site-packages`, resolved, in order.
+fn site_packages_under(prefix: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for lib in ["lib", "lib64"] {
         let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
@@ -648,5 +692,34 @@ mod tests {
             .get_envs()
             .any(|(k, v)| k == "PYTHONSAFEPATH" && v == Some(std::ffi::OsStr::new("1")));
         assert!(safe);
+    }
+
+    #[test]
+    fn a_launcher_in_another_folder_is_asked_where_its_environment_is() {
+        // A pyenv-style shim: a script in a folder of its own that runs the
+        // environment's Python, whose site-packages lie elsewhere.
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("versions/3.11.7");
+        let site = env.join("lib/python3.11/site-packages");
+        std::fs::create_dir_all(&site).unwrap();
+        let shim = dir.path().join("shims/python3");
+        std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\necho 'pyenv: note'\necho 'GPUCHECK_PREFIX {}'\n",
+                env.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(site_packages(&shim), [site.canonicalize().unwrap()]);
+        // An interpreter that says nothing: the folder above bin/ is all.
+        let venv = dir.path().join("venv");
+        let venv_site = venv.join("lib/python3.12/site-packages");
+        std::fs::create_dir_all(&venv_site).unwrap();
+        let quiet = venv.join("bin/python");
+        exe(&quiet);
+        assert_eq!(site_packages(&quiet), [venv_site.canonicalize().unwrap()]);
     }
 }
