@@ -14,7 +14,7 @@ use crate::domain::visible_devices::{
     map_visible_devices, parse_cuda_visible_devices, repaired_visible_devices,
     repaired_visible_devices_on, DeviceToken, Mapping, NvmlGpu, Target, Unresolved, VisibleDevices,
 };
-use crate::facts::nvml::{inventory_for_run, NVML_WAIT};
+use crate::facts::nvml::{inventory_for_run, nvml_hung, NVML_WAIT};
 use crate::findings::{Finding, Findings};
 use crate::probe::host::env_lossy;
 use crate::probe::nvml;
@@ -69,8 +69,9 @@ fn nvml_gpus(ctx: &Context) -> Result<Vec<NvmlGpu>, String> {
     }
     match inventory_for_run(ctx).0 {
         Ok(inventory) => Ok(NvmlGpu::from_inventory(&inventory)),
-        // A call still in flight means the query timed out in it.
-        Err(_) if nvml::hung_call().is_some() => Err(format!(
+        // A call still in flight, and no earlier check that found NVML
+        // hung: this check's own query timed out in it.
+        Err(_) if nvml_hung(ctx).is_none() && nvml::hung_call().is_some() => Err(format!(
             "not possible: NVML did not answer within {} s{} (see gpu.driver)",
             seconds(nvml_wait(ctx).as_secs_f64()),
             nvml::hung_call()
@@ -1744,6 +1745,22 @@ mod tests {
         assert_eq!(
             nvml_gpus(&ctx),
             Err("not possible: NVML is not usable (gpu.driver: fail)".to_string())
+        );
+    }
+
+    #[test]
+    fn nvml_is_not_asked_after_an_earlier_gpu_check_found_it_hung() {
+        let mut ctx = Context::default();
+        ctx.earlier.insert(
+            "gpu.count".into(),
+            Outcome::error("timed out").with_cause(crate::facts::Cause::TimedOut {
+                after_s: 5.0,
+                stage: None,
+            }),
+        );
+        assert_eq!(
+            nvml_gpus(&ctx),
+            Err("not possible: NVML is not usable (NVML did not answer in gpu.count)".to_string())
         );
     }
 
