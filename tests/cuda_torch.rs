@@ -985,3 +985,191 @@ fn a_driver_too_old_for_any_current_torch_is_named_by_cuda_driver() {
     let (_, doc) = run_fake("healthy-2x-h100", &["--only", "cuda.driver"], &[]);
     assert_eq!(result(&doc, "cuda.driver")["status"], "pass");
 }
+
+// ---------------------------------------------------------------- foreign Python on the payload's path
+
+/// A `torch` module that announces itself and leaves a mark when imported:
+/// what anyone could leave in a shared /tmp or in a project folder.
+const PLANTED_TORCH: &str = "import os\n\
+    open(os.environ['GPUCHECK_TEST_PLANT_MARK'], 'w').write('imported')\n\
+    __version__ = '6.6.6+evil'\n";
+
+#[test]
+fn a_torch_py_left_in_tmpdir_is_not_imported() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("torch.py"), PLANTED_TORCH).unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("planted-torch-ran");
+    let py = venv_python_arg();
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--python", &py, "--json", "-"])
+        .env("TMPDIR", tmp.path())
+        .env("GPUCHECK_TEST_PLANT_MARK", &mark)
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert!(fact(imp, "torch_version").starts_with("2.15.0"), "{imp}");
+    assert!(!mark.exists(), "the planted torch.py ran");
+    // Nothing of the payload is left in TMPDIR, only what was planted.
+    let left: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["torch.py"]);
+}
+
+#[test]
+fn a_torch_package_in_the_current_folder_is_not_imported() {
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cwd.path().join("torch")).unwrap();
+    std::fs::write(cwd.path().join("torch/__init__.py"), PLANTED_TORCH).unwrap();
+    std::fs::write(cwd.path().join("torch.py"), PLANTED_TORCH).unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("planted-torch-ran");
+    let py = venv_python_arg();
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--python", &py, "--json", "-"])
+        .current_dir(cwd.path())
+        .env("GPUCHECK_TEST_PLANT_MARK", &mark)
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert!(fact(imp, "torch_version").starts_with("2.15.0"), "{imp}");
+    assert!(!mark.exists(), "the planted torch package ran");
+}
+
+/// The payload folders (`gpucheck-NAME-PID-XXXXXX`) in `dir`.
+fn payload_dirs_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("gpucheck-"))
+        .collect()
+}
+
+/// gpucheck running torch.import with a Python that hangs, TMPDIR `tmp`;
+/// returns once the payload's folder exists.
+fn start_hanging_torch_import(tmp: &Path, bin_dir: &Path) -> std::process::Child {
+    let py = bin_dir.join("python");
+    std::fs::write(&py, "#!/usr/bin/env bash\nexec sleep 300\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let child = gpucheck()
+        .args(["--only", "torch.import", "--timeout", "60", "--python"])
+        .arg(&py)
+        .env("TMPDIR", tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start gpucheck");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while payload_dirs_in(tmp).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no payload folder");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+#[ignore = "needs the runner to call probe::python::remove_payload_dirs_of(pid) after it kills an isolated check"]
+fn sigterm_leaves_no_payload_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let mut child = start_hanging_torch_import(tmp.path(), bin_dir.path());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_payload_folder_left_by_a_killed_gpucheck_is_removed_by_the_next_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let mut child = start_hanging_torch_import(tmp.path(), bin_dir.path());
+    // SIGKILL: nothing can clean up; the isolated check dies with gpucheck.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(payload_dirs_in(tmp.path()).len(), 1);
+    let py = venv_python_arg();
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--python", &py])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------- how the Python is found
+
+/// PATH with the test venv's bin folder (absolute), after `before`.
+fn path_with_venv_after(before: &str) -> String {
+    let venv_bin = venv_python().parent().unwrap().to_path_buf();
+    format!("{before}{}:/usr/bin:/bin", venv_bin.display())
+}
+
+#[test]
+fn python3_in_a_relative_path_entry_is_skipped_and_said() {
+    for before in [".:", ":"] {
+        // A python3 in the current folder: what `.` or an empty PATH entry
+        // would run.
+        let cwd = tempfile::tempdir().unwrap();
+        let marks = tempfile::tempdir().unwrap();
+        let mark = marks.path().join("relative-python-ran");
+        let fake = cwd.path().join("python3");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = gpucheck()
+            .args(["--only", "torch.import", "--json", "-"])
+            .current_dir(cwd.path())
+            .env("PATH", path_with_venv_after(before))
+            .output()
+            .expect("run gpucheck");
+        assert_no_panic(&out);
+        let doc = assert_valid_json_report(&stdout(&out));
+        let imp = result(&doc, "torch.import");
+        assert!(!mark.exists(), "PATH {before:?}: the relative python3 ran");
+        assert_eq!(imp["status"], "pass", "{imp}");
+        let summary = field(imp, "summary");
+        assert!(
+            summary.contains("python3 in the relative PATH entry"),
+            "PATH {before:?}: {summary}"
+        );
+    }
+}
+
+#[test]
+fn a_virtual_env_that_points_at_nothing_is_said() {
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--json", "-"])
+        .env("PATH", path_with_venv_after(""))
+        .env("VIRTUAL_ENV", "/nonexistent/venv")
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert_eq!(imp["status"], "pass", "{imp}");
+    let summary = field(imp, "summary");
+    assert!(
+        summary.contains(
+            "from python3 on PATH; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over"
+        ),
+        "{summary}"
+    );
+}

@@ -31,6 +31,15 @@ struct Run {
 /// Run `gpucheck --only ddp.benchmark` with gloo on CPU, 2 ranks, the small
 /// model, the venv's Python, JSON on stdout, plus `extra` args and env.
 fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_cpu_benchmark_in(None, extra_args, env)
+}
+
+/// [`run_cpu_benchmark`] started from the folder `cwd`.
+fn run_cpu_benchmark_in(
+    cwd: Option<&std::path::Path>,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
     let tmp = tempfile::Builder::new()
         .prefix("gpucheck-ddp-test-")
         .tempdir()
@@ -56,6 +65,9 @@ fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> Run {
     .env("TMPDIR", tmp.path());
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
     }
     let out = cmd.output().expect("run gpucheck");
     assert!(
@@ -166,6 +178,33 @@ fn cpu_benchmark_reports_both_world_sizes_and_verifies_sync() {
         .flatten()
         .any(|e| e.file_name().to_string_lossy().starts_with("torchelastic_"));
     assert!(used_tmpdir, "torchrun did not run with the test's TMPDIR");
+    assert_nothing_left_running(&run);
+}
+
+#[test]
+fn a_torch_package_in_the_current_folder_is_not_what_torchrun_imports() {
+    let _one = TORCH_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    // `python -m` puts the current folder first on sys.path: a project
+    // folder holding a `torch/` package (or anyone's, in a shared folder)
+    // must not be what the benchmark runs.
+    let cwd = tempfile::tempdir().expect("temporary directory");
+    let marks = tempfile::tempdir().expect("temporary directory");
+    let mark = marks.path().join("planted-torch-ran");
+    std::fs::create_dir(cwd.path().join("torch")).expect("plant torch/");
+    std::fs::write(
+        cwd.path().join("torch/__init__.py"),
+        "import os\nopen(os.environ['GPUCHECK_TEST_PLANT_MARK'], 'w').write('imported')\n",
+    )
+    .expect("plant torch/__init__.py");
+    let mark_env = mark.to_string_lossy().into_owned();
+    let run = run_cpu_benchmark_in(
+        Some(cwd.path()),
+        &[],
+        &[("GPUCHECK_TEST_PLANT_MARK", mark_env.as_str())],
+    );
+    let r = common::result(&run.doc, "ddp.benchmark");
+    assert!(!mark.exists(), "the planted torch package ran: {r:#}");
+    assert_eq!(text(r, "status"), "pass", "{r:#}");
     assert_nothing_left_running(&run);
 }
 
