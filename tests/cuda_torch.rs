@@ -1075,7 +1075,6 @@ fn start_hanging_torch_import(tmp: &Path, bin_dir: &Path) -> std::process::Child
 }
 
 #[test]
-#[ignore = "needs the runner to call probe::python::remove_payload_dirs_of(pid) after it kills an isolated check"]
 fn sigterm_leaves_no_payload_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let bin_dir = tempfile::tempdir().unwrap();
