@@ -9,6 +9,7 @@
 //! JSON report (where the fleet checks of `gpucheck cluster` read them from
 //! every node). Report text is derived from facts, never parsed back.
 
+pub mod nccl;
 pub mod nvml;
 pub mod torch;
 

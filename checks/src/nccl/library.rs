@@ -5,6 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::INSTALL_HINT;
+use crate::facts::nccl::NcclChoice;
+use crate::facts::torch::TorchInfo;
 use crate::probe::libs::LibSource;
 use crate::probe::nccl::{self as probe, LibraryFacts, NcclCopy, NcclVersion};
 use crate::{Check, Context, DataTable, Isolation, Outcome, Profile};
@@ -65,32 +67,57 @@ fn copies_table(facts: &LibraryFacts) -> DataTable {
     }
 }
 
-/// Judge what was found. `torch_nccl` is the version torch.nccl reported
-/// (its fact `nccl_version`), when that check ran.
+/// Judge what was found. `torch_nccl` is the NCCL version torch reports
+/// (torch.import's `nccl_version`), when torch was looked at.
 pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outcome {
+    let chosen = match usable_copy(facts) {
+        Ok(c) => c,
+        Err(o) => return *o,
+    };
+    let mut outcome = match torch_nccl.and_then(NcclVersion::parse) {
+        Some(torch) if torch != chosen.version => torch_mismatch(facts, &chosen, torch),
+        _ => Outcome::pass(found_summary(facts, &chosen)),
+    };
+    outcome = outcome
+        .with_fact("nccl_version", chosen.version.to_string())
+        .with_fact("nccl_path", chosen.path.display().to_string())
+        .with_fact("nccl_real_path", chosen.real_path.display().to_string())
+        .with_fact("nccl_source", chosen.source.clone());
+    if let Some(t) = torch_nccl {
+        outcome = outcome.with_fact("torch_nccl_version", t);
+    }
+    outcome
+        .with_metric("nccl_copies", facts.copies.len() as f64, "count")
+        .with_table(copies_table(facts))
+        .publish(&chosen)
+}
+
+/// The copy a job gets, or the failure that there is none it can use: an
+/// explicit path that is not a file, nothing found, an explicit copy or
+/// every copy that does not load.
+fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
     if let (Some(explicit), true) = (&facts.explicit, facts.explicit_missing) {
-        return Outcome::fail(
+        return Err(Box::new(Outcome::fail(
             format!("--nccl-lib {} is not a file", explicit.display()),
             "give the path of the library itself, e.g. \
              .../site-packages/nvidia/nccl/lib/libnccl.so.2 or \
              /usr/lib/x86_64-linux-gnu/libnccl.so.2, or drop --nccl-lib / GPUCHECK_NCCL_LIB \
              to search the usual places",
-        );
+        )));
     }
-    let searched_python = match &facts.python {
-        Ok(p) => format!("{}'s site-packages", p.display()),
-        Err(e) => format!("no Python environment ({e})"),
-    };
     if facts.copies.is_empty() {
-        return Outcome::fail(
+        let searched_python = match &facts.python {
+            Ok(p) => format!("{}'s site-packages", p.display()),
+            Err(e) => format!("no Python environment ({e})"),
+        };
+        return Err(Box::new(Outcome::fail(
             format!(
                 "no libnccl.so.2 found (searched LD_LIBRARY_PATH, the ldconfig cache, system \
                  library folders, CUDA_HOME, /usr/local/cuda*, {searched_python})"
             ),
             INSTALL_HINT,
-        );
+        )));
     }
-    let table = copies_table(facts);
     let explicit_copy = facts
         .copies
         .iter()
@@ -101,43 +128,62 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
         ..
     }) = explicit_copy
     {
-        return Outcome::fail(
-            format!("--nccl-lib {} is not a usable NCCL: {e}", path.display()),
-            "point --nccl-lib at a libnccl.so.2 built for this machine (x86_64/aarch64, NCCL 2), \
-             or drop it to use the copy the loader finds",
-        )
-        .with_table(table);
+        return Err(Box::new(
+            Outcome::fail(
+                format!("--nccl-lib {} is not a usable NCCL: {e}", path.display()),
+                "point --nccl-lib at a libnccl.so.2 built for this machine (x86_64/aarch64, \
+                 NCCL 2), or drop it to use the copy the loader finds",
+            )
+            .with_table(copies_table(facts)),
+        ));
     }
-    let Some(chosen) = winner(facts) else {
-        let first_error = facts
-            .copies
-            .iter()
-            .find_map(|c| c.version.as_ref().err())
-            .cloned()
-            .unwrap_or_default();
-        return Outcome::fail(
-            format!(
-                "found {} cop{} of libnccl but none loads: {first_error}",
-                facts.copies.len(),
-                if facts.copies.len() == 1 { "y" } else { "ies" }
-            ),
-            format!(
-                "a missing dependency or a library for another architecture; check with `ldd \
-                 {}`, then reinstall: {INSTALL_HINT}",
-                facts.copies[0].path.display()
-            ),
-        )
-        .with_table(table);
-    };
-    let Ok(version) = chosen.version else {
-        return Outcome::error("internal: the chosen NCCL has no version");
-    };
-    let mut outcome_facts = vec![
-        ("nccl_version", version.to_string()),
-        ("nccl_path", chosen.path.display().to_string()),
-        ("nccl_real_path", chosen.real_path.display().to_string()),
-        ("nccl_source", source_name(chosen.source).to_string()),
-    ];
+    match winner(facts) {
+        Some(NcclCopy {
+            path,
+            real_path,
+            source,
+            version: Ok(version),
+        }) => Ok(NcclChoice {
+            path: path.clone(),
+            real_path: real_path.clone(),
+            version: *version,
+            source: source_name(*source).to_string(),
+            copies: facts.copies.len(),
+        }),
+        _ => Err(Box::new(none_loads(facts))),
+    }
+}
+
+/// Copies were found but none answers ncclGetVersion.
+fn none_loads(facts: &LibraryFacts) -> Outcome {
+    let first_error = facts
+        .copies
+        .iter()
+        .find_map(|c| c.version.as_ref().err())
+        .cloned()
+        .unwrap_or_default();
+    let n = facts.copies.len();
+    Outcome::fail(
+        format!(
+            "found {n} cop{} of libnccl but none loads: {first_error}",
+            if n == 1 { "y" } else { "ies" }
+        ),
+        format!(
+            "a missing dependency or a library for another architecture; check with `ldd \
+             {}`, then reinstall: {INSTALL_HINT}",
+            facts
+                .copies
+                .first()
+                .map(|c| c.path.display().to_string())
+                .unwrap_or_default()
+        ),
+    )
+    .with_table(copies_table(facts))
+}
+
+/// "NCCL 2.27.7 from PATH (how found); 3 copies found (also 2.18.5)".
+fn found_summary(facts: &LibraryFacts, chosen: &NcclChoice) -> String {
+    let version = chosen.version;
     let others: Vec<String> = facts
         .copies
         .iter()
@@ -148,7 +194,7 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
     let mut summary = format!(
         "NCCL {version} from {} ({})",
         chosen.path.display(),
-        source_name(chosen.source)
+        chosen.source
     );
     if facts.copies.len() > 1 {
         summary.push_str(&format!("; {} copies found", facts.copies.len()));
@@ -156,49 +202,54 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
             summary.push_str(&format!(" (also {})", others.join(", ")));
         }
     }
+    summary
+}
 
-    let torch_version = torch_nccl.and_then(NcclVersion::parse);
-    if let Some(t) = torch_nccl {
-        outcome_facts.push(("torch_nccl_version", t.to_string()));
-    }
-    let mut outcome = match torch_version {
-        Some(torch) if torch != version => {
-            let torch_copy = facts
-                .copies
-                .iter()
-                .find(|c| c.version.as_ref().ok() == Some(&torch));
-            let align = match torch_copy {
-                Some(c) => format!(
-                    "put {} first on LD_LIBRARY_PATH (or remove the other copy)",
-                    c.path.parent().unwrap_or(Path::new("")).display()
-                ),
-                None => format!(
-                    "remove or upgrade the NCCL {version} copy, or install the matching one \
-                     (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
-                     a CUDA 13 build of torch)"
-                ),
-            };
-            Outcome::warn(
-                format!(
-                    "libnccl.so.2 found first is NCCL {version} ({}), but torch reports NCCL {torch}",
-                    chosen.path.display()
-                ),
-                format!(
-                    "torch uses the NCCL it was built against; anything else in the job that loads \
-                     libnccl.so.2 (extensions, nccl-tests, a second framework) gets {version}, and \
-                     ranks running different NCCL versions can hang or fail at init. Make them \
-                     agree: {align}"
-                ),
-            )
-        }
-        _ => Outcome::pass(summary),
+/// The copy found first is not the NCCL torch reports: warn, and say how to
+/// make them agree.
+fn torch_mismatch(facts: &LibraryFacts, chosen: &NcclChoice, torch: NcclVersion) -> Outcome {
+    let version = chosen.version;
+    let torch_copy = facts
+        .copies
+        .iter()
+        .find(|c| c.version.as_ref().ok() == Some(&torch));
+    let align = match torch_copy {
+        Some(c) => format!(
+            "put {} first on LD_LIBRARY_PATH (or remove the other copy)",
+            c.path.parent().unwrap_or(Path::new("")).display()
+        ),
+        None => format!(
+            "remove or upgrade the NCCL {version} copy, or install the matching one \
+             (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
+             a CUDA 13 build of torch)"
+        ),
     };
-    for (k, v) in outcome_facts {
-        outcome = outcome.with_fact(k, v);
+    Outcome::warn(
+        format!(
+            "libnccl.so.2 found first is NCCL {version} ({}), but torch reports NCCL {torch}",
+            chosen.path.display()
+        ),
+        format!(
+            "torch uses the NCCL it was built against; anything else in the job that loads \
+             libnccl.so.2 (extensions, nccl-tests, a second framework) gets {version}, and \
+             ranks running different NCCL versions can hang or fail at init. Make them \
+             agree: {align}"
+        ),
+    )
+}
+
+/// The NCCL version torch reports: torch.import's [`TorchInfo`]. Until
+/// torch.import publishes that fact, torch.nccl's report fact stands in.
+fn torch_nccl_version(ctx: &Context) -> Option<String> {
+    if let Some(torch) = ctx.fact::<TorchInfo>() {
+        return torch
+            .nccl_version
+            .filter(|_| torch.nccl_available != Some(false));
     }
-    outcome
-        .with_metric("nccl_copies", facts.copies.len() as f64, "count")
-        .with_table(table)
+    ctx.earlier("torch.nccl")
+        .filter(|o| o.status.satisfies_needs())
+        .and_then(|o| o.facts.get("nccl_version"))
+        .cloned()
 }
 
 impl Check for Library {
@@ -241,12 +292,7 @@ LD_LIBRARY_PATH, remove the stale one, or install the matching version."
             ctx.options.nccl_lib.as_deref(),
             ctx.options.python.as_deref(),
         );
-        let torch = ctx
-            .earlier("torch.nccl")
-            .filter(|o| o.status.satisfies_needs())
-            .and_then(|o| o.facts.get("nccl_version"))
-            .map(String::as_str);
-        evaluate_library(&facts, torch)
+        evaluate_library(&facts, torch_nccl_version(ctx).as_deref())
     }
 }
 
@@ -388,6 +434,50 @@ mod tests {
         assert_eq!(t.rows[1][0], "*");
         assert_eq!(t.rows[2][0], "");
         assert_eq!(t.rows[2][2], "Python wheel (site-packages/nvidia)");
+    }
+
+    #[test]
+    fn library_publishes_the_chosen_copy_for_later_checks() {
+        let f = lib_facts(vec![
+            copy("/bad/libnccl.so.2", LibSource::LdLibraryPath, Err("x")),
+            copy(WHEEL, LibSource::PythonWheel, Ok(v(2, 27, 7))),
+        ]);
+        let choice = evaluate_library(&f, Some("2.21.5")).fact::<NcclChoice>();
+        assert_eq!(
+            choice,
+            Some(NcclChoice {
+                path: PathBuf::from(WHEEL),
+                real_path: PathBuf::from(WHEEL),
+                version: v(2, 27, 7),
+                source: "Python wheel (site-packages/nvidia)".to_string(),
+                copies: 2,
+            })
+        );
+        // Nothing usable: nothing to publish.
+        let none = lib_facts(vec![copy(
+            "/bad/libnccl.so.2",
+            LibSource::LdCache,
+            Err("x"),
+        )]);
+        assert_eq!(evaluate_library(&none, None).fact::<NcclChoice>(), None);
+    }
+
+    #[test]
+    fn torchs_nccl_version_is_read_from_torch_import() {
+        let mut ctx = Context::default();
+        assert_eq!(torch_nccl_version(&ctx), None);
+        let torch: TorchInfo = serde_json::from_value(serde_json::json!({
+            "python": "/venv/bin/python", "torch_version": "2.15.0+cu132",
+            "cuda_available": true, "device_count": 0, "devices": [], "arch_list": [],
+            "nccl_available": true, "nccl_version": "2.27.7",
+            "loaded_libraries": [], "query_errors": [],
+        }))
+        .unwrap();
+        ctx.earlier.insert(
+            "torch.import".to_string(),
+            Outcome::pass("torch").publish(&torch),
+        );
+        assert_eq!(torch_nccl_version(&ctx).as_deref(), Some("2.27.7"));
     }
 
     #[test]

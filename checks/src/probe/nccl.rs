@@ -32,7 +32,9 @@ use super::stage;
 // ---------------------------------------------------------------------------
 
 /// An NCCL release, e.g. 2.27.7.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct NcclVersion {
     pub major: u32,
     pub minor: u32,
@@ -786,6 +788,61 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     })?;
     let nccl_version = api.version();
 
+    let (mut ranks, mut gpus) = open_gpus(n)?;
+
+    stage("ncclCommInitAll");
+    let devlist: Vec<c_int> = (0..n as c_int).collect();
+    let mut comms = Comms {
+        api: &api,
+        comms: vec![std::ptr::null_mut(); n as usize],
+        broken: false,
+    };
+    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
+    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
+    if rc != NCCL_SUCCESS {
+        comms
+            .comms
+            .iter_mut()
+            .for_each(|c| *c = std::ptr::null_mut());
+        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
+    }
+
+    let (sizes, skipped_for_memory, mut host) =
+        allocate_buffers(&plan.sizes, &mut ranks, &mut gpus)?;
+
+    let expected = expected_table(n);
+    let mut results = Vec::with_capacity(sizes.len());
+    let mut skipped_for_time = Vec::new();
+    for (k, &bytes) in sizes.iter().enumerate() {
+        // The first size always runs, however long set-up took: skipping it
+        // would report nothing about the all-reduce itself, and a hang in it
+        // is the runner's timeout to name.
+        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
+            skipped_for_time.extend_from_slice(&sizes[k..]);
+            break;
+        }
+        match one_size(
+            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
+        ) {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                comms.broken = true;
+                return Err(e);
+            }
+        }
+    }
+    drop(comms);
+    Ok(AllReduceRun {
+        gpus,
+        nccl_version,
+        results,
+        skipped_for_memory,
+        skipped_for_time,
+    })
+}
+
+/// A context and a stream on every GPU, and what CUDA says each GPU is.
+fn open_gpus(n: u32) -> Result<(Vec<Rank>, Vec<GpuDesc>), AllReduceFailure> {
     let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
     let mut gpus: Vec<GpuDesc> = Vec::with_capacity(n as usize);
     for ordinal in 0..n {
@@ -818,23 +875,19 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         });
     }
 
-    stage("ncclCommInitAll");
-    let devlist: Vec<c_int> = (0..n as c_int).collect();
-    let mut comms = Comms {
-        api: &api,
-        comms: vec![std::ptr::null_mut(); n as usize],
-        broken: false,
-    };
-    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
-    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
-    if rc != NCCL_SUCCESS {
-        comms
-            .comms
-            .iter_mut()
-            .for_each(|c| *c = std::ptr::null_mut());
-        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
-    }
+    Ok((ranks, gpus))
+}
 
+/// Size the buffers to what is free now that NCCL holds its own, then
+/// allocate and fill them: rank r's send buffer holds pattern(i, r). Gives
+/// the sizes that fit, those that did not, and a host buffer as large as the
+/// largest.
+#[allow(clippy::type_complexity)]
+fn allocate_buffers(
+    planned: &[u64],
+    ranks: &mut [Rank],
+    gpus: &mut [GpuDesc],
+) -> Result<(Vec<u64>, Vec<u64>, Vec<f32>), AllReduceFailure> {
     // Size the buffers to what is free now that NCCL holds its own.
     let mut min_free: Option<(u32, u64)> = None;
     for (rank, gpu) in ranks.iter().zip(gpus.iter_mut()) {
@@ -846,7 +899,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         }
     }
     let fit = min_free.map(|(_, free)| max_buffer_bytes(free));
-    let (sizes, skipped_for_memory) = fit_sizes(&plan.sizes, fit);
+    let (sizes, skipped_for_memory) = fit_sizes(planned, fit);
     let Some(&max_bytes) = sizes.last() else {
         let (gpu, free_bytes) = min_free.unwrap_or((0, 0));
         return Err(AllReduceFailure::NoMemory { gpu, free_bytes });
@@ -878,35 +931,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         rank.recv = Some(recv);
     }
 
-    let expected = expected_table(n);
-    let mut results = Vec::with_capacity(sizes.len());
-    let mut skipped_for_time = Vec::new();
-    for (k, &bytes) in sizes.iter().enumerate() {
-        // The first size always runs, however long set-up took: skipping it
-        // would report nothing about the all-reduce itself, and a hang in it
-        // is the runner's timeout to name.
-        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
-            skipped_for_time.extend_from_slice(&sizes[k..]);
-            break;
-        }
-        match one_size(
-            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
-        ) {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                comms.broken = true;
-                return Err(e);
-            }
-        }
-    }
-    drop(comms);
-    Ok(AllReduceRun {
-        gpus,
-        nccl_version,
-        results,
-        skipped_for_memory,
-        skipped_for_time,
-    })
+    Ok((sizes, skipped_for_memory, host))
 }
 
 /// Launch one all-reduce of `count` floats on every rank, as one NCCL group.
@@ -1010,8 +1035,33 @@ fn one_size(
         }
     }
 
-    // Warm up (connections are set up lazily on the first call), and learn
-    // how long one iteration takes to size the timed loop.
+    let (warmup_iters, last_iter) = warm_up(api, comms, ranks, count, budget / 2, &label)?;
+    let iters = timed_iters(budget / 2, last_iter);
+    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label)?;
+    let (wrong_per_rank, first_wrong) = verify_results(ranks, count, expected, host, &label)?;
+    Ok(SizeResult {
+        bytes,
+        count: count as u64,
+        warmup_iters,
+        iters,
+        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
+        wrong: wrong_per_rank.iter().sum(),
+        wrong_per_rank,
+        first_wrong,
+    })
+}
+
+/// Warm up (connections are set up lazily on the first call) for at most
+/// `budget`, and learn how long one iteration takes to size the timed loop.
+/// Gives the warm-up iterations run and the last one's time.
+fn warm_up(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+    budget: Duration,
+    label: &str,
+) -> Result<(u32, Duration), AllReduceFailure> {
     let warmup_label = format!("ncclAllReduce {label} (warm-up)");
     let mut warmup_iters = 0u32;
     let mut last_iter = Duration::ZERO;
@@ -1023,14 +1073,25 @@ fn one_size(
         sync_all(api, comms, ranks, &warmup_label)?;
         last_iter = t.elapsed();
         warmup_iters += 1;
-        if warm_started.elapsed() >= budget / 2 {
+        if warm_started.elapsed() >= budget {
             break;
         }
     }
-    let iters = timed_iters(budget / 2, last_iter);
 
-    // Timed loop between CUDA events on each rank's stream (timing enabled:
-    // cudarc creates events without timing unless asked).
+    Ok((warmup_iters, last_iter))
+}
+
+/// `iters` all-reduces between CUDA events on each rank's stream: the
+/// slowest GPU's time for all of them, in ms.
+fn time_iterations(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+    iters: u32,
+    label: &str,
+) -> Result<f64, AllReduceFailure> {
+    // Timing enabled: cudarc creates events without timing unless asked.
     let mut events = Vec::with_capacity(ranks.len());
     for rank in ranks.iter() {
         let gpu = Some(rank.ordinal);
@@ -1065,7 +1126,18 @@ fn one_size(
         slowest_ms = slowest_ms.max(f64::from(ms));
     }
 
-    // Verify every element of every rank's result.
+    Ok(slowest_ms)
+}
+
+/// Copy every rank's result back and check every element: wrong elements
+/// per rank, and the first wrong value.
+fn verify_results(
+    ranks: &[Rank],
+    count: usize,
+    expected: &[f32],
+    host: &mut [f32],
+    label: &str,
+) -> Result<(Vec<u64>, Option<WrongValue>), AllReduceFailure> {
     let mut wrong_per_rank = Vec::with_capacity(ranks.len());
     let mut first_wrong = None;
     for rank in ranks.iter() {
@@ -1089,16 +1161,7 @@ fn one_size(
             first_wrong = first;
         }
     }
-    Ok(SizeResult {
-        bytes,
-        count: count as u64,
-        warmup_iters,
-        iters,
-        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
-        wrong: wrong_per_rank.iter().sum(),
-        wrong_per_rank,
-        first_wrong,
-    })
+    Ok((wrong_per_rank, first_wrong))
 }
 
 #[cfg(test)]

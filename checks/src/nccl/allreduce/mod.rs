@@ -7,16 +7,19 @@ pub use reference::{
     expected_busbw, link_facts, Expectation, NvLinkFacts, PcieFacts, TopologyFacts,
 };
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::library::{evaluate_library, winner};
 use super::INSTALL_HINT;
+use crate::domain::text::{gpu_count, plural};
+use crate::facts::nccl::NcclChoice;
+use crate::facts::nvml::gpus_for_run;
 use crate::probe::nccl::{
     self as probe, AllReduceFailure, AllReducePlan, AllReduceRun, SizeResult,
 };
 use crate::probe::nvml as nv;
-use crate::{Check, Context, DataTable, DeviceResult, Isolation, Outcome, Profile, Status};
+use crate::{Check, Context, DataTable, DeviceResult, Isolation, Metric, Outcome, Profile, Status};
 
 /// `nccl.allreduce`: a real all-reduce over every visible GPU.
 pub struct AllReduce;
@@ -112,10 +115,7 @@ fn size_row(r: &SizeResult, nranks: u32) -> Vec<String> {
 fn sweep_table(run: &AllReduceRun) -> DataTable {
     let n = run.gpus.len() as u32;
     DataTable {
-        title: format!(
-            "NCCL all-reduce, float32 sum, {n} GPU{}",
-            if n == 1 { "" } else { "s" }
-        ),
+        title: format!("NCCL all-reduce, float32 sum, {}", gpu_count(n as usize)),
         header: [
             "size (B)",
             "count",
@@ -164,14 +164,11 @@ fn device_rows(run: &AllReduceRun) -> Vec<DeviceResult> {
                 .iter()
                 .filter_map(|r| r.wrong_per_rank.get(i))
                 .sum();
-            let mut metrics = Vec::new();
-            if let Some(free) = g.free_bytes {
-                metrics.push(crate::Metric {
-                    name: "free_memory".to_string(),
-                    value: (free >> 20) as f64,
-                    unit: "MiB".to_string(),
-                });
-            }
+            let metrics = g
+                .free_bytes
+                .map(|free| Metric::new("free_memory", (free >> 20) as f64, "MiB"))
+                .into_iter()
+                .collect();
             DeviceResult {
                 index: g.ordinal,
                 label: None,
@@ -183,7 +180,7 @@ fn device_rows(run: &AllReduceRun) -> Vec<DeviceResult> {
                     Status::Pass
                 },
                 summary: if wrong > 0 {
-                    format!("{wrong} wrong element{}", if wrong == 1 { "" } else { "s" })
+                    format!("{wrong} wrong element{}", plural(wrong as usize))
                 } else {
                     "results verified".to_string()
                 },
@@ -204,138 +201,154 @@ fn gpu_label(run: &AllReduceRun) -> String {
     }
 }
 
-/// Judge a completed all-reduce run.
+/// Judge a completed all-reduce run: wrong data outranks everything, then
+/// the bus bandwidth against an explicit floor or the topology's reference.
 pub fn evaluate_allreduce(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome {
     let run = &facts.run;
-    let n = run.gpus.len() as u32;
-    let nccl = run
-        .nccl_version
-        .map(|v| format!("NCCL {v}"))
-        .unwrap_or_else(|| "NCCL".to_string());
-    let base = |o: Outcome| -> Outcome {
-        let mut o = o
-            .with_fact("nccl_path", facts.nccl_path.clone())
-            .with_fact("gpus", gpu_label(run))
-            .with_metric("gpus", f64::from(n), "count")
-            .with_table(sweep_table(run));
-        if let Some(v) = run.nccl_version {
-            o = o.with_fact("nccl_version", v.to_string());
-        }
-        if !run.skipped_for_memory.is_empty() {
-            let sizes: Vec<String> = run
-                .skipped_for_memory
-                .iter()
-                .map(|&b| probe::format_bytes(b))
-                .collect();
-            o = o.with_fact("sizes_skipped_for_memory", sizes.join(", "));
-        }
-        if !run.skipped_for_time.is_empty() {
-            let sizes: Vec<String> = run
-                .skipped_for_time
-                .iter()
-                .map(|&b| probe::format_bytes(b))
-                .collect();
-            o = o.with_fact("sizes_skipped_for_time", sizes.join(", "));
-        }
-        o.devices = device_rows(run);
-        o
-    };
-
-    if run.results.is_empty() {
-        return base(Outcome::fail(
+    let judged = if run.results.is_empty() {
+        Outcome::fail(
             "no all-reduce size finished inside the time budget",
             SLOW_HINT,
-        ));
-    }
+        )
+    } else if let Some(wrong) = wrong_data(run) {
+        wrong
+    } else {
+        judge_bandwidth(facts, th)
+    };
+    with_run(judged, facts)
+}
 
-    // Wrong data outranks everything.
+/// What every verdict on a run carries: the library, the GPUs, the sweep
+/// table, the sizes left out and one row per GPU.
+fn with_run(outcome: Outcome, facts: &AllReduceFacts) -> Outcome {
+    let run = &facts.run;
+    let mut o = outcome
+        .with_fact("nccl_path", facts.nccl_path.clone())
+        .with_fact("gpus", gpu_label(run))
+        .with_metric("gpus", run.gpus.len() as f64, "count")
+        .with_table(sweep_table(run));
+    if let Some(v) = run.nccl_version {
+        o = o.with_fact("nccl_version", v.to_string());
+    }
+    let sizes = |bytes: &[u64]| -> String {
+        let sizes: Vec<String> = bytes.iter().map(|&b| probe::format_bytes(b)).collect();
+        sizes.join(", ")
+    };
+    if !run.skipped_for_memory.is_empty() {
+        o = o.with_fact("sizes_skipped_for_memory", sizes(&run.skipped_for_memory));
+    }
+    if !run.skipped_for_time.is_empty() {
+        o = o.with_fact("sizes_skipped_for_time", sizes(&run.skipped_for_time));
+    }
+    o.devices = device_rows(run);
+    o
+}
+
+/// A failure naming the first wrong element, when any element was wrong.
+fn wrong_data(run: &AllReduceRun) -> Option<Outcome> {
+    let n = run.gpus.len() as u64;
     let total_wrong: u64 = run.results.iter().map(|r| r.wrong).sum();
-    if total_wrong > 0 {
-        let bad = run.results.iter().find(|r| r.wrong > 0);
-        let detail = bad
-            .and_then(|r| r.first_wrong.map(|w| (r, w)))
-            .map(|(r, w)| {
-                format!(
-                    "{} of {} elements wrong at {} (first: GPU {}, element {}: got {}, expected {})",
-                    r.wrong,
-                    r.count * u64::from(n),
-                    probe::format_bytes(r.bytes),
-                    w.rank,
-                    w.index,
-                    w.got,
-                    w.expected
-                )
-            })
-            .unwrap_or_else(|| format!("{total_wrong} elements wrong"));
-        return base(
-            Outcome::fail(
-                format!("all-reduce returned wrong data: {detail}"),
-                WRONG_HINT,
-            )
-            .with_metric("wrong_elements", total_wrong as f64, "count"),
-        );
+    if total_wrong == 0 {
+        return None;
     }
+    let detail = run
+        .results
+        .iter()
+        .find(|r| r.wrong > 0)
+        .and_then(|r| r.first_wrong.map(|w| (r, w)))
+        .map(|(r, w)| {
+            format!(
+                "{} of {} elements wrong at {} (first: GPU {}, element {}: got {}, expected {})",
+                r.wrong,
+                r.count * n,
+                probe::format_bytes(r.bytes),
+                w.rank,
+                w.index,
+                w.got,
+                w.expected
+            )
+        })
+        .unwrap_or_else(|| format!("{total_wrong} elements wrong"));
+    Some(
+        Outcome::fail(
+            format!("all-reduce returned wrong data: {detail}"),
+            WRONG_HINT,
+        )
+        .with_metric("wrong_elements", total_wrong as f64, "count"),
+    )
+}
 
-    let explicit = th.min_busbw_gbps;
-    let judged_opt = judged_size(run, explicit.is_some());
+/// The bandwidth verdict on a run whose results were right, with the
+/// judged size's numbers.
+fn judge_bandwidth(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome {
+    let run = &facts.run;
+    let n = run.gpus.len() as u32;
+    let judged_opt = judged_size(run, th.min_busbw_gbps.is_some());
     // Without a judged size (too little memory for 256 MiB), still show the
     // largest size's numbers.
     let Some(judged) = judged_opt.or_else(|| run.results.iter().rev().find(|r| r.time_us > 0.0))
     else {
-        return base(Outcome::error(
-            "the all-reduce ran but CUDA events reported no time",
-        ));
+        return Outcome::error("the all-reduce ran but CUDA events reported no time");
     };
     let (algbw, busbw) = bandwidth_gbps(judged.bytes, judged.time_us / 1e6, n);
     let size = probe::format_bytes(judged.bytes);
-    let with_numbers = |o: Outcome| -> Outcome {
-        let o = o
-            .with_metric("algbw_gbps", algbw, "GB/s")
-            .with_metric("time_us", judged.time_us, "us")
-            .with_metric("message_bytes", judged.bytes as f64, "B");
-        if n > 1 {
-            o.with_metric("busbw_gbps", busbw, "GB/s")
-        } else {
-            o
-        }
-    };
-
-    if n == 1 {
-        return base(with_numbers(Outcome::pass(format!(
+    let nccl = run
+        .nccl_version
+        .map(|v| format!("NCCL {v}"))
+        .unwrap_or_else(|| "NCCL".to_string());
+    let measured = format!("busbw {busbw:.1} GB/s at {size} over {n} GPUs ({nccl})");
+    let verdict = if n == 1 {
+        Outcome::pass(format!(
             "{nccl} initialised and ran a verified all-reduce on 1 GPU ({:.0} us at {size}); bus \
              bandwidth is not meaningful with one GPU",
             judged.time_us
-        ))));
-    }
-
-    let measured = format!("busbw {busbw:.1} GB/s at {size} over {n} GPUs ({nccl})");
-    if judged_opt.is_none() {
-        return base(with_numbers(Outcome::pass(format!(
+        ))
+    } else if judged_opt.is_none() {
+        Outcome::pass(format!(
             "{measured}, results verified; bandwidth not judged: the largest size that fit in \
              free GPU memory was {size} (< {})",
             probe::format_bytes(STANDARD_BYTES)
-        ))));
+        ))
+    } else if let Some(floor) = th.min_busbw_gbps {
+        against_floor(&measured, busbw, floor)
+    } else {
+        against_reference(&measured, busbw, facts)
+    };
+    let o = verdict
+        .with_metric("algbw_gbps", algbw, "GB/s")
+        .with_metric("time_us", judged.time_us, "us")
+        .with_metric("message_bytes", judged.bytes as f64, "B");
+    if n > 1 {
+        o.with_metric("busbw_gbps", busbw, "GB/s")
+    } else {
+        o
     }
-    if let Some(floor) = explicit {
-        let o = if busbw < floor {
-            Outcome::fail(
-                format!("{measured}, below --min-busbw {floor:.1}"),
-                SLOW_HINT,
-            )
-        } else {
-            Outcome::pass(format!(
-                "{measured}, results verified; at least --min-busbw {floor:.1}"
-            ))
-        };
-        return base(with_numbers(o.with_metric("min_busbw_gbps", floor, "GB/s")));
-    }
+}
 
+/// Bus bandwidth against `--min-busbw`.
+fn against_floor(measured: &str, busbw: f64, floor: f64) -> Outcome {
+    let o = if busbw < floor {
+        Outcome::fail(
+            format!("{measured}, below --min-busbw {floor:.1}"),
+            SLOW_HINT,
+        )
+    } else {
+        Outcome::pass(format!(
+            "{measured}, results verified; at least --min-busbw {floor:.1}"
+        ))
+    };
+    o.with_metric("min_busbw_gbps", floor, "GB/s")
+}
+
+/// Bus bandwidth against what this topology should reach: below
+/// [`FAIL_RATIO`] fails, below [`WARN_RATIO`] warns.
+fn against_reference(measured: &str, busbw: f64, facts: &AllReduceFacts) -> Outcome {
     let Some(expect) = expected_busbw(&facts.topology) else {
-        return base(with_numbers(Outcome::pass(format!(
+        return Outcome::pass(format!(
             "{measured}, results verified; not judged: no reference figure for {} (set one \
              with --min-busbw GBPS)",
-            gpu_label(run)
-        ))));
+            gpu_label(&facts.run)
+        ));
     };
     let ratio = busbw / expect.busbw_gbps;
     let reference = format!(
@@ -355,10 +368,8 @@ pub fn evaluate_allreduce(facts: &AllReduceFacts, th: &AllReduceThresholds) -> O
     } else {
         Outcome::pass(format!("{measured}, results verified; {reference}"))
     };
-    base(with_numbers(
-        o.with_metric("expected_busbw_gbps", expect.busbw_gbps, "GB/s")
-            .with_fact("busbw_reference", expect.basis),
-    ))
+    o.with_metric("expected_busbw_gbps", expect.busbw_gbps, "GB/s")
+        .with_fact("busbw_reference", expect.basis)
 }
 
 /// Turn a run that could not finish into a verdict.
@@ -423,13 +434,9 @@ pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
 
 /// The NCCL library to run: the one nccl.library chose in this run, else
 /// found the same way now.
-fn nccl_to_run(ctx: &Context) -> Result<std::path::PathBuf, Box<Outcome>> {
-    if let Some(path) = ctx
-        .earlier("nccl.library")
-        .filter(|o| o.status.satisfies_needs())
-        .and_then(|o| o.facts.get("nccl_path"))
-    {
-        return Ok(path.into());
+fn nccl_to_run(ctx: &Context) -> Result<PathBuf, Box<Outcome>> {
+    if let Some(choice) = ctx.fact::<NcclChoice>() {
+        return Ok(choice.path);
     }
     let facts = probe::library_facts(
         ctx.options.nccl_lib.as_deref(),
@@ -445,7 +452,7 @@ fn nccl_to_run(ctx: &Context) -> Result<std::path::PathBuf, Box<Outcome>> {
 /// from NVML, matched to the CUDA devices by UUID (CUDA's order and
 /// CUDA_VISIBLE_DEVICES differ from NVML's indices). Without NVML, or when
 /// a GPU cannot be matched, names only.
-fn topology(run: &AllReduceRun, nvml_lib: Option<&Path>) -> TopologyFacts {
+fn topology(run: &AllReduceRun, ctx: &Context) -> TopologyFacts {
     let mut t = TopologyFacts {
         gpu_names: run.gpus.iter().map(|g| g.name.clone()).collect(),
         nvlink: None,
@@ -459,10 +466,11 @@ fn topology(run: &AllReduceRun, nvml_lib: Option<&Path>) -> TopologyFacts {
     else {
         return t;
     };
-    crate::probe::stage("NVML topology");
-    let Ok(infos) = nv::gpus(nvml_lib) else {
+    let Ok(infos) = gpus_for_run(ctx) else {
         return t;
     };
+    let nvml_lib = ctx.options.nvml_lib.as_deref();
+    crate::probe::stage("NVML topology");
     let Some(indices) = uuids
         .iter()
         .map(|u| infos.iter().find(|g| g.uuid == *u).map(|g| g.index))
@@ -555,7 +563,7 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
         match probe::run_allreduce(&plan) {
             Ok(run) => {
                 let facts = AllReduceFacts {
-                    topology: topology(&run, ctx.options.nvml_lib.as_deref()),
+                    topology: topology(&run, ctx),
                     run,
                     nccl_path: nccl_lib.display().to_string(),
                 };
@@ -946,6 +954,31 @@ mod tests {
         });
         assert_eq!(o.status, Status::Fail);
         assert!(o.hint.unwrap().contains("nvidia-nccl-cu12"));
+    }
+
+    #[test]
+    fn runs_the_nccl_the_library_check_chose() {
+        let choice = NcclChoice {
+            path: PathBuf::from(WHEEL),
+            real_path: PathBuf::from(WHEEL),
+            version: v(2, 27, 7),
+            source: "Python wheel (site-packages/nvidia)".to_string(),
+            copies: 1,
+        };
+        let mut ctx = Context::default();
+        ctx.options.nccl_lib = Some(PathBuf::from("/nonexistent/libnccl.so.2"));
+        ctx.earlier.insert(
+            "nccl.library".to_string(),
+            Outcome::pass("NCCL 2.27.7").publish(&choice),
+        );
+        assert_eq!(nccl_to_run(&ctx).ok(), Some(PathBuf::from(WHEEL)));
+        // Without it, the search runs again and judges what it finds.
+        ctx.earlier.clear();
+        let o = nccl_to_run(&ctx).unwrap_err();
+        assert_eq!(
+            o.summary,
+            "--nccl-lib /nonexistent/libnccl.so.2 is not a file"
+        );
     }
 
     #[test]

@@ -7,28 +7,31 @@ pub use filter::NameFilter;
 pub use names::{closest, edit_distance, KNOWN_NCCL_VARS};
 use names::{other_tool, NCCL_TESTS_PREFIX, TORCH_RENAMED};
 
+use crate::domain::text::plural;
 use crate::probe::nccl::{self as probe, EnvFacts, VarOrigin};
-use crate::{Check, Context, Outcome, Profile, Status};
+use crate::{Check, Context, Finding, Findings, Outcome, Profile, Status};
 
 /// `nccl.env`: NCCL_* settings that make NCCL hang, slow down or be ignored.
 pub struct Env;
 
-/// One thing nccl.env found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Finding {
-    /// The variable it is about.
-    pub var: String,
-    pub status: Status,
-    pub text: String,
-    pub hint: String,
+/// What nccl.env found, each finding with the variable it is about (the
+/// hint names the variable when more than one is flagged).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvFindings {
+    pub findings: Findings,
+    /// `vars[i]` is the variable `findings.items[i]` is about.
+    pub vars: Vec<String>,
 }
 
-fn finding(var: &str, status: Status, text: String, hint: impl Into<String>) -> Finding {
-    Finding {
-        var: var.to_string(),
-        status,
-        text,
-        hint: hint.into(),
+impl EnvFindings {
+    fn flag(&mut self, var: &str, status: Status, text: String, hint: impl Into<String>) {
+        self.findings
+            .push(Finding::new(None, status, text).hint(hint.into()));
+        self.vars.push(var.to_string());
+    }
+
+    fn len(&self) -> usize {
+        self.vars.len()
     }
 }
 
@@ -43,7 +46,7 @@ fn describe_origin(origin: &VarOrigin) -> String {
     }
 }
 
-fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
+fn socket_ifname_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     let Some(var) = facts.get("NCCL_SOCKET_IFNAME") else {
         return;
     };
@@ -71,7 +74,7 @@ fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         .collect();
     if !unaddressed.is_empty() {
         let names: Vec<&str> = unaddressed.iter().map(|s| s.as_str()).collect();
-        out.push(finding(
+        out.flag(
             "NCCL_SOCKET_IFNAME",
             Status::Fail,
             format!(
@@ -87,7 +90,7 @@ fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
              bootstrap over and fails or hangs at init. Give the interface an address (for \
              InfiniBand, configure IPoIB; `ip -br addr` shows addresses), or name one that has \
              an address, or unset NCCL_SOCKET_IFNAME and let NCCL choose",
-        ));
+        );
         return;
     }
     let suggestion = filter
@@ -96,7 +99,7 @@ fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
         .find_map(|(e, _)| closest(e, facts.interfaces.iter().map(String::as_str)))
         .map(|s| format!(" (did you mean {s}?)"))
         .unwrap_or_default();
-    out.push(finding(
+    out.flag(
         "NCCL_SOCKET_IFNAME",
         Status::Fail,
         format!(
@@ -108,10 +111,10 @@ fn socket_ifname_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
          that exists: NCCL_SOCKET_IFNAME=eth (prefix), NCCL_SOCKET_IFNAME==eth0 (exact), \
          NCCL_SOCKET_IFNAME=^docker,lo (exclude); or unset it and let NCCL choose (`ip -br link` \
          lists the interfaces)",
-    ));
+    );
 }
 
-fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
+fn ib_hca_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     let Some(var) = facts.get("NCCL_IB_HCA") else {
         return;
     };
@@ -120,7 +123,7 @@ fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
     }
     let origin = describe_origin(&var.origin);
     if facts.ib_devices.is_empty() {
-        out.push(finding(
+        out.flag(
             "NCCL_IB_HCA",
             Status::Warn,
             format!(
@@ -131,7 +134,7 @@ fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             "NCCL falls back to TCP sockets between nodes. In a container, pass the HCAs in \
              (`--device /dev/infiniband`, or the RDMA device plugin on Kubernetes); on a host \
              without InfiniBand, unset NCCL_IB_HCA",
-        ));
+        );
         return;
     }
     let filter = NameFilter::parse(&var.value);
@@ -167,7 +170,7 @@ fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                 .map(|s| format!(" (did you mean {s}?)"))
         })
         .unwrap_or_default();
-    out.push(finding(
+    out.flag(
         "NCCL_IB_HCA",
         Status::Fail,
         format!(
@@ -179,15 +182,16 @@ fn ib_hca_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
          times slower without a word. Use names from `ls /sys/class/infiniband` (or `ibv_devinfo \
          -l`): NCCL_IB_HCA=mlx5 (prefix), NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 (exact with ports), or \
          unset it",
-    ));
+    );
 }
 
-fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
+/// Settings that turn off NCCL's GPU-to-GPU and shared-memory transports.
+fn transport_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     if let Some(v) = facts
         .get("NCCL_P2P_DISABLE")
         .filter(|v| is_set_nonzero(&v.value))
     {
-        out.push(finding(
+        out.flag(
             "NCCL_P2P_DISABLE",
             Status::Warn,
             format!(
@@ -198,13 +202,13 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             "all-reduce traffic then goes through host memory, several times slower than \
              NVLink or PCIe P2P. It is a workaround for P2P hangs (PCIe ACS / IOMMU): fix those \
              instead (disable ACS, boot with iommu=pt) and unset NCCL_P2P_DISABLE",
-        ));
+        );
     }
     if let Some(v) = facts
         .get("NCCL_P2P_LEVEL")
         .filter(|v| matches!(v.value.trim().to_ascii_uppercase().as_str(), "LOC" | "0"))
     {
-        out.push(finding(
+        out.flag(
             "NCCL_P2P_LEVEL",
             Status::Warn,
             format!(
@@ -214,13 +218,13 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             ),
             "LOC disables P2P like NCCL_P2P_DISABLE=1; unset NCCL_P2P_LEVEL so NCCL picks the \
              level from the topology",
-        ));
+        );
     }
     if let Some(v) = facts
         .get("NCCL_SHM_DISABLE")
         .filter(|v| is_set_nonzero(&v.value))
     {
-        out.push(finding(
+        out.flag(
             "NCCL_SHM_DISABLE",
             Status::Warn,
             format!(
@@ -231,15 +235,19 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             "GPUs without P2P then talk over sockets even inside one machine. If it was set \
              because /dev/shm is small in a container, give the container more (`--shm-size=1g` \
              or `--ipc=host`) and unset NCCL_SHM_DISABLE",
-        ));
+        );
     }
+}
+
+/// Settings that keep NCCL off the fast paths between GPUs or nodes.
+fn network_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     if let Some(v) = facts
         .get("NCCL_IB_DISABLE")
         .filter(|v| is_set_nonzero(&v.value))
     {
         if !facts.ib_devices.is_empty() {
             let names: Vec<&str> = facts.ib_devices.iter().map(|d| d.name.as_str()).collect();
-            out.push(finding(
+            out.flag(
                 "NCCL_IB_DISABLE",
                 Status::Warn,
                 format!(
@@ -250,12 +258,16 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                 ),
                 "NCCL uses TCP sockets between nodes instead of RDMA, many times slower; unset \
                  NCCL_IB_DISABLE",
-            ));
+            );
         }
     }
+}
+
+/// Settings that force NCCL's choices or its logging: they work, at a cost.
+fn override_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     for name in ["NCCL_ALGO", "NCCL_PROTO"] {
         if let Some(v) = facts.get(name).filter(|v| !v.value.trim().is_empty()) {
-            out.push(finding(
+            out.flag(
                 name,
                 Status::Warn,
                 format!(
@@ -268,7 +280,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                      in production: the forced choice is slower for most sizes and can hang on \
                      some topologies. Unset it unless it works around a known NCCL bug"
                 ),
-            ));
+            );
         }
     }
     if let Some(v) = facts.get("NCCL_DEBUG").filter(|v| {
@@ -277,7 +289,7 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             "INFO" | "TRACE"
         )
     }) {
-        out.push(finding(
+        out.flag(
             "NCCL_DEBUG",
             Status::Warn,
             format!(
@@ -287,11 +299,11 @@ fn transport_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             ),
             "INFO/TRACE slow start-up, flood the job's log and bury real errors; use \
              NCCL_DEBUG=WARN outside debugging sessions",
-        ));
+        );
     }
 }
 
-fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
+fn name_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     for var in &facts.vars {
         let name = var.name.as_str();
         if KNOWN_NCCL_VARS.binary_search(&name).is_ok()
@@ -301,7 +313,7 @@ fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
             continue;
         }
         if let Some((_, new)) = TORCH_RENAMED.iter().find(|(old, _)| *old == name) {
-            out.push(finding(
+            out.flag(
                 name,
                 Status::Warn,
                 format!("{name} is PyTorch's old name for {new}"),
@@ -310,7 +322,7 @@ fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                      set {new}={} instead",
                     var.value
                 ),
-            ));
+            );
             continue;
         }
         let suggestion = closest(name, KNOWN_NCCL_VARS.iter().copied());
@@ -334,78 +346,103 @@ fn name_findings(facts: &EnvFacts, out: &mut Vec<Finding>) {
                 ),
             ),
         };
-        out.push(finding(name, Status::Warn, text, hint));
+        out.flag(name, Status::Warn, text, hint);
     }
 }
 
 /// Everything nccl.env looks at, in report order.
-pub fn env_findings(facts: &EnvFacts) -> Vec<Finding> {
-    let mut out = Vec::new();
+pub fn env_findings(facts: &EnvFacts) -> EnvFindings {
+    let mut out = EnvFindings::default();
     socket_ifname_findings(facts, &mut out);
     ib_hca_findings(facts, &mut out);
     transport_findings(facts, &mut out);
+    network_findings(facts, &mut out);
+    override_findings(facts, &mut out);
     name_findings(facts, &mut out);
     out
 }
 
 /// Judge the NCCL configuration.
 pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
-    let findings = env_findings(facts);
-    let status = findings.iter().fold(Status::Pass, |s, f| s.worst(f.status));
-    let mut outcome = if findings.is_empty() {
-        if facts.vars.is_empty() {
-            Outcome::pass("no NCCL_* variables set; NCCL chooses its defaults")
-        } else {
-            let (others, nccls): (Vec<&probe::NcclVar>, Vec<&probe::NcclVar>) = facts
-                .vars
-                .iter()
-                .partition(|v| other_tool(&v.name).is_some());
-            let names: Vec<String> = nccls
-                .iter()
-                .map(|v| format!("{}={}", v.name, v.value))
-                .collect();
-            let mut summary = if names.is_empty() {
-                "no NCCL_* variables NCCL reads are set; NCCL chooses its defaults".to_string()
-            } else {
-                format!(
-                    "{} NCCL setting{} right: {}",
-                    names.len(),
-                    if names.len() == 1 { " looks" } else { "s look" },
-                    names.join(", ")
-                )
-            };
-            let others: Vec<String> = others
-                .iter()
-                .map(|v| format!("{} ({})", v.name, other_tool(&v.name).unwrap_or_default()))
-                .collect();
-            if !others.is_empty() {
-                summary.push_str(&format!("; not read by NCCL: {}", others.join(", ")));
-            }
-            Outcome::pass(summary)
-        }
+    let flagged = env_findings(facts);
+    let outcome = if flagged.findings.is_empty() {
+        Outcome::pass(settings_summary(facts))
     } else {
-        let worst: Vec<&Finding> = findings.iter().filter(|f| f.status == status).collect();
-        let mut summary = worst[0].text.clone();
-        if findings.len() > 1 {
-            let more = findings.len() - 1;
-            summary.push_str(&format!(
-                "; {more} more NCCL setting{} flagged",
-                if more == 1 { "" } else { "s" }
-            ));
-        }
-        let hint = findings
-            .iter()
-            .map(|f| {
-                if findings.len() == 1 {
-                    f.hint.clone()
-                } else {
-                    format!("{}: {}", f.var, f.hint)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        Outcome::new(status, summary).with_hint(hint)
+        flagged_outcome(&flagged)
     };
+    with_env_facts(outcome, facts)
+}
+
+/// Nothing flagged: what is set, and what is set for other tools.
+fn settings_summary(facts: &EnvFacts) -> String {
+    if facts.vars.is_empty() {
+        return "no NCCL_* variables set; NCCL chooses its defaults".to_string();
+    }
+    let (others, nccls): (Vec<&probe::NcclVar>, Vec<&probe::NcclVar>) = facts
+        .vars
+        .iter()
+        .partition(|v| other_tool(&v.name).is_some());
+    let names: Vec<String> = nccls
+        .iter()
+        .map(|v| format!("{}={}", v.name, v.value))
+        .collect();
+    let mut summary = if names.is_empty() {
+        "no NCCL_* variables NCCL reads are set; NCCL chooses its defaults".to_string()
+    } else {
+        format!(
+            "{} NCCL setting{} right: {}",
+            names.len(),
+            if names.len() == 1 { " looks" } else { "s look" },
+            names.join(", ")
+        )
+    };
+    let others: Vec<String> = others
+        .iter()
+        .map(|v| format!("{} ({})", v.name, other_tool(&v.name).unwrap_or_default()))
+        .collect();
+    if !others.is_empty() {
+        summary.push_str(&format!("; not read by NCCL: {}", others.join(", ")));
+    }
+    summary
+}
+
+/// The worst finding leads the summary with a count of the others; every
+/// finding's hint is kept, one a line, each naming its variable when there
+/// are several.
+fn flagged_outcome(flagged: &EnvFindings) -> Outcome {
+    let items = &flagged.findings.items;
+    let status = flagged.findings.worst();
+    let mut summary = items
+        .iter()
+        .find(|f| f.status == status)
+        .map(|f| f.text.clone())
+        .unwrap_or_default();
+    if flagged.len() > 1 {
+        let more = flagged.len() - 1;
+        summary.push_str(&format!(
+            "; {more} more NCCL setting{} flagged",
+            plural(more)
+        ));
+    }
+    let hint = items
+        .iter()
+        .zip(&flagged.vars)
+        .map(|(f, var)| {
+            let hint = f.hint.clone().unwrap_or_default();
+            if flagged.len() == 1 {
+                hint
+            } else {
+                format!("{var}: {hint}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Outcome::new(status, summary).with_hint(hint)
+}
+
+/// Every variable as set (and where from), and the host's interfaces and
+/// InfiniBand devices, for the report.
+fn with_env_facts(mut outcome: Outcome, facts: &EnvFacts) -> Outcome {
     for v in &facts.vars {
         outcome = outcome.with_fact(
             &v.name,
