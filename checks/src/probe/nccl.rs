@@ -15,8 +15,9 @@
 //! runs foreign code that can hang or crash, so callers run these probes in a
 //! child-isolated check, and [`super::stage`] marks each blocking step.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, OsString};
 use std::mem::ManuallyDrop;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -203,6 +204,9 @@ pub struct EnvFacts {
     /// Why the interfaces could not be listed, if they could not.
     pub interfaces_error: Option<String>,
     pub ib_devices: Vec<IbDevice>,
+    /// Names of NCCL_* variables in the environment whose name or value is
+    /// not UTF-8 (in `vars` with the bytes that are not shown as U+FFFD).
+    pub not_utf8: Vec<String>,
 }
 
 impl EnvFacts {
@@ -318,8 +322,7 @@ pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
 
 /// Gather the NCCL configuration of this process and host.
 pub fn env_facts() -> EnvFacts {
-    let env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (env, not_utf8) = environment_nccl_vars(std::env::vars_os());
     let files: Vec<(PathBuf, Vec<(String, String)>)> = conf_files()
         .into_iter()
         .filter_map(|p| {
@@ -338,7 +341,29 @@ pub fn env_facts() -> EnvFacts {
         interfaces_without_address,
         interfaces_error,
         ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
+        not_utf8,
     }
+}
+
+/// The environment's NCCL_* variables as text (NCCL reads bytes: a name or
+/// value that is not UTF-8 is kept, decoded lossily, and named in the second
+/// list).
+pub fn environment_nccl_vars(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut text = Vec::new();
+    let mut not_utf8 = Vec::new();
+    for (name, value) in vars {
+        if !name.as_bytes().starts_with(b"NCCL_") {
+            continue;
+        }
+        let (n, v) = (name.to_string_lossy(), value.to_string_lossy());
+        if name.to_str().is_none() || value.to_str().is_none() {
+            not_utf8.push(n.to_string());
+        }
+        text.push((n.into_owned(), v.into_owned()));
+    }
+    (text, not_utf8)
 }
 
 // ---------------------------------------------------------------------------
@@ -1192,6 +1217,25 @@ mod tests {
         assert_eq!(NcclVersion::parse("2.27.7+cuda12.9"), Some(v));
         assert_eq!(NcclVersion::parse("2.27"), None);
         assert_eq!(NcclVersion::parse("unknown"), None);
+    }
+
+    #[test]
+    fn environment_values_that_are_not_utf8_are_kept_and_named() {
+        use std::ffi::OsStr;
+        let os = |b: &[u8]| OsStr::from_bytes(b).to_os_string();
+        let (vars, not_utf8) = environment_nccl_vars([
+            (os(b"NCCL_DEBUG"), os(b"WARN\xff")),
+            (os(b"NCCL_IB_HCA"), os(b"mlx5")),
+            (os(b"PATH"), os(b"/bin\xff")),
+        ]);
+        assert_eq!(
+            vars,
+            vec![
+                ("NCCL_DEBUG".to_string(), "WARN\u{fffd}".to_string()),
+                ("NCCL_IB_HCA".to_string(), "mlx5".to_string())
+            ]
+        );
+        assert_eq!(not_utf8, vec!["NCCL_DEBUG".to_string()]);
     }
 
     #[test]

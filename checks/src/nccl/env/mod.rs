@@ -7,7 +7,7 @@ pub use filter::NameFilter;
 pub use names::{closest, edit_distance, KNOWN_NCCL_VARS};
 use names::{other_tool, NCCL_TESTS_PREFIX, TORCH_RENAMED};
 
-use crate::domain::text::plural;
+use crate::domain::text::{plain_or_quoted, plural, quote_value};
 use crate::probe::nccl::{self as probe, EnvFacts, VarOrigin};
 use crate::{Check, Context, Finding, Findings, Outcome, Profile, Status};
 
@@ -306,6 +306,8 @@ fn override_findings(facts: &EnvFacts, out: &mut EnvFindings) {
 fn name_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     for var in &facts.vars {
         let name = var.name.as_str();
+        // Shown cut and quoted when it is long or odd (a 130 KB name).
+        let shown = plain_or_quoted(name);
         if KNOWN_NCCL_VARS.binary_search(&name).is_ok()
             || name.starts_with(NCCL_TESTS_PREFIX)
             || other_tool(name).is_some()
@@ -314,9 +316,9 @@ fn name_findings(facts: &EnvFacts, out: &mut EnvFindings) {
         }
         if let Some((_, new)) = TORCH_RENAMED.iter().find(|(old, _)| *old == name) {
             out.flag(
-                name,
+                &shown,
                 Status::Warn,
-                format!("{name} is PyTorch's old name for {new}"),
+                format!("{shown} is PyTorch's old name for {new}"),
                 format!(
                     "PyTorch 2.2 renamed it; the old name is deprecated and may stop working: \
                      set {new}={} instead",
@@ -328,17 +330,17 @@ fn name_findings(facts: &EnvFacts, out: &mut EnvFindings) {
         let suggestion = closest(name, KNOWN_NCCL_VARS.iter().copied());
         let (text, hint) = match suggestion {
             Some(s) => (
-                format!("{name}: did you mean {s}?"),
+                format!("{shown}: did you mean {s}?"),
                 format!(
-                    "NCCL ignores variables it does not know without a word, so {name}={} has \
+                    "NCCL ignores variables it does not know without a word, so {shown}={} has \
                      no effect; rename it to {s}",
                     var.value
                 ),
             ),
             None => (
-                format!("{name} is not an NCCL variable"),
+                format!("{shown} is not an NCCL variable"),
                 format!(
-                    "NCCL ignores variables it does not know without a word, so {name}={} has no \
+                    "NCCL ignores variables it does not know without a word, so {shown}={} has no \
                      effect unless a plugin NCCL loads (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN) \
                      reads it; check the spelling against NCCL's Environment Variables \
                      documentation",
@@ -346,13 +348,36 @@ fn name_findings(facts: &EnvFacts, out: &mut EnvFindings) {
                 ),
             ),
         };
-        out.flag(name, Status::Warn, text, hint);
+        out.flag(&shown, Status::Warn, text, hint);
+    }
+}
+
+/// Values (or names) that are not UTF-8: NCCL reads the bytes, so what it
+/// sees is not what a terminal or this report shows.
+fn encoding_findings(facts: &EnvFacts, out: &mut EnvFindings) {
+    for name in &facts.not_utf8 {
+        let value = facts
+            .get(name)
+            .map(|v| v.value.as_str())
+            .unwrap_or_default();
+        let shown = plain_or_quoted(name);
+        out.flag(
+            &shown,
+            Status::Warn,
+            format!("{shown}={} is not UTF-8 text", quote_value(value)),
+            format!(
+                "NCCL reads the value byte for byte, so it gets something other than what a \
+                 terminal or this report shows (bytes that are not UTF-8 appear as \u{FFFD}): \
+                 set {shown} again in plain ASCII, or unset it"
+            ),
+        );
     }
 }
 
 /// Everything nccl.env looks at, in report order.
 pub fn env_findings(facts: &EnvFacts) -> EnvFindings {
     let mut out = EnvFindings::default();
+    encoding_findings(facts, &mut out);
     socket_ifname_findings(facts, &mut out);
     ib_hca_findings(facts, &mut out);
     transport_findings(facts, &mut out);
@@ -526,6 +551,7 @@ mod tests {
             interfaces_without_address: vec![],
             interfaces_error: None,
             ib_devices: vec![],
+            not_utf8: vec![],
         }
     }
 
@@ -830,6 +856,29 @@ mod tests {
             .hint
             .unwrap()
             .contains("set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 instead"));
+    }
+
+    #[test]
+    fn env_value_that_is_not_utf8_warns() {
+        let mut facts = env(&[("NCCL_DEBUG", "WARN\u{fffd}")]);
+        facts.not_utf8 = vec!["NCCL_DEBUG".to_string()];
+        let o = evaluate_env(&facts);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "NCCL_DEBUG=\"WARN\u{fffd}\" is not UTF-8 text");
+        assert!(o.hint.unwrap().contains("byte for byte"));
+    }
+
+    #[test]
+    fn env_unknown_huge_name_is_shown_cut() {
+        let name = format!("NCCL_{}", "X".repeat(100_000));
+        let o = evaluate_env(&env(&[(name.as_str(), "1")]));
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary.ends_with("\"… is not an NCCL variable"),
+            "{}",
+            &o.summary[..100]
+        );
+        assert!(o.summary.len() < 200);
     }
 
     #[test]

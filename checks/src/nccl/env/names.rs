@@ -188,12 +188,24 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len() * width + b.len()]
 }
 
+/// Longest name (or list entry) a suggestion is looked for: past this no
+/// typo of a real name is plausible, and the edit distance costs time
+/// proportional to the length (a 130 KB name took seconds).
+pub const SUGGEST_MAX_CHARS: usize = 256;
+
 /// The closest of `candidates` to `name`, if close enough to be a typo:
 /// at most 1 + len/8 edits (NCCL_SOCKET_IFACE -> NCCL_SOCKET_IFNAME is 2).
+/// Candidates whose length alone differs by more are not compared, and a
+/// name longer than [`SUGGEST_MAX_CHARS`] gets no suggestion.
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let chars = name.chars().count();
+    if chars > SUGGEST_MAX_CHARS {
+        return None;
+    }
     let limit = 1 + name.len() / 8;
     candidates
         .into_iter()
+        .filter(|c| c.chars().count().abs_diff(chars) <= limit)
         .map(|c| (edit_distance(name, c), c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, c)| (*d, *c))
@@ -217,5 +229,25 @@ mod tests {
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("same", "same"), 0);
         assert_eq!(closest("lo", ["eth0", "docker0"]), None);
+    }
+
+    #[test]
+    fn a_huge_name_gets_no_suggestion_and_costs_no_time() {
+        let huge = format!("NCCL_{}", "X".repeat(130_000));
+        let started = std::time::Instant::now();
+        assert_eq!(closest(&huge, KNOWN_NCCL_VARS.iter().copied()), None);
+        // Near the cap, names are still compared (and quickly).
+        let long = format!("NCCL_SOCKET_IFNAME{}", "X".repeat(200));
+        assert_eq!(closest(&long, KNOWN_NCCL_VARS.iter().copied()), None);
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        // The length bound keeps every real suggestion.
+        assert_eq!(
+            closest("NCCL_SOCKET_IFACE", KNOWN_NCCL_VARS.iter().copied()),
+            Some("NCCL_SOCKET_IFNAME")
+        );
     }
 }
