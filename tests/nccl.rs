@@ -992,3 +992,31 @@ fn env_with_huge_unknown_names_finishes_in_the_quick_budget() {
     assert!(s.len() < 1_000, "summary of {} bytes", s.len());
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
+
+#[test]
+fn env_secret_values_never_reach_a_report() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let out = common::gpucheck()
+        .env_remove("LD_LIBRARY_PATH")
+        .env("HOME", home.path())
+        .env("NCCL_IB_PASSWORD", "hunter2")
+        .env("NCCL_SOCKET_TOKEN", "hunter2")
+        .args(["--only", "nccl.env", "--verbose", "--junit"])
+        .arg(&junit)
+        .output()
+        .expect("run gpucheck");
+    let table = common::stdout(&out);
+    assert!(table.contains("NCCL_IB_PASSWORD"), "{table}");
+    assert!(!table.contains("hunter2"), "{table}");
+    let xml = std::fs::read_to_string(&junit).expect("JUnit report");
+    assert!(!xml.contains("hunter2"), "{xml}");
+    let (_, doc) = env_check(&[
+        ("NCCL_IB_PASSWORD", "hunter2"),
+        ("NCCL_SOCKET_TOKEN", "hunter2"),
+    ]);
+    let json = doc.to_string();
+    assert!(json.contains("NCCL_IB_PASSWORD=***"), "{json}");
+    assert!(!json.contains("hunter2"), "{json}");
+}

@@ -4,5 +4,6 @@
 //! `Outcome`; every group may import it, and it imports no group.
 
 pub mod launch;
+pub mod redact;
 pub mod text;
 pub mod visible_devices;

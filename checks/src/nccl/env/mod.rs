@@ -7,6 +7,7 @@ pub use filter::NameFilter;
 pub use names::{closest, edit_distance, KNOWN_NCCL_VARS};
 use names::{other_tool, NCCL_TESTS_PREFIX, TORCH_RENAMED};
 
+use crate::domain::redact::redact_value;
 use crate::domain::text::{plain_or_quoted, plural, quote_value};
 use crate::probe::nccl::{self as probe, EnvFacts, VarOrigin};
 use crate::{Check, Context, Finding, Findings, Outcome, Profile, Status};
@@ -387,8 +388,10 @@ pub fn env_findings(facts: &EnvFacts) -> EnvFindings {
     out
 }
 
-/// Judge the NCCL configuration.
+/// Judge the NCCL configuration. Values of names that look like secrets
+/// are redacted first, so no summary, hint or fact can echo them.
 pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
+    let facts = &redacted(facts);
     let flagged = env_findings(facts);
     let outcome = if flagged.findings.is_empty() {
         Outcome::pass(settings_summary(facts))
@@ -396,6 +399,16 @@ pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
         flagged_outcome(&flagged)
     };
     with_env_facts(outcome, facts)
+}
+
+/// `facts` with the value of every variable whose name looks like a secret
+/// (NCCL_IB_PASSWORD, ..._TOKEN) replaced by `***`.
+fn redacted(facts: &EnvFacts) -> EnvFacts {
+    let mut facts = facts.clone();
+    for v in &mut facts.vars {
+        v.value = redact_value(&v.name, &v.value);
+    }
+    facts
 }
 
 /// Nothing flagged: what is set, and what is set for other tools.
@@ -879,6 +892,24 @@ mod tests {
             &o.summary[..100]
         );
         assert!(o.summary.len() < 200);
+    }
+
+    #[test]
+    fn env_secret_values_are_redacted_everywhere() {
+        let o = evaluate_env(&env(&[
+            ("NCCL_IB_PASSWORD", "hunter2"),
+            ("NCCL_DEBUG", "WARN"),
+        ]));
+        let all = serde_json::to_string(&o).unwrap();
+        assert!(!all.contains("hunter2"), "{all}");
+        assert_eq!(o.facts["NCCL_IB_PASSWORD"], "***");
+        assert!(o
+            .hint
+            .unwrap()
+            .contains("NCCL_IB_PASSWORD=*** has no effect"));
+        // An InfiniBand partition key is not a secret.
+        let o = evaluate_env(&env(&[("NCCL_IB_PKEY", "0x8001")]));
+        assert_eq!(o.summary, "1 NCCL setting looks right: NCCL_IB_PKEY=0x8001");
     }
 
     #[test]
