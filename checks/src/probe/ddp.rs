@@ -78,15 +78,53 @@ fn free_store_port() -> std::io::Result<u16> {
     Err(std::io::Error::other(last.unwrap_or_default()))
 }
 
+/// The address this node's agent publishes for the single-node rendezvous.
+const LOCAL_ADDR: &str = "127.0.0.1";
+
+/// How long finding torch's launcher may take (a Python start, no import).
+const FIND_TORCHRUN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How `python`'s torchrun spells its --local-addr option, when it has one.
+/// Without it, c10d rendezvous publishes `socket.getfqdn()` as the master
+/// address, and where the hostname does not resolve (cloud VMs, pods) the
+/// workers cannot connect (pytorch/pytorch#73656, #150532). Read from
+/// torch/distributed/run.py, found without importing torch.
+fn torchrun_local_addr_flag(python: &Path) -> Option<&'static str> {
+    let mut cmd = python::python_command(python);
+    cmd.args([
+        "-c",
+        "import importlib.util as u; s = u.find_spec('torch'); \
+         print((s.submodule_search_locations or [''])[0] if s else '')",
+    ]);
+    let out = process::run_bounded(cmd, FIND_TORCHRUN_TIMEOUT).ok()?;
+    let torch = out.stdout.trim();
+    if out.code != Some(0) || torch.is_empty() {
+        return None;
+    }
+    let run_py = std::fs::read_to_string(Path::new(torch).join("distributed/run.py")).ok()?;
+    local_addr_flag(&run_py)
+}
+
+/// The spelling of torchrun's --local-addr option in the source of
+/// torch/distributed/run.py (torch 2.x: "--local-addr" with "--local_addr"
+/// as its alias), or None when this torch has none.
+pub fn local_addr_flag(run_py: &str) -> Option<&'static str> {
+    ["--local-addr", "--local_addr"]
+        .into_iter()
+        .find(|flag| run_py.contains(&format!("\"{flag}\"")))
+}
+
 /// `python -m torch.distributed.run ... payload ...`: single node, c10d
-/// rendezvous on 127.0.0.1:port, no restarts, a short monitor interval so a
-/// dead worker ends the run promptly.
+/// rendezvous on 127.0.0.1:port (this node's address pinned to 127.0.0.1
+/// where torchrun takes `local_addr_flag`), no restarts, a short monitor
+/// interval so a dead worker ends the run promptly.
 fn torchrun_command(
     python: &Path,
     script: &Path,
     plan: &Plan,
     port: u16,
     budget: Duration,
+    local_addr_flag: Option<&str>,
 ) -> Command {
     let mut cmd = python::python_command(python);
     // torchrun takes PET_* variables as defaults for its own flags (a stray
@@ -105,8 +143,11 @@ fn torchrun_command(
         .args(["--nproc-per-node", &nproc])
         .args(["--rdzv-backend", "c10d"])
         .args(["--rdzv-endpoint", &format!("127.0.0.1:{port}")])
-        .args(["--rdzv-id", &format!("gpucheck-ddp-{}", std::process::id())])
-        .args(["--max-restarts", "0", "--monitor-interval", "0.2"])
+        .args(["--rdzv-id", &format!("gpucheck-ddp-{}", std::process::id())]);
+    if let Some(flag) = local_addr_flag {
+        cmd.args([flag, LOCAL_ADDR]);
+    }
+    cmd.args(["--max-restarts", "0", "--monitor-interval", "0.2"])
         .arg(script)
         .args(["--device", plan.device.as_str()])
         .args(["--backend", plan.backend.as_str()])
@@ -151,7 +192,8 @@ pub struct Launched {
 pub fn run(python: &Path, plan: &Plan, budget: Duration) -> Result<Launched, LaunchError> {
     let port = free_store_port().map_err(|e| LaunchError::NoStorePort(e.to_string()))?;
     let file = PayloadFile::write("ddp_bench", PAYLOAD).map_err(LaunchError::Payload)?;
-    let cmd = torchrun_command(python, file.path(), plan, port, budget);
+    let local_addr = torchrun_local_addr_flag(python);
+    let cmd = torchrun_command(python, file.path(), plan, port, budget, local_addr);
     let launcher = describe_command(&cmd, file.path());
     super::stage("torchrun");
     let result = process::run_bounded_then(cmd, budget, || {
@@ -475,6 +517,7 @@ mod tests {
             &p,
             29555,
             Duration::from_secs(60),
+            None,
         );
         let line = describe_command(&cmd, script);
         assert!(
@@ -502,8 +545,37 @@ mod tests {
             &every,
             1,
             Duration::from_secs(60),
+            None,
         );
         assert!(describe_command(&cmd, script).contains("--nproc-per-node gpu"));
+    }
+
+    #[test]
+    fn the_launch_pins_the_local_address_where_torchrun_takes_it() {
+        let script = Path::new("/tmp/gpucheck-ddp_bench-abc.py");
+        let cmd = torchrun_command(
+            Path::new("/venv/bin/python"),
+            script,
+            &cpu_plan(Nproc::Count(2)),
+            29555,
+            Duration::from_secs(60),
+            Some("--local-addr"),
+        );
+        let line = describe_command(&cmd, script);
+        assert!(
+            line.contains("--rdzv-endpoint 127.0.0.1:29555 --rdzv-id")
+                && line.contains(" --local-addr 127.0.0.1 --max-restarts 0"),
+            "{line}"
+        );
+        // Which spelling this torch's launcher has, from its source.
+        let new = "parser.add_argument(\n    \"--local-addr\",\n    \"--local_addr\",";
+        assert_eq!(local_addr_flag(new), Some("--local-addr"));
+        let old = "parser.add_argument(\"--local_addr\", default=None";
+        assert_eq!(local_addr_flag(old), Some("--local_addr"));
+        assert_eq!(
+            local_addr_flag("parser.add_argument(\"--master_addr\""),
+            None
+        );
     }
 
     #[test]
