@@ -619,14 +619,49 @@ pub fn fit_sizes(planned: &[u64], fit: Option<u64>) -> (Vec<u64>, Vec<u64>) {
     (sizes, skipped)
 }
 
-/// Timed iterations for a size whose one iteration took `one_iter`: as many
-/// as fit in `budget`, between 1 and [`MAX_TIMED_ITERS`].
-pub fn timed_iters(budget: Duration, one_iter: Duration) -> u32 {
+/// Timed iterations at least, when they fit before the deadline: a mean over
+/// several calls, so that one slow call does not decide the figure
+/// (gpucheck's choice; nccl-tests times 20 by default).
+pub const MIN_TIMED_ITERS: u32 = 5;
+
+/// Two consecutive warm-up calls agree when they differ by at most this
+/// share of the slower one: NCCL's lazy connection set-up (part of the first
+/// call, which can take seconds) is over. gpucheck's choice: a settled
+/// all-reduce varies by a few per cent from call to call.
+pub const WARMUP_AGREEMENT: f64 = 0.1;
+
+/// Whether warming up is over, after calls that took `times` (in order) and
+/// `spent` in all against a warm-up `budget`: when the last two calls agree,
+/// after [`MAX_WARMUP_ITERS`] calls, or when the budget is spent and there
+/// are at least two (the first call alone includes the set-up, and the
+/// timed loop is sized from a settled call).
+pub fn warm_up_done(times: &[Duration], spent: Duration, budget: Duration) -> bool {
+    let n = times.len();
+    if n as u32 >= MAX_WARMUP_ITERS {
+        return true;
+    }
+    if n < 2 {
+        return false;
+    }
+    let (a, b) = (times[n - 2].as_secs_f64(), times[n - 1].as_secs_f64());
+    let agree = (a - b).abs() <= WARMUP_AGREEMENT * a.max(b);
+    agree || spent >= budget
+}
+
+/// Timed iterations for a size whose settled call takes `one_iter`: as many
+/// as fit in `budget`, at least [`MIN_TIMED_ITERS`] and at most
+/// [`MAX_TIMED_ITERS`], but no more than fit in `time_left` before the
+/// deadline (and always one).
+pub fn timed_iters(budget: Duration, time_left: Option<Duration>, one_iter: Duration) -> u32 {
     if one_iter.is_zero() {
         return MAX_TIMED_ITERS;
     }
-    let n = budget.as_secs_f64() / one_iter.as_secs_f64();
-    (n.floor() as u32).clamp(1, MAX_TIMED_ITERS)
+    let fits = |d: Duration| (d.as_secs_f64() / one_iter.as_secs_f64()).floor() as u32;
+    let wanted = fits(budget).clamp(MIN_TIMED_ITERS, MAX_TIMED_ITERS);
+    match time_left {
+        Some(left) => wanted.min(fits(left)).max(1),
+        None => wanted,
+    }
 }
 
 /// Time for one size: the planned budget, but no more than what is left
@@ -1061,7 +1096,10 @@ fn one_size(
     }
 
     let (warmup_iters, last_iter) = warm_up(api, comms, ranks, count, budget / 2, &label)?;
-    let iters = timed_iters(budget / 2, last_iter);
+    let time_left = plan
+        .deadline
+        .map(|d| d.saturating_duration_since(Instant::now()));
+    let iters = timed_iters(budget / 2, time_left, last_iter);
     let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label)?;
     let (wrong_per_rank, first_wrong) = verify_results(ranks, count, expected, host, &label)?;
     Ok(SizeResult {
@@ -1076,9 +1114,10 @@ fn one_size(
     })
 }
 
-/// Warm up (connections are set up lazily on the first call) for at most
-/// `budget`, and learn how long one iteration takes to size the timed loop.
-/// Gives the warm-up iterations run and the last one's time.
+/// Warm up (connections are set up lazily on the first call) until two
+/// consecutive calls agree (see [`warm_up_done`]), and learn how long a
+/// settled call takes to size the timed loop. Gives the warm-up iterations
+/// run and the last one's time.
 fn warm_up(
     api: &NcclApi,
     comms: &Comms<'_>,
@@ -1088,21 +1127,17 @@ fn warm_up(
     label: &str,
 ) -> Result<(u32, Duration), AllReduceFailure> {
     let warmup_label = format!("ncclAllReduce {label} (warm-up)");
-    let mut warmup_iters = 0u32;
-    let mut last_iter = Duration::ZERO;
-    let warm_started = Instant::now();
-    while warmup_iters < MAX_WARMUP_ITERS {
+    let mut times: Vec<Duration> = Vec::new();
+    let started = Instant::now();
+    while !warm_up_done(&times, started.elapsed(), budget) {
         let t = Instant::now();
         stage(&warmup_label);
         launch(api, comms, ranks, count)?;
         sync_all(api, comms, ranks, &warmup_label)?;
-        last_iter = t.elapsed();
-        warmup_iters += 1;
-        if warm_started.elapsed() >= budget {
-            break;
-        }
+        times.push(t.elapsed());
     }
-
+    let last_iter = times.last().copied().unwrap_or_default();
+    let warmup_iters = times.len() as u32;
     Ok((warmup_iters, last_iter))
 }
 
@@ -1356,12 +1391,44 @@ mod tests {
     fn iterations_fit_the_budget() {
         let budget = Duration::from_secs(1);
         assert_eq!(
-            timed_iters(budget, Duration::from_micros(20)),
+            timed_iters(budget, None, Duration::from_micros(20)),
             MAX_TIMED_ITERS
         );
-        assert_eq!(timed_iters(budget, Duration::from_millis(100)), 10);
-        assert_eq!(timed_iters(budget, Duration::from_secs(3)), 1);
-        assert_eq!(timed_iters(budget, Duration::ZERO), MAX_TIMED_ITERS);
+        assert_eq!(timed_iters(budget, None, Duration::from_millis(100)), 10);
+        assert_eq!(timed_iters(budget, None, Duration::ZERO), MAX_TIMED_ITERS);
+        // A slow call still gets the minimum, when the deadline allows it.
+        let slow = Duration::from_millis(600);
+        assert_eq!(timed_iters(budget, None, slow), MIN_TIMED_ITERS);
+        let far = Some(Duration::from_secs(30));
+        assert_eq!(timed_iters(budget, far, slow), MIN_TIMED_ITERS);
+        // Close to the deadline: what fits, and always one.
+        let near = Some(Duration::from_millis(1900));
+        assert_eq!(timed_iters(budget, near, slow), 3);
+        assert_eq!(timed_iters(budget, Some(Duration::ZERO), slow), 1);
+    }
+
+    #[test]
+    fn warm_up_lasts_until_two_calls_agree() {
+        let ms = Duration::from_millis;
+        let budget = ms(1500);
+        // The first call carries NCCL's connection set-up: never enough.
+        assert!(!warm_up_done(&[], ms(0), budget));
+        assert!(!warm_up_done(&[ms(4000)], ms(4000), budget));
+        // Set-up over, but one settled call is not yet agreement...
+        assert!(!warm_up_done(&[ms(4000), ms(40)], ms(4040), ms(5000)));
+        // ...two that agree within 10% are.
+        assert!(warm_up_done(
+            &[ms(4000), ms(40), ms(43)],
+            ms(4083),
+            ms(5000)
+        ));
+        assert!(!warm_up_done(&[ms(60), ms(40)], ms(100), budget));
+        // Out of budget with two calls, or at the cap: stop anyway.
+        assert!(warm_up_done(&[ms(4000), ms(40)], ms(4040), budget));
+        let noisy = [ms(10), ms(20), ms(10), ms(20), ms(10)];
+        assert!(warm_up_done(&noisy, ms(70), budget));
+        // The timed loop is then sized from the settled call, not the set-up.
+        assert_eq!(timed_iters(budget / 2, None, ms(43)), 17);
     }
 
     #[test]
@@ -1380,7 +1447,10 @@ mod tests {
         // Past the deadline: nothing to spare, so one iteration of each kind.
         let late = size_budget(three, Some(now), now + Duration::from_secs(1));
         assert_eq!(late, Duration::ZERO);
-        assert_eq!(timed_iters(late / 2, Duration::from_millis(40)), 1);
+        assert_eq!(
+            timed_iters(late / 2, Some(Duration::ZERO), Duration::from_millis(40)),
+            1
+        );
     }
 
     #[test]
