@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub mod domain;
 pub mod facts;
 pub mod findings;
+pub mod options;
 pub mod outcome;
 pub mod probe;
 
@@ -33,6 +34,7 @@ pub mod torch;
 
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
+pub use options::{DdpBackend, DdpDevice};
 pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
@@ -133,9 +135,9 @@ pub struct Options {
     /// `--ddp-model`.
     pub ddp_model: DdpModel,
     /// `--ddp-backend nccl|gloo` (default nccl).
-    pub ddp_backend: Option<String>,
+    pub ddp_backend: Option<DdpBackend>,
     /// `--ddp-device cuda|cpu` (default cuda).
-    pub ddp_device: Option<String>,
+    pub ddp_device: Option<DdpDevice>,
     /// `--min-scaling X`: DDP scaling efficiency floor.
     pub min_scaling: Option<f64>,
     /// `--kernel-log PATH`: read Xid events from this file instead of the
