@@ -238,18 +238,19 @@ fn torch_mismatch(facts: &LibraryFacts, chosen: &NcclChoice, torch: NcclVersion)
     )
 }
 
-/// The NCCL version torch reports: torch.import's [`TorchInfo`]. Until
-/// torch.import publishes that fact, torch.nccl's report fact stands in.
+/// The NCCL version torch reports: torch.import's [`TorchInfo`], unless
+/// torch.nccl ran and found torch's NCCL unusable.
 fn torch_nccl_version(ctx: &Context) -> Option<String> {
-    if let Some(torch) = ctx.fact::<TorchInfo>() {
-        return torch
-            .nccl_version
-            .filter(|_| torch.nccl_available != Some(false));
+    if ctx
+        .earlier("torch.nccl")
+        .is_some_and(|o| !o.status.satisfies_needs())
+    {
+        return None;
     }
-    ctx.earlier("torch.nccl")
-        .filter(|o| o.status.satisfies_needs())
-        .and_then(|o| o.facts.get("nccl_version"))
-        .cloned()
+    let torch = ctx.fact::<TorchInfo>()?;
+    torch
+        .nccl_version
+        .filter(|_| torch.nccl_available != Some(false))
 }
 
 impl Check for Library {
