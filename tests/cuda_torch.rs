@@ -5,8 +5,10 @@
 //! code path. CUDA runtime and PyTorch: the real torch 2.15.0+cu132 wheel and
 //! its bundled libcudart.so.13 in the test virtual environment (.venv).
 //!
-//! A few tests assume what this CI machine is: no NVIDIA driver. On a host
-//! that has one they return early and say so.
+//! A few tests reproduce what a host without an NVIDIA driver shows (the CI
+//! machine is one). On a host that has a driver they fail, naming what they
+//! found, rather than pass without testing: GPU hosts are checked with
+//! `scripts/gpu-smoke.sh`.
 
 mod common;
 
@@ -92,18 +94,32 @@ fn fact<'a>(r: &'a serde_json::Value, key: &str) -> &'a str {
     r["facts"][key].as_str().unwrap_or("")
 }
 
-/// True when this machine has an NVIDIA driver (then the "no driver" tests
-/// do not apply).
-fn has_nvidia_driver() -> bool {
-    if Path::new("/proc/driver/nvidia/version").exists() {
-        return true;
+/// What shows that this machine has an NVIDIA driver, if anything does.
+fn nvidia_driver_evidence() -> Option<String> {
+    let version = Path::new("/proc/driver/nvidia/version");
+    if version.exists() {
+        return Some(version.display().to_string());
     }
     let cache = std::process::Command::new("ldconfig")
         .arg("-p")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    cache.contains("libcuda.so") || cache.contains("libnvidia-ml.so")
+    ["libcuda.so", "libnvidia-ml.so"]
+        .iter()
+        .find(|lib| cache.contains(*lib))
+        .map(|lib| format!("{lib} in the ld.so cache"))
+}
+
+/// For the tests that reproduce a host without an NVIDIA driver: fail, naming
+/// the driver, on a host that has one (such a test cannot run there).
+fn require_no_nvidia_driver() {
+    if let Some(found) = nvidia_driver_evidence() {
+        panic!(
+            "this test needs a host without an NVIDIA driver (CI is one), and this one has \
+             {found}; on GPU hosts use scripts/gpu-smoke.sh"
+        );
+    }
 }
 
 /// Processes whose environment carries `NAME=VALUE` (for "nothing left
@@ -133,10 +149,7 @@ fn processes_with_env(entry: &str) -> Vec<u32> {
 
 #[test]
 fn cuda_driver_without_libcuda_fails_cleanly() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let (out, doc) = run_plain(&["--only", "cuda"]);
     assert_eq!(out.status.code(), Some(1));
     let r = result(&doc, "cuda.driver");
@@ -333,10 +346,7 @@ fn venv_python_arg() -> String {
 
 #[test]
 fn cuda_runtime_versions_the_wheels_libcudart_without_a_driver() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "cuda.runtime", "--python", &py]);
     assert_eq!(out.status.code(), Some(0));
@@ -457,10 +467,7 @@ fn cuda_runtime_with_forward_compat_judges_the_compat_libcuda() {
 
 #[test]
 fn torch_checks_report_the_real_torch() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -535,26 +542,30 @@ fn torch_nccl_alone_runs_the_payload_itself() {
     );
 }
 
-/// A python3 without torch, if this machine has one.
-fn python_without_torch() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let py = std::env::split_paths(&path)
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())?;
+/// A python3 without torch, on any machine: a wrapper (as a pyenv shim is)
+/// that runs the test venv's interpreter with `-S`, so no site-packages, and
+/// with them torch, are on its path. It lives in `dir`.
+fn python_without_torch(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let py = dir.join("python3");
+    let script = format!("#!/bin/sh\nexec '{}' -S \"$@\"\n", venv_python().display());
+    std::fs::write(&py, script).expect("write the python3 wrapper");
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755))
+        .expect("make the wrapper executable");
     let has_torch = std::process::Command::new(&py)
         .args(["-c", "import torch"])
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(true);
-    (!has_torch).then_some(py)
+        .expect("run the python3 wrapper")
+        .status
+        .success();
+    assert!(!has_torch, "{} still imports torch", py.display());
+    py
 }
 
 #[test]
 fn python_without_torch_skips_the_torch_checks() {
-    let Some(py) = python_without_torch() else {
-        eprintln!("skipped: no python3 without torch on PATH");
-        return;
-    };
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let py = python_without_torch(dir.path());
     let py = py.to_string_lossy().into_owned();
     let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -731,10 +742,7 @@ fn cuda_device_count_is_compared_with_nvml() {
 fn torch_on_gpus_with_a_driver_too_old_for_its_cuda() {
     // NVML sees 8 H100s on driver 570.86.15 (CUDA 12.8); the venv's torch is
     // a CUDA 13.2 build. No libcuda here, so torch itself sees no GPU.
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let h100x8 = nvml_scenario("h100x8");
     let (out, doc) = run_nvml_and_cuda(
@@ -785,10 +793,7 @@ fn torch_without_gpus_names_the_failing_cuda_driver() {
     // NVML sees 8 H100s on a CUDA 13.0 driver (the wheel's 13.2 runs through
     // minor-version compatibility), but cuInit fails: Fabric Manager down.
     // torch.cuda must name that, with cuda.driver's fix.
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let dir = tempfile::tempdir().unwrap();
     let nvml = dir.path().join("h100x8-r580.scenario");
     std::fs::write(
