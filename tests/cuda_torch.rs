@@ -163,6 +163,20 @@ fn cuda_driver_without_libcuda_fails_cleanly() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cuda_driver_on_this_machines_gpus_passes() {
+    // The counterpart of the no-driver test on a GPU host: the real libcuda.
+    let (out, doc) = run_plain(&["--only", "cuda.driver"]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(
+        field(r, "summary").ends_with("a context and a verified host-device copy on each"),
+        "{r}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
 fn healthy_fake_driver_passes_with_a_verified_copy_on_each_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("report.xml");

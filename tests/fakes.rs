@@ -347,20 +347,25 @@ fn cuda_copy_bandwidth_is_what_the_scenario_says() {
 n = 8 << 20
 host = ctypes.create_string_buffer(n)
 def gbps(d):
+    """The best of three timed host-to-device copies (a loaded machine may
+    preempt any one of them)."""
     use(d)
     p = ctypes.c_ulonglong()
     assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(n)) == 0
     assert cu.cuMemcpyHtoD_v2(p, host, ctypes.c_size_t(n)) == 0  # touch the pages
     a, b = ctypes.c_void_p(), ctypes.c_void_p()
     assert cu.cuEventCreate(ctypes.byref(a), 0) == 0 and cu.cuEventCreate(ctypes.byref(b), 0) == 0
-    assert cu.cuEventRecord(a, None) == 0
-    assert cu.cuMemcpyHtoDAsync_v2(p, host, ctypes.c_size_t(n), None) == 0
-    assert cu.cuEventRecord(b, None) == 0
-    ms = ctypes.c_float()
-    assert cu.cuEventElapsedTime(ctypes.byref(ms), a, b) == 0
-    return n / (ms.value * 1e6)
+    best = 0.0
+    for _ in range(3):
+        assert cu.cuEventRecord(a, None) == 0
+        assert cu.cuMemcpyHtoDAsync_v2(p, host, ctypes.c_size_t(n), None) == 0
+        assert cu.cuEventRecord(b, None) == 0
+        ms = ctypes.c_float()
+        assert cu.cuEventElapsedTime(ctypes.byref(ms), a, b) == 0
+        best = max(best, n / (ms.value * 1e6))
+    return best
 slow = gbps(1)
-print("%.2f" % slow)
+print("%.3f" % slow)
 print(gbps(0) > 2 * slow)
 "#
     );
@@ -372,6 +377,7 @@ print(gbps(0) > 2 * slow)
         ],
     );
     let slow: f64 = lines[0].parse().expect("a number");
-    assert!((0.2..=0.26).contains(&slow), "GPU 1 copied at {slow} GB/s");
+    // Never faster than the scenario says; slower only by scheduling delays.
+    assert!((0.1..=0.251).contains(&slow), "GPU 1 copied at {slow} GB/s");
     assert_eq!(lines[1], "True", "GPU 0 is not limited: {lines:?}");
 }

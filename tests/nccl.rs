@@ -485,6 +485,29 @@ fn libcuda_present() -> bool {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn allreduce_on_this_machines_gpus_with_the_venvs_nccl_passes() {
+    // The counterpart of the no-driver test on a GPU host: the real driver
+    // and the test venv's NCCL wheel run and verify the all-reduce.
+    let py = common::venv_python();
+    let (out, doc) = run(
+        &[
+            "--only",
+            "cuda.driver,nccl.library,nccl.allreduce",
+            "--python",
+            py.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains("results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
+}
+
+#[test]
 fn allreduce_without_a_driver_skips() {
     // The no-driver skip exists only on a host without libcuda.so.1 (CI is
     // one); elsewhere this test fails rather than pass untested.
