@@ -7,6 +7,32 @@
 //! the outside world (the `probe` modules), hands them to a pure `evaluate`
 //! function with named thresholds, and returns an [`Outcome`]. Checks never
 //! print; the binary's runner and reporters do the rest.
+//!
+//! # Map
+//!
+//! ```text
+//! lib.rs        Check, Context, Options, CATALOG (run order)
+//! outcome.rs    Outcome, Status, Metric, DeviceResult, DataTable
+//! findings.rs   Finding/Findings: worst verdict wins, hints joined once
+//! facts/        typed facts a check publishes and later checks read by type
+//!               (NVML's driver and GPUs, the CUDA driver, torch, NCCL) and
+//!               the runner's Cause (timed out in a stage, a signal, ...)
+//! domain/       pure knowledge no check owns: text helpers, CUDA_VISIBLE_DEVICES
+//!               rules, driver/CUDA/wheel tables, launcher defaults, Xid
+//!               catalog, redaction of secrets
+//! probe/        the outside world, one file per source (NVML, libcuda,
+//!               libnccl, Python/torch, /proc, /sys, sockets, kernel log,
+//!               processes); plain structs out, no judging
+//! <group>/      one folder per check group (host, gpu, env, cuda, torch,
+//!               net, fabric, nccl, ddp): one file per check with its
+//!               thresholds, evaluate function and unit tests
+//! ```
+//!
+//! Where to add a check: a file in its group's folder (a new group is a new
+//! folder), a line in [`CATALOG`], a row in the README's check table (a test
+//! says so). A group imports only the crate root, `domain`, `facts`,
+//! `findings` and `probe` (a test fails otherwise); what another check found
+//! reaches it as a typed fact (`ctx.fact::<T>()`), never as report text.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
