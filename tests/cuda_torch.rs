@@ -5,8 +5,10 @@
 //! code path. CUDA runtime and PyTorch: the real torch 2.15.0+cu132 wheel and
 //! its bundled libcudart.so.13 in the test virtual environment (.venv).
 //!
-//! A few tests assume what this CI machine is: no NVIDIA driver. On a host
-//! that has one they return early and say so.
+//! A few tests reproduce what a host without an NVIDIA driver shows (the CI
+//! machine is one). On a host that has a driver they fail, naming what they
+//! found, rather than pass without testing: GPU hosts are checked with
+//! `scripts/gpu-smoke.sh`.
 
 mod common;
 
@@ -92,18 +94,32 @@ fn fact<'a>(r: &'a serde_json::Value, key: &str) -> &'a str {
     r["facts"][key].as_str().unwrap_or("")
 }
 
-/// True when this machine has an NVIDIA driver (then the "no driver" tests
-/// do not apply).
-fn has_nvidia_driver() -> bool {
-    if Path::new("/proc/driver/nvidia/version").exists() {
-        return true;
+/// What shows that this machine has an NVIDIA driver, if anything does.
+fn nvidia_driver_evidence() -> Option<String> {
+    let version = Path::new("/proc/driver/nvidia/version");
+    if version.exists() {
+        return Some(version.display().to_string());
     }
     let cache = std::process::Command::new("ldconfig")
         .arg("-p")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    cache.contains("libcuda.so") || cache.contains("libnvidia-ml.so")
+    ["libcuda.so", "libnvidia-ml.so"]
+        .iter()
+        .find(|lib| cache.contains(*lib))
+        .map(|lib| format!("{lib} in the ld.so cache"))
+}
+
+/// For the tests that reproduce a host without an NVIDIA driver: fail, naming
+/// the driver, on a host that has one (such a test cannot run there).
+fn require_no_nvidia_driver() {
+    if let Some(found) = nvidia_driver_evidence() {
+        panic!(
+            "this test needs a host without an NVIDIA driver (CI is one), and this one has \
+             {found}; on GPU hosts use scripts/gpu-smoke.sh"
+        );
+    }
 }
 
 /// Processes whose environment carries `NAME=VALUE` (for "nothing left
@@ -133,10 +149,7 @@ fn processes_with_env(entry: &str) -> Vec<u32> {
 
 #[test]
 fn cuda_driver_without_libcuda_fails_cleanly() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let (out, doc) = run_plain(&["--only", "cuda"]);
     assert_eq!(out.status.code(), Some(1));
     let r = result(&doc, "cuda.driver");
@@ -147,6 +160,20 @@ fn cuda_driver_without_libcuda_fails_cleanly() {
     );
     assert!(field(r, "hint").contains("docker run --gpus all"), "{r}");
     assert_eq!(status_of(&doc, "cuda.runtime"), "skip");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cuda_driver_on_this_machines_gpus_passes() {
+    // The counterpart of the no-driver test on a GPU host: the real libcuda.
+    let (out, doc) = run_plain(&["--only", "cuda.driver"]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(
+        field(r, "summary").ends_with("a context and a verified host-device copy on each"),
+        "{r}"
+    );
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]
@@ -333,10 +360,7 @@ fn venv_python_arg() -> String {
 
 #[test]
 fn cuda_runtime_versions_the_wheels_libcudart_without_a_driver() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "cuda.runtime", "--python", &py]);
     assert_eq!(out.status.code(), Some(0));
@@ -457,10 +481,7 @@ fn cuda_runtime_with_forward_compat_judges_the_compat_libcuda() {
 
 #[test]
 fn torch_checks_report_the_real_torch() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -738,10 +759,7 @@ fn cuda_device_count_is_compared_with_nvml() {
 fn torch_on_gpus_with_a_driver_too_old_for_its_cuda() {
     // NVML sees 8 H100s on driver 570.86.15 (CUDA 12.8); the venv's torch is
     // a CUDA 13.2 build. No libcuda here, so torch itself sees no GPU.
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let h100x8 = nvml_scenario("h100x8");
     let (out, doc) = run_nvml_and_cuda(
@@ -792,10 +810,7 @@ fn torch_without_gpus_names_the_failing_cuda_driver() {
     // NVML sees 8 H100s on a CUDA 13.0 driver (the wheel's 13.2 runs through
     // minor-version compatibility), but cuInit fails: Fabric Manager down.
     // torch.cuda must name that, with cuda.driver's fix.
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let dir = tempfile::tempdir().unwrap();
     let nvml = dir.path().join("h100x8-r580.scenario");
     std::fs::write(
