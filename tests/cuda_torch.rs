@@ -1109,10 +1109,25 @@ fn a_payload_folder_left_by_a_killed_gpucheck_is_removed_by_the_next_run() {
     let tmp = tempfile::tempdir().unwrap();
     let bin_dir = tempfile::tempdir().unwrap();
     let mut child = start_hanging_torch_import(tmp.path(), bin_dir.path());
-    // SIGKILL: nothing can clean up; the isolated check dies with gpucheck.
+    // SIGKILL: gpucheck cannot clean up, but its isolated check learns of
+    // its death and takes its payload with it.
     child.kill().unwrap();
     child.wait().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !payload_dirs_in(tmp.path()).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
+    // A folder left by a writer that is gone (a process killed before it
+    // could clean up) is removed by the next run.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let stale = tmp
+        .path()
+        .join(format!("gpucheck-torch_info-{gone_pid}-AbC123"));
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("torch_info.py"), "print('left behind')\n").unwrap();
     assert_eq!(payload_dirs_in(tmp.path()).len(), 1);
     let py = venv_python_arg();
     let out = gpucheck()
