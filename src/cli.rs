@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpucheck_checks::{DdpModel, Profile};
+use gpucheck_checks::{DdpBackend, DdpDevice, DdpModel, Profile};
 
 use crate::report::Format;
 
@@ -114,18 +114,6 @@ impl From<DdpModelArg> for DdpModel {
             DdpModelArg::Large => DdpModel::Large,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DdpBackend {
-    Nccl,
-    Gloo,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DdpDevice {
-    Cuda,
-    Cpu,
 }
 
 /// Options shared by `run` and `exec`.

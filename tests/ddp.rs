@@ -166,6 +166,12 @@ fn cpu_benchmark_reports_both_world_sizes_and_verifies_sync() {
     assert!(
         text(facts, "launcher").contains("-m torch.distributed.run --nnodes 1 --nproc-per-node 2")
     );
+    // The venv's torchrun accepts --local-addr: the rendezvous address is
+    // pinned to loopback, not the host's FQDN (which may not resolve).
+    assert!(
+        text(facts, "launcher").contains("--local-addr 127.0.0.1"),
+        "{facts:#}"
+    );
     // A healthy run carries no failure output.
     assert!(facts.get("stderr_tail").is_none(), "{facts:#}");
     let tables = r["tables"].as_array().expect("tables");

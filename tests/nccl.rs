@@ -1035,3 +1035,82 @@ fn allreduce_is_judged_against_the_pcie_links_nvml_reports() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn env_value_that_is_not_utf8_is_reported_not_ignored() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let home = tempfile::tempdir().unwrap();
+    let out = common::gpucheck()
+        .env_remove("LD_LIBRARY_PATH")
+        .env("HOME", home.path())
+        .env("NCCL_DEBUG", OsStr::from_bytes(b"WARN\xff"))
+        .args(["--only", "nccl.env", "--json", "-"])
+        .output()
+        .expect("run gpucheck");
+    let doc: Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    assert_eq!(common::status_of(&doc, "nccl.env"), "warn", "{doc:#}");
+    let s = summary(&doc, "nccl.env");
+    assert!(
+        s.starts_with("NCCL_DEBUG=\"WARN\u{fffd}\" is not UTF-8 text"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.env").contains("byte for byte"), "{doc:#}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn env_with_huge_unknown_names_finishes_in_the_quick_budget() {
+    // A 100 KB name each: the edit distance to every known name used to take
+    // seconds per name, and a few made nccl.env time out.
+    let names: Vec<String> = (0..3)
+        .map(|i| format!("NCCL_{}{i}", "X".repeat(100_000)))
+        .collect();
+    let envs: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let started = std::time::Instant::now();
+    let (_, doc) = env_check(&envs);
+    let took = started.elapsed();
+    assert_eq!(
+        common::status_of(&doc, "nccl.env"),
+        "warn",
+        "{}",
+        summary(&doc, "nccl.env")
+    );
+    let s = summary(&doc, "nccl.env");
+    assert!(
+        s.contains("is not an NCCL variable"),
+        "{}",
+        &s[..s.len().min(300)]
+    );
+    // The summary shows a cut name, not 100 KB of it.
+    assert!(s.len() < 1_000, "summary of {} bytes", s.len());
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn env_secret_values_never_reach_a_report() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let out = common::gpucheck()
+        .env_remove("LD_LIBRARY_PATH")
+        .env("HOME", home.path())
+        .env("NCCL_IB_PASSWORD", "hunter2")
+        .env("NCCL_SOCKET_TOKEN", "hunter2")
+        .args(["--only", "nccl.env", "--verbose", "--junit"])
+        .arg(&junit)
+        .output()
+        .expect("run gpucheck");
+    let table = common::stdout(&out);
+    assert!(table.contains("NCCL_IB_PASSWORD"), "{table}");
+    assert!(!table.contains("hunter2"), "{table}");
+    let xml = std::fs::read_to_string(&junit).expect("JUnit report");
+    assert!(!xml.contains("hunter2"), "{xml}");
+    let (_, doc) = env_check(&[
+        ("NCCL_IB_PASSWORD", "hunter2"),
+        ("NCCL_SOCKET_TOKEN", "hunter2"),
+    ]);
+    let json = doc.to_string();
+    assert!(json.contains("NCCL_IB_PASSWORD=***"), "{json}");
+    assert!(!json.contains("hunter2"), "{json}");
+}

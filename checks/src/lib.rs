@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub mod domain;
 pub mod facts;
 pub mod findings;
+pub mod options;
 pub mod outcome;
 pub mod probe;
 
@@ -33,6 +34,7 @@ pub mod torch;
 
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
+pub use options::{DdpBackend, DdpDevice};
 pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
@@ -133,9 +135,9 @@ pub struct Options {
     /// `--ddp-model`.
     pub ddp_model: DdpModel,
     /// `--ddp-backend nccl|gloo` (default nccl).
-    pub ddp_backend: Option<String>,
+    pub ddp_backend: Option<DdpBackend>,
     /// `--ddp-device cuda|cpu` (default cuda).
-    pub ddp_device: Option<String>,
+    pub ddp_device: Option<DdpDevice>,
     /// `--min-scaling X`: DDP scaling efficiency floor.
     pub min_scaling: Option<f64>,
     /// `--kernel-log PATH`: read Xid events from this file instead of the
@@ -320,5 +322,70 @@ mod tests {
         for c in CATALOG {
             assert!(c.timeout() > Duration::ZERO, "{}", c.id());
         }
+    }
+
+    /// Every `.rs` file under `checks/src/<dir>`, recursively.
+    fn sources_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(sources_under(&p));
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_check_group_imports_no_other_group() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let groups: Vec<&str> = {
+            let mut g: Vec<&str> = CATALOG.iter().map(|c| c.group()).collect();
+            g.dedup();
+            g
+        };
+        let mut offences = Vec::new();
+        for group in &groups {
+            let files = sources_under(&src.join(group));
+            assert!(
+                !files.is_empty(),
+                "group {group} has no folder checks/src/{group}/"
+            );
+            for file in files {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for other in groups.iter().filter(|o| *o != group) {
+                    for needle in [
+                        format!("crate::{other}::"),
+                        format!("crate::{other}}}"),
+                        format!("crate::{other};"),
+                    ] {
+                        if text.contains(&needle) {
+                            offences.push(format!("{} uses {needle}", file.display()));
+                        }
+                    }
+                }
+            }
+        }
+        for shared in ["domain", "facts", "probe"] {
+            for file in sources_under(&src.join(shared)) {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for group in &groups {
+                    let needle = format!("crate::{group}::");
+                    if text.contains(&needle) {
+                        offences.push(format!("{} (shared) uses {needle}", file.display()));
+                    }
+                }
+            }
+        }
+        assert!(
+            offences.is_empty(),
+            "check groups must not import each other:\n{}",
+            offences.join("\n")
+        );
     }
 }

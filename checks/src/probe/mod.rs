@@ -2,6 +2,7 @@
 //! structs; they never judge and never print.
 
 pub mod cuda;
+pub mod ddp;
 pub mod host;
 pub mod kernel_log;
 pub mod libs;
