@@ -246,6 +246,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &fabric::Xid,
     &fabric::Rdma,
     &fabric::GpuDirect,
+    &fabric::NetPlugin,
     // nccl
     &nccl::Library,
     &nccl::Env,

@@ -8,6 +8,7 @@ pub mod kernel_log;
 pub mod libs;
 pub mod nccl;
 pub mod net;
+pub mod net_plugin;
 pub mod nvml;
 pub mod process;
 pub mod python;
