@@ -233,6 +233,7 @@ pub static CATALOG: &[&dyn Check] = &[
     // cuda
     &cuda::CudaDriver,
     &cuda::CudaRuntime,
+    &cuda::CopyBandwidth,
     // torch
     &torch::TorchImport,
     &torch::TorchCuda,
