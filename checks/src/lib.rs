@@ -252,6 +252,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &nccl::Library,
     &nccl::Env,
     &nccl::AllReduce,
+    &nccl::NicPath,
     // ddp
     &ddp::Benchmark,
 ];
