@@ -259,6 +259,7 @@ pub static CATALOG: &[&dyn Check] = &[
     // cuda
     &cuda::CudaDriver,
     &cuda::CudaRuntime,
+    &cuda::CopyBandwidth,
     // torch
     &torch::TorchImport,
     &torch::TorchCuda,
@@ -272,10 +273,12 @@ pub static CATALOG: &[&dyn Check] = &[
     &fabric::Xid,
     &fabric::Rdma,
     &fabric::GpuDirect,
+    &fabric::NetPlugin,
     // nccl
     &nccl::Library,
     &nccl::Env,
     &nccl::AllReduce,
+    &nccl::NicPath,
     // ddp
     &ddp::Benchmark,
 ];

@@ -2,12 +2,21 @@
 //! Xid code means and what has to happen before the GPU can be trusted
 //! again. Pure knowledge; the `fabric.xid` check judges with it.
 //!
-//! Source: NVIDIA, "Xid Errors" / "Analyzing Xid Errors with the Xid
-//! Catalog" (docs.nvidia.com/deploy/xid-errors/), whose "Resolution Bucket
-//! (Immediate Action)" column says RESTART_APP, RESET_GPU, RESTART_BM (reboot
-//! the node) or IGNORE / informational per code, and NVIDIA Health
-//! Validation's Xid checks (docs.nvidia.com/health-validation/), which drain
-//! the node for 46, 48, 64, 74, 79, 95, 119, 120 and the like.
+//! Source: NVIDIA, "Analyzing Xid Errors with the Xid Catalog",
+//! https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
+//! (Ampere and newer; mnemonic, description and "Resolution Bucket
+//! (Immediate Action)" per code: IGNORE, RESTART_APP, RESET_GPU, RESTART_BM
+//! = reboot the node, or a WORKFLOW_* whose text says "a GPU reset or node
+//! reboot is needed"), with NVIDIA Health Validation's Xid checks
+//! (https://docs.nvidia.com/health-validation/reference/checks/xid.md),
+//! which drain the node for 46, 48, 64, 74, 79, 95, 119, 120 and the like.
+//!
+//! Where gpucheck departs from the immediate-action bucket, on purpose:
+//! 43 (bucket IGNORE: "the GPU remains in a healthy state") and 45
+//! (WORKFLOW_XID_45: IGNORE unless alone) still end the job that hit them,
+//! so they warn (RestartApp) rather than pass; 155 (NVLINK_SW_DEFINED_ERROR,
+//! Blackwell) is left out because the catalog's trigger includes intentional
+//! link sleep transitions, which a healthy idle GPU logs.
 
 /// What the catalog says must happen after an Xid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,8 +61,13 @@ pub const XID_CATALOG: &[XidInfo] = &[
     x(13, "graphics engine exception", RestartApp),
     x(31, "GPU memory page fault", RestartApp),
     x(32, "invalid or corrupted push buffer stream", RestartApp),
-    x(38, "driver firmware error", ResetGpu),
-    x(43, "GPU stopped processing (channel reset)", RestartApp),
+    // FECS watchdog timeout; bucket IGNORE (NVIDIA software/firmware).
+    x(38, "driver firmware error", Note),
+    x(
+        43,
+        "GPU stopped processing (the application hit a fault and was stopped)",
+        RestartApp,
+    ),
     x(45, "preemptive cleanup after an earlier error", RestartApp),
     x(46, "GPU stopped processing", ResetGpu),
     x(48, "double-bit ECC error", ResetGpu),
@@ -66,13 +80,18 @@ pub const XID_CATALOG: &[XidInfo] = &[
     x(74, "NVLink error", ResetGpu),
     x(79, "GPU has fallen off the bus", RebootNode),
     x(92, "high single-bit ECC error rate", Note),
-    x(94, "contained ECC error", RestartApp),
-    x(95, "uncontained ECC error", ResetGpu),
+    x(93, "InfoROM wear limit exceeded (non-fatal)", Note),
+    x(94, "contained memory (ECC) error", RestartApp),
+    x(95, "uncontained memory (ECC) error", ResetGpu),
     x(109, "context switch timeout", RestartApp),
     x(119, "GSP RPC timeout", ResetGpu),
     x(120, "GSP error", ResetGpu),
-    x(121, "C2C link corrected error", Note),
-    x(140, "unrecovered ECC error", ResetGpu),
+    x(121, "C2C link error", Note),
+    x(
+        140,
+        "unrecovered ECC error (escaped page offlining and row remapping)",
+        ResetGpu,
+    ),
     x(143, "GPU initialization failure", ResetGpu),
     x(144, "NVLink SAW error", ResetGpu),
     x(145, "NVLink RLW error", ResetGpu),
@@ -81,11 +100,15 @@ pub const XID_CATALOG: &[XidInfo] = &[
     x(148, "NVLink NVLPW control error", ResetGpu),
     x(149, "NVLink NETIR error", ResetGpu),
     x(150, "NVLink MSE error", ResetGpu),
+    // Informational: it states the recovery action of the Xid it comes
+    // with ("None" ... "Node Reboot Required"), which is judged on its own.
     x(
         154,
-        "GPU recovery action changed (reset or reboot required)",
-        ResetGpu,
+        "GPU recovery action changed (see the Xid it accompanies)",
+        Note,
     ),
+    x(156, "resource retirement event", ResetGpu),
+    x(157, "resource retirement failure", Note),
 ];
 
 /// The catalog entry of an Xid code, if gpucheck knows it.
@@ -150,6 +173,20 @@ mod tests {
             assert_eq!(xid_info(code).map(|e| e.action), Some(Note), "{code}");
         }
         assert_eq!(xid_info(9999), None);
+    }
+
+    #[test]
+    fn immediate_actions_follow_nvidias_catalog() {
+        // RESET_GPU (or "a GPU reset or node reboot is needed") in the catalog.
+        for code in [46, 62, 140, 156] {
+            assert_eq!(xid_info(code).map(|e| e.action), Some(ResetGpu), "{code}");
+        }
+        // IGNORE, or informational about another Xid.
+        for code in [38, 93, 121, 154, 157] {
+            assert_eq!(xid_info(code).map(|e| e.action), Some(Note), "{code}");
+        }
+        // Intentional NVLink sleep raises it on healthy Blackwell GPUs.
+        assert_eq!(xid_info(155), None);
     }
 
     #[test]

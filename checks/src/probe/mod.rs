@@ -1,6 +1,7 @@
 //! Facts from the outside world, one file per source. Probes return plain
 //! structs; they never judge and never print.
 
+pub mod copy_bandwidth;
 pub mod cuda;
 pub mod ddp;
 pub mod host;
@@ -8,6 +9,7 @@ pub mod kernel_log;
 pub mod libs;
 pub mod nccl;
 pub mod net;
+pub mod net_plugin;
 pub mod nvml;
 pub mod process;
 pub mod python;
