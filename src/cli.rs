@@ -23,7 +23,7 @@ Exit codes:
     long_about = "gpucheck runs an ordered set of checks, from the GPU driver through CUDA, PyTorch and NCCL \
 to a DDP step, and reports each as pass / warn / fail / skip / error with a concrete hint. \
 Run it before torchrun, as a container ENTRYPOINT (gpucheck exec -- torchrun ...) or HEALTHCHECK \
-(gpucheck --profile quick --quiet), or in CI (gpucheck --junit report.xml --json report.json).",
+(gpucheck --profile health --quiet), or in CI (gpucheck --junit report.xml --json report.json).",
     after_help = EXIT_CODES_HELP,
     args_conflicts_with_subcommands = true
 )]
@@ -87,6 +87,7 @@ pub enum ProfileArg {
     Quick,
     Standard,
     Full,
+    Health,
 }
 
 impl From<ProfileArg> for Profile {
@@ -95,6 +96,7 @@ impl From<ProfileArg> for Profile {
             ProfileArg::Quick => Profile::Quick,
             ProfileArg::Standard => Profile::Standard,
             ProfileArg::Full => Profile::Full,
+            ProfileArg::Health => Profile::Health,
         }
     }
 }
@@ -131,12 +133,13 @@ pub enum DdpDevice {
 /// Options shared by `run` and `exec`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Which checks to run: quick (NVML and host only, for HEALTHCHECK), standard, or full
-    /// (adds the NCCL size sweep and the DDP benchmark).
+    /// Which checks to run: quick, standard, full (each adds to the one before) or health (for
+    /// HEALTHCHECK); --help lists what each holds.
     #[arg(
         long,
         value_enum,
         default_value = "standard",
+        long_help = profiles_help(),
         help_heading = "Selection"
     )]
     pub profile: ProfileArg,
@@ -300,6 +303,82 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
         return Err(format!("must be between 0 and 1 (e.g. 0.8), got '{s}'"));
     }
     Ok(v)
+}
+
+/// Each profile, what it is for, and the checks it holds, drawn from the
+/// catalog: a whole group is named once (`gpu.*`), and each level names
+/// only what it adds to the one before. `--help` and the README show these.
+pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
+    let mut rows = Vec::new();
+    let mut before: Vec<&str> = Vec::new();
+    for (profile, about) in [
+        (
+            Profile::Quick,
+            "NVML, device nodes, host and launch settings; no CUDA, no Python",
+        ),
+        (
+            Profile::Standard,
+            "the default; adds CUDA, PyTorch and NCCL",
+        ),
+        (
+            Profile::Full,
+            "adds the NCCL size sweep in nccl.allreduce and the DDP benchmark",
+        ),
+        (
+            Profile::Health,
+            "for HEALTHCHECK: is the hardware still healthy while a job runs on it? \
+             No launch preconditions (ports, launch variables), which a running job changes",
+        ),
+    ] {
+        let ids: Vec<&str> = profile.checks().iter().map(|c| c.id()).collect();
+        let shown: Vec<&str> = if profile == Profile::Health {
+            ids.clone()
+        } else {
+            ids.iter()
+                .copied()
+                .filter(|id| !before.contains(id))
+                .collect()
+        };
+        rows.push((profile, about, compact_ids(&shown)));
+        if profile != Profile::Health {
+            before = ids;
+        }
+    }
+    rows
+}
+
+/// `--profile`'s long help: [`profile_rows`].
+pub fn profiles_help() -> String {
+    let mut text = String::from("Which checks to run.\n");
+    for (profile, about, ids) in profile_rows() {
+        text.push_str(&format!("\n{} ({about}): {ids}", profile.as_str()));
+    }
+    text
+}
+
+/// `gpu.driver, gpu.count, ...` with every group that is whole written
+/// `gpu.*`.
+pub fn compact_ids(ids: &[&str]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut done: Vec<&str> = Vec::new();
+    for id in ids {
+        let group = id.split('.').next().unwrap_or(id);
+        if done.contains(&group) {
+            continue;
+        }
+        let members: Vec<&str> = gpucheck_checks::CATALOG
+            .iter()
+            .map(|c| c.id())
+            .filter(|c| c.split('.').next() == Some(group))
+            .collect();
+        if members.len() > 1 && members.iter().all(|m| ids.contains(m)) {
+            out.push(format!("{group}.*"));
+            done.push(group);
+        } else {
+            out.push(id.to_string());
+        }
+    }
+    out.join(", ")
 }
 
 /// The clap command, for the man page and completions.

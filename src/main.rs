@@ -199,7 +199,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
 
 fn options(args: &RunArgs) -> Options {
     Options {
-        profile: args.profile.into(),
+        // Health is no level of the checks' own: they run as in quick.
+        profile: match args.profile.into() {
+            Profile::Health => Profile::Quick,
+            level => level,
+        },
         nvml_lib: args.nvml_lib.clone(),
         nccl_lib: args.nccl_lib.clone(),
         python: args.python.clone(),

@@ -89,6 +89,18 @@ mod tests {
     }
 
     #[test]
+    fn readme_says_what_each_profile_holds() {
+        let readme = include_str!("../README.md");
+        for (profile, about, ids) in crate::cli::profile_rows() {
+            let row = format!("| `{}` | {about} | {ids} |", profile.as_str());
+            assert!(
+                readme.contains(&row),
+                "README.md's profile table differs from the catalog; the row should read\n{row}"
+            );
+        }
+    }
+
+    #[test]
     fn man_page_lists_every_check_and_exit_code() {
         let page = render();
         for c in CATALOG {

@@ -124,11 +124,17 @@ impl Run {
     /// The one-line verdict every format ends with.
     pub fn verdict_line(&self) -> String {
         let c = &self.counts;
+        // A health check answers "is the hardware still healthy?", the
+        // other profiles "is it ready for a job?".
+        let (yes, no) = match self.profile {
+            Profile::Health => ("HEALTHY", "NOT HEALTHY"),
+            _ => ("READY", "NOT READY"),
+        };
         let head = match self.exit_code {
-            0 if c.warn > 0 => "READY (with warnings)",
-            0 => "READY",
-            _ if c.fail == 0 && c.error == 0 => "NOT READY (warnings under --strict)",
-            _ => "NOT READY",
+            0 if c.warn > 0 => format!("{yes} (with warnings)"),
+            0 => yes.to_string(),
+            _ if c.fail == 0 && c.error == 0 => format!("{no} (warnings under --strict)"),
+            _ => no.to_string(),
         };
         let mut line = format!(
             "{head}: {} passed, {} warned, {} failed, {} {}, {} skipped in {:.2} s",

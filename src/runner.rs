@@ -123,7 +123,7 @@ pub fn select(
         .copied()
         .filter(|c| {
             if only.is_empty() {
-                c.profile() <= profile
+                profile.includes(*c)
             } else {
                 only_p.iter().any(|p| p.selects(c.id()))
             }

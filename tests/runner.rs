@@ -40,7 +40,7 @@ fn usage_errors_exit_2_with_one_line() {
         (&["--color", "sometimes"], "sometimes"),
         (
             &["--profile", "huge"],
-            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full)",
+            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health)",
         ),
         (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
         (&["--timeout", "1e-9"], "at least 0.001 seconds"),
