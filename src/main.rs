@@ -49,6 +49,15 @@ const EXIT_NOT_READY: u8 = 1;
 /// Usage or configuration error.
 const EXIT_USAGE: u8 = 2;
 
+/// The health profile's time budget for the whole run when no --timeout is
+/// given: it ends, with its verdict, within half of the 10 s the README's
+/// HEALTHCHECK gives it (`--timeout=10s`), with room left to start and
+/// report.
+const HEALTH_BUDGET: Duration = Duration::from_millis(4500);
+/// The health profile's per-check timeout when no --timeout is given: a
+/// driver that does not answer a health check in 4 s is not healthy.
+const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// A usage or configuration error: one line on stderr, exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -67,7 +76,7 @@ fn main() -> ExitCode {
                 clap::error::ErrorKind::DisplayHelp
                 | clap::error::ErrorKind::DisplayVersion
                 | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
-                _ => EXIT_USAGE,
+                _ => usage_exit_code(),
             };
             if code == 0 {
                 let _ = e.print();
@@ -98,8 +107,26 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             say!("gpucheck: {e:#}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(usage_exit_code())
         }
+    }
+}
+
+/// The exit code of a usage or configuration error: 2, except under
+/// `--profile health`, where Docker reserves 2 and a health check that
+/// cannot run is unhealthy (1).
+fn usage_exit_code() -> u8 {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let health = argv.iter().enumerate().any(|(i, a)| {
+        a == "--profile=health"
+            || (a == "--profile" && argv.get(i + 1).map(String::as_str) == Some("health"))
+    });
+    if health {
+        EXIT_NOT_READY
+    } else {
+        EXIT_USAGE
     }
 }
 
@@ -224,6 +251,8 @@ struct Plan {
     checks: Vec<&'static dyn gpucheck_checks::Check>,
     options: Options,
     timeout: Option<Duration>,
+    /// The whole run's budget (the health profile's).
+    budget: Option<Duration>,
     outputs: output::Outputs,
 }
 
@@ -238,10 +267,16 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         ],
     )
     .map_err(UsageError)?;
+    let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
     Ok(Plan {
         checks,
         options: options(args),
-        timeout: args.timeout.map(Duration::from_secs_f64),
+        timeout: match args.timeout {
+            Some(t) => Some(Duration::from_secs_f64(t)),
+            None if health => Some(HEALTH_CHECK_TIMEOUT),
+            None => None,
+        },
+        budget: health.then_some(HEALTH_BUDGET),
         outputs,
     })
 }
@@ -254,7 +289,8 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         .unwrap_or(0);
     let start = Instant::now();
     let host = host_facts();
-    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout);
+    let deadline = plan.budget.map(|b| start + b);
+    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
     process::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();

@@ -48,7 +48,7 @@ pub fn render() -> String {
     for (code, text) in [
         ("0", "No check failed (warnings allowed)."),
         ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR); also when interrupted by SIGINT, SIGTERM, SIGHUP or another catchable stop signal (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU...)."),
-        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path."),
+        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path. Under \\fB--profile health\\fR such an error exits 1 (Docker reserves 2)."),
     ] {
         out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));
     }

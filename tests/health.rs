@@ -116,3 +116,58 @@ fn the_health_profile_holds_no_launch_preconditions() {
         );
     }
 }
+
+/// The most a health check may take on a hung driver: half of the README's
+/// HEALTHCHECK --timeout, and 6 s in any case.
+fn budget(healthcheck_timeout_s: f64) -> Duration {
+    Duration::from_secs_f64((healthcheck_timeout_s / 2.0).min(6.0))
+}
+
+#[test]
+fn a_driver_hung_in_init_is_unhealthy_within_the_budget_and_says_so() {
+    let (out, took, timeout) = healthcheck("hang_init");
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(took <= budget(timeout), "took {took:?}");
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("NOT HEALTHY: NVML did not answer (nvmlInit_v2 hung); "),
+        "{line}"
+    );
+    assert!(line.trim_end().ends_with("— see gpu.driver"), "{line}");
+}
+
+#[test]
+fn a_driver_hung_in_a_query_is_unhealthy_within_the_budget_and_says_so() {
+    let (out, took, timeout) = healthcheck("hang_ecc");
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(took <= budget(timeout), "took {took:?}");
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("NOT HEALTHY: NVML did not answer (nvmlDeviceGetEccMode hung); "),
+        "{line}"
+    );
+    assert!(line.contains("— see gpu.ecc"), "{line}");
+}
+
+#[test]
+fn a_health_check_that_cannot_run_is_unhealthy_not_exit_2() {
+    // Docker reserves exit code 2; the error stays on the line.
+    for bad in [
+        &["--profile", "health", "--timeout", "soon"][..],
+        &["--profile=health", "--skip", "nosuch"][..],
+    ] {
+        let out = gpucheck().args(bad).output().expect("run gpucheck");
+        assert_eq!(code(&out), 1, "{bad:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("gpucheck: ") && (err.contains("soon") || err.contains("nosuch")),
+            "{err}"
+        );
+    }
+    // Outside the health profile it stays a usage error.
+    let out = gpucheck()
+        .args(["--skip", "nosuch"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(code(&out), 2);
+}
