@@ -339,13 +339,32 @@ fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
     }
 }
 
-/// How the main stream's table reads.
-fn style(args: &RunArgs, color: bool) -> Style {
+/// How the main stream's table reads; `stream` is where it goes.
+fn style(args: &RunArgs, color: bool, stream: impl std::os::fd::AsFd) -> Style {
     Style {
         color,
         verbose: args.verbose,
         quiet: args.quiet,
+        width: Some(terminal_width(stream)),
     }
+}
+
+/// Columns of a terminal whose width nobody says.
+const DEFAULT_WIDTH: usize = 80;
+
+/// The width the table wraps to: $COLUMNS, else the terminal's own width,
+/// else 80.
+fn terminal_width(stream: impl std::os::fd::AsFd) -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+        .or_else(|| {
+            terminal_size::terminal_size_of(stream)
+                .map(|(w, _)| usize::from(w.0))
+                .filter(|&w| w > 0)
+        })
+        .unwrap_or(DEFAULT_WIDTH)
 }
 
 /// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
@@ -366,7 +385,9 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let plan = plan(args)?;
     let run = execute(&plan, args.strict, args.profile.into());
     let color = use_color(args.color, std::io::stdout().is_terminal());
-    let text = plan.outputs.stream_text(&run, style(args, color));
+    let text = plan
+        .outputs
+        .stream_text(&run, style(args, color, std::io::stdout()));
     // The checks have run: show their report even when a report file
     // cannot be written, then fail with that error (exit 2).
     let files = plan.outputs.write_files(&run).map_err(UsageError);
@@ -391,7 +412,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     // stdout belongs to CMD: the report goes to stderr.
     let run = execute(&plan, args.run.strict, args.run.profile.into());
     let color = use_color(args.run.color, std::io::stderr().is_terminal());
-    let text = plan.outputs.stream_text(&run, style(&args.run, color));
+    let text = plan
+        .outputs
+        .stream_text(&run, style(&args.run, color, std::io::stderr()));
     let files = plan.outputs.write_files(&run).map_err(UsageError);
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
@@ -455,6 +478,23 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
     Ok(EXIT_READY)
 }
 
+/// Every line of `text` wrapped to `width` columns, continued under its own
+/// indent.
+fn wrap_paragraphs(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let cols = indent.chars().count();
+        for part in report::text::wrap(body, width, cols, cols) {
+            out.push_str(indent);
+            out.push_str(&part);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 fn explain(id: &str) -> anyhow::Result<u8> {
     let Some(check) = gpucheck_checks::find(id) else {
         let valid: Vec<&str> = CATALOG.iter().map(|c| c.id()).collect();
@@ -477,6 +517,6 @@ fn explain(id: &str) -> anyhow::Result<u8> {
         t = check.timeout().as_secs_f64(),
         body = check.explain().trim_end(),
     );
-    emit(&text)?;
+    emit(&wrap_paragraphs(&text, terminal_width(std::io::stdout())))?;
     Ok(EXIT_READY)
 }
