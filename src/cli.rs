@@ -44,7 +44,7 @@ pub enum Command {
     List(ListArgs),
     /// Explain a check: what it checks, why it matters for DDP, how to fix it.
     Explain {
-        /// Check id, e.g. host.shm
+        /// Check id (host.shm) or group (nccl: every check of it).
         id: String,
     },
     /// Run the checks, then replace gpucheck with CMD if they pass (for ENTRYPOINT).
@@ -53,6 +53,10 @@ pub enum Command {
 signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
 --on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM, SIGHUP or another stop signal), it exits 1 without running CMD. \
 If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
+    )]
+    #[command(
+        mut_arg("json", |a| a.help("Also write the JSON report to FILE (- for stderr: stdout belongs to CMD).")),
+        mut_arg("junit", |a| a.help("Also write the JUnit XML report to FILE (- for stderr: stdout belongs to CMD)."))
     )]
     Exec(ExecArgs),
     /// Print shell completions for SHELL to stdout.
@@ -162,7 +166,13 @@ pub struct RunArgs {
     )]
     pub skip: Vec<String>,
     /// Per-check timeout in seconds, overriding every check's default.
-    #[arg(long, value_name = "SECS", value_parser = parse_timeout, help_heading = "Selection")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        value_parser = parse_timeout,
+        allow_negative_numbers = true,
+        help_heading = "Selection"
+    )]
     pub timeout: Option<f64>,
 
     /// Format for stdout.
@@ -215,7 +225,13 @@ pub struct RunArgs {
     )]
     pub python: Option<PathBuf>,
     /// Fail nccl.allreduce below this bus bandwidth (GB/s) instead of the topology's expectation.
-    #[arg(long, value_name = "GBPS", value_parser = parse_positive, help_heading = "Machine")]
+    #[arg(
+        long,
+        value_name = "GBPS",
+        value_parser = parse_positive,
+        allow_negative_numbers = true,
+        help_heading = "Machine"
+    )]
     pub min_busbw: Option<f64>,
 
     /// DDP benchmark world size (default: the visible GPU count).
@@ -236,7 +252,13 @@ pub struct RunArgs {
     #[arg(long, value_enum, help_heading = "DDP benchmark")]
     pub ddp_device: Option<DdpDevice>,
     /// Fail the DDP benchmark when scaling efficiency is below X (0-1; default 0.5, warn below 0.8).
-    #[arg(long, value_name = "X", value_parser = parse_fraction, help_heading = "DDP benchmark")]
+    #[arg(
+        long,
+        value_name = "X",
+        value_parser = parse_fraction,
+        allow_negative_numbers = true,
+        help_heading = "DDP benchmark"
+    )]
     pub min_scaling: Option<f64>,
 }
 

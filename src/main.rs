@@ -96,6 +96,7 @@ fn main() -> ExitCode {
                     }
                 }
                 first.push_str(&usage_error_extra(&e));
+                first.push_str(&misplaced_note(&e));
                 first.push_str(&env_source_note(&e));
                 say!("gpucheck: {first}");
                 say!("Run 'gpucheck --help' for usage.");
@@ -155,6 +156,53 @@ fn usage_error_extra(e: &clap::Error) -> String {
     match suggested.first() {
         Some(s) => format!("; did you mean '{s}'?"),
         None => String::new(),
+    }
+}
+
+/// Where the arguments should have gone, when they are in the wrong place:
+/// run options before the subcommand (`gpucheck --profile quick exec -- CMD`)
+/// or a command after `exec` without `--` (`gpucheck exec echo hi`). The
+/// suggestion is the user's own command line, reordered.
+fn misplaced_note(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let subcommands = ["run", "exec"];
+    let Some(at) = argv.iter().position(|a| subcommands.contains(&a.as_str())) else {
+        return String::new();
+    };
+    let dashes = argv.iter().position(|a| a == "--");
+    match e.kind() {
+        ErrorKind::ArgumentConflict if at > 0 && dashes.is_none_or(|d| d > at) => {
+            let mut fixed = vec![argv[at].clone()];
+            fixed.extend(argv[..at].iter().cloned());
+            fixed.extend(argv[at + 1..].iter().cloned());
+            format!(
+                "; run options go after the subcommand: gpucheck {}",
+                fixed.join(" ")
+            )
+        }
+        ErrorKind::UnknownArgument if argv[at] == "exec" && dashes.is_none() => {
+            // The command starts at the word clap did not expect.
+            let unexpected = match e.get(clap::error::ContextKind::InvalidArg) {
+                Some(clap::error::ContextValue::String(s)) => s.clone(),
+                _ => return String::new(),
+            };
+            let Some(cmd) = argv[at + 1..]
+                .iter()
+                .position(|a| *a == unexpected)
+                .map(|i| at + 1 + i)
+            else {
+                return String::new();
+            };
+            let mut fixed: Vec<String> = argv[..cmd].to_vec();
+            fixed.push("--".to_string());
+            fixed.extend(argv[cmd..].iter().cloned());
+            format!("; put -- before the command: gpucheck {}", fixed.join(" "))
+        }
+        _ => String::new(),
     }
 }
 
@@ -431,6 +479,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         );
         return Ok(EXIT_NOT_READY);
     }
+    if run.exit_code != 0 {
+        say!("gpucheck: checks failed; running {program} anyway (--on-fail warn)");
+    }
     process::stop_being_subreaper();
     runner::restore_signals_for_exec();
     // execvp only returns on failure.
@@ -496,27 +547,89 @@ fn wrap_paragraphs(text: &str, width: usize) -> String {
 }
 
 fn explain(id: &str) -> anyhow::Result<u8> {
-    let Some(check) = gpucheck_checks::find(id) else {
-        let valid: Vec<&str> = CATALOG.iter().map(|c| c.id()).collect();
-        return Err(UsageError(format!(
-            "unknown check '{id}'; valid ids: {}",
-            valid.join(", ")
-        ))
-        .into());
+    let group = id.strip_suffix(".*").unwrap_or(id);
+    let checks: Vec<&dyn gpucheck_checks::Check> = match gpucheck_checks::find(id) {
+        Some(check) => vec![check],
+        None => CATALOG
+            .iter()
+            .copied()
+            .filter(|c| c.group() == group)
+            .collect(),
     };
+    if checks.is_empty() {
+        let hint = match closest_name(id) {
+            Some(name) => format!("did you mean {name}?"),
+            None => "`gpucheck list` shows every check".to_string(),
+        };
+        return Err(UsageError(format!("unknown check '{id}'; {hint}")).into());
+    }
+    let texts: Vec<String> = checks.iter().map(|c| explain_text(*c)).collect();
+    emit(&wrap_paragraphs(
+        &texts.join("\n"),
+        terminal_width(std::io::stdout()),
+    ))?;
+    Ok(EXIT_READY)
+}
+
+/// One check's explanation: title, facts about it, then its own text.
+fn explain_text(check: &dyn gpucheck_checks::Check) -> String {
     let needs = if check.needs().is_empty() {
         "nothing".to_string()
     } else {
         check.needs().join(", ")
     };
-    let text = format!(
+    format!(
         "{id} — {title}\n\nprofile: {profile}   isolation: {iso}   timeout: {t} s   needs: {needs}\n\n{body}\n",
+        id = check.id(),
         title = check.title(),
         profile = check.profile().as_str(),
         iso = check.isolation().as_str(),
         t = check.timeout().as_secs_f64(),
         body = check.explain().trim_end(),
-    );
-    emit(&wrap_paragraphs(&text, terminal_width(std::io::stdout())))?;
-    Ok(EXIT_READY)
+    )
+}
+
+/// Edits (insertions, deletions, substitutions, swaps of neighbours) within
+/// which a misspelt check id or group is taken for the nearest one.
+const MAX_TYPO_EDITS: usize = 3;
+
+/// The check id or group nearest to `typed`, if it is near enough.
+fn closest_name(typed: &str) -> Option<&'static str> {
+    let mut names: Vec<&'static str> = CATALOG.iter().map(|c| c.id()).collect();
+    for c in CATALOG {
+        if !names.contains(&c.group()) {
+            names.push(c.group());
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| (edit_distance(typed, n), n))
+        .filter(|(d, _)| *d <= MAX_TYPO_EDITS)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Optimal string alignment distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }

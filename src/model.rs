@@ -40,6 +40,9 @@ fn duration_is_required(schema: &mut schemars::Schema) {
     }
 }
 
+/// The verdict names at most this many checks to look at, then "and N more".
+const SEE_MAX: usize = 4;
+
 /// Verdict counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Counts {
@@ -171,9 +174,13 @@ impl Run {
                 .map(|r| r.id.as_str())
                 .collect();
             failing.sort_by_key(|id| Some(*id) != hung);
-            let firsts: Vec<&str> = failing.into_iter().take(4).collect();
+            let more = failing.len().saturating_sub(SEE_MAX);
+            let firsts: Vec<&str> = failing.into_iter().take(SEE_MAX).collect();
             if !firsts.is_empty() {
                 line.push_str(&format!(" — see {}", firsts.join(", ")));
+            }
+            if more > 0 {
+                line.push_str(&format!(" and {more} more"));
             }
         }
         line
