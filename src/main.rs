@@ -388,31 +388,36 @@ fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
 }
 
 /// How the main stream's table reads; `stream` is where it goes.
-fn style(args: &RunArgs, color: bool, stream: impl std::os::fd::AsFd) -> Style {
+fn style(args: &RunArgs, color: bool, stream: impl std::os::fd::AsFd + IsTerminal) -> Style {
     Style {
         color,
         verbose: args.verbose,
         quiet: args.quiet,
-        width: Some(terminal_width(stream)),
+        width: terminal_width(stream),
     }
 }
 
 /// Columns of a terminal whose width nobody says.
 const DEFAULT_WIDTH: usize = 80;
 
-/// The width the table wraps to: $COLUMNS, else the terminal's own width,
-/// else 80.
-fn terminal_width(stream: impl std::os::fd::AsFd) -> usize {
-    std::env::var("COLUMNS")
+/// The width the table wraps to: $COLUMNS, else the terminal's own width
+/// (80 when it does not say). None for a pipe or a file without $COLUMNS:
+/// what `grep` and scripts read stays one line per summary and hint.
+fn terminal_width(stream: impl std::os::fd::AsFd + IsTerminal) -> Option<usize> {
+    let columns = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|&c| c > 0)
-        .or_else(|| {
-            terminal_size::terminal_size_of(stream)
-                .map(|(w, _)| usize::from(w.0))
-                .filter(|&w| w > 0)
-        })
-        .unwrap_or(DEFAULT_WIDTH)
+        .filter(|&c| c > 0);
+    if columns.is_some() {
+        return columns;
+    }
+    if !stream.is_terminal() {
+        return None;
+    }
+    let size = terminal_size::terminal_size_of(&stream)
+        .map(|(w, _)| usize::from(w.0))
+        .filter(|&w| w > 0);
+    Some(size.unwrap_or(DEFAULT_WIDTH))
 }
 
 /// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
@@ -564,10 +569,11 @@ fn explain(id: &str) -> anyhow::Result<u8> {
         return Err(UsageError(format!("unknown check '{id}'; {hint}")).into());
     }
     let texts: Vec<String> = checks.iter().map(|c| explain_text(*c)).collect();
-    emit(&wrap_paragraphs(
-        &texts.join("\n"),
-        terminal_width(std::io::stdout()),
-    ))?;
+    let text = texts.join("\n");
+    match terminal_width(std::io::stdout()) {
+        Some(width) => emit(&wrap_paragraphs(&text, width))?,
+        None => emit(&text)?,
+    }
     Ok(EXIT_READY)
 }
 

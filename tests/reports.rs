@@ -437,9 +437,7 @@ fn run_driver_not_loaded(envs: &[(&str, &str)], args: &[&str]) -> String {
 
 #[test]
 fn the_table_fits_80_columns_and_json_is_not_wrapped() {
-    for envs in [&[("COLUMNS", "80")][..], &[][..]] {
-        // COLUMNS=80, or no terminal and no COLUMNS: 80 too.
-        let table = run_driver_not_loaded(envs, &[]);
+    let fits = |table: &str| {
         let lines: Vec<&str> = table.lines().collect();
         assert!(
             lines.iter().any(|l| l.contains("→ fix:")),
@@ -453,7 +451,14 @@ fn the_table_fits_80_columns_and_json_is_not_wrapped() {
                 line.chars().count()
             );
         }
-    }
+    };
+    fits(&run_driver_not_loaded(&[("COLUMNS", "80")], &[]));
+    // A terminal that does not say its width (a fresh pty) gets 80.
+    let (tty, _) = run_on_tty(&["--color", "never", "--only", "host,gpu.driver"], &[]);
+    fits(&tty);
+    // A pipe without COLUMNS keeps each summary and hint on one line.
+    let piped = run_driver_not_loaded(&[], &[]);
+    assert!(piped.lines().any(|l| l.chars().count() > 100), "{piped}");
     // A wider terminal gets longer lines.
     let wide = run_driver_not_loaded(&[("COLUMNS", "300")], &[]);
     assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
