@@ -283,6 +283,7 @@ pub enum ListFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
+    /// Print the list as a table or as JSON.
     #[arg(long, value_enum, default_value = "table")]
     pub format: ListFormat,
 }
@@ -404,6 +405,43 @@ pub fn compact_ids(ids: &[&str]) -> String {
     out.join(", ")
 }
 
+/// The command line as shell completion sees it: without the hidden
+/// internal subcommand, and with every check id and group offered for
+/// `--only`, `--skip` and `explain` (only offered: the parser itself also
+/// takes globs, so it is not restricted to these).
+pub fn completion_command() -> clap::Command {
+    let mut names: Vec<&'static str> = Vec::new();
+    for c in gpucheck_checks::CATALOG {
+        for name in [c.group(), c.id()] {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let offer = |cmd: clap::Command| {
+        cmd.mut_args(|a| match a.get_id().as_str() {
+            "only" | "skip" | "id" => a.value_parser(clap::builder::PossibleValuesParser::new(
+                names.iter().copied(),
+            )),
+            _ => a,
+        })
+    };
+    let full = command();
+    let subcommands: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .cloned()
+        .map(offer)
+        .collect();
+    let mut top = clap::Command::new("gpucheck")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args_conflicts_with_subcommands(true)
+        .args(full.get_arguments().cloned())
+        .subcommands(subcommands);
+    top = offer(top);
+    top
+}
+
 /// The clap command, for the man page and completions.
 pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
@@ -416,6 +454,40 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         command().debug_assert();
+    }
+
+    fn completion_script(shell: clap_complete::Shell) -> String {
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut completion_command(), "gpucheck", &mut script);
+        String::from_utf8_lossy(&script).into_owned()
+    }
+
+    #[test]
+    fn completions_offer_check_ids_and_hide_the_internal_subcommand() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = completion_script(shell);
+            assert!(!script.contains("__child"), "{shell}");
+            assert!(script.contains("nccl.allreduce"), "{shell}");
+        }
+        // bash: `explain <TAB>` and `--only <TAB>` list the ids and groups.
+        let bash = completion_script(clap_complete::Shell::Bash);
+        let explain = &bash[bash
+            .find("gpucheck__subcmd__explain)")
+            .expect("explain case")..];
+        let explain = &explain[..explain.find(";;").unwrap_or(explain.len())];
+        assert!(
+            explain.contains("host.shm") && explain.contains(" nccl "),
+            "{explain}"
+        );
+        let only = &bash[bash.find("--only)").expect("--only case")..];
+        let only = &only[..only.find(";;").unwrap_or(only.len())];
+        assert!(only.contains("gpu.ecc"), "{only}");
+        // The parser itself still takes globs.
+        assert!(Cli::try_parse_from(["gpucheck", "--only", "*.driver"]).is_ok());
     }
 
     #[test]

@@ -262,7 +262,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Completions { shell }) => {
             // Into memory first: clap_complete panics on a write error
             // (`gpucheck completions bash | head`).
-            let mut cmd = cli::command();
+            let mut cmd = cli::completion_command();
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut cmd, "gpucheck", &mut script);
             emit(&String::from_utf8_lossy(&script))?;
