@@ -122,14 +122,13 @@ impl Table {
     /// The row of one check and everything under it.
     fn check_lines(&self, r: &CheckResult, id_width: usize, lines: &mut Vec<String>) {
         let o = &r.outcome;
-        let mut summary = o.summary.lines();
-        let first = summary.next().unwrap_or("");
+        // One row per check: a line break in a summary is text from the
+        // machine (a process's command line), shown escaped.
+        let first = escaped_line(o.summary.trim_end_matches('\n'));
         let badge = format!("{:<BADGE_WIDTH$}", badge(o.status));
         let id = format!("{:<id_width$}", clean(&r.id));
         let row_prefix = ROW_INDENT.len() + BADGE_WIDTH + 2 + id.chars().count() + 2;
-        let mut first_lines = self
-            .wrapped(&clean(first), row_prefix, row_prefix)
-            .into_iter();
+        let mut first_lines = self.wrapped(&first, row_prefix, row_prefix).into_iter();
         lines.push(format!(
             "{ROW_INDENT}{}  {id}  {}",
             self.paint(&badge, o.status),
@@ -137,11 +136,6 @@ impl Table {
         ));
         for more in first_lines {
             lines.push(format!("{}{more}", " ".repeat(row_prefix)));
-        }
-        for more in summary {
-            for part in self.wrapped(&clean(more), DETAIL_INDENT.len(), DETAIL_INDENT.len()) {
-                lines.push(format!("{DETAIL_INDENT}{part}"));
-            }
         }
         if o.status != Status::Pass {
             match &o.hint {
@@ -241,6 +235,19 @@ impl Table {
             line.green().bold().to_string()
         }
     }
+}
+
+/// `text` as one line: line breaks and tabs escaped (`\n`), everything else
+/// as [`clean`] shows it.
+fn escaped_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.extend(c.escape_default()),
+            c => out.push_str(&clean(c.encode_utf8(&mut [0; 4]))),
+        }
+    }
+    out
 }
 
 /// One empty line, unless the last line already is one.
@@ -509,6 +516,30 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_line_break_in_a_summary_is_shown_escaped_on_its_row() {
+        let run = fixtures::run(
+            vec![fixtures::result(
+                "gpu.processes",
+                gpucheck_checks::Profile::Quick,
+                gpucheck_checks::Outcome::warn(
+                    "pid 42 python -c 'import os\nos.system(1)' (1024 MiB)",
+                    "stop it",
+                ),
+            )],
+            false,
+        );
+        let out = plain(false).render(&run);
+        assert!(
+            out.contains("gpu.processes  pid 42 python -c 'import os\\nos.system(1)' (1024 MiB)\n"),
+            "{out}"
+        );
+        assert!(
+            !out.lines().any(|l| l.trim_start().starts_with("os.system")),
+            "{out}"
+        );
     }
 
     #[test]
