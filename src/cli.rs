@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpucheck_checks::{DdpModel, Profile};
+use gpucheck_checks::{DdpBackend, DdpDevice, DdpModel, Profile};
 
 use crate::report::Format;
 
@@ -123,18 +123,6 @@ impl From<DdpModelArg> for DdpModel {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DdpBackend {
-    Nccl,
-    Gloo,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DdpDevice {
-    Cuda,
-    Cpu,
-}
-
 /// Options shared by `run` and `exec`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -233,6 +221,9 @@ pub struct RunArgs {
         help_heading = "Machine"
     )]
     pub min_busbw: Option<f64>,
+    /// Read Xid errors from this kernel log (syslog, dmesg or journalctl -k output) instead of /dev/kmsg.
+    #[arg(long, value_name = "PATH", help_heading = "Machine")]
+    pub kernel_log: Option<PathBuf>,
 
     /// DDP benchmark world size (default: the visible GPU count).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "DDP benchmark")]
@@ -338,7 +329,7 @@ pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
     for (profile, about) in [
         (
             Profile::Quick,
-            "NVML, device nodes, host and launch settings; no CUDA, no Python",
+            "NVML, device nodes, host, fabric and launch settings; no CUDA, no Python",
         ),
         (
             Profile::Standard,

@@ -286,9 +286,10 @@ fn options(args: &RunArgs) -> Options {
         min_busbw_gbps: args.min_busbw,
         nproc: args.nproc,
         ddp_model: args.ddp_model.into(),
-        ddp_backend: args.ddp_backend.map(|b| format!("{b:?}").to_lowercase()),
-        ddp_device: args.ddp_device.map(|d| format!("{d:?}").to_lowercase()),
+        ddp_backend: args.ddp_backend,
+        ddp_device: args.ddp_device,
         min_scaling: args.min_scaling,
+        kernel_log: args.kernel_log.clone(),
         timeout_s: 0.0,
     }
 }

@@ -469,6 +469,9 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     // Before the pipes are read to their end, anything the child started
     // that escaped its group is killed too: it could hold them open forever.
     let seen = supervise(child, timeout, || interrupted().is_some(), reap_descendants);
+    // A probe killed at its timeout or by an interruption could not remove
+    // the payload files it wrote: they are removed here.
+    gpucheck_checks::probe::python::remove_payload_dirs_of(pgid);
     let err = String::from_utf8_lossy(&seen.stderr);
     let with_tail = |mut o: Outcome| {
         let tail = stderr_tail(&err);

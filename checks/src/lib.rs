@@ -7,6 +7,32 @@
 //! the outside world (the `probe` modules), hands them to a pure `evaluate`
 //! function with named thresholds, and returns an [`Outcome`]. Checks never
 //! print; the binary's runner and reporters do the rest.
+//!
+//! # Map
+//!
+//! ```text
+//! lib.rs        Check, Context, Options, CATALOG (run order)
+//! outcome.rs    Outcome, Status, Metric, DeviceResult, DataTable
+//! findings.rs   Finding/Findings: worst verdict wins, hints joined once
+//! facts/        typed facts a check publishes and later checks read by type
+//!               (NVML's driver and GPUs, the CUDA driver, torch, NCCL) and
+//!               the runner's Cause (timed out in a stage, a signal, ...)
+//! domain/       pure knowledge no check owns: text helpers, CUDA_VISIBLE_DEVICES
+//!               rules, driver/CUDA/wheel tables, launcher defaults, Xid
+//!               catalog, redaction of secrets
+//! probe/        the outside world, one file per source (NVML, libcuda,
+//!               libnccl, Python/torch, /proc, /sys, sockets, kernel log,
+//!               processes); plain structs out, no judging
+//! <group>/      one folder per check group (host, gpu, env, cuda, torch,
+//!               net, fabric, nccl, ddp): one file per check with its
+//!               thresholds, evaluate function and unit tests
+//! ```
+//!
+//! Where to add a check: a file in its group's folder (a new group is a new
+//! folder), a line in [`CATALOG`], a row in the README's check table (a test
+//! says so). A group imports only the crate root, `domain`, `facts`,
+//! `findings` and `probe` (a test fails otherwise); what another check found
+//! reaches it as a typed fact (`ctx.fact::<T>()`), never as report text.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,12 +44,14 @@ use serde::{Deserialize, Serialize};
 pub mod domain;
 pub mod facts;
 pub mod findings;
+pub mod options;
 pub mod outcome;
 pub mod probe;
 
 pub mod cuda;
 pub mod ddp;
 pub mod env;
+pub mod fabric;
 pub mod gpu;
 pub mod host;
 pub mod nccl;
@@ -32,6 +60,7 @@ pub mod torch;
 
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
+pub use options::{DdpBackend, DdpDevice};
 pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
@@ -53,7 +82,7 @@ pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
-    /// NVML, device nodes, host and launch settings; no CUDA, no Python (< 1 s).
+    /// NVML, device nodes, host, fabric and launch settings; no CUDA, no Python (< 1 s).
     Quick,
     /// Adds CUDA contexts, the NCCL all-reduce and torch introspection (< 15 s).
     #[default]
@@ -155,11 +184,15 @@ pub struct Options {
     /// `--ddp-model`.
     pub ddp_model: DdpModel,
     /// `--ddp-backend nccl|gloo` (default nccl).
-    pub ddp_backend: Option<String>,
+    pub ddp_backend: Option<DdpBackend>,
     /// `--ddp-device cuda|cpu` (default cuda).
-    pub ddp_device: Option<String>,
+    pub ddp_device: Option<DdpDevice>,
     /// `--min-scaling X`: DDP scaling efficiency floor.
     pub min_scaling: Option<f64>,
+    /// `--kernel-log PATH`: read Xid events from this file instead of the
+    /// kernel's own log.
+    #[serde(default)]
+    pub kernel_log: Option<PathBuf>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,
@@ -270,6 +303,10 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::Loopback,
     &net::MasterAddr,
     &net::MasterPort,
+    // fabric
+    &fabric::Xid,
+    &fabric::Rdma,
+    &fabric::GpuDirect,
     // nccl
     &nccl::Library,
     &nccl::Env,
@@ -346,5 +383,70 @@ mod tests {
         for c in CATALOG {
             assert!(c.timeout() > Duration::ZERO, "{}", c.id());
         }
+    }
+
+    /// Every `.rs` file under `checks/src/<dir>`, recursively.
+    fn sources_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(sources_under(&p));
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_check_group_imports_no_other_group() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let groups: Vec<&str> = {
+            let mut g: Vec<&str> = CATALOG.iter().map(|c| c.group()).collect();
+            g.dedup();
+            g
+        };
+        let mut offences = Vec::new();
+        for group in &groups {
+            let files = sources_under(&src.join(group));
+            assert!(
+                !files.is_empty(),
+                "group {group} has no folder checks/src/{group}/"
+            );
+            for file in files {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for other in groups.iter().filter(|o| *o != group) {
+                    for needle in [
+                        format!("crate::{other}::"),
+                        format!("crate::{other}}}"),
+                        format!("crate::{other};"),
+                    ] {
+                        if text.contains(&needle) {
+                            offences.push(format!("{} uses {needle}", file.display()));
+                        }
+                    }
+                }
+            }
+        }
+        for shared in ["domain", "facts", "probe"] {
+            for file in sources_under(&src.join(shared)) {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for group in &groups {
+                    let needle = format!("crate::{group}::");
+                    if text.contains(&needle) {
+                        offences.push(format!("{} (shared) uses {needle}", file.display()));
+                    }
+                }
+            }
+        }
+        assert!(
+            offences.is_empty(),
+            "check groups must not import each other:\n{}",
+            offences.join("\n")
+        );
     }
 }

@@ -6,5 +6,7 @@
 pub mod compat;
 pub mod cuda_devices;
 pub mod launch;
+pub mod redact;
 pub mod text;
 pub mod visible_devices;
+pub mod xid;

@@ -2,13 +2,16 @@
 //! structs; they never judge and never print.
 
 pub mod cuda;
+pub mod ddp;
 pub mod host;
+pub mod kernel_log;
 pub mod libs;
 pub mod nccl;
 pub mod net;
 pub mod nvml;
 pub mod process;
 pub mod python;
+pub mod sysfs;
 pub mod system;
 pub mod torch;
 

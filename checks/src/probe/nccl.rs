@@ -15,8 +15,9 @@
 //! runs foreign code that can hang or crash, so callers run these probes in a
 //! child-isolated check, and [`super::stage`] marks each blocking step.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, OsString};
 use std::mem::ManuallyDrop;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +33,9 @@ use super::stage;
 // ---------------------------------------------------------------------------
 
 /// An NCCL release, e.g. 2.27.7.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct NcclVersion {
     pub major: u32,
     pub minor: u32,
@@ -201,6 +204,9 @@ pub struct EnvFacts {
     /// Why the interfaces could not be listed, if they could not.
     pub interfaces_error: Option<String>,
     pub ib_devices: Vec<IbDevice>,
+    /// Names of NCCL_* variables in the environment whose name or value is
+    /// not UTF-8 (in `vars` with the bytes that are not shown as U+FFFD).
+    pub not_utf8: Vec<String>,
 }
 
 impl EnvFacts {
@@ -316,8 +322,7 @@ pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
 
 /// Gather the NCCL configuration of this process and host.
 pub fn env_facts() -> EnvFacts {
-    let env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (env, not_utf8) = environment_nccl_vars(std::env::vars_os());
     let files: Vec<(PathBuf, Vec<(String, String)>)> = conf_files()
         .into_iter()
         .filter_map(|p| {
@@ -336,7 +341,29 @@ pub fn env_facts() -> EnvFacts {
         interfaces_without_address,
         interfaces_error,
         ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
+        not_utf8,
     }
+}
+
+/// The environment's NCCL_* variables as text (NCCL reads bytes: a name or
+/// value that is not UTF-8 is kept, decoded lossily, and named in the second
+/// list).
+pub fn environment_nccl_vars(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut text = Vec::new();
+    let mut not_utf8 = Vec::new();
+    for (name, value) in vars {
+        if !name.as_bytes().starts_with(b"NCCL_") {
+            continue;
+        }
+        let (n, v) = (name.to_string_lossy(), value.to_string_lossy());
+        if name.to_str().is_none() || value.to_str().is_none() {
+            not_utf8.push(n.to_string());
+        }
+        text.push((n.into_owned(), v.into_owned()));
+    }
+    (text, not_utf8)
 }
 
 // ---------------------------------------------------------------------------
@@ -592,14 +619,49 @@ pub fn fit_sizes(planned: &[u64], fit: Option<u64>) -> (Vec<u64>, Vec<u64>) {
     (sizes, skipped)
 }
 
-/// Timed iterations for a size whose one iteration took `one_iter`: as many
-/// as fit in `budget`, between 1 and [`MAX_TIMED_ITERS`].
-pub fn timed_iters(budget: Duration, one_iter: Duration) -> u32 {
+/// Timed iterations at least, when they fit before the deadline: a mean over
+/// several calls, so that one slow call does not decide the figure
+/// (gpucheck's choice; nccl-tests times 20 by default).
+pub const MIN_TIMED_ITERS: u32 = 5;
+
+/// Two consecutive warm-up calls agree when they differ by at most this
+/// share of the slower one: NCCL's lazy connection set-up (part of the first
+/// call, which can take seconds) is over. gpucheck's choice: a settled
+/// all-reduce varies by a few per cent from call to call.
+pub const WARMUP_AGREEMENT: f64 = 0.1;
+
+/// Whether warming up is over, after calls that took `times` (in order) and
+/// `spent` in all against a warm-up `budget`: when the last two calls agree,
+/// after [`MAX_WARMUP_ITERS`] calls, or when the budget is spent and there
+/// are at least two (the first call alone includes the set-up, and the
+/// timed loop is sized from a settled call).
+pub fn warm_up_done(times: &[Duration], spent: Duration, budget: Duration) -> bool {
+    let n = times.len();
+    if n as u32 >= MAX_WARMUP_ITERS {
+        return true;
+    }
+    if n < 2 {
+        return false;
+    }
+    let (a, b) = (times[n - 2].as_secs_f64(), times[n - 1].as_secs_f64());
+    let agree = (a - b).abs() <= WARMUP_AGREEMENT * a.max(b);
+    agree || spent >= budget
+}
+
+/// Timed iterations for a size whose settled call takes `one_iter`: as many
+/// as fit in `budget`, at least [`MIN_TIMED_ITERS`] and at most
+/// [`MAX_TIMED_ITERS`], but no more than fit in `time_left` before the
+/// deadline (and always one).
+pub fn timed_iters(budget: Duration, time_left: Option<Duration>, one_iter: Duration) -> u32 {
     if one_iter.is_zero() {
         return MAX_TIMED_ITERS;
     }
-    let n = budget.as_secs_f64() / one_iter.as_secs_f64();
-    (n.floor() as u32).clamp(1, MAX_TIMED_ITERS)
+    let fits = |d: Duration| (d.as_secs_f64() / one_iter.as_secs_f64()).floor() as u32;
+    let wanted = fits(budget).clamp(MIN_TIMED_ITERS, MAX_TIMED_ITERS);
+    match time_left {
+        Some(left) => wanted.min(fits(left)).max(1),
+        None => wanted,
+    }
 }
 
 /// Time for one size: the planned budget, but no more than what is left
@@ -786,6 +848,61 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     })?;
     let nccl_version = api.version();
 
+    let (mut ranks, mut gpus) = open_gpus(n)?;
+
+    stage("ncclCommInitAll");
+    let devlist: Vec<c_int> = (0..n as c_int).collect();
+    let mut comms = Comms {
+        api: &api,
+        comms: vec![std::ptr::null_mut(); n as usize],
+        broken: false,
+    };
+    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
+    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
+    if rc != NCCL_SUCCESS {
+        comms
+            .comms
+            .iter_mut()
+            .for_each(|c| *c = std::ptr::null_mut());
+        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
+    }
+
+    let (sizes, skipped_for_memory, mut host) =
+        allocate_buffers(&plan.sizes, &mut ranks, &mut gpus)?;
+
+    let expected = expected_table(n);
+    let mut results = Vec::with_capacity(sizes.len());
+    let mut skipped_for_time = Vec::new();
+    for (k, &bytes) in sizes.iter().enumerate() {
+        // The first size always runs, however long set-up took: skipping it
+        // would report nothing about the all-reduce itself, and a hang in it
+        // is the runner's timeout to name.
+        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
+            skipped_for_time.extend_from_slice(&sizes[k..]);
+            break;
+        }
+        match one_size(
+            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
+        ) {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                comms.broken = true;
+                return Err(e);
+            }
+        }
+    }
+    drop(comms);
+    Ok(AllReduceRun {
+        gpus,
+        nccl_version,
+        results,
+        skipped_for_memory,
+        skipped_for_time,
+    })
+}
+
+/// A context and a stream on every GPU, and what CUDA says each GPU is.
+fn open_gpus(n: u32) -> Result<(Vec<Rank>, Vec<GpuDesc>), AllReduceFailure> {
     let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
     let mut gpus: Vec<GpuDesc> = Vec::with_capacity(n as usize);
     for ordinal in 0..n {
@@ -818,23 +935,19 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         });
     }
 
-    stage("ncclCommInitAll");
-    let devlist: Vec<c_int> = (0..n as c_int).collect();
-    let mut comms = Comms {
-        api: &api,
-        comms: vec![std::ptr::null_mut(); n as usize],
-        broken: false,
-    };
-    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
-    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
-    if rc != NCCL_SUCCESS {
-        comms
-            .comms
-            .iter_mut()
-            .for_each(|c| *c = std::ptr::null_mut());
-        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
-    }
+    Ok((ranks, gpus))
+}
 
+/// Size the buffers to what is free now that NCCL holds its own, then
+/// allocate and fill them: rank r's send buffer holds pattern(i, r). Gives
+/// the sizes that fit, those that did not, and a host buffer as large as the
+/// largest.
+#[allow(clippy::type_complexity)]
+fn allocate_buffers(
+    planned: &[u64],
+    ranks: &mut [Rank],
+    gpus: &mut [GpuDesc],
+) -> Result<(Vec<u64>, Vec<u64>, Vec<f32>), AllReduceFailure> {
     // Size the buffers to what is free now that NCCL holds its own.
     let mut min_free: Option<(u32, u64)> = None;
     for (rank, gpu) in ranks.iter().zip(gpus.iter_mut()) {
@@ -846,7 +959,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         }
     }
     let fit = min_free.map(|(_, free)| max_buffer_bytes(free));
-    let (sizes, skipped_for_memory) = fit_sizes(&plan.sizes, fit);
+    let (sizes, skipped_for_memory) = fit_sizes(planned, fit);
     let Some(&max_bytes) = sizes.last() else {
         let (gpu, free_bytes) = min_free.unwrap_or((0, 0));
         return Err(AllReduceFailure::NoMemory { gpu, free_bytes });
@@ -878,35 +991,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         rank.recv = Some(recv);
     }
 
-    let expected = expected_table(n);
-    let mut results = Vec::with_capacity(sizes.len());
-    let mut skipped_for_time = Vec::new();
-    for (k, &bytes) in sizes.iter().enumerate() {
-        // The first size always runs, however long set-up took: skipping it
-        // would report nothing about the all-reduce itself, and a hang in it
-        // is the runner's timeout to name.
-        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
-            skipped_for_time.extend_from_slice(&sizes[k..]);
-            break;
-        }
-        match one_size(
-            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
-        ) {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                comms.broken = true;
-                return Err(e);
-            }
-        }
-    }
-    drop(comms);
-    Ok(AllReduceRun {
-        gpus,
-        nccl_version,
-        results,
-        skipped_for_memory,
-        skipped_for_time,
-    })
+    Ok((sizes, skipped_for_memory, host))
 }
 
 /// Launch one all-reduce of `count` floats on every rank, as one NCCL group.
@@ -1010,27 +1095,63 @@ fn one_size(
         }
     }
 
-    // Warm up (connections are set up lazily on the first call), and learn
-    // how long one iteration takes to size the timed loop.
+    let (warmup_iters, last_iter) = warm_up(api, comms, ranks, count, budget / 2, &label)?;
+    let time_left = plan
+        .deadline
+        .map(|d| d.saturating_duration_since(Instant::now()));
+    let iters = timed_iters(budget / 2, time_left, last_iter);
+    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label)?;
+    let (wrong_per_rank, first_wrong) = verify_results(ranks, count, expected, host, &label)?;
+    Ok(SizeResult {
+        bytes,
+        count: count as u64,
+        warmup_iters,
+        iters,
+        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
+        wrong: wrong_per_rank.iter().sum(),
+        wrong_per_rank,
+        first_wrong,
+    })
+}
+
+/// Warm up (connections are set up lazily on the first call) until two
+/// consecutive calls agree (see [`warm_up_done`]), and learn how long a
+/// settled call takes to size the timed loop. Gives the warm-up iterations
+/// run and the last one's time.
+fn warm_up(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+    budget: Duration,
+    label: &str,
+) -> Result<(u32, Duration), AllReduceFailure> {
     let warmup_label = format!("ncclAllReduce {label} (warm-up)");
-    let mut warmup_iters = 0u32;
-    let mut last_iter = Duration::ZERO;
-    let warm_started = Instant::now();
-    while warmup_iters < MAX_WARMUP_ITERS {
+    let mut times: Vec<Duration> = Vec::new();
+    let started = Instant::now();
+    while !warm_up_done(&times, started.elapsed(), budget) {
         let t = Instant::now();
         stage(&warmup_label);
         launch(api, comms, ranks, count)?;
         sync_all(api, comms, ranks, &warmup_label)?;
-        last_iter = t.elapsed();
-        warmup_iters += 1;
-        if warm_started.elapsed() >= budget / 2 {
-            break;
-        }
+        times.push(t.elapsed());
     }
-    let iters = timed_iters(budget / 2, last_iter);
+    let last_iter = times.last().copied().unwrap_or_default();
+    let warmup_iters = times.len() as u32;
+    Ok((warmup_iters, last_iter))
+}
 
-    // Timed loop between CUDA events on each rank's stream (timing enabled:
-    // cudarc creates events without timing unless asked).
+/// `iters` all-reduces between CUDA events on each rank's stream: the
+/// slowest GPU's time for all of them, in ms.
+fn time_iterations(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+    iters: u32,
+    label: &str,
+) -> Result<f64, AllReduceFailure> {
+    // Timing enabled: cudarc creates events without timing unless asked.
     let mut events = Vec::with_capacity(ranks.len());
     for rank in ranks.iter() {
         let gpu = Some(rank.ordinal);
@@ -1065,7 +1186,18 @@ fn one_size(
         slowest_ms = slowest_ms.max(f64::from(ms));
     }
 
-    // Verify every element of every rank's result.
+    Ok(slowest_ms)
+}
+
+/// Copy every rank's result back and check every element: wrong elements
+/// per rank, and the first wrong value.
+fn verify_results(
+    ranks: &[Rank],
+    count: usize,
+    expected: &[f32],
+    host: &mut [f32],
+    label: &str,
+) -> Result<(Vec<u64>, Option<WrongValue>), AllReduceFailure> {
     let mut wrong_per_rank = Vec::with_capacity(ranks.len());
     let mut first_wrong = None;
     for rank in ranks.iter() {
@@ -1089,16 +1221,7 @@ fn one_size(
             first_wrong = first;
         }
     }
-    Ok(SizeResult {
-        bytes,
-        count: count as u64,
-        warmup_iters,
-        iters,
-        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
-        wrong: wrong_per_rank.iter().sum(),
-        wrong_per_rank,
-        first_wrong,
-    })
+    Ok((wrong_per_rank, first_wrong))
 }
 
 #[cfg(test)]
@@ -1129,6 +1252,25 @@ mod tests {
         assert_eq!(NcclVersion::parse("2.27.7+cuda12.9"), Some(v));
         assert_eq!(NcclVersion::parse("2.27"), None);
         assert_eq!(NcclVersion::parse("unknown"), None);
+    }
+
+    #[test]
+    fn environment_values_that_are_not_utf8_are_kept_and_named() {
+        use std::ffi::OsStr;
+        let os = |b: &[u8]| OsStr::from_bytes(b).to_os_string();
+        let (vars, not_utf8) = environment_nccl_vars([
+            (os(b"NCCL_DEBUG"), os(b"WARN\xff")),
+            (os(b"NCCL_IB_HCA"), os(b"mlx5")),
+            (os(b"PATH"), os(b"/bin\xff")),
+        ]);
+        assert_eq!(
+            vars,
+            vec![
+                ("NCCL_DEBUG".to_string(), "WARN\u{fffd}".to_string()),
+                ("NCCL_IB_HCA".to_string(), "mlx5".to_string())
+            ]
+        );
+        assert_eq!(not_utf8, vec!["NCCL_DEBUG".to_string()]);
     }
 
     #[test]
@@ -1249,12 +1391,44 @@ mod tests {
     fn iterations_fit_the_budget() {
         let budget = Duration::from_secs(1);
         assert_eq!(
-            timed_iters(budget, Duration::from_micros(20)),
+            timed_iters(budget, None, Duration::from_micros(20)),
             MAX_TIMED_ITERS
         );
-        assert_eq!(timed_iters(budget, Duration::from_millis(100)), 10);
-        assert_eq!(timed_iters(budget, Duration::from_secs(3)), 1);
-        assert_eq!(timed_iters(budget, Duration::ZERO), MAX_TIMED_ITERS);
+        assert_eq!(timed_iters(budget, None, Duration::from_millis(100)), 10);
+        assert_eq!(timed_iters(budget, None, Duration::ZERO), MAX_TIMED_ITERS);
+        // A slow call still gets the minimum, when the deadline allows it.
+        let slow = Duration::from_millis(600);
+        assert_eq!(timed_iters(budget, None, slow), MIN_TIMED_ITERS);
+        let far = Some(Duration::from_secs(30));
+        assert_eq!(timed_iters(budget, far, slow), MIN_TIMED_ITERS);
+        // Close to the deadline: what fits, and always one.
+        let near = Some(Duration::from_millis(1900));
+        assert_eq!(timed_iters(budget, near, slow), 3);
+        assert_eq!(timed_iters(budget, Some(Duration::ZERO), slow), 1);
+    }
+
+    #[test]
+    fn warm_up_lasts_until_two_calls_agree() {
+        let ms = Duration::from_millis;
+        let budget = ms(1500);
+        // The first call carries NCCL's connection set-up: never enough.
+        assert!(!warm_up_done(&[], ms(0), budget));
+        assert!(!warm_up_done(&[ms(4000)], ms(4000), budget));
+        // Set-up over, but one settled call is not yet agreement...
+        assert!(!warm_up_done(&[ms(4000), ms(40)], ms(4040), ms(5000)));
+        // ...two that agree within 10% are.
+        assert!(warm_up_done(
+            &[ms(4000), ms(40), ms(43)],
+            ms(4083),
+            ms(5000)
+        ));
+        assert!(!warm_up_done(&[ms(60), ms(40)], ms(100), budget));
+        // Out of budget with two calls, or at the cap: stop anyway.
+        assert!(warm_up_done(&[ms(4000), ms(40)], ms(4040), budget));
+        let noisy = [ms(10), ms(20), ms(10), ms(20), ms(10)];
+        assert!(warm_up_done(&noisy, ms(70), budget));
+        // The timed loop is then sized from the settled call, not the set-up.
+        assert_eq!(timed_iters(budget / 2, None, ms(43)), 17);
     }
 
     #[test]
@@ -1273,7 +1447,10 @@ mod tests {
         // Past the deadline: nothing to spare, so one iteration of each kind.
         let late = size_budget(three, Some(now), now + Duration::from_secs(1));
         assert_eq!(late, Duration::ZERO);
-        assert_eq!(timed_iters(late / 2, Duration::from_millis(40)), 1);
+        assert_eq!(
+            timed_iters(late / 2, Some(Duration::ZERO), Duration::from_millis(40)),
+            1
+        );
     }
 
     #[test]
