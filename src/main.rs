@@ -117,8 +117,10 @@ fn main() -> ExitCode {
 /// `--profile health`, where Docker reserves 2 and a health check that
 /// cannot run is unhealthy (1).
 fn usage_exit_code() -> u8 {
+    // Up to `--`: what follows is exec's command, not gpucheck's options.
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
         .collect();
     let health = argv.iter().enumerate().any(|(i, a)| {
         a == "--profile=health"

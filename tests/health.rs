@@ -167,10 +167,21 @@ fn a_health_check_that_cannot_run_is_unhealthy_not_exit_2() {
             "{err}"
         );
     }
-    // Outside the health profile it stays a usage error.
-    let out = gpucheck()
-        .args(["--skip", "nosuch"])
-        .output()
-        .expect("run gpucheck");
-    assert_eq!(code(&out), 2);
+    // Outside the health profile it stays a usage error, also when exec's
+    // command happens to take `--profile health` itself.
+    for bad in [
+        &["--skip", "nosuch"][..],
+        &[
+            "exec",
+            "--skip",
+            "nosuch",
+            "--",
+            "tool",
+            "--profile",
+            "health",
+        ][..],
+    ] {
+        let out = gpucheck().args(bad).output().expect("run gpucheck");
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+    }
 }
