@@ -704,7 +704,6 @@ fn nccl_scenario(name: &str) -> String {
 // machine. The fakes model that (tests/fixtures/fake_nccl.c).
 
 #[test]
-#[ignore = "fails until nccl.allreduce allocates peer-reachable memory (issue 15.1)"]
 fn allreduce_on_nccl_before_2_23_passes_on_healthy_h100s() {
     let (out, doc) = allreduce(
         "nccl.allreduce",

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use super::libs::{self, LibSource, SearchPlaces};
 use super::python;
@@ -777,13 +777,86 @@ fn cuda_err(step: &str, gpu: Option<u32>, e: cudarc::driver::DriverError) -> All
     }
 }
 
+/// Device memory from `cuMemAlloc`: ordinary device memory, which peers
+/// reach through peer access, as PyTorch's caching allocator gets it
+/// (`cudaMalloc`). Not cudarc's `alloc_zeros`: where the GPU supports memory
+/// pools that is `cuMemAllocAsync`, pool memory no other GPU may touch
+/// unless `cuMemPoolSetAccess` granted it, and NCCL before 2.23 with every
+/// rank in one process writes into its peers' buffers directly: an illegal
+/// address on a healthy machine (CUDA Programming Guide, stream-ordered
+/// allocator; NCCL's NCCL_P2P_DIRECT_DISABLE documentation). Not a
+/// `CudaSlice` either: its drop frees with `cuMemFreeAsync` on contexts with
+/// pools. Freed with `cuMemFree` on drop.
+struct DeviceBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+    /// float32 elements.
+    len: usize,
+}
+
+impl DeviceBuffer {
+    fn alloc(
+        ctx: &Arc<CudaContext>,
+        len: usize,
+    ) -> Result<DeviceBuffer, cudarc::driver::DriverError> {
+        ctx.bind_to_thread()?;
+        // SAFETY: a plain allocation on the context bound just above.
+        let ptr = unsafe { result::malloc_sync(len * std::mem::size_of::<f32>()) }?;
+        Ok(DeviceBuffer {
+            ctx: Arc::clone(ctx),
+            ptr,
+            len,
+        })
+    }
+
+    /// Zero the first `count` elements, in `stream`'s order.
+    fn zero(&self, stream: &CudaStream, count: usize) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        // SAFETY: `ptr` holds `len` >= `count` floats on the stream's GPU.
+        unsafe { result::memset_d8_async(self.ptr, 0, count.min(self.len) * 4, stream.cu_stream()) }
+    }
+
+    /// Copy `host` in and wait for the copy.
+    fn write(&self, stream: &CudaStream, host: &[f32]) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let host = &host[..host.len().min(self.len)];
+        // SAFETY: `ptr` holds at least host.len() floats; the host slice
+        // outlives the copy, which is waited for before returning.
+        unsafe { result::memcpy_htod_async(self.ptr, host, stream.cu_stream()) }?;
+        stream.synchronize()
+    }
+
+    /// Copy the first host.len() elements out and wait for the copy.
+    fn read(
+        &self,
+        stream: &CudaStream,
+        host: &mut [f32],
+    ) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let n = host.len().min(self.len);
+        // SAFETY: as in `write`, in the other direction.
+        unsafe { result::memcpy_dtoh_async(&mut host[..n], self.ptr, stream.cu_stream()) }?;
+        stream.synchronize()
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // After a sticky fault both calls fail; the process exits soon.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc and is freed once, here.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
 /// Everything one rank owns.
 struct Rank {
     ordinal: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    send: Option<CudaSlice<f32>>,
-    recv: Option<CudaSlice<f32>>,
+    send: Option<DeviceBuffer>,
+    recv: Option<DeviceBuffer>,
 }
 
 /// The communicators; destroyed (or aborted after an error) on drop.
@@ -971,21 +1044,13 @@ fn allocate_buffers(
     for rank in ranks.iter_mut() {
         let gpu = Some(rank.ordinal);
         stage(&format!("cuMemAlloc GPU {}", rank.ordinal));
-        let mut send = rank
-            .stream
-            .alloc_zeros::<f32>(max_count)
+        let send = DeviceBuffer::alloc(&rank.ctx, max_count)
             .map_err(|e| cuda_err("allocate the send buffer", gpu, e))?;
-        let recv = rank
-            .stream
-            .alloc_zeros::<f32>(max_count)
+        let recv = DeviceBuffer::alloc(&rank.ctx, max_count)
             .map_err(|e| cuda_err("allocate the receive buffer", gpu, e))?;
         fill_pattern(&mut host, rank.ordinal);
         stage(&format!("cuMemcpyHtoD GPU {}", rank.ordinal));
-        rank.stream
-            .memcpy_htod(&host[..], &mut send)
-            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
-        rank.stream
-            .synchronize()
+        send.write(&rank.stream, &host)
             .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
         rank.send = Some(send);
         rank.recv = Some(recv);
@@ -1007,21 +1072,18 @@ fn launch(
     unsafe {
         api.check("ncclGroupStart", (api.group_start)())?;
         let mut launched = Ok(());
-        for (rank, &comm) in ranks.iter_mut().zip(comms.comms.iter()) {
-            let stream = Arc::clone(&rank.stream);
-            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_mut()) else {
+        for (rank, &comm) in ranks.iter().zip(comms.comms.iter()) {
+            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_ref()) else {
                 continue;
             };
-            let (send_ptr, _s) = send.device_ptr(&stream);
-            let (recv_ptr, _r) = recv.device_ptr_mut(&stream);
             let rc = (api.all_reduce)(
-                send_ptr as *const c_void,
-                recv_ptr as *mut c_void,
+                send.ptr as *const c_void,
+                recv.ptr as *mut c_void,
                 count,
                 NCCL_FLOAT32,
                 NCCL_SUM,
                 comm,
-                stream.cu_stream(),
+                rank.stream.cu_stream(),
             );
             if rc != NCCL_SUCCESS {
                 launched = Err(api.failure("ncclAllReduce", rc, comm));
@@ -1086,11 +1148,9 @@ fn one_size(
 
     // A stale result must not pass: zero the receive buffers (no expected
     // sum is zero, every contribution is at least 1).
-    for rank in ranks.iter_mut() {
-        let stream = Arc::clone(&rank.stream);
-        if let Some(recv) = rank.recv.as_mut() {
-            stream
-                .memset_zeros(recv)
+    for rank in ranks.iter() {
+        if let Some(recv) = rank.recv.as_ref() {
+            recv.zero(&rank.stream, count)
                 .map_err(|e| cuda_err("clear the receive buffer", Some(rank.ordinal), e))?;
         }
     }
@@ -1208,12 +1268,7 @@ fn verify_results(
         let Some(recv) = rank.recv.as_ref() else {
             continue;
         };
-        let view = recv.slice(0..count);
-        rank.stream
-            .memcpy_dtoh(&view, &mut host[..count])
-            .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
-        rank.stream
-            .synchronize()
+        recv.read(&rank.stream, &mut host[..count])
             .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
         let (wrong, first) = verify(&host[..count], expected, rank.ordinal);
         wrong_per_rank.push(wrong);

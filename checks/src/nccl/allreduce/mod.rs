@@ -372,6 +372,16 @@ fn against_reference(measured: &str, busbw: f64, facts: &AllReduceFacts) -> Outc
         .with_fact("busbw_reference", expect.basis)
 }
 
+/// A CUDA error inside this check's own test program is not by itself
+/// evidence of a broken GPU (the test's own memory or NCCL's use of it can
+/// raise one on a healthy machine), so the hint asks for the evidence that
+/// would call for a reset instead of prescribing one.
+const PROBE_CUDA_ERROR_HINT: &str =
+    "a CUDA error inside gpucheck's own test does not by itself mean the GPU is broken: look for \
+     Xid errors since boot (fabric.xid, `sudo dmesg | grep -i xid`) and the GPU's state in \
+     `nvidia-smi -q` (gpu.ecc, gpu.driver); run again with NCCL_DEBUG=WARN, and with \
+     NCCL_P2P_DISABLE=1 to see whether GPU peer-to-peer is involved";
+
 /// Turn a run that could not finish into a verdict.
 pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
     match failure {
@@ -395,8 +405,7 @@ pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
                 "another process holds the GPU's memory (gpu.processes, `nvidia-smi`); stop it \
                  or pick other GPUs with CUDA_VISIBLE_DEVICES"
             } else {
-                "check `dmesg` for Xid errors and `nvidia-smi` for the GPU's state; a GPU in a bad \
-                 state needs a reset (`nvidia-smi -r -i N`) or a reboot"
+                PROBE_CUDA_ERROR_HINT
             };
             Outcome::fail(format!("CUDA could not {step}{on}: {error}"), hint)
         }
@@ -942,6 +951,16 @@ mod tests {
             "CUDA could not allocate the send buffer on GPU 3: CUDA_ERROR_OUT_OF_MEMORY"
         );
         assert!(o.hint.unwrap().contains("gpu.processes"));
+        // An illegal address raised in the check's own program: no reset
+        // without evidence, which fabric.xid and NVML give.
+        let o = evaluate_failure(&AllReduceFailure::Cuda {
+            step: "ncclAllReduce 32 MiB (warm-up)".into(),
+            gpu: Some(0),
+            error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        });
+        let hint = o.hint.unwrap();
+        assert!(!hint.contains("reset"), "{hint}");
+        assert!(hint.contains("fabric.xid"), "{hint}");
         let o = evaluate_failure(&AllReduceFailure::NoMemory {
             gpu: 0,
             free_bytes: 3 << 20,
