@@ -1113,3 +1113,60 @@ fn env_secret_values_never_reach_a_report() {
     assert!(json.contains("NCCL_IB_PASSWORD=***"), "{json}");
     assert!(!json.contains("hunter2"), "{json}");
 }
+
+#[test]
+fn allreduce_runs_on_the_gpus_cuda_enumerates_when_one_is_missing() {
+    // NVML lists 8 H100s, CUDA enumerates 7 (cuda/seven-of-eight, with its
+    // UUIDs and bus ids): cuda.driver fails naming GPU 5, and the all-reduce
+    // runs on the other seven instead of skipping. Small devices keep the
+    // fake's host memory small.
+    let seven =
+        std::fs::read_to_string(common::root().join("tests/fixtures/cuda/seven-of-eight.scenario"))
+            .unwrap()
+            .replace(
+                "devices = 7",
+                &"device = NVIDIA H100 80GB HBM3, 9.0, 96\n".repeat(7),
+            );
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("seven.scenario");
+    std::fs::write(&scenario, seven).unwrap();
+    let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let h100x8 = common::root().join("tests/fixtures/nvml/h100x8.scenario");
+    let (out, doc) = allreduce(
+        "cuda.driver,nccl.library,nccl.allreduce",
+        &["--nvml-lib", nvml.to_str().unwrap()],
+        &[
+            ("FAKE_CUDA_SCENARIO", scenario.to_str().unwrap()),
+            ("FAKE_NVML_SCENARIO", h100x8.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "cuda.driver").contains("CUDA does not enumerate GPU 5"),
+        "{doc:#}"
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains(" over 7 GPUs (NCCL 2.27.7), results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_skips_when_a_gpu_cuda_enumerates_does_not_work() {
+    let (_, doc) = allreduce(
+        "cuda.driver,nccl.library,nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_CUDA_FAIL", "cuDevicePrimaryCtxRetain@1=999"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "fail", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "needs cuda.driver, which failed"
+    );
+}

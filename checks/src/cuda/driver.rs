@@ -7,14 +7,15 @@ use super::errors::{error_advice, error_label, generic_fix};
 use crate::domain::compat::{
     incompatible_fix, too_old_for_current_torch, CudaVersion, DriverVersion,
 };
-use crate::domain::cuda_devices::{predict_devices, Expectation};
-use crate::domain::text::plural;
+use crate::domain::cuda_devices::{gpus_cuda_does_not_enumerate, predict_devices, Expectation};
+use crate::domain::text::{list_cut, plural};
 use crate::facts::cuda::{DriverCuda, DriverFailure};
 use crate::facts::nvml::{driver_for_run, gpus_for_run};
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, DeviceProbe, DriverProbe, DriverProbeError, RoundTrip,
 };
 use crate::probe::host::env_lossy;
+use crate::probe::nvml::GpuInfo;
 use crate::{Check, Context, DeviceResult, Finding, Findings, Isolation, Outcome, Profile, Status};
 
 /// Everything `cuda.driver` judges.
@@ -22,6 +23,8 @@ use crate::{Check, Context, DeviceResult, Finding, Findings, Isolation, Outcome,
 pub struct DriverFacts {
     pub probe: Result<DriverProbe, DriverProbeError>,
     pub expected: Expectation,
+    /// NVML's GPUs (empty without NVML), to name one CUDA does not see.
+    pub nvml_gpus: Vec<GpuInfo>,
     pub cuda_visible_devices: Option<String>,
     /// The driver's version ("570.86.15"), from NVML or the kernel module.
     pub driver_version: Option<String>,
@@ -50,16 +53,22 @@ fn call_failure(e: &CudaCallError, cvd: Option<&str>) -> Outcome {
 /// cuda.runtime and torch.cuda.
 pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
     let cvd = f.cuda_visible_devices.as_deref();
-    let outcome = match &f.probe {
-        Err(e) => probe_error(e, cvd),
+    let (outcome, usable) = match &f.probe {
+        Err(e) => (probe_error(e, cvd), false),
         Ok(p) => judge_probe(f, p, cvd),
     };
-    let fact = driver_fact(&f.probe, &outcome);
+    let fact = driver_fact(&f.probe, &outcome, usable);
     outcome.publish(&fact)
 }
 
-/// The typed fact behind the verdict.
-fn driver_fact(probe: &Result<DriverProbe, DriverProbeError>, o: &Outcome) -> DriverCuda {
+/// The typed fact behind the verdict. `usable`: the devices CUDA enumerates
+/// all work, whatever the verdict says about a GPU it does not enumerate;
+/// then no failure is carried, and later checks run on those devices.
+fn driver_fact(
+    probe: &Result<DriverProbe, DriverProbeError>,
+    o: &Outcome,
+    usable: bool,
+) -> DriverCuda {
     let (cuda_driver_version, device_count, libcuda) = match probe {
         Ok(p) => (
             p.cuda_driver_version,
@@ -77,7 +86,7 @@ fn driver_fact(probe: &Result<DriverProbe, DriverProbeError>, o: &Outcome) -> Dr
         cuda_driver_version,
         device_count,
         libcuda,
-        failure: o.status.is_failure().then(|| DriverFailure {
+        failure: (o.status.is_failure() && !usable).then(|| DriverFailure {
             summary: o.summary.clone(),
             hint: o.hint.clone(),
         }),
@@ -263,7 +272,9 @@ fn stub_finding(stub: &std::path::Path, works: &str) -> Finding {
 }
 
 /// Judge a driver that initialised: the device count, then every device.
-fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outcome {
+/// Also says whether every device CUDA enumerates works (see
+/// [`driver_fact`]).
+fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> (Outcome, bool) {
     let version = probe
         .cuda_driver_version
         .map(|v| format!("CUDA {v} driver"))
@@ -277,14 +288,19 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outco
     }
     let n = probe.device_count;
     if n == 0 {
-        return Outcome {
+        let o = Outcome {
             status: Status::Fail,
             summary: format!("the {version} initialised but sees no devices"),
             hint: error_advice(100, cvd).map(|a| a.fix),
             ..out
         };
+        return (o, false);
     }
-    if let Some(problem) = count_finding(&f.expected, n) {
+    let usable = !findings.worst().is_failure();
+    if let Some(mut problem) = count_finding(&f.expected, n) {
+        if cvd.is_none() {
+            problem.text.push_str(&not_enumerated(&f.nvml_gpus, probe));
+        }
         findings.items.insert(0, problem);
     }
     if let Some(old) = probe
@@ -313,13 +329,38 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outco
         format!("{version}, {n} device{}{note}{work}", plural(n as usize)),
         Vec::new(),
     );
-    Outcome {
+    let o = Outcome {
         status: verdict.status,
         summary: verdict.summary,
         hint: verdict.hint,
         ..out
-    }
+    };
+    (o, usable)
 }
+
+/// "; CUDA does not enumerate GPU 5 (GPU-..., PCI 00000000:AB:00.0)": the
+/// NVML GPUs no CUDA device matches, or nothing when none can be named.
+fn not_enumerated(nvml_gpus: &[GpuInfo], probe: &DriverProbe) -> String {
+    let cuda: Vec<(Option<String>, Option<String>)> = probe
+        .devices
+        .iter()
+        .map(|d| (d.uuid.clone(), d.pci_bus_id.clone()))
+        .collect();
+    let missing: Vec<String> = gpus_cuda_does_not_enumerate(nvml_gpus, &cuda)
+        .iter()
+        .map(|g| format!("GPU {} ({}, PCI {})", g.index, g.uuid, g.pci_bus_id))
+        .collect();
+    if missing.is_empty() || missing.len() >= nvml_gpus.len() {
+        return String::new();
+    }
+    format!(
+        "; CUDA does not enumerate {}",
+        list_cut(&missing, MISSING_GPUS_NAMED)
+    )
+}
+
+/// GPUs named in full when CUDA misses several (the rest are counted).
+const MISSING_GPUS_NAMED: usize = 4;
 
 /// `cuda.driver`: libcuda loads, cuInit works, the device count is what
 /// NVML predicts, and every device takes a context and a copy.
@@ -360,6 +401,7 @@ The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is 
         let contexts = ctx.options.profile >= Profile::Standard;
         let facts = DriverFacts {
             probe: cuda_probe::probe_driver(contexts),
+            nvml_gpus: nvml_gpus.clone().unwrap_or_default(),
             expected: predict_devices(
                 nvml_gpus.as_deref(),
                 cvd.as_deref(),
@@ -400,6 +442,9 @@ mod tests {
                     name: Some("NVIDIA H100 80GB HBM3".to_string()),
                     compute_capability: Some((9, 0)),
                     total_mem_mib: Some(81559),
+                    uuid: Some(format!("GPU-fa4e000{i}-1111-4222-8333-00000000000{i}")),
+                    pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + i)),
+                    free_mem_mib: Some(80_000),
                     context: Some(Ok(RoundTrip::Verified { bytes: 65536 })),
                 })
                 .collect(),
@@ -411,6 +456,7 @@ mod tests {
         DriverFacts {
             probe,
             expected,
+            nvml_gpus: Vec::new(),
             cuda_visible_devices: None,
             driver_version: None,
             contexts: true,
@@ -582,6 +628,56 @@ mod tests {
             o.summary
         );
         assert!(o.hint.unwrap().contains("fallen off the bus"));
+    }
+
+    /// NVML's view of the GPUs `healthy` describes.
+    fn nvml_gpus(n: u32) -> Vec<nvml::GpuInfo> {
+        (0..n)
+            .map(|i| nvml::GpuInfo {
+                index: i,
+                name: "NVIDIA H100 80GB HBM3".to_string(),
+                uuid: format!("GPU-fa4e000{i}-1111-4222-8333-00000000000{i}"),
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+                memory_total_mib: 81559,
+                compute_capability: Some((9, 0)),
+                mig_enabled: Some(false),
+                mig_uuids: vec![],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gpu_cuda_does_not_enumerate_is_named_and_the_others_stay_usable() {
+        // CUDA sees GPUs 0-4, 6, 7 of NVML's eight.
+        let mut p = healthy(8);
+        p.devices.remove(5);
+        p.device_count = 7;
+        let mut f = facts(
+            Ok(p),
+            Expectation::Exactly {
+                count: 8,
+                from: "NVML sees 8 GPUs".to_string(),
+            },
+        );
+        f.nvml_gpus = nvml_gpus(8);
+        let o = evaluate_driver(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "CUDA sees 7 devices but NVML sees 8 GPUs; CUDA does not enumerate GPU 5 \
+             (GPU-fa4e0005-1111-4222-8333-000000000005, PCI 00000000:1D:00.0)"
+        );
+        assert!(o.hint.as_deref().unwrap().contains("fallen off the bus"));
+        // The seven work: later checks run on them.
+        let d = o.fact::<DriverCuda>().unwrap();
+        assert_eq!(d.failure, None);
+        assert_eq!(d.working_device_count(), Some(7));
+        // A context failing on one of them is a driver that does not work.
+        let mut p = healthy(7);
+        p.devices[2].context = Some(Err(call_err("cuDevicePrimaryCtxRetain", 999)));
+        f.probe = Ok(p);
+        let d = evaluate_driver(&f).fact::<DriverCuda>().unwrap();
+        assert!(d.failure.is_some());
     }
 
     #[test]

@@ -742,19 +742,6 @@ pub fn verify(result: &[f32], expected: &[f32], rank: u32) -> (u64, Option<Wrong
     (wrong, first)
 }
 
-/// A CUDA device UUID in NVML's spelling: GPU-8-4-4-4-12 hex digits.
-pub fn format_uuid(bytes: &[std::ffi::c_char; 16]) -> String {
-    let hex: String = bytes.iter().map(|&b| format!("{:02x}", b as u8)).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
 /// A human size: 8 B, 256 KiB, 1 GiB.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -991,7 +978,7 @@ fn open_gpus(n: u32) -> Result<(Vec<Rank>, Vec<GpuDesc>), AllReduceFailure> {
             .map_err(|e| cuda_err("create a stream", Some(ordinal), e))?;
         let name = ctx.name().unwrap_or_else(|_| format!("GPU {ordinal}"));
         let total_bytes = ctx.total_mem().ok().map(|b| b as u64);
-        let uuid = ctx.uuid().ok().map(|u| format_uuid(&u.bytes));
+        let uuid = super::cuda::device_uuid(ctx.cu_device());
         gpus.push(GpuDesc {
             ordinal,
             name,
@@ -1540,16 +1527,6 @@ mod tests {
         assert_eq!(fit_sizes(&[256 * mib], None), (vec![256 * mib], vec![]));
         // Not even 8 bytes.
         assert_eq!(fit_sizes(&[256 * mib], Some(4)), (vec![], vec![256 * mib]));
-    }
-
-    #[test]
-    fn uuids_are_spelled_like_nvml() {
-        let bytes: [std::ffi::c_char; 16] =
-            std::array::from_fn(|i| (0x10 * i as u8 + 1) as std::ffi::c_char);
-        assert_eq!(
-            format_uuid(&bytes),
-            "GPU-01112131-4151-6171-8191-a1b1c1d1e1f1"
-        );
     }
 
     #[test]

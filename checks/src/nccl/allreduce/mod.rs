@@ -13,13 +13,16 @@ use std::time::{Duration, Instant};
 use super::library::{evaluate_library, winner};
 use super::INSTALL_HINT;
 use crate::domain::text::{gpu_count, plural};
+use crate::facts::cuda::driver_cuda_for_run;
 use crate::facts::nccl::NcclChoice;
 use crate::facts::nvml::gpus_for_run;
 use crate::probe::nccl::{
     self as probe, AllReduceFailure, AllReducePlan, AllReduceRun, SizeResult,
 };
 use crate::probe::nvml as nv;
-use crate::{Check, Context, DataTable, DeviceResult, Isolation, Metric, Outcome, Profile, Status};
+use crate::{
+    Cause, Check, Context, DataTable, DeviceResult, Isolation, Metric, Outcome, Profile, Status,
+};
 
 /// `nccl.allreduce`: a real all-reduce over every visible GPU.
 pub struct AllReduce;
@@ -441,6 +444,19 @@ pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
     }
 }
 
+/// A skip when cuda.driver found the devices CUDA enumerates unusable (its
+/// fact carries a failure); a GPU it does not enumerate is no reason to
+/// skip: the all-reduce runs on the others.
+fn driver_unusable(ctx: &Context) -> Option<Outcome> {
+    let driver = driver_cuda_for_run(ctx)?;
+    driver.failure.as_ref()?;
+    Some(
+        Outcome::skip("needs cuda.driver, which failed").with_cause(Cause::NeedsFailed {
+            need: "cuda.driver".to_string(),
+        }),
+    )
+}
+
 /// The NCCL library to run: the one nccl.library chose in this run, else
 /// found the same way now.
 fn nccl_to_run(ctx: &Context) -> Result<PathBuf, Box<Outcome>> {
@@ -504,7 +520,10 @@ impl Check for AllReduce {
         Profile::Standard
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["cuda.driver", "nccl.library"]
+        // Not cuda.driver: its verdict fails for a GPU CUDA does not
+        // enumerate, and the all-reduce still runs on the ones it does;
+        // run() reads its fact instead (driver_unusable).
+        &["nccl.library"]
     }
     fn isolation(&self) -> Isolation {
         Isolation::Child
@@ -548,6 +567,9 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
         // SAFETY: only tries to dlopen the driver library.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return evaluate_failure(&AllReduceFailure::NoDriver);
+        }
+        if let Some(skip) = driver_unusable(ctx) {
+            return skip;
         }
         let nccl_lib = match nccl_to_run(ctx) {
             Ok(p) => p,
