@@ -1224,3 +1224,19 @@ fn the_gpu_cuda_does_not_enumerate_is_named_by_uuid_and_bus_id() {
     assert!(field(r, "hint").contains("fallen off the bus"), "{r}");
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn a_gpu_another_process_fills_warns_with_its_free_memory() {
+    // cuda/nearly-full: GPU 1 has 0.1 GiB of its 80 GiB free.
+    let (out, doc) = run_fake("nearly-full", &["--only", "cuda.driver"], &[]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "cuda:1 (NVIDIA H100 80GB HBM3): only 0.1 GiB of 79.6 GiB free"
+    );
+    assert!(field(r, "hint").contains("gpu.processes"), "{r}");
+    assert_eq!(r["devices"][1]["status"], "warn", "{r}");
+    assert_eq!(r["devices"][0]["status"], "pass", "{r}");
+    assert_eq!(out.status.code(), Some(0));
+}

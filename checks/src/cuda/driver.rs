@@ -147,9 +147,42 @@ fn driver_facts(probe: &DriverProbe) -> Outcome {
     out.with_fact("device_count", probe.device_count.to_string())
 }
 
+/// Free memory below this share of the GPU's total warns: a training job
+/// sizes its batch to the whole GPU, so with another process holding over
+/// 90% it runs out of memory at its first batch.
+const LOW_FREE_SHARE: f64 = 0.10;
+/// Free memory below this warns on any GPU: a DDP rank needs room for its
+/// CUDA context (~0.5 GiB on Hopper), NCCL's buffers (hundreds of MiB on 8
+/// GPUs) and DDP's gradient buckets (25 MiB each, a copy of every gradient)
+/// before the model and a batch.
+const LOW_FREE_MIB: u64 = 2048;
+
+fn gib(mib: u64) -> String {
+    format!("{:.1} GiB", mib as f64 / 1024.0)
+}
+
+/// A device with almost no memory free (another process holds it).
+fn low_memory_finding(d: &DeviceProbe, name: &str) -> Option<Finding> {
+    let (free, total) = (d.free_mem_mib?, d.total_mem_mib?);
+    if total == 0 || (free >= LOW_FREE_MIB && free as f64 >= total as f64 * LOW_FREE_SHARE) {
+        return None;
+    }
+    let text = format!(
+        "cuda:{} ({name}): only {} of {} free",
+        d.ordinal,
+        gib(free),
+        gib(total)
+    );
+    Some(Finding::new(None, Status::Warn, text).hint(
+        "other processes hold the memory of the GPUs named: a job started on them runs out of \
+         memory at its first batch; find the processes with gpu.processes (`nvidia-smi`) and \
+         stop them, or leave those GPUs out with CUDA_VISIBLE_DEVICES",
+    ))
+}
+
 /// One device's row, and what is wrong with it (a context or copy that
-/// failed).
-fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Option<Finding>) {
+/// failed, almost no free memory).
+fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Vec<Finding>) {
     let name = d
         .name
         .clone()
@@ -191,19 +224,30 @@ fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Option<Fin
             )
         }
     };
-    let status = if hint.is_some() {
+    let mut status = if hint.is_some() {
         Status::Fail
     } else {
         Status::Pass
     };
-    let finding = hint.map(|h| {
-        Finding::new(
-            None,
-            Status::Fail,
-            format!("cuda:{} ({name}): {summary}", d.ordinal),
-        )
-        .hint(h)
-    });
+    let mut findings: Vec<Finding> = hint
+        .map(|h| {
+            Finding::new(
+                None,
+                Status::Fail,
+                format!("cuda:{} ({name}): {summary}", d.ordinal),
+            )
+            .hint(h)
+        })
+        .into_iter()
+        .collect();
+    let mut summary = summary;
+    if let Some(low) = low_memory_finding(d, &name) {
+        if status == Status::Pass {
+            status = Status::Warn;
+            summary = format!("{summary}; only {} free", gib(d.free_mem_mib.unwrap_or(0)));
+        }
+        findings.push(low);
+    }
     let row = DeviceResult {
         index: d.ordinal,
         label: None,
@@ -213,7 +257,7 @@ fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Option<Fin
         summary,
         metrics: Vec::new(),
     };
-    (row, finding)
+    (row, findings)
 }
 
 /// A device count that differs from the prediction.
@@ -392,7 +436,7 @@ impl Check for CudaDriver {
     fn explain(&self) -> &'static str {
         "Loads the CUDA driver library (libcuda) the way PyTorch does, initialises it, counts the devices, and creates a context on every visible GPU with a small verified host-to-device-to-host copy.\n\n\
 Why it matters: every CUDA process, and so every DDP rank, starts with cuInit and a context on its GPU. A driver that NVML can talk to may still refuse CUDA: the Fabric Manager not running on an NVSwitch system (CUDA_ERROR_SYSTEM_NOT_READY, 802), a forward-compatibility libcuda that does not fit the driver or the GPU (803, 804), a GPU in a bad state (999), or a GPU NVML lists but CUDA cannot use. Any of these makes torch.cuda report no GPUs or one rank fail at start-up, and the whole job with it.\n\n\
-How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's: find the missing GPU with `nvidia-smi -q` and `dmesg`. A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
+How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's names the GPU CUDA does not enumerate (its UUID and PCI bus id): find why with `nvidia-smi -q` and `dmesg`; the checks after this one run on the devices CUDA does enumerate. A GPU with under 10% of its memory (or under 2 GiB) free warns: another process holds it (gpu.processes). A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
 The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is unset and MIG is off; without NVML, `--expect-gpus N` gives the floor."
     }
     fn run(&self, ctx: &Context) -> Outcome {
@@ -678,6 +722,29 @@ mod tests {
         f.probe = Ok(p);
         let d = evaluate_driver(&f).fact::<DriverCuda>().unwrap();
         assert!(d.failure.is_some());
+    }
+
+    #[test]
+    fn a_gpu_with_almost_no_free_memory_warns_naming_it() {
+        let mut p = healthy(2);
+        p.devices[1].free_mem_mib = Some(102);
+        let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+        assert_eq!(o.status, Status::Warn, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "cuda:1 (NVIDIA H100 80GB HBM3): only 0.1 GiB of 79.6 GiB free"
+        );
+        assert!(o.hint.as_deref().unwrap().contains("gpu.processes"));
+        assert_eq!(o.devices[1].status, Status::Warn);
+        assert_eq!(o.devices[0].status, Status::Pass);
+        // 10% of 80 GiB free, and 2 GiB on a small GPU, are enough.
+        for (free, total) in [(8_200, 81_559), (2_048, 4_096)] {
+            let mut p = healthy(1);
+            p.devices[0].free_mem_mib = Some(free);
+            p.devices[0].total_mem_mib = Some(total);
+            let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+            assert_eq!(o.status, Status::Pass, "{free} of {total}: {o:?}");
+        }
     }
 
     #[test]
