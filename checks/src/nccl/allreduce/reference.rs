@@ -415,6 +415,7 @@ mod tests {
                                 link: l,
                                 active: true,
                                 remote: nv::NvLinkRemote::Switch,
+                                errors: Default::default(),
                             })
                             .collect())
                     }
