@@ -151,10 +151,11 @@ fn driver_facts(probe: &DriverProbe) -> Outcome {
 /// sizes its batch to the whole GPU, so with another process holding over
 /// 90% it runs out of memory at its first batch.
 const LOW_FREE_SHARE: f64 = 0.10;
-/// Free memory below this warns on any GPU: a DDP rank needs room for its
-/// CUDA context (~0.5 GiB on Hopper), NCCL's buffers (hundreds of MiB on 8
-/// GPUs) and DDP's gradient buckets (25 MiB each, a copy of every gradient)
-/// before the model and a batch.
+/// Free memory below this warns where other processes hold at least half
+/// the GPU: a DDP rank needs room for its CUDA context (~0.5 GiB on Hopper),
+/// NCCL's buffers (hundreds of MiB on 8 GPUs) and DDP's gradient buckets
+/// (25 MiB each, a copy of every gradient) before the model and a batch. A
+/// small GPU that is mostly free is small, not taken: not warned.
 const LOW_FREE_MIB: u64 = 2048;
 
 fn gib(mib: u64) -> String {
@@ -164,7 +165,9 @@ fn gib(mib: u64) -> String {
 /// A device with almost no memory free (another process holds it).
 fn low_memory_finding(d: &DeviceProbe, name: &str) -> Option<Finding> {
     let (free, total) = (d.free_mem_mib?, d.total_mem_mib?);
-    if total == 0 || (free >= LOW_FREE_MIB && free as f64 >= total as f64 * LOW_FREE_SHARE) {
+    let below_share = (free as f64) < total as f64 * LOW_FREE_SHARE;
+    let below_floor = free < LOW_FREE_MIB && free < total / 2;
+    if total == 0 || !(below_share || below_floor) {
         return None;
     }
     let text = format!(
@@ -436,7 +439,7 @@ impl Check for CudaDriver {
     fn explain(&self) -> &'static str {
         "Loads the CUDA driver library (libcuda) the way PyTorch does, initialises it, counts the devices, and creates a context on every visible GPU with a small verified host-to-device-to-host copy.\n\n\
 Why it matters: every CUDA process, and so every DDP rank, starts with cuInit and a context on its GPU. A driver that NVML can talk to may still refuse CUDA: the Fabric Manager not running on an NVSwitch system (CUDA_ERROR_SYSTEM_NOT_READY, 802), a forward-compatibility libcuda that does not fit the driver or the GPU (803, 804), a GPU in a bad state (999), or a GPU NVML lists but CUDA cannot use. Any of these makes torch.cuda report no GPUs or one rank fail at start-up, and the whole job with it.\n\n\
-How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's names the GPU CUDA does not enumerate (its UUID and PCI bus id): find why with `nvidia-smi -q` and `dmesg`; the checks after this one run on the devices CUDA does enumerate. A GPU with under 10% of its memory (or under 2 GiB) free warns: another process holds it (gpu.processes). A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
+How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's names the GPU CUDA does not enumerate (its UUID and PCI bus id): find why with `nvidia-smi -q` and `dmesg`; the checks after this one run on the devices CUDA does enumerate. A GPU with under 10% of its memory free, or under 2 GiB while others hold over half of it, warns: another process holds it (gpu.processes). A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
 The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is unset and MIG is off; without NVML, `--expect-gpus N` gives the floor."
     }
     fn run(&self, ctx: &Context) -> Outcome {
@@ -737,14 +740,20 @@ mod tests {
         assert!(o.hint.as_deref().unwrap().contains("gpu.processes"));
         assert_eq!(o.devices[1].status, Status::Warn);
         assert_eq!(o.devices[0].status, Status::Pass);
-        // 10% of 80 GiB free, and 2 GiB on a small GPU, are enough.
-        for (free, total) in [(8_200, 81_559), (2_048, 4_096)] {
+        // 10% of 80 GiB free, 2 GiB on a small GPU, and a tiny GPU that is
+        // all free are enough; 1.5 GiB of 12 GiB is not.
+        for (free, total) in [(8_200, 81_559), (2_048, 4_096), (96, 96)] {
             let mut p = healthy(1);
             p.devices[0].free_mem_mib = Some(free);
             p.devices[0].total_mem_mib = Some(total);
             let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
             assert_eq!(o.status, Status::Pass, "{free} of {total}: {o:?}");
         }
+        let mut p = healthy(1);
+        p.devices[0].free_mem_mib = Some(1_536);
+        p.devices[0].total_mem_mib = Some(12_288);
+        let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+        assert_eq!(o.status, Status::Warn, "{o:?}");
     }
 
     #[test]
