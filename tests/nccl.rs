@@ -1170,3 +1170,34 @@ fn allreduce_skips_when_a_gpu_cuda_enumerates_does_not_work() {
         "needs cuda.driver, which failed"
     );
 }
+
+#[test]
+fn with_a_gpu_fallen_off_the_bus_cuda_and_the_allreduce_run_on_the_rest() {
+    // nvml/gpu_lost: NVML counts 8 GPUs and cannot open GPU 2; CUDA
+    // enumerates the 7 that answer. gpu.count fails naming GPU 2, and the
+    // checks after it judge the 7 instead of skipping "needs gpu.count".
+    let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let lost = common::root().join("tests/fixtures/nvml/gpu_lost.scenario");
+    let seven = vec!["NVIDIA H100 80GB HBM3, 9.0, 96"; 7].join(";");
+    let (out, doc) = allreduce(
+        "gpu.driver,gpu.count,cuda.driver,nccl.library,nccl.allreduce",
+        &["--nvml-lib", nvml.to_str().unwrap()],
+        &[
+            ("FAKE_CUDA_DEVICES", seven.as_str()),
+            ("FAKE_NVML_SCENARIO", lost.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "gpu.count"), "fail", "{doc:#}");
+    assert!(summary(&doc, "gpu.count").starts_with("GPU 2: "), "{doc:#}");
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "cuda.driver").starts_with("CUDA 12.8 driver, 7 devices"),
+        "{doc:#}"
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains(" over 7 GPUs (NCCL 2.27.7), results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
