@@ -1201,3 +1201,47 @@ fn with_a_gpu_fallen_off_the_bus_cuda_and_the_allreduce_run_on_the_rest() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn a_cuda_error_in_the_allreduce_says_reset_only_with_an_xid_behind_it() {
+    let log = |name: &str| {
+        common::root()
+            .join("tests/fixtures/kernel_log")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let fault = [
+        ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+        ("FAKE_CUDA_FAIL", "cuMemAlloc_v2@1=700"),
+    ];
+    // No Xid since boot: the error is gpucheck's own, no reset prescribed.
+    let clean = log("clean.log");
+    let (_, doc) = allreduce(
+        "fabric.xid,nccl.allreduce",
+        &["--kernel-log", &clean],
+        &fault,
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce")
+            .starts_with("CUDA could not allocate the send buffer on GPU 1"),
+        "{doc:#}"
+    );
+    let h = hint(&doc, "nccl.allreduce");
+    assert!(!h.contains("reset"), "{h}");
+    assert!(h.contains("fabric.xid"), "{h}");
+    // Reset-class Xids since boot (79 first, then 48): now it says so.
+    let kern = log("kern.log");
+    let (_, doc) = allreduce(
+        "fabric.xid,nccl.allreduce",
+        &["--kernel-log", &kern],
+        &fault,
+    );
+    let h = hint(&doc, "nccl.allreduce");
+    assert!(
+        h.starts_with("fabric.xid found Xid 79 on the GPU at PCI 0000:3a:00"),
+        "{h}"
+    );
+    assert!(h.contains("must be reset"), "{h}");
+}

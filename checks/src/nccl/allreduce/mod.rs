@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use super::library::{evaluate_library, winner};
 use super::INSTALL_HINT;
-use crate::domain::text::{gpu_count, plural};
+use crate::domain::text::{gpu_count, list_cut, plural};
 use crate::facts::cuda::driver_cuda_for_run;
 use crate::facts::nccl::NcclChoice;
 use crate::facts::nvml::gpus_for_run;
+use crate::facts::xid::XidHistory;
 use crate::probe::nccl::{
     self as probe, AllReduceFailure, AllReducePlan, AllReduceRun, SizeResult,
 };
@@ -385,8 +386,51 @@ const PROBE_CUDA_ERROR_HINT: &str =
      `nvidia-smi -q` (gpu.ecc, gpu.driver); run again with NCCL_DEBUG=WARN, and with \
      NCCL_P2P_DISABLE=1 to see whether GPU peer-to-peer is involved";
 
+/// A CUDA error (other than out of memory) in this check's own program:
+/// "reset" only with an Xid since boot that calls for one.
+fn cuda_failure(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcome {
+    let AllReduceFailure::Cuda { step, gpu, error } = failure else {
+        return evaluate_failure(failure);
+    };
+    let on = gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default();
+    let summary = format!("CUDA could not {step}{on}: {error}");
+    let evidence: Vec<String> = xids
+        .map(|x| x.needing_reset())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| match e.gpu {
+            Some(g) => format!("Xid {} on GPU {g} ({})", e.code, e.pci),
+            None => format!("Xid {} on the GPU at PCI {}", e.code, e.pci),
+        })
+        .collect();
+    if evidence.is_empty() {
+        return Outcome::fail(summary, PROBE_CUDA_ERROR_HINT);
+    }
+    Outcome::fail(
+        summary,
+        format!(
+            "fabric.xid found {} since boot: NVIDIA's Xid catalog says a GPU named there must be \
+             reset (`sudo nvidia-smi -r -i N` with nothing running on it) or the node rebooted \
+             before it is trusted again",
+            list_cut(&evidence, 3)
+        ),
+    )
+}
+
 /// Turn a run that could not finish into a verdict.
 pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
+    evaluate_failure_with(failure, None)
+}
+
+/// [`evaluate_failure`] with what fabric.xid found since boot: a CUDA error
+/// in this check's own program says "reset" only where an Xid after which
+/// NVIDIA's catalog calls for a reset backs it.
+pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcome {
+    if let AllReduceFailure::Cuda { error, .. } = failure {
+        if !error.contains("OUT_OF_MEMORY") {
+            return cuda_failure(failure, xids);
+        }
+    }
     match failure {
         AllReduceFailure::NoDriver => Outcome::skip(
             "no NVIDIA driver: libcuda.so.1 cannot be loaded, so there is no GPU to run NCCL on",
@@ -404,13 +448,11 @@ pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
         ),
         AllReduceFailure::Cuda { step, gpu, error } => {
             let on = gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default();
-            let hint = if error.contains("OUT_OF_MEMORY") {
+            Outcome::fail(
+                format!("CUDA could not {step}{on}: {error}"),
                 "another process holds the GPU's memory (gpu.processes, `nvidia-smi`); stop it \
-                 or pick other GPUs with CUDA_VISIBLE_DEVICES"
-            } else {
-                PROBE_CUDA_ERROR_HINT
-            };
-            Outcome::fail(format!("CUDA could not {step}{on}: {error}"), hint)
+                 or pick other GPUs with CUDA_VISIBLE_DEVICES",
+            )
         }
         AllReduceFailure::Nccl {
             step,
@@ -605,7 +647,7 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
                     },
                 )
             }
-            Err(f) => evaluate_failure(&f),
+            Err(f) => evaluate_failure_with(&f, ctx.fact::<XidHistory>().as_ref()),
         }
     }
 }
@@ -983,6 +1025,31 @@ mod tests {
         let hint = o.hint.unwrap();
         assert!(!hint.contains("reset"), "{hint}");
         assert!(hint.contains("fabric.xid"), "{hint}");
+        // A job-class Xid (31, the page fault such an error logs) is no
+        // evidence either; an Xid 79 on a GPU is.
+        let seen = |code| crate::facts::xid::XidSeen {
+            pci: "0000:ab:00".into(),
+            gpu: Some(5),
+            code,
+            count: 1,
+        };
+        let illegal = AllReduceFailure::Cuda {
+            step: "ncclAllReduce 32 MiB (warm-up)".into(),
+            gpu: Some(0),
+            error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        };
+        let history = |codes: &[u32]| XidHistory {
+            events: codes.iter().map(|&c| seen(c)).collect(),
+        };
+        let o = evaluate_failure_with(&illegal, Some(&history(&[31])));
+        assert!(!o.hint.unwrap().contains("reset"));
+        let o = evaluate_failure_with(&illegal, Some(&history(&[31, 79])));
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.starts_with("fabric.xid found Xid 79 on GPU 5 (0000:ab:00) since boot"),
+            "{hint}"
+        );
+        assert!(hint.contains("must be reset"), "{hint}");
         let o = evaluate_failure(&AllReduceFailure::NoMemory {
             gpu: 0,
             free_bytes: 3 << 20,
