@@ -27,7 +27,8 @@
 #   table.txt      the table report (--verbose: metrics, per-GPU rows, the sweep)
 #   report.json    the JSON report        report.xml   the JUnit report
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
-#   summary.txt    GPU model, driver, NCCL busbw per size, the DDP benchmark's
+#   summary.txt    GPU model, driver, NCCL busbw per size and the algorithm
+#                  NCCL chose (from its tuning log), the DDP benchmark's
 #                  throughput and per-rank tables, every verdict
 #
 # Exit status: 0 when the run completed and no check reported `error`
@@ -132,6 +133,10 @@ for r in results:
         if "nccl_path" in facts:
             print("  NCCL {} at {}; GPUs: {}".format(facts.get("nccl_version", "?"),
                                                     facts["nccl_path"], facts.get("gpus", "?")))
+            metrics = {m.get("name"): m.get("value") for m in r.get("metrics", [])}
+            print("  busbw {} GB/s; NCCL's algorithm: {}".format(
+                metrics.get("busbw_gbps", "?"),
+                facts.get("nccl_algorithm", "not recorded (NCCL_DEBUG set, or no tuning log)")))
         if "model" in facts:
             print("  torch {}, {} on {}, model {}".format(facts.get("torch_version", "?"),
                                                           facts.get("backend", "?"),

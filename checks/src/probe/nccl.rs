@@ -542,6 +542,118 @@ pub struct AllReduceRun {
     pub skipped_for_memory: Vec<u64>,
     /// Sizes asked for that were left out to stay inside the time budget.
     pub skipped_for_time: Vec<u64>,
+    /// The algorithm and protocol NCCL chose, per call, from its tuning log
+    /// (empty when the user set NCCL_DEBUG or NCCL logged none).
+    pub tuning: Vec<TuningChoice>,
+}
+
+/// One line of NCCL's tuning log: what it chose for a collective.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuningChoice {
+    pub bytes: u64,
+    /// "Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT".
+    pub algorithm: String,
+    /// "LL", "LL128", "Simple".
+    pub protocol: String,
+}
+
+/// NCCL's algorithms in the order of their NCCL_ALGO_* numbers (nccl's
+/// src/include/nccl_common.h), as its older tuning lines number them.
+const NCCL_ALGORITHMS: [&str; 7] = [
+    "Tree",
+    "Ring",
+    "CollNetDirect",
+    "CollNetChain",
+    "NVLS",
+    "NVLSTree",
+    "PAT",
+];
+/// NCCL_PROTO_* in order.
+const NCCL_PROTOCOLS: [&str; 3] = ["LL", "LL128", "Simple"];
+
+/// Parse the line NCCL_DEBUG_SUBSYS=TUNING writes for each collective (rank
+/// 0), in either of NCCL's spellings (src/enqueue.cc):
+/// `[AllReduce: ]268435456 Bytes -> Algo 1 proto 2 time 2860.2` (numbers,
+/// older releases) or `AllReduce: 268435456 Bytes -> Algo NVLS proto Simple
+/// channel{Lo..Hi}={0..15}` (names). Lines of other collectives are None.
+pub fn parse_tuning_line(line: &str) -> Option<TuningChoice> {
+    let (before, after) = line.split_once(" Bytes -> Algo ")?;
+    let mut head = before.split_whitespace().rev();
+    let bytes: u64 = head.next()?.parse().ok()?;
+    if let Some(func) = head.next().filter(|t| t.ends_with(':')) {
+        if func != "AllReduce:" {
+            return None;
+        }
+    }
+    let mut tail = after.split_whitespace();
+    let algo = tail.next()?;
+    if tail.next()? != "proto" {
+        return None;
+    }
+    let proto = tail.next()?;
+    let name = |token: &str, table: &[&str]| -> Option<String> {
+        match token.parse::<usize>() {
+            Ok(i) => table.get(i).map(|s| s.to_string()),
+            Err(_) => Some(
+                table
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case(token))
+                    .map_or_else(|| token.to_string(), |n| n.to_string()),
+            ),
+        }
+    };
+    Some(TuningChoice {
+        bytes,
+        algorithm: name(algo, &NCCL_ALGORITHMS)?,
+        protocol: name(proto, &NCCL_PROTOCOLS)?,
+    })
+}
+
+/// NCCL's tuning log, captured in an unlinked temporary file NCCL writes
+/// through /proc/self/fd (nothing is left behind, whatever ends the child).
+struct TuningLog {
+    file: std::fs::File,
+}
+
+impl TuningLog {
+    /// Ask NCCL (before it loads: it reads these at init) to log its
+    /// algorithm choices to our file, unless the user set NCCL_DEBUG,
+    /// NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE: theirs win, and then no
+    /// choice is recorded.
+    fn start() -> Option<TuningLog> {
+        let user_set = ["NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if user_set {
+            return None;
+        }
+        let file = tempfile::tempfile().ok()?;
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        std::env::set_var("NCCL_DEBUG", "INFO");
+        std::env::set_var("NCCL_DEBUG_SUBSYS", "TUNING");
+        std::env::set_var("NCCL_DEBUG_FILE", path);
+        Some(TuningLog { file })
+    }
+
+    /// Every all-reduce choice logged so far (bounded: the last
+    /// TUNING_LOG_MAX_BYTES of the log).
+    fn choices(&mut self) -> Vec<TuningChoice> {
+        use std::io::{Read, Seek, SeekFrom};
+        const TUNING_LOG_MAX_BYTES: u64 = 4 << 20;
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = len.saturating_sub(TUNING_LOG_MAX_BYTES);
+        let mut text = Vec::new();
+        if self.file.seek(SeekFrom::Start(start)).is_err()
+            || self.file.read_to_end(&mut text).is_err()
+        {
+            return Vec::new();
+        }
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter_map(parse_tuning_line)
+            .collect()
+    }
 }
 
 /// Why the all-reduce did not produce results.
@@ -901,6 +1013,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     }
     let n = count as u32;
 
+    let mut tuning_log = TuningLog::start();
     stage("dlopen libnccl");
     let api = NcclApi::load(&plan.nccl_lib).map_err(|detail| AllReduceFailure::NcclLoad {
         path: plan.nccl_lib.clone(),
@@ -952,12 +1065,17 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         }
     }
     drop(comms);
+    let tuning = tuning_log
+        .as_mut()
+        .map(TuningLog::choices)
+        .unwrap_or_default();
     Ok(AllReduceRun {
         gpus,
         nccl_version,
         results,
         skipped_for_memory,
         skipped_for_time,
+        tuning,
     })
 }
 
@@ -1527,6 +1645,43 @@ mod tests {
         assert_eq!(fit_sizes(&[256 * mib], None), (vec![256 * mib], vec![]));
         // Not even 8 bytes.
         assert_eq!(fit_sizes(&[256 * mib], Some(4)), (vec![], vec![256 * mib]));
+    }
+
+    #[test]
+    fn nccls_tuning_lines_give_the_algorithm_in_both_spellings() {
+        let choice = |b: u64, a: &str, p: &str| TuningChoice {
+            bytes: b,
+            algorithm: a.into(),
+            protocol: p.into(),
+        };
+        assert_eq!(
+            parse_tuning_line(
+                "gpu07:3151:3151 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS proto \
+                 Simple channel{Lo..Hi}={0..15}"
+            ),
+            Some(choice(268435456, "NVLS", "Simple"))
+        );
+        assert_eq!(
+            parse_tuning_line(
+                "NCCL INFO AllReduce: 1024 Bytes -> Algo TREE proto SIMPLE channel{Lo..Hi}={0..0}"
+            ),
+            Some(choice(1024, "Tree", "Simple"))
+        );
+        assert_eq!(
+            parse_tuning_line(
+                "node-0:309:309 [0] NCCL INFO 33554432 Bytes -> Algo 1 proto 2 time 2860.208008"
+            ),
+            Some(choice(33554432, "Ring", "Simple"))
+        );
+        // Other collectives, and other lines, are not the all-reduce's.
+        assert_eq!(
+            parse_tuning_line("NCCL INFO AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.2"),
+            None
+        );
+        assert_eq!(
+            parse_tuning_line("NCCL INFO NCCL version 2.27.7+cuda12.9"),
+            None
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 mod reference;
 
 pub use reference::{
-    expected_busbw, link_facts, Expectation, NvLinkFacts, PcieFacts, TopologyFacts,
+    expected_busbw, expected_busbw_for, link_facts, Expectation, NvLinkFacts, PcieFacts,
+    TopologyFacts,
 };
 
 use std::path::PathBuf;
@@ -244,8 +245,24 @@ fn with_run(outcome: Outcome, facts: &AllReduceFacts) -> Outcome {
     if !run.skipped_for_time.is_empty() {
         o = o.with_fact("sizes_skipped_for_time", sizes(&run.skipped_for_time));
     }
+    if let Some(choice) = algorithm_at_largest(run) {
+        o = o.with_fact("nccl_algorithm", choice);
+    }
     o.devices = device_rows(run);
     o
+}
+
+/// "NVLS, protocol Simple, at 256 MiB": what NCCL's tuning log says it chose
+/// for the largest size that ran (the one bandwidth is judged at).
+fn algorithm_at_largest(run: &AllReduceRun) -> Option<String> {
+    let largest = run.results.last()?.bytes;
+    let c = run.tuning.iter().rev().find(|c| c.bytes == largest)?;
+    Some(format!(
+        "{}, protocol {}, at {}",
+        c.algorithm,
+        c.protocol,
+        probe::format_bytes(largest)
+    ))
 }
 
 /// A failure naming the first wrong element, when any element was wrong.
@@ -316,7 +333,13 @@ fn judge_bandwidth(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome 
     } else if let Some(floor) = th.min_busbw_gbps {
         against_floor(&measured, busbw, floor)
     } else {
-        against_reference(&measured, busbw, facts)
+        let algorithm = run
+            .tuning
+            .iter()
+            .rev()
+            .find(|c| c.bytes == judged.bytes)
+            .map(|c| c.algorithm.as_str());
+        against_reference(&measured, busbw, facts, algorithm)
     };
     let o = verdict
         .with_metric("algbw_gbps", algbw, "GB/s")
@@ -346,8 +369,13 @@ fn against_floor(measured: &str, busbw: f64, floor: f64) -> Outcome {
 
 /// Bus bandwidth against what this topology should reach: below
 /// [`FAIL_RATIO`] fails, below [`WARN_RATIO`] warns.
-fn against_reference(measured: &str, busbw: f64, facts: &AllReduceFacts) -> Outcome {
-    let Some(expect) = expected_busbw(&facts.topology) else {
+fn against_reference(
+    measured: &str,
+    busbw: f64,
+    facts: &AllReduceFacts,
+    algorithm: Option<&str>,
+) -> Outcome {
+    let Some(expect) = expected_busbw_for(&facts.topology, algorithm) else {
         return Outcome::pass(format!(
             "{measured}, results verified; not judged: no reference figure for {} (set one \
              with --min-busbw GBPS)",
@@ -596,7 +624,10 @@ at the first backward pass; a wrong sum is silent corruption of the model; a bus
 below the hardware's is every step running slow on a 1,000-GPU-hour job.\n\n\
 Verdicts: wrong results fail. Bus bandwidth (judged at 256 MiB or more) below 90% of the expected \
 figure warns (nccl-tests' own NCCL_TESTS_MIN_BW rule) and below 50% fails. The expected figure \
-comes from measured systems (8x H100/H200 SXM about 450 GB/s, 8x A100 SXM about 230) or, for \
+comes from measured systems (8x H100/H200 SXM about 450 GB/s with NVLink SHARP, about 370 when \
+NCCL's tuning log shows it chose Ring (the algorithm and protocol NCCL chose are recorded as the \
+fact nccl_algorithm, read from NCCL_DEBUG_SUBSYS=TUNING unless NCCL_DEBUG is set); 8x A100 SXM \
+about 230) or, for \
 other machines, from the NVLink or PCIe links; --min-busbw GBPS sets an explicit floor instead. \
 With one GPU the all-reduce still exercises NCCL's init and kernels, but bus bandwidth is not \
 meaningful. A hang is killed at the timeout and reported with the step it hung in.\n\n\
@@ -729,6 +760,7 @@ mod tests {
                 results,
                 skipped_for_memory: vec![],
                 skipped_for_time: vec![],
+                tuning: vec![],
             },
             topology: TopologyFacts {
                 gpu_names: names(n, name),
@@ -963,6 +995,49 @@ mod tests {
                 "busbw (GB/s)",
                 "#wrong"
             ]
+        );
+    }
+
+    #[test]
+    fn the_algorithm_nccl_chose_at_the_judged_size_is_recorded() {
+        let mut f = facts(8, "NVIDIA H100 80GB HBM3", vec![size(256 << 20, 1000.0, 8)]);
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert!(!o.facts.contains_key("nccl_algorithm"));
+        let choice = |bytes: u64, algorithm: &str| probe::TuningChoice {
+            bytes,
+            algorithm: algorithm.into(),
+            protocol: "Simple".into(),
+        };
+        f.run.tuning = vec![
+            choice(256 << 20, "Ring"),
+            choice(1 << 20, "Tree"),
+            choice(256 << 20, "NVLS"),
+        ];
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(
+            o.facts["nccl_algorithm"],
+            "NVLS, protocol Simple, at 256 MiB"
+        );
+        // 380 GB/s on 8x H100: 84% of NVLS's 450 warns; with Ring chosen it
+        // is judged against Ring's 370 and passes.
+        let mut f = facts(
+            8,
+            "NVIDIA H100 80GB HBM3",
+            vec![size(256 << 20, time_for(256 << 20, 380.0, 8), 8)],
+        );
+        f.run.tuning = vec![choice(256 << 20, "NVLS")];
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Warn, "{o:?}");
+        f.run.tuning = vec![choice(256 << 20, "Ring")];
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Pass, "{o:?}");
+        assert!(
+            o.summary.ends_with(
+                "expected about 370 GB/s (measured on 8x H100 SXM systems with NCCL's Ring \
+                 algorithm, which NCCL chose here; 450 GB/s needs NVLink SHARP (NVLS))"
+            ),
+            "{}",
+            o.summary
         );
     }
 
