@@ -1178,7 +1178,7 @@ fn with_a_gpu_fallen_off_the_bus_cuda_and_the_allreduce_run_on_the_rest() {
     // checks after it judge the 7 instead of skipping "needs gpu.count".
     let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
     let lost = common::root().join("tests/fixtures/nvml/gpu_lost.scenario");
-    let seven = vec!["NVIDIA H100 80GB HBM3, 9.0, 96"; 7].join(";");
+    let seven = ["NVIDIA H100 80GB HBM3, 9.0, 96"; 7].join(";");
     let (out, doc) = allreduce(
         "gpu.driver,gpu.count,cuda.driver,nccl.library,nccl.allreduce",
         &["--nvml-lib", nvml.to_str().unwrap()],
