@@ -1202,3 +1202,41 @@ fn a_virtual_env_that_points_at_nothing_is_said() {
         "{summary}"
     );
 }
+
+#[test]
+fn the_gpu_cuda_does_not_enumerate_is_named_by_uuid_and_bus_id() {
+    // NVML lists 8 H100s, CUDA enumerates 7: GPU 5 is missing.
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "cuda.driver", "--json", "-"])
+        .env("LD_LIBRARY_PATH", ld_path_with_fake())
+        .env("FAKE_CUDA_SCENARIO", scenario("seven-of-eight"));
+    with_nvml(&mut cmd, &nvml_scenario("h100x8"));
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "CUDA sees 7 devices but NVML sees 8 GPUs; CUDA does not enumerate GPU 5 \
+         (GPU-fa4e0005-1111-4222-8333-000000000005, PCI 00000000:AB:00.0)"
+    );
+    assert!(field(r, "hint").contains("fallen off the bus"), "{r}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_gpu_another_process_fills_warns_with_its_free_memory() {
+    // cuda/nearly-full: GPU 1 has 0.1 GiB of its 80 GiB free.
+    let (out, doc) = run_fake("nearly-full", &["--only", "cuda.driver"], &[]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "cuda:1 (NVIDIA H100 80GB HBM3): only 0.1 GiB of 79.6 GiB free"
+    );
+    assert!(field(r, "hint").contains("gpu.processes"), "{r}");
+    assert_eq!(r["devices"][1]["status"], "warn", "{r}");
+    assert_eq!(r["devices"][0]["status"], "pass", "{r}");
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -338,3 +338,42 @@ fn without_a_gpu_the_default_benchmark_is_skipped_with_the_cpu_hint() {
     );
     assert!(text(r, "hint").contains("--ddp-device cpu"), "{r:#}");
 }
+
+#[test]
+fn the_benchmark_labels_a_mig_instance_with_its_mig_uuid() {
+    // cuda/mig-instance: cuDeviceGetUuid_v2 answers the instance's MIG UUID,
+    // the v1 entry point (like torch's device properties) the parent GPU's.
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let payload = common::root().join("checks/payloads/ddp_bench.py");
+    let script = format!(
+        "import importlib.util as u\n\
+         s = u.spec_from_file_location('ddp_bench', {:?})\n\
+         m = u.module_from_spec(s); s.loader.exec_module(m)\n\
+         print(m.cuda_device_uuid(0))\n",
+        payload.to_str().unwrap()
+    );
+    let scenario = |name: &str| {
+        common::root()
+            .join(format!("tests/fixtures/cuda/{name}.scenario"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let uuid_with = |name: &str| {
+        let out = std::process::Command::new(common::venv_python())
+            .args(["-c", &script])
+            .env("LD_LIBRARY_PATH", cuda.parent().unwrap())
+            .env("FAKE_CUDA_SCENARIO", scenario(name))
+            .output()
+            .expect("run python");
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        common::stdout(&out).trim().to_string()
+    };
+    assert_eq!(
+        uuid_with("mig-instance"),
+        "MIG-fa4e0001-aaaa-4bbb-8ccc-000000000000"
+    );
+    assert_eq!(
+        uuid_with("seven-of-eight"),
+        "GPU-fa4e0000-1111-4222-8333-000000000000"
+    );
+}

@@ -704,7 +704,6 @@ fn nccl_scenario(name: &str) -> String {
 // machine. The fakes model that (tests/fixtures/fake_nccl.c).
 
 #[test]
-#[ignore = "fails until nccl.allreduce allocates peer-reachable memory (issue 15.1)"]
 fn allreduce_on_nccl_before_2_23_passes_on_healthy_h100s() {
     let (out, doc) = allreduce(
         "nccl.allreduce",
@@ -1113,4 +1112,136 @@ fn env_secret_values_never_reach_a_report() {
     let json = doc.to_string();
     assert!(json.contains("NCCL_IB_PASSWORD=***"), "{json}");
     assert!(!json.contains("hunter2"), "{json}");
+}
+
+#[test]
+fn allreduce_runs_on_the_gpus_cuda_enumerates_when_one_is_missing() {
+    // NVML lists 8 H100s, CUDA enumerates 7 (cuda/seven-of-eight, with its
+    // UUIDs and bus ids): cuda.driver fails naming GPU 5, and the all-reduce
+    // runs on the other seven instead of skipping. Small devices keep the
+    // fake's host memory small.
+    let seven =
+        std::fs::read_to_string(common::root().join("tests/fixtures/cuda/seven-of-eight.scenario"))
+            .unwrap()
+            .replace(
+                "devices = 7",
+                &"device = NVIDIA H100 80GB HBM3, 9.0, 96\n".repeat(7),
+            );
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("seven.scenario");
+    std::fs::write(&scenario, seven).unwrap();
+    let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let h100x8 = common::root().join("tests/fixtures/nvml/h100x8.scenario");
+    let (out, doc) = allreduce(
+        "cuda.driver,nccl.library,nccl.allreduce",
+        &["--nvml-lib", nvml.to_str().unwrap()],
+        &[
+            ("FAKE_CUDA_SCENARIO", scenario.to_str().unwrap()),
+            ("FAKE_NVML_SCENARIO", h100x8.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "cuda.driver").contains("CUDA does not enumerate GPU 5"),
+        "{doc:#}"
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains(" over 7 GPUs (NCCL 2.27.7), results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_skips_when_a_gpu_cuda_enumerates_does_not_work() {
+    let (_, doc) = allreduce(
+        "cuda.driver,nccl.library,nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_CUDA_FAIL", "cuDevicePrimaryCtxRetain@1=999"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "fail", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        "needs cuda.driver, which failed"
+    );
+}
+
+#[test]
+fn with_a_gpu_fallen_off_the_bus_cuda_and_the_allreduce_run_on_the_rest() {
+    // nvml/gpu_lost: NVML counts 8 GPUs and cannot open GPU 2; CUDA
+    // enumerates the 7 that answer. gpu.count fails naming GPU 2, and the
+    // checks after it judge the 7 instead of skipping "needs gpu.count".
+    let nvml = common::build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let lost = common::root().join("tests/fixtures/nvml/gpu_lost.scenario");
+    let seven = ["NVIDIA H100 80GB HBM3, 9.0, 96"; 7].join(";");
+    let (out, doc) = allreduce(
+        "gpu.driver,gpu.count,cuda.driver,nccl.library,nccl.allreduce",
+        &["--nvml-lib", nvml.to_str().unwrap()],
+        &[
+            ("FAKE_CUDA_DEVICES", seven.as_str()),
+            ("FAKE_NVML_SCENARIO", lost.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "gpu.count"), "fail", "{doc:#}");
+    assert!(summary(&doc, "gpu.count").starts_with("GPU 2: "), "{doc:#}");
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "cuda.driver").starts_with("CUDA 12.8 driver, 7 devices"),
+        "{doc:#}"
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains(" over 7 GPUs (NCCL 2.27.7), results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_cuda_error_in_the_allreduce_says_reset_only_with_an_xid_behind_it() {
+    let log = |name: &str| {
+        common::root()
+            .join("tests/fixtures/kernel_log")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let fault = [
+        ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+        ("FAKE_CUDA_FAIL", "cuMemAlloc_v2@1=700"),
+    ];
+    // No Xid since boot: the error is gpucheck's own, no reset prescribed.
+    let clean = log("clean.log");
+    let (_, doc) = allreduce(
+        "fabric.xid,nccl.allreduce",
+        &["--kernel-log", &clean],
+        &fault,
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce")
+            .starts_with("CUDA could not allocate the send buffer on GPU 1"),
+        "{doc:#}"
+    );
+    let h = hint(&doc, "nccl.allreduce");
+    assert!(!h.contains("reset"), "{h}");
+    assert!(h.contains("fabric.xid"), "{h}");
+    // Reset-class Xids since boot (79 first, then 48): now it says so.
+    let kern = log("kern.log");
+    let (_, doc) = allreduce(
+        "fabric.xid,nccl.allreduce",
+        &["--kernel-log", &kern],
+        &fault,
+    );
+    let h = hint(&doc, "nccl.allreduce");
+    assert!(
+        h.starts_with("fabric.xid found Xid 79 on the GPU at PCI 0000:3a:00"),
+        "{h}"
+    );
+    assert!(h.contains("must be reset"), "{h}");
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::domain::text::{list_cut, plural};
 use crate::domain::xid::{xid_info, PciSlot, XidAction};
+use crate::facts::xid::{XidHistory, XidSeen};
 use crate::findings::{Finding, Findings};
 use crate::probe::kernel_log::{self, KernelLog, Unreadable, XidEvent};
 use crate::probe::nvml::GpuInfo;
@@ -129,6 +130,18 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
         .conclude(pass, Vec::new())
         .with_metric("xid_events", log.events.len() as f64, "count")
         .with_fact("kernel_log", log.source.to_string());
+    let history = XidHistory {
+        events: groups
+            .iter()
+            .map(|r| XidSeen {
+                pci: r.slot.to_string(),
+                gpu: gpu_at(&f.gpus, r.slot).map(|g| g.index),
+                code: r.code,
+                count: r.count,
+            })
+            .collect(),
+    };
+    outcome = outcome.publish(&history);
     if !groups.is_empty() {
         outcome = outcome.with_table(event_table(&groups, &f.gpus));
     }

@@ -13,6 +13,7 @@ pub mod cuda;
 pub mod nccl;
 pub mod nvml;
 pub mod torch;
+pub mod xid;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;

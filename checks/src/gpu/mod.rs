@@ -23,6 +23,7 @@ mod driver;
 mod ecc;
 mod job;
 mod mode;
+mod nvlink_errors;
 mod pcie;
 mod processes;
 mod throttle;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use super::libs::{self, LibSource, SearchPlaces};
 use super::python;
@@ -542,6 +542,118 @@ pub struct AllReduceRun {
     pub skipped_for_memory: Vec<u64>,
     /// Sizes asked for that were left out to stay inside the time budget.
     pub skipped_for_time: Vec<u64>,
+    /// The algorithm and protocol NCCL chose, per call, from its tuning log
+    /// (empty when the user set NCCL_DEBUG or NCCL logged none).
+    pub tuning: Vec<TuningChoice>,
+}
+
+/// One line of NCCL's tuning log: what it chose for a collective.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuningChoice {
+    pub bytes: u64,
+    /// "Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT".
+    pub algorithm: String,
+    /// "LL", "LL128", "Simple".
+    pub protocol: String,
+}
+
+/// NCCL's algorithms in the order of their NCCL_ALGO_* numbers (nccl's
+/// src/include/nccl_common.h), as its older tuning lines number them.
+const NCCL_ALGORITHMS: [&str; 7] = [
+    "Tree",
+    "Ring",
+    "CollNetDirect",
+    "CollNetChain",
+    "NVLS",
+    "NVLSTree",
+    "PAT",
+];
+/// NCCL_PROTO_* in order.
+const NCCL_PROTOCOLS: [&str; 3] = ["LL", "LL128", "Simple"];
+
+/// Parse the line NCCL_DEBUG_SUBSYS=TUNING writes for each collective (rank
+/// 0), in either of NCCL's spellings (src/enqueue.cc):
+/// `[AllReduce: ]268435456 Bytes -> Algo 1 proto 2 time 2860.2` (numbers,
+/// older releases) or `AllReduce: 268435456 Bytes -> Algo NVLS proto Simple
+/// channel{Lo..Hi}={0..15}` (names). Lines of other collectives are None.
+pub fn parse_tuning_line(line: &str) -> Option<TuningChoice> {
+    let (before, after) = line.split_once(" Bytes -> Algo ")?;
+    let mut head = before.split_whitespace().rev();
+    let bytes: u64 = head.next()?.parse().ok()?;
+    if let Some(func) = head.next().filter(|t| t.ends_with(':')) {
+        if func != "AllReduce:" {
+            return None;
+        }
+    }
+    let mut tail = after.split_whitespace();
+    let algo = tail.next()?;
+    if tail.next()? != "proto" {
+        return None;
+    }
+    let proto = tail.next()?;
+    let name = |token: &str, table: &[&str]| -> Option<String> {
+        match token.parse::<usize>() {
+            Ok(i) => table.get(i).map(|s| s.to_string()),
+            Err(_) => Some(
+                table
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case(token))
+                    .map_or_else(|| token.to_string(), |n| n.to_string()),
+            ),
+        }
+    };
+    Some(TuningChoice {
+        bytes,
+        algorithm: name(algo, &NCCL_ALGORITHMS)?,
+        protocol: name(proto, &NCCL_PROTOCOLS)?,
+    })
+}
+
+/// NCCL's tuning log, captured in an unlinked temporary file NCCL writes
+/// through /proc/self/fd (nothing is left behind, whatever ends the child).
+struct TuningLog {
+    file: std::fs::File,
+}
+
+impl TuningLog {
+    /// Ask NCCL (before it loads: it reads these at init) to log its
+    /// algorithm choices to our file, unless the user set NCCL_DEBUG,
+    /// NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE: theirs win, and then no
+    /// choice is recorded.
+    fn start() -> Option<TuningLog> {
+        let user_set = ["NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if user_set {
+            return None;
+        }
+        let file = tempfile::tempfile().ok()?;
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        std::env::set_var("NCCL_DEBUG", "INFO");
+        std::env::set_var("NCCL_DEBUG_SUBSYS", "TUNING");
+        std::env::set_var("NCCL_DEBUG_FILE", path);
+        Some(TuningLog { file })
+    }
+
+    /// Every all-reduce choice logged so far (bounded: the last
+    /// TUNING_LOG_MAX_BYTES of the log).
+    fn choices(&mut self) -> Vec<TuningChoice> {
+        use std::io::{Read, Seek, SeekFrom};
+        const TUNING_LOG_MAX_BYTES: u64 = 4 << 20;
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = len.saturating_sub(TUNING_LOG_MAX_BYTES);
+        let mut text = Vec::new();
+        if self.file.seek(SeekFrom::Start(start)).is_err()
+            || self.file.read_to_end(&mut text).is_err()
+        {
+            return Vec::new();
+        }
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter_map(parse_tuning_line)
+            .collect()
+    }
 }
 
 /// Why the all-reduce did not produce results.
@@ -742,19 +854,6 @@ pub fn verify(result: &[f32], expected: &[f32], rank: u32) -> (u64, Option<Wrong
     (wrong, first)
 }
 
-/// A CUDA device UUID in NVML's spelling: GPU-8-4-4-4-12 hex digits.
-pub fn format_uuid(bytes: &[std::ffi::c_char; 16]) -> String {
-    let hex: String = bytes.iter().map(|&b| format!("{:02x}", b as u8)).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
 /// A human size: 8 B, 256 KiB, 1 GiB.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -777,13 +876,86 @@ fn cuda_err(step: &str, gpu: Option<u32>, e: cudarc::driver::DriverError) -> All
     }
 }
 
+/// Device memory from `cuMemAlloc`: ordinary device memory, which peers
+/// reach through peer access, as PyTorch's caching allocator gets it
+/// (`cudaMalloc`). Not cudarc's `alloc_zeros`: where the GPU supports memory
+/// pools that is `cuMemAllocAsync`, pool memory no other GPU may touch
+/// unless `cuMemPoolSetAccess` granted it, and NCCL before 2.23 with every
+/// rank in one process writes into its peers' buffers directly: an illegal
+/// address on a healthy machine (CUDA Programming Guide, stream-ordered
+/// allocator; NCCL's NCCL_P2P_DIRECT_DISABLE documentation). Not a
+/// `CudaSlice` either: its drop frees with `cuMemFreeAsync` on contexts with
+/// pools. Freed with `cuMemFree` on drop.
+struct DeviceBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+    /// float32 elements.
+    len: usize,
+}
+
+impl DeviceBuffer {
+    fn alloc(
+        ctx: &Arc<CudaContext>,
+        len: usize,
+    ) -> Result<DeviceBuffer, cudarc::driver::DriverError> {
+        ctx.bind_to_thread()?;
+        // SAFETY: a plain allocation on the context bound just above.
+        let ptr = unsafe { result::malloc_sync(len * std::mem::size_of::<f32>()) }?;
+        Ok(DeviceBuffer {
+            ctx: Arc::clone(ctx),
+            ptr,
+            len,
+        })
+    }
+
+    /// Zero the first `count` elements, in `stream`'s order.
+    fn zero(&self, stream: &CudaStream, count: usize) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        // SAFETY: `ptr` holds `len` >= `count` floats on the stream's GPU.
+        unsafe { result::memset_d8_async(self.ptr, 0, count.min(self.len) * 4, stream.cu_stream()) }
+    }
+
+    /// Copy `host` in and wait for the copy.
+    fn write(&self, stream: &CudaStream, host: &[f32]) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let host = &host[..host.len().min(self.len)];
+        // SAFETY: `ptr` holds at least host.len() floats; the host slice
+        // outlives the copy, which is waited for before returning.
+        unsafe { result::memcpy_htod_async(self.ptr, host, stream.cu_stream()) }?;
+        stream.synchronize()
+    }
+
+    /// Copy the first host.len() elements out and wait for the copy.
+    fn read(
+        &self,
+        stream: &CudaStream,
+        host: &mut [f32],
+    ) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let n = host.len().min(self.len);
+        // SAFETY: as in `write`, in the other direction.
+        unsafe { result::memcpy_dtoh_async(&mut host[..n], self.ptr, stream.cu_stream()) }?;
+        stream.synchronize()
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // After a sticky fault both calls fail; the process exits soon.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc and is freed once, here.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
 /// Everything one rank owns.
 struct Rank {
     ordinal: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    send: Option<CudaSlice<f32>>,
-    recv: Option<CudaSlice<f32>>,
+    send: Option<DeviceBuffer>,
+    recv: Option<DeviceBuffer>,
 }
 
 /// The communicators; destroyed (or aborted after an error) on drop.
@@ -841,6 +1013,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     }
     let n = count as u32;
 
+    let mut tuning_log = TuningLog::start();
     stage("dlopen libnccl");
     let api = NcclApi::load(&plan.nccl_lib).map_err(|detail| AllReduceFailure::NcclLoad {
         path: plan.nccl_lib.clone(),
@@ -892,12 +1065,17 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         }
     }
     drop(comms);
+    let tuning = tuning_log
+        .as_mut()
+        .map(TuningLog::choices)
+        .unwrap_or_default();
     Ok(AllReduceRun {
         gpus,
         nccl_version,
         results,
         skipped_for_memory,
         skipped_for_time,
+        tuning,
     })
 }
 
@@ -918,7 +1096,7 @@ fn open_gpus(n: u32) -> Result<(Vec<Rank>, Vec<GpuDesc>), AllReduceFailure> {
             .map_err(|e| cuda_err("create a stream", Some(ordinal), e))?;
         let name = ctx.name().unwrap_or_else(|_| format!("GPU {ordinal}"));
         let total_bytes = ctx.total_mem().ok().map(|b| b as u64);
-        let uuid = ctx.uuid().ok().map(|u| format_uuid(&u.bytes));
+        let uuid = super::cuda::device_uuid(ctx.cu_device());
         gpus.push(GpuDesc {
             ordinal,
             name,
@@ -971,21 +1149,13 @@ fn allocate_buffers(
     for rank in ranks.iter_mut() {
         let gpu = Some(rank.ordinal);
         stage(&format!("cuMemAlloc GPU {}", rank.ordinal));
-        let mut send = rank
-            .stream
-            .alloc_zeros::<f32>(max_count)
+        let send = DeviceBuffer::alloc(&rank.ctx, max_count)
             .map_err(|e| cuda_err("allocate the send buffer", gpu, e))?;
-        let recv = rank
-            .stream
-            .alloc_zeros::<f32>(max_count)
+        let recv = DeviceBuffer::alloc(&rank.ctx, max_count)
             .map_err(|e| cuda_err("allocate the receive buffer", gpu, e))?;
         fill_pattern(&mut host, rank.ordinal);
         stage(&format!("cuMemcpyHtoD GPU {}", rank.ordinal));
-        rank.stream
-            .memcpy_htod(&host[..], &mut send)
-            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
-        rank.stream
-            .synchronize()
+        send.write(&rank.stream, &host)
             .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
         rank.send = Some(send);
         rank.recv = Some(recv);
@@ -1007,21 +1177,18 @@ fn launch(
     unsafe {
         api.check("ncclGroupStart", (api.group_start)())?;
         let mut launched = Ok(());
-        for (rank, &comm) in ranks.iter_mut().zip(comms.comms.iter()) {
-            let stream = Arc::clone(&rank.stream);
-            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_mut()) else {
+        for (rank, &comm) in ranks.iter().zip(comms.comms.iter()) {
+            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_ref()) else {
                 continue;
             };
-            let (send_ptr, _s) = send.device_ptr(&stream);
-            let (recv_ptr, _r) = recv.device_ptr_mut(&stream);
             let rc = (api.all_reduce)(
-                send_ptr as *const c_void,
-                recv_ptr as *mut c_void,
+                send.ptr as *const c_void,
+                recv.ptr as *mut c_void,
                 count,
                 NCCL_FLOAT32,
                 NCCL_SUM,
                 comm,
-                stream.cu_stream(),
+                rank.stream.cu_stream(),
             );
             if rc != NCCL_SUCCESS {
                 launched = Err(api.failure("ncclAllReduce", rc, comm));
@@ -1086,11 +1253,9 @@ fn one_size(
 
     // A stale result must not pass: zero the receive buffers (no expected
     // sum is zero, every contribution is at least 1).
-    for rank in ranks.iter_mut() {
-        let stream = Arc::clone(&rank.stream);
-        if let Some(recv) = rank.recv.as_mut() {
-            stream
-                .memset_zeros(recv)
+    for rank in ranks.iter() {
+        if let Some(recv) = rank.recv.as_ref() {
+            recv.zero(&rank.stream, count)
                 .map_err(|e| cuda_err("clear the receive buffer", Some(rank.ordinal), e))?;
         }
     }
@@ -1208,12 +1373,7 @@ fn verify_results(
         let Some(recv) = rank.recv.as_ref() else {
             continue;
         };
-        let view = recv.slice(0..count);
-        rank.stream
-            .memcpy_dtoh(&view, &mut host[..count])
-            .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
-        rank.stream
-            .synchronize()
+        recv.read(&rank.stream, &mut host[..count])
             .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
         let (wrong, first) = verify(&host[..count], expected, rank.ordinal);
         wrong_per_rank.push(wrong);
@@ -1488,12 +1648,39 @@ mod tests {
     }
 
     #[test]
-    fn uuids_are_spelled_like_nvml() {
-        let bytes: [std::ffi::c_char; 16] =
-            std::array::from_fn(|i| (0x10 * i as u8 + 1) as std::ffi::c_char);
+    fn nccls_tuning_lines_give_the_algorithm_in_both_spellings() {
+        let choice = |b: u64, a: &str, p: &str| TuningChoice {
+            bytes: b,
+            algorithm: a.into(),
+            protocol: p.into(),
+        };
         assert_eq!(
-            format_uuid(&bytes),
-            "GPU-01112131-4151-6171-8191-a1b1c1d1e1f1"
+            parse_tuning_line(
+                "gpu07:3151:3151 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS proto \
+                 Simple channel{Lo..Hi}={0..15}"
+            ),
+            Some(choice(268435456, "NVLS", "Simple"))
+        );
+        assert_eq!(
+            parse_tuning_line(
+                "NCCL INFO AllReduce: 1024 Bytes -> Algo TREE proto SIMPLE channel{Lo..Hi}={0..0}"
+            ),
+            Some(choice(1024, "Tree", "Simple"))
+        );
+        assert_eq!(
+            parse_tuning_line(
+                "node-0:309:309 [0] NCCL INFO 33554432 Bytes -> Algo 1 proto 2 time 2860.208008"
+            ),
+            Some(choice(33554432, "Ring", "Simple"))
+        );
+        // Other collectives, and other lines, are not the all-reduce's.
+        assert_eq!(
+            parse_tuning_line("NCCL INFO AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.2"),
+            None
+        );
+        assert_eq!(
+            parse_tuning_line("NCCL INFO NCCL version 2.27.7+cuda12.9"),
+            None
         );
     }
 

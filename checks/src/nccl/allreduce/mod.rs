@@ -4,7 +4,8 @@
 mod reference;
 
 pub use reference::{
-    expected_busbw, link_facts, Expectation, NvLinkFacts, PcieFacts, TopologyFacts,
+    expected_busbw, expected_busbw_for, link_facts, Expectation, NvLinkFacts, PcieFacts,
+    TopologyFacts,
 };
 
 use std::path::PathBuf;
@@ -12,14 +13,18 @@ use std::time::{Duration, Instant};
 
 use super::library::{evaluate_library, winner};
 use super::INSTALL_HINT;
-use crate::domain::text::{gpu_count, plural};
+use crate::domain::text::{gpu_count, list_cut, plural};
+use crate::facts::cuda::driver_cuda_for_run;
 use crate::facts::nccl::NcclChoice;
 use crate::facts::nvml::gpus_for_run;
+use crate::facts::xid::XidHistory;
 use crate::probe::nccl::{
     self as probe, AllReduceFailure, AllReducePlan, AllReduceRun, SizeResult,
 };
 use crate::probe::nvml as nv;
-use crate::{Check, Context, DataTable, DeviceResult, Isolation, Metric, Outcome, Profile, Status};
+use crate::{
+    Cause, Check, Context, DataTable, DeviceResult, Isolation, Metric, Outcome, Profile, Status,
+};
 
 /// `nccl.allreduce`: a real all-reduce over every visible GPU.
 pub struct AllReduce;
@@ -240,8 +245,24 @@ fn with_run(outcome: Outcome, facts: &AllReduceFacts) -> Outcome {
     if !run.skipped_for_time.is_empty() {
         o = o.with_fact("sizes_skipped_for_time", sizes(&run.skipped_for_time));
     }
+    if let Some(choice) = algorithm_at_largest(run) {
+        o = o.with_fact("nccl_algorithm", choice);
+    }
     o.devices = device_rows(run);
     o
+}
+
+/// "NVLS, protocol Simple, at 256 MiB": what NCCL's tuning log says it chose
+/// for the largest size that ran (the one bandwidth is judged at).
+fn algorithm_at_largest(run: &AllReduceRun) -> Option<String> {
+    let largest = run.results.last()?.bytes;
+    let c = run.tuning.iter().rev().find(|c| c.bytes == largest)?;
+    Some(format!(
+        "{}, protocol {}, at {}",
+        c.algorithm,
+        c.protocol,
+        probe::format_bytes(largest)
+    ))
 }
 
 /// A failure naming the first wrong element, when any element was wrong.
@@ -312,7 +333,13 @@ fn judge_bandwidth(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome 
     } else if let Some(floor) = th.min_busbw_gbps {
         against_floor(&measured, busbw, floor)
     } else {
-        against_reference(&measured, busbw, facts)
+        let algorithm = run
+            .tuning
+            .iter()
+            .rev()
+            .find(|c| c.bytes == judged.bytes)
+            .map(|c| c.algorithm.as_str());
+        against_reference(&measured, busbw, facts, algorithm)
     };
     let o = verdict
         .with_metric("algbw_gbps", algbw, "GB/s")
@@ -342,8 +369,13 @@ fn against_floor(measured: &str, busbw: f64, floor: f64) -> Outcome {
 
 /// Bus bandwidth against what this topology should reach: below
 /// [`FAIL_RATIO`] fails, below [`WARN_RATIO`] warns.
-fn against_reference(measured: &str, busbw: f64, facts: &AllReduceFacts) -> Outcome {
-    let Some(expect) = expected_busbw(&facts.topology) else {
+fn against_reference(
+    measured: &str,
+    busbw: f64,
+    facts: &AllReduceFacts,
+    algorithm: Option<&str>,
+) -> Outcome {
+    let Some(expect) = expected_busbw_for(&facts.topology, algorithm) else {
         return Outcome::pass(format!(
             "{measured}, results verified; not judged: no reference figure for {} (set one \
              with --min-busbw GBPS)",
@@ -372,8 +404,61 @@ fn against_reference(measured: &str, busbw: f64, facts: &AllReduceFacts) -> Outc
         .with_fact("busbw_reference", expect.basis)
 }
 
+/// A CUDA error inside this check's own test program is not by itself
+/// evidence of a broken GPU (the test's own memory or NCCL's use of it can
+/// raise one on a healthy machine), so the hint asks for the evidence that
+/// would call for a reset instead of prescribing one.
+const PROBE_CUDA_ERROR_HINT: &str =
+    "a CUDA error inside gpucheck's own test does not by itself mean the GPU is broken: look for \
+     Xid errors since boot (fabric.xid, `sudo dmesg | grep -i xid`) and the GPU's state in \
+     `nvidia-smi -q` (gpu.ecc, gpu.driver); run again with NCCL_DEBUG=WARN, and with \
+     NCCL_P2P_DISABLE=1 to see whether GPU peer-to-peer is involved";
+
+/// A CUDA error (other than out of memory) in this check's own program:
+/// "reset" only with an Xid since boot that calls for one.
+fn cuda_failure(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcome {
+    let AllReduceFailure::Cuda { step, gpu, error } = failure else {
+        return evaluate_failure(failure);
+    };
+    let on = gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default();
+    let summary = format!("CUDA could not {step}{on}: {error}");
+    let evidence: Vec<String> = xids
+        .map(|x| x.needing_reset())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| match e.gpu {
+            Some(g) => format!("Xid {} on GPU {g} ({})", e.code, e.pci),
+            None => format!("Xid {} on the GPU at PCI {}", e.code, e.pci),
+        })
+        .collect();
+    if evidence.is_empty() {
+        return Outcome::fail(summary, PROBE_CUDA_ERROR_HINT);
+    }
+    Outcome::fail(
+        summary,
+        format!(
+            "fabric.xid found {} since boot: NVIDIA's Xid catalog says a GPU named there must be \
+             reset (`sudo nvidia-smi -r -i N` with nothing running on it) or the node rebooted \
+             before it is trusted again",
+            list_cut(&evidence, 3)
+        ),
+    )
+}
+
 /// Turn a run that could not finish into a verdict.
 pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
+    evaluate_failure_with(failure, None)
+}
+
+/// [`evaluate_failure`] with what fabric.xid found since boot: a CUDA error
+/// in this check's own program says "reset" only where an Xid after which
+/// NVIDIA's catalog calls for a reset backs it.
+pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcome {
+    if let AllReduceFailure::Cuda { error, .. } = failure {
+        if !error.contains("OUT_OF_MEMORY") {
+            return cuda_failure(failure, xids);
+        }
+    }
     match failure {
         AllReduceFailure::NoDriver => Outcome::skip(
             "no NVIDIA driver: libcuda.so.1 cannot be loaded, so there is no GPU to run NCCL on",
@@ -391,14 +476,11 @@ pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
         ),
         AllReduceFailure::Cuda { step, gpu, error } => {
             let on = gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default();
-            let hint = if error.contains("OUT_OF_MEMORY") {
+            Outcome::fail(
+                format!("CUDA could not {step}{on}: {error}"),
                 "another process holds the GPU's memory (gpu.processes, `nvidia-smi`); stop it \
-                 or pick other GPUs with CUDA_VISIBLE_DEVICES"
-            } else {
-                "check `dmesg` for Xid errors and `nvidia-smi` for the GPU's state; a GPU in a bad \
-                 state needs a reset (`nvidia-smi -r -i N`) or a reboot"
-            };
-            Outcome::fail(format!("CUDA could not {step}{on}: {error}"), hint)
+                 or pick other GPUs with CUDA_VISIBLE_DEVICES",
+            )
         }
         AllReduceFailure::Nccl {
             step,
@@ -430,6 +512,19 @@ pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
              pick other GPUs with CUDA_VISIBLE_DEVICES",
         ),
     }
+}
+
+/// A skip when cuda.driver found the devices CUDA enumerates unusable (its
+/// fact carries a failure); a GPU it does not enumerate is no reason to
+/// skip: the all-reduce runs on the others.
+fn driver_unusable(ctx: &Context) -> Option<Outcome> {
+    let driver = driver_cuda_for_run(ctx)?;
+    driver.failure.as_ref()?;
+    Some(
+        Outcome::skip("needs cuda.driver, which failed").with_cause(Cause::NeedsFailed {
+            need: "cuda.driver".to_string(),
+        }),
+    )
 }
 
 /// The NCCL library to run: the one nccl.library chose in this run, else
@@ -495,7 +590,10 @@ impl Check for AllReduce {
         Profile::Standard
     }
     fn needs(&self) -> &'static [&'static str] {
-        &["cuda.driver", "nccl.library"]
+        // Not cuda.driver: its verdict fails for a GPU CUDA does not
+        // enumerate, and the all-reduce still runs on the ones it does;
+        // run() reads its fact instead (driver_unusable).
+        &["nccl.library"]
     }
     fn isolation(&self) -> Isolation {
         Isolation::Child
@@ -526,7 +624,10 @@ at the first backward pass; a wrong sum is silent corruption of the model; a bus
 below the hardware's is every step running slow on a 1,000-GPU-hour job.\n\n\
 Verdicts: wrong results fail. Bus bandwidth (judged at 256 MiB or more) below 90% of the expected \
 figure warns (nccl-tests' own NCCL_TESTS_MIN_BW rule) and below 50% fails. The expected figure \
-comes from measured systems (8x H100/H200 SXM about 450 GB/s, 8x A100 SXM about 230) or, for \
+comes from measured systems (8x H100/H200 SXM about 450 GB/s with NVLink SHARP, about 370 when \
+NCCL's tuning log shows it chose Ring (the algorithm and protocol NCCL chose are recorded as the \
+fact nccl_algorithm, read from NCCL_DEBUG_SUBSYS=TUNING unless NCCL_DEBUG is set); 8x A100 SXM \
+about 230) or, for \
 other machines, from the NVLink or PCIe links; --min-busbw GBPS sets an explicit floor instead. \
 With one GPU the all-reduce still exercises NCCL's init and kernels, but bus bandwidth is not \
 meaningful. A hang is killed at the timeout and reported with the step it hung in.\n\n\
@@ -539,6 +640,9 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
         // SAFETY: only tries to dlopen the driver library.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return evaluate_failure(&AllReduceFailure::NoDriver);
+        }
+        if let Some(skip) = driver_unusable(ctx) {
+            return skip;
         }
         let nccl_lib = match nccl_to_run(ctx) {
             Ok(p) => p,
@@ -574,7 +678,7 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
                     },
                 )
             }
-            Err(f) => evaluate_failure(&f),
+            Err(f) => evaluate_failure_with(&f, ctx.fact::<XidHistory>().as_ref()),
         }
     }
 }
@@ -656,6 +760,7 @@ mod tests {
                 results,
                 skipped_for_memory: vec![],
                 skipped_for_time: vec![],
+                tuning: vec![],
             },
             topology: TopologyFacts {
                 gpu_names: names(n, name),
@@ -894,6 +999,49 @@ mod tests {
     }
 
     #[test]
+    fn the_algorithm_nccl_chose_at_the_judged_size_is_recorded() {
+        let mut f = facts(8, "NVIDIA H100 80GB HBM3", vec![size(256 << 20, 1000.0, 8)]);
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert!(!o.facts.contains_key("nccl_algorithm"));
+        let choice = |bytes: u64, algorithm: &str| probe::TuningChoice {
+            bytes,
+            algorithm: algorithm.into(),
+            protocol: "Simple".into(),
+        };
+        f.run.tuning = vec![
+            choice(256 << 20, "Ring"),
+            choice(1 << 20, "Tree"),
+            choice(256 << 20, "NVLS"),
+        ];
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(
+            o.facts["nccl_algorithm"],
+            "NVLS, protocol Simple, at 256 MiB"
+        );
+        // 380 GB/s on 8x H100: 84% of NVLS's 450 warns; with Ring chosen it
+        // is judged against Ring's 370 and passes.
+        let mut f = facts(
+            8,
+            "NVIDIA H100 80GB HBM3",
+            vec![size(256 << 20, time_for(256 << 20, 380.0, 8), 8)],
+        );
+        f.run.tuning = vec![choice(256 << 20, "NVLS")];
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Warn, "{o:?}");
+        f.run.tuning = vec![choice(256 << 20, "Ring")];
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Pass, "{o:?}");
+        assert!(
+            o.summary.ends_with(
+                "expected about 370 GB/s (measured on 8x H100 SXM systems with NCCL's Ring \
+                 algorithm, which NCCL chose here; 450 GB/s needs NVLink SHARP (NVLS))"
+            ),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
     fn allreduce_with_no_finished_size_fails() {
         let mut f = facts(2, H100, vec![]);
         f.run.skipped_for_time = vec![256 * MIB];
@@ -942,6 +1090,41 @@ mod tests {
             "CUDA could not allocate the send buffer on GPU 3: CUDA_ERROR_OUT_OF_MEMORY"
         );
         assert!(o.hint.unwrap().contains("gpu.processes"));
+        // An illegal address raised in the check's own program: no reset
+        // without evidence, which fabric.xid and NVML give.
+        let o = evaluate_failure(&AllReduceFailure::Cuda {
+            step: "ncclAllReduce 32 MiB (warm-up)".into(),
+            gpu: Some(0),
+            error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        });
+        let hint = o.hint.unwrap();
+        assert!(!hint.contains("reset"), "{hint}");
+        assert!(hint.contains("fabric.xid"), "{hint}");
+        // A job-class Xid (31, the page fault such an error logs) is no
+        // evidence either; an Xid 79 on a GPU is.
+        let seen = |code| crate::facts::xid::XidSeen {
+            pci: "0000:ab:00".into(),
+            gpu: Some(5),
+            code,
+            count: 1,
+        };
+        let illegal = AllReduceFailure::Cuda {
+            step: "ncclAllReduce 32 MiB (warm-up)".into(),
+            gpu: Some(0),
+            error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        };
+        let history = |codes: &[u32]| XidHistory {
+            events: codes.iter().map(|&c| seen(c)).collect(),
+        };
+        let o = evaluate_failure_with(&illegal, Some(&history(&[31])));
+        assert!(!o.hint.unwrap().contains("reset"));
+        let o = evaluate_failure_with(&illegal, Some(&history(&[31, 79])));
+        let hint = o.hint.unwrap();
+        assert!(
+            hint.starts_with("fabric.xid found Xid 79 on GPU 5 (0000:ab:00) since boot"),
+            "{hint}"
+        );
+        assert!(hint.contains("must be reset"), "{hint}");
         let o = evaluate_failure(&AllReduceFailure::NoMemory {
             gpu: 0,
             free_bytes: 3 << 20,

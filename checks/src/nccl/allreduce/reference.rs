@@ -47,18 +47,23 @@ struct KnownSystem {
     lacks: &'static [&'static str],
     gpus: usize,
     busbw_gbps: f64,
+    /// What it reaches when NCCL does not use NVLink SHARP (NVLS), where
+    /// `busbw_gbps` assumes it.
+    without_nvls_gbps: Option<f64>,
     label: &'static str,
 }
 
 /// 8x H100/H200 SXM about 450 GB/s (facts.md: H100 ~480 with NVLS, ~370 ring;
-/// H200 ~475; Azure pass marks 460/431); 8x A100 SXM about 230 (Azure 228);
-/// 2x H100 NVL over the NVLink bridge about 208.
+/// H200 ~475; Azure pass marks 460/431), 370 without NVLS (H100's ring
+/// figure; H200 has the same NVLink 4 / NVSwitch fabric); 8x A100 SXM about
+/// 230 (Azure 228); 2x H100 NVL over the NVLink bridge about 208.
 const KNOWN_SYSTEMS: &[KnownSystem] = &[
     KnownSystem {
         has: &["H100"],
         lacks: &["PCIe", "NVL"],
         gpus: 8,
         busbw_gbps: 450.0,
+        without_nvls_gbps: Some(370.0),
         label: "8x H100 SXM",
     },
     KnownSystem {
@@ -66,6 +71,7 @@ const KNOWN_SYSTEMS: &[KnownSystem] = &[
         lacks: &["NVL", "GH200"],
         gpus: 8,
         busbw_gbps: 450.0,
+        without_nvls_gbps: Some(370.0),
         label: "8x H200 SXM",
     },
     KnownSystem {
@@ -73,6 +79,7 @@ const KNOWN_SYSTEMS: &[KnownSystem] = &[
         lacks: &[],
         gpus: 8,
         busbw_gbps: 230.0,
+        without_nvls_gbps: None,
         label: "8x A100 SXM",
     },
     KnownSystem {
@@ -80,6 +87,7 @@ const KNOWN_SYSTEMS: &[KnownSystem] = &[
         lacks: &[],
         gpus: 2,
         busbw_gbps: 208.0,
+        without_nvls_gbps: None,
         label: "2x H100 NVL (NVLink bridge)",
     },
 ];
@@ -119,23 +127,47 @@ fn pcie_gbps_per_lane(generation: u32) -> Option<f64> {
 /// 5090 28-35 on Gen5 x16 = 63 raw) are about 0.55 of the link.
 const PCIE_EFFICIENCY: f64 = 0.55;
 
+/// [`expected_busbw`] for the algorithm NCCL chose (from its tuning log):
+/// on a known system whose figure assumes NVLink SHARP (NVLS), a run where
+/// NCCL chose another algorithm (Ring) is judged against that algorithm's
+/// figure, not NVLS's.
+pub fn expected_busbw_for(t: &TopologyFacts, algorithm: Option<&str>) -> Option<Expectation> {
+    let e = expected_busbw(t)?;
+    let Some(algorithm) = algorithm.filter(|a| !a.starts_with("NVLS")) else {
+        return Some(e);
+    };
+    let known = KNOWN_SYSTEMS.iter().find(|k| known_system_matches(k, t))?;
+    match known.without_nvls_gbps {
+        Some(gbps) => Some(Expectation {
+            busbw_gbps: gbps,
+            basis: format!(
+                "measured on {} systems with NCCL's {algorithm} algorithm, which NCCL chose \
+                 here; {:.0} GB/s needs NVLink SHARP (NVLS)",
+                known.label, known.busbw_gbps
+            ),
+        }),
+        None => Some(e),
+    }
+}
+
+fn known_system_matches(k: &KnownSystem, t: &TopologyFacts) -> bool {
+    !t.gpu_names.is_empty()
+        && t.gpu_names.len() == k.gpus
+        && t.gpu_names.iter().all(|name| {
+            k.has.iter().all(|h| name.contains(h)) && !k.lacks.iter().any(|l| name.contains(l))
+        })
+}
+
 /// The bus bandwidth this topology should reach: a measured figure for
 /// known systems, else a bound from NVLink (when every pair is linked), else
 /// from PCIe. None when nothing is known (the check then reports without
 /// judging).
 pub fn expected_busbw(t: &TopologyFacts) -> Option<Expectation> {
-    if !t.gpu_names.is_empty() {
-        for k in KNOWN_SYSTEMS {
-            let all_match = t.gpu_names.iter().all(|name| {
-                k.has.iter().all(|h| name.contains(h)) && !k.lacks.iter().any(|l| name.contains(l))
-            });
-            if all_match && t.gpu_names.len() == k.gpus {
-                return Some(Expectation {
-                    busbw_gbps: k.busbw_gbps,
-                    basis: format!("measured on {} systems", k.label),
-                });
-            }
-        }
+    if let Some(k) = KNOWN_SYSTEMS.iter().find(|k| known_system_matches(k, t)) {
+        return Some(Expectation {
+            busbw_gbps: k.busbw_gbps,
+            basis: format!("measured on {} systems", k.label),
+        });
     }
     if let Some(nv) = t.nvlink.filter(|nv| nv.all_pairs && nv.active_links > 0) {
         if let Some(per_link) = nvlink_gbps_per_link(nv.version) {
@@ -415,6 +447,7 @@ mod tests {
                                 link: l,
                                 active: true,
                                 remote: nv::NvLinkRemote::Switch,
+                                errors: Default::default(),
                             })
                             .collect())
                     }
