@@ -6,8 +6,12 @@
 #   scripts/gpu-smoke.sh [BINARY [OUTDIR]]
 #
 #   BINARY  a prebuilt gpucheck (default: target/release/gpucheck next to this
-#           script's repository; a GPU host needs no Rust toolchain — build with
-#           `cargo build --release` elsewhere and copy the binary over).
+#           script's repository, else the gpucheck in the newest portable
+#           release archive dist/gpucheck-<version>-x86_64-unknown-linux-gnu.tar.gz,
+#           unpacked into OUTDIR). A GPU host needs no Rust toolchain: copy the
+#           release archive (scripts/release.sh builds it) over, not a binary
+#           from `cargo build` on another machine, which may need a newer glibc
+#           than the GPU host has.
 #   OUTDIR  where the results go (default: $OUT when set, else ./gpu-smoke-out).
 #
 # Environment:
@@ -25,7 +29,8 @@
 #                  the fleet checks through this machine's torch (its NCCL version)
 #   report.json    the JSON report        report.xml   the JUnit report
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
-#   summary.txt    GPU model, driver, NCCL busbw per size, the DDP benchmark's
+#   summary.txt    GPU model, driver, NCCL busbw per size and the algorithm
+#                  NCCL chose (from its tuning log), the DDP benchmark's
 #                  throughput and per-rank tables, every verdict
 #
 # Exit status: 0 when the run completed and no check reported `error`
@@ -54,11 +59,22 @@ bin="${positional[0]:-$repo/target/release/gpucheck}"
 outdir="${positional[1]:-${OUT:-$PWD/gpu-smoke-out}}"
 run_timeout="${SMOKE_TIMEOUT:-480}"
 
+mkdir -p "$outdir" || exit 1
+if [ ! -x "$bin" ] && [ ${#positional[@]} -eq 0 ]; then
+    # No local build: the portable release archive, when one is here.
+    archive="$(ls -t "$repo"/dist/gpucheck-*-x86_64-unknown-linux-gnu.tar.gz 2>/dev/null | head -n1)"
+    if [ -n "$archive" ] && mkdir -p "$outdir/release" &&
+        tar -xzf "$archive" -C "$outdir/release"; then
+        found="$(find "$outdir/release" -type f -name gpucheck -perm -u+x | head -n1)"
+        [ -n "$found" ] && bin="$found"
+    fi
+fi
 if [ ! -x "$bin" ]; then
-    echo "gpu-smoke: no gpucheck binary at $bin (build one with: cargo build --release)" >&2
+    echo "gpu-smoke: no gpucheck binary at $bin: unpack the portable release archive" \
+        "(dist/gpucheck-<version>-x86_64-unknown-linux-gnu.tar.gz, made by scripts/release.sh)" \
+        "on this host and pass its gpucheck, or build here with: cargo build --release" >&2
     exit 1
 fi
-mkdir -p "$outdir" || exit 1
 
 python_args=()
 if [ -n "${GPUCHECK_PYTHON:-}" ]; then
@@ -128,6 +144,10 @@ for r in results:
         if "nccl_path" in facts:
             print("  NCCL {} at {}; GPUs: {}".format(facts.get("nccl_version", "?"),
                                                     facts["nccl_path"], facts.get("gpus", "?")))
+            metrics = {m.get("name"): m.get("value") for m in r.get("metrics", [])}
+            print("  busbw {} GB/s; NCCL's algorithm: {}".format(
+                metrics.get("busbw_gbps", "?"),
+                facts.get("nccl_algorithm", "not recorded (NCCL_DEBUG set, or no tuning log)")))
         if "model" in facts:
             print("  torch {}, {} on {}, model {}".format(facts.get("torch_version", "?"),
                                                           facts.get("backend", "?"),

@@ -5,8 +5,10 @@
 //! code path. CUDA runtime and PyTorch: the real torch 2.15.0+cu132 wheel and
 //! its bundled libcudart.so.13 in the test virtual environment (.venv).
 //!
-//! A few tests assume what this CI machine is: no NVIDIA driver. On a host
-//! that has one they return early and say so.
+//! A few tests reproduce what a host without an NVIDIA driver shows (the CI
+//! machine is one). On a host that has a driver they fail, naming what they
+//! found, rather than pass without testing: GPU hosts are checked with
+//! `scripts/gpu-smoke.sh`.
 
 mod common;
 
@@ -92,18 +94,32 @@ fn fact<'a>(r: &'a serde_json::Value, key: &str) -> &'a str {
     r["facts"][key].as_str().unwrap_or("")
 }
 
-/// True when this machine has an NVIDIA driver (then the "no driver" tests
-/// do not apply).
-fn has_nvidia_driver() -> bool {
-    if Path::new("/proc/driver/nvidia/version").exists() {
-        return true;
+/// What shows that this machine has an NVIDIA driver, if anything does.
+fn nvidia_driver_evidence() -> Option<String> {
+    let version = Path::new("/proc/driver/nvidia/version");
+    if version.exists() {
+        return Some(version.display().to_string());
     }
     let cache = std::process::Command::new("ldconfig")
         .arg("-p")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    cache.contains("libcuda.so") || cache.contains("libnvidia-ml.so")
+    ["libcuda.so", "libnvidia-ml.so"]
+        .iter()
+        .find(|lib| cache.contains(*lib))
+        .map(|lib| format!("{lib} in the ld.so cache"))
+}
+
+/// For the tests that reproduce a host without an NVIDIA driver: fail, naming
+/// the driver, on a host that has one (such a test cannot run there).
+fn require_no_nvidia_driver() {
+    if let Some(found) = nvidia_driver_evidence() {
+        panic!(
+            "this test needs a host without an NVIDIA driver (CI is one), and this one has \
+             {found}; on GPU hosts use scripts/gpu-smoke.sh"
+        );
+    }
 }
 
 /// Processes whose environment carries `NAME=VALUE` (for "nothing left
@@ -133,10 +149,7 @@ fn processes_with_env(entry: &str) -> Vec<u32> {
 
 #[test]
 fn cuda_driver_without_libcuda_fails_cleanly() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let (out, doc) = run_plain(&["--only", "cuda"]);
     assert_eq!(out.status.code(), Some(1));
     let r = result(&doc, "cuda.driver");
@@ -147,6 +160,20 @@ fn cuda_driver_without_libcuda_fails_cleanly() {
     );
     assert!(field(r, "hint").contains("docker run --gpus all"), "{r}");
     assert_eq!(status_of(&doc, "cuda.runtime"), "skip");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cuda_driver_on_this_machines_gpus_passes() {
+    // The counterpart of the no-driver test on a GPU host: the real libcuda.
+    let (out, doc) = run_plain(&["--only", "cuda.driver"]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "pass", "{r}");
+    assert!(
+        field(r, "summary").ends_with("a context and a verified host-device copy on each"),
+        "{r}"
+    );
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]
@@ -333,10 +360,7 @@ fn venv_python_arg() -> String {
 
 #[test]
 fn cuda_runtime_versions_the_wheels_libcudart_without_a_driver() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "cuda.runtime", "--python", &py]);
     assert_eq!(out.status.code(), Some(0));
@@ -457,10 +481,7 @@ fn cuda_runtime_with_forward_compat_judges_the_compat_libcuda() {
 
 #[test]
 fn torch_checks_report_the_real_torch() {
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "torch", "--python", &py]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -738,10 +759,7 @@ fn cuda_device_count_is_compared_with_nvml() {
 fn torch_on_gpus_with_a_driver_too_old_for_its_cuda() {
     // NVML sees 8 H100s on driver 570.86.15 (CUDA 12.8); the venv's torch is
     // a CUDA 13.2 build. No libcuda here, so torch itself sees no GPU.
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let py = venv_python_arg();
     let h100x8 = nvml_scenario("h100x8");
     let (out, doc) = run_nvml_and_cuda(
@@ -792,10 +810,7 @@ fn torch_without_gpus_names_the_failing_cuda_driver() {
     // NVML sees 8 H100s on a CUDA 13.0 driver (the wheel's 13.2 runs through
     // minor-version compatibility), but cuInit fails: Fabric Manager down.
     // torch.cuda must name that, with cuda.driver's fix.
-    if has_nvidia_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
-        return;
-    }
+    require_no_nvidia_driver();
     let dir = tempfile::tempdir().unwrap();
     let nvml = dir.path().join("h100x8-r580.scenario");
     std::fs::write(
@@ -984,4 +999,244 @@ fn a_driver_too_old_for_any_current_torch_is_named_by_cuda_driver() {
     // A CUDA 12.8 driver runs them: no warning.
     let (_, doc) = run_fake("healthy-2x-h100", &["--only", "cuda.driver"], &[]);
     assert_eq!(result(&doc, "cuda.driver")["status"], "pass");
+}
+
+// ---------------------------------------------------------------- foreign Python on the payload's path
+
+/// A `torch` module that announces itself and leaves a mark when imported:
+/// what anyone could leave in a shared /tmp or in a project folder.
+const PLANTED_TORCH: &str = "import os\n\
+    open(os.environ['GPUCHECK_TEST_PLANT_MARK'], 'w').write('imported')\n\
+    __version__ = '6.6.6+evil'\n";
+
+#[test]
+fn a_torch_py_left_in_tmpdir_is_not_imported() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("torch.py"), PLANTED_TORCH).unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("planted-torch-ran");
+    let py = venv_python_arg();
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--python", &py, "--json", "-"])
+        .env("TMPDIR", tmp.path())
+        .env("GPUCHECK_TEST_PLANT_MARK", &mark)
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert!(fact(imp, "torch_version").starts_with("2.15.0"), "{imp}");
+    assert!(!mark.exists(), "the planted torch.py ran");
+    // Nothing of the payload is left in TMPDIR, only what was planted.
+    let left: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["torch.py"]);
+}
+
+#[test]
+fn a_torch_package_in_the_current_folder_is_not_imported() {
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cwd.path().join("torch")).unwrap();
+    std::fs::write(cwd.path().join("torch/__init__.py"), PLANTED_TORCH).unwrap();
+    std::fs::write(cwd.path().join("torch.py"), PLANTED_TORCH).unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("planted-torch-ran");
+    let py = venv_python_arg();
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--python", &py, "--json", "-"])
+        .current_dir(cwd.path())
+        .env("GPUCHECK_TEST_PLANT_MARK", &mark)
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert!(fact(imp, "torch_version").starts_with("2.15.0"), "{imp}");
+    assert!(!mark.exists(), "the planted torch package ran");
+}
+
+/// The payload folders (`gpucheck-NAME-PID-XXXXXX`) in `dir`.
+fn payload_dirs_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("gpucheck-"))
+        .collect()
+}
+
+/// gpucheck running torch.import with a Python that hangs, TMPDIR `tmp`;
+/// returns once the payload's folder exists.
+fn start_hanging_torch_import(tmp: &Path, bin_dir: &Path) -> std::process::Child {
+    let py = bin_dir.join("python");
+    std::fs::write(&py, "#!/usr/bin/env bash\nexec sleep 300\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let child = gpucheck()
+        .args(["--only", "torch.import", "--timeout", "60", "--python"])
+        .arg(&py)
+        .env("TMPDIR", tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start gpucheck");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while payload_dirs_in(tmp).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no payload folder");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+fn sigterm_leaves_no_payload_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let mut child = start_hanging_torch_import(tmp.path(), bin_dir.path());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_payload_folder_left_by_a_killed_gpucheck_is_removed_by_the_next_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let mut child = start_hanging_torch_import(tmp.path(), bin_dir.path());
+    // SIGKILL: gpucheck cannot clean up, but its isolated check learns of
+    // its death and takes its payload with it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !payload_dirs_in(tmp.path()).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
+    // A folder left by a writer that is gone (a process killed before it
+    // could clean up) is removed by the next run.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let stale = tmp
+        .path()
+        .join(format!("gpucheck-torch_info-{gone_pid}-AbC123"));
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("torch_info.py"), "print('left behind')\n").unwrap();
+    assert_eq!(payload_dirs_in(tmp.path()).len(), 1);
+    let py = venv_python_arg();
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--python", &py])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(payload_dirs_in(tmp.path()), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------- how the Python is found
+
+/// PATH with the test venv's bin folder (absolute), after `before`.
+fn path_with_venv_after(before: &str) -> String {
+    let venv_bin = venv_python().parent().unwrap().to_path_buf();
+    format!("{before}{}:/usr/bin:/bin", venv_bin.display())
+}
+
+#[test]
+fn python3_in_a_relative_path_entry_is_skipped_and_said() {
+    for before in [".:", ":"] {
+        // A python3 in the current folder: what `.` or an empty PATH entry
+        // would run.
+        let cwd = tempfile::tempdir().unwrap();
+        let marks = tempfile::tempdir().unwrap();
+        let mark = marks.path().join("relative-python-ran");
+        let fake = cwd.path().join("python3");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = gpucheck()
+            .args(["--only", "torch.import", "--json", "-"])
+            .current_dir(cwd.path())
+            .env("PATH", path_with_venv_after(before))
+            .output()
+            .expect("run gpucheck");
+        assert_no_panic(&out);
+        let doc = assert_valid_json_report(&stdout(&out));
+        let imp = result(&doc, "torch.import");
+        assert!(!mark.exists(), "PATH {before:?}: the relative python3 ran");
+        assert_eq!(imp["status"], "pass", "{imp}");
+        let summary = field(imp, "summary");
+        assert!(
+            summary.contains("python3 in the relative PATH entry"),
+            "PATH {before:?}: {summary}"
+        );
+    }
+}
+
+#[test]
+fn a_virtual_env_that_points_at_nothing_is_said() {
+    let out = gpucheck()
+        .args(["--only", "torch.import", "--json", "-"])
+        .env("PATH", path_with_venv_after(""))
+        .env("VIRTUAL_ENV", "/nonexistent/venv")
+        .output()
+        .expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let imp = result(&doc, "torch.import");
+    assert_eq!(imp["status"], "pass", "{imp}");
+    let summary = field(imp, "summary");
+    assert!(
+        summary.contains(
+            "from python3 on PATH; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over"
+        ),
+        "{summary}"
+    );
+}
+
+#[test]
+fn the_gpu_cuda_does_not_enumerate_is_named_by_uuid_and_bus_id() {
+    // NVML lists 8 H100s, CUDA enumerates 7: GPU 5 is missing.
+    let mut cmd = gpucheck();
+    cmd.args(["--only", "cuda.driver", "--json", "-"])
+        .env("LD_LIBRARY_PATH", ld_path_with_fake())
+        .env("FAKE_CUDA_SCENARIO", scenario("seven-of-eight"));
+    with_nvml(&mut cmd, &nvml_scenario("h100x8"));
+    let out = cmd.output().expect("run gpucheck");
+    assert_no_panic(&out);
+    let doc = assert_valid_json_report(&stdout(&out));
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "fail", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "CUDA sees 7 devices but NVML sees 8 GPUs; CUDA does not enumerate GPU 5 \
+         (GPU-fa4e0005-1111-4222-8333-000000000005, PCI 00000000:AB:00.0)"
+    );
+    assert!(field(r, "hint").contains("fallen off the bus"), "{r}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_gpu_another_process_fills_warns_with_its_free_memory() {
+    // cuda/nearly-full: GPU 1 has 0.1 GiB of its 80 GiB free.
+    let (out, doc) = run_fake("nearly-full", &["--only", "cuda.driver"], &[]);
+    let r = result(&doc, "cuda.driver");
+    assert_eq!(r["status"], "warn", "{r}");
+    assert_eq!(
+        field(r, "summary"),
+        "cuda:1 (NVIDIA H100 80GB HBM3): only 0.1 GiB of 79.6 GiB free"
+    );
+    assert!(field(r, "hint").contains("gpu.processes"), "{r}");
+    assert_eq!(r["devices"][1]["status"], "warn", "{r}");
+    assert_eq!(r["devices"][0]["status"], "pass", "{r}");
+    assert_eq!(out.status.code(), Some(0));
 }

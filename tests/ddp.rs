@@ -31,6 +31,15 @@ struct Run {
 /// Run `gpucheck --only ddp.benchmark` with gloo on CPU, 2 ranks, the small
 /// model, the venv's Python, JSON on stdout, plus `extra` args and env.
 fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_cpu_benchmark_in(None, extra_args, env)
+}
+
+/// [`run_cpu_benchmark`] started from the folder `cwd`.
+fn run_cpu_benchmark_in(
+    cwd: Option<&std::path::Path>,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
     let tmp = tempfile::Builder::new()
         .prefix("gpucheck-ddp-test-")
         .tempdir()
@@ -56,6 +65,9 @@ fn run_cpu_benchmark(extra_args: &[&str], env: &[(&str, &str)]) -> Run {
     .env("TMPDIR", tmp.path());
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
     }
     let out = cmd.output().expect("run gpucheck");
     assert!(
@@ -154,6 +166,12 @@ fn cpu_benchmark_reports_both_world_sizes_and_verifies_sync() {
     assert!(
         text(facts, "launcher").contains("-m torch.distributed.run --nnodes 1 --nproc-per-node 2")
     );
+    // The venv's torchrun accepts --local-addr: the rendezvous address is
+    // pinned to loopback, not the host's FQDN (which may not resolve).
+    assert!(
+        text(facts, "launcher").contains("--local-addr 127.0.0.1"),
+        "{facts:#}"
+    );
     // A healthy run carries no failure output.
     assert!(facts.get("stderr_tail").is_none(), "{facts:#}");
     let tables = r["tables"].as_array().expect("tables");
@@ -166,6 +184,33 @@ fn cpu_benchmark_reports_both_world_sizes_and_verifies_sync() {
         .flatten()
         .any(|e| e.file_name().to_string_lossy().starts_with("torchelastic_"));
     assert!(used_tmpdir, "torchrun did not run with the test's TMPDIR");
+    assert_nothing_left_running(&run);
+}
+
+#[test]
+fn a_torch_package_in_the_current_folder_is_not_what_torchrun_imports() {
+    let _one = TORCH_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    // `python -m` puts the current folder first on sys.path: a project
+    // folder holding a `torch/` package (or anyone's, in a shared folder)
+    // must not be what the benchmark runs.
+    let cwd = tempfile::tempdir().expect("temporary directory");
+    let marks = tempfile::tempdir().expect("temporary directory");
+    let mark = marks.path().join("planted-torch-ran");
+    std::fs::create_dir(cwd.path().join("torch")).expect("plant torch/");
+    std::fs::write(
+        cwd.path().join("torch/__init__.py"),
+        "import os\nopen(os.environ['GPUCHECK_TEST_PLANT_MARK'], 'w').write('imported')\n",
+    )
+    .expect("plant torch/__init__.py");
+    let mark_env = mark.to_string_lossy().into_owned();
+    let run = run_cpu_benchmark_in(
+        Some(cwd.path()),
+        &[],
+        &[("GPUCHECK_TEST_PLANT_MARK", mark_env.as_str())],
+    );
+    let r = common::result(&run.doc, "ddp.benchmark");
+    assert!(!mark.exists(), "the planted torch package ran: {r:#}");
+    assert_eq!(text(r, "status"), "pass", "{r:#}");
     assert_nothing_left_running(&run);
 }
 
@@ -267,13 +312,16 @@ fn nccl_on_cpu_is_a_configuration_error() {
 
 #[test]
 fn without_a_gpu_the_default_benchmark_is_skipped_with_the_cpu_hint() {
-    let has_gpu_node = ["/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd"]
-        .iter()
-        .any(|p| std::path::Path::new(p).exists());
-    if has_gpu_node {
-        eprintln!("skipped: this machine has a GPU device node");
-        return;
-    }
+    // What a host without a GPU shows (CI is one); on a GPU host this test
+    // cannot run, and fails naming the device node rather than pass untested.
+    let gpu_node = ["/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    assert!(
+        gpu_node.is_none(),
+        "this test needs a host without a GPU (CI is one), and this one has {gpu_node:?}; \
+         on GPU hosts use scripts/gpu-smoke.sh"
+    );
     let out = common::gpucheck()
         .args(["--only", "ddp.benchmark", "--json", "-"])
         .arg("--python")
@@ -289,4 +337,43 @@ fn without_a_gpu_the_default_benchmark_is_skipped_with_the_cpu_hint() {
         "{r:#}"
     );
     assert!(text(r, "hint").contains("--ddp-device cpu"), "{r:#}");
+}
+
+#[test]
+fn the_benchmark_labels_a_mig_instance_with_its_mig_uuid() {
+    // cuda/mig-instance: cuDeviceGetUuid_v2 answers the instance's MIG UUID,
+    // the v1 entry point (like torch's device properties) the parent GPU's.
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let payload = common::root().join("checks/payloads/ddp_bench.py");
+    let script = format!(
+        "import importlib.util as u\n\
+         s = u.spec_from_file_location('ddp_bench', {:?})\n\
+         m = u.module_from_spec(s); s.loader.exec_module(m)\n\
+         print(m.cuda_device_uuid(0))\n",
+        payload.to_str().unwrap()
+    );
+    let scenario = |name: &str| {
+        common::root()
+            .join(format!("tests/fixtures/cuda/{name}.scenario"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let uuid_with = |name: &str| {
+        let out = std::process::Command::new(common::venv_python())
+            .args(["-c", &script])
+            .env("LD_LIBRARY_PATH", cuda.parent().unwrap())
+            .env("FAKE_CUDA_SCENARIO", scenario(name))
+            .output()
+            .expect("run python");
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        common::stdout(&out).trim().to_string()
+    };
+    assert_eq!(
+        uuid_with("mig-instance"),
+        "MIG-fa4e0001-aaaa-4bbb-8ccc-000000000000"
+    );
+    assert_eq!(
+        uuid_with("seven-of-eight"),
+        "GPU-fa4e0000-1111-4222-8333-000000000000"
+    );
 }

@@ -642,6 +642,23 @@ fn an_nvlink_down_warns() {
 }
 
 #[test]
+fn nvlink_errors_that_stand_out_warn_naming_the_gpu_and_link() {
+    // GPU 4's link 2: 1,200 replays and 3 recoveries; GPU 1's link 0 has
+    // the couple of replays a healthy link can show.
+    let (out, doc) = run_gpu("nvlink_errors", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "GPU 4: NVLink errors (link 2: 1200 replays, 3 recoveries)"
+    );
+    let h = hint(&doc, "gpu.topology");
+    assert!(h.contains("nvidia-smi nvlink -e -i 4"), "{h}");
+    assert_eq!(device(&doc, "gpu.topology", 4)["status"], "warn");
+    assert_eq!(device(&doc, "gpu.topology", 1)["status"], "pass");
+}
+
+#[test]
 fn an_nvlink_down_outside_cuda_visible_devices_is_not_judged() {
     let (out, doc) = run_with_env(
         &fake_nvml(),

@@ -108,6 +108,36 @@ def percentile(values, q):
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def cuda_device_uuid(ordinal):
+    """CUDA device `ordinal`'s UUID as NVML spells it: "GPU-..." for a whole
+    GPU, "MIG-..." for a MIG instance. cuDeviceGetUuid_v2 (CUDA 11.4+) gives
+    a MIG instance its own UUID where the v1 entry point (and torch's
+    device properties) give the parent GPU's, so v2 differing from v1 marks a
+    MIG instance. None when libcuda cannot say."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+        if cu.cuInit(0) != 0:
+            return None
+        dev = ctypes.c_int()
+        if cu.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+
+    def ask(name):
+        f = getattr(cu, name, None)
+        buf = ctypes.create_string_buffer(16)
+        return buf.raw if f is not None and f(buf, dev) == 0 else None
+
+    v1, v2 = ask("cuDeviceGetUuid"), ask("cuDeviceGetUuid_v2")
+    own = v2 or v1
+    if own is None:
+        return None
+    prefix = "MIG" if v1 is not None and v2 is not None and v1 != v2 else "GPU"
+    h = own.hex()
+    return "%s-%s-%s-%s-%s-%s" % (prefix, h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+
+
 def build_model(torch, width, blocks):
     nn = torch.nn
 
@@ -178,7 +208,9 @@ def run(args):
         props = torch.cuda.get_device_properties(LOCAL_RANK)
         uuid = getattr(props, "uuid", None)
         device_name = props.name
-        device_uuid = ("GPU-%s" % uuid) if uuid is not None else None
+        device_uuid = cuda_device_uuid(LOCAL_RANK) or (
+            ("GPU-%s" % uuid) if uuid is not None else None
+        )
         # Native bf16 tensor cores from compute capability 8.0 (Ampere) on;
         # is_bf16_supported() also says yes where bf16 is only emulated.
         bf16 = props.major >= 8

@@ -157,6 +157,11 @@ impl Findings {
         templates
             .into_iter()
             .map(|(t, ids)| {
+                // A machine-wide hint is not a template: it may quote a
+                // value from the environment that happens to hold "{gpus}".
+                if ids.is_empty() {
+                    return t.to_string();
+                }
                 let list: Vec<String> = ids.iter().map(u32::to_string).collect();
                 t.replace("{gpus}", &gpus_phrase(&ids))
                     .replace("{ids}", &list.join(","))
@@ -256,6 +261,18 @@ mod tests {
         assert_eq!((d2.status, d2.summary.as_str()), (Status::Warn, "hot"));
         let o = f.conclude("fine", vec![d0, d2]);
         assert_eq!(o.status, Status::Warn);
+    }
+
+    #[test]
+    fn a_machine_wide_hint_is_taken_as_written() {
+        let mut f = Findings::new();
+        f.add(
+            Status::Fail,
+            "bad entry",
+            Some("fix or remove \"{gpus}\"".into()),
+        );
+        let o = f.conclude("", vec![]);
+        assert_eq!(o.hint.as_deref(), Some("fix or remove \"{gpus}\""));
     }
 
     #[test]

@@ -7,6 +7,32 @@
 //! the outside world (the `probe` modules), hands them to a pure `evaluate`
 //! function with named thresholds, and returns an [`Outcome`]. Checks never
 //! print; the binary's runner and reporters do the rest.
+//!
+//! # Map
+//!
+//! ```text
+//! lib.rs        Check, Context, Options, CATALOG (run order)
+//! outcome.rs    Outcome, Status, Metric, DeviceResult, DataTable
+//! findings.rs   Finding/Findings: worst verdict wins, hints joined once
+//! facts/        typed facts a check publishes and later checks read by type
+//!               (NVML's driver and GPUs, the CUDA driver, torch, NCCL) and
+//!               the runner's Cause (timed out in a stage, a signal, ...)
+//! domain/       pure knowledge no check owns: text helpers, CUDA_VISIBLE_DEVICES
+//!               rules, driver/CUDA/wheel tables, launcher defaults, Xid
+//!               catalog, redaction of secrets
+//! probe/        the outside world, one file per source (NVML, libcuda,
+//!               libnccl, Python/torch, /proc, /sys, sockets, kernel log,
+//!               processes); plain structs out, no judging
+//! <group>/      one folder per check group (host, gpu, env, cuda, torch,
+//!               net, fabric, nccl, ddp): one file per check with its
+//!               thresholds, evaluate function and unit tests
+//! ```
+//!
+//! Where to add a check: a file in its group's folder (a new group is a new
+//! folder), a line in [`CATALOG`], a row in the README's check table (a test
+//! says so). A group imports only the crate root, `domain`, `facts`,
+//! `findings` and `probe` (a test fails otherwise); what another check found
+//! reaches it as a typed fact (`ctx.fact::<T>()`), never as report text.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,12 +45,14 @@ pub mod domain;
 pub mod facts;
 pub mod findings;
 pub mod fleet;
+pub mod options;
 pub mod outcome;
 pub mod probe;
 
 pub mod cuda;
 pub mod ddp;
 pub mod env;
+pub mod fabric;
 pub mod gpu;
 pub mod host;
 pub mod nccl;
@@ -33,10 +61,12 @@ pub mod torch;
 
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
+pub use options::{DdpBackend, DdpDevice};
 pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
-/// quick ⊂ standard ⊂ full.
+/// quick ⊂ standard ⊂ full. `health` stands apart: it is no level, it holds
+/// the checks whose [`Check::health`] is true.
 #[derive(
     Debug,
     Clone,
@@ -53,13 +83,17 @@ pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
-    /// NVML queries and host facts only: the HEALTHCHECK budget (< 1 s).
+    /// NVML, device nodes, host, fabric and launch settings; no CUDA, no Python (< 1 s).
     Quick,
     /// Adds CUDA contexts, the NCCL all-reduce and torch introspection (< 15 s).
     #[default]
     Standard,
     /// Adds the NCCL size sweep and the DDP benchmark (< 90 s).
     Full,
+    /// Is this node's hardware still healthy? (HEALTHCHECK: NVML, device
+    /// nodes; no launch preconditions, which a running job itself breaks.)
+    /// Never a check's own profile.
+    Health,
 }
 
 impl Profile {
@@ -68,7 +102,25 @@ impl Profile {
             Profile::Quick => "quick",
             Profile::Standard => "standard",
             Profile::Full => "full",
+            Profile::Health => "health",
         }
+    }
+
+    /// True when this profile selects `check` (without --only / --skip).
+    pub fn includes(self, check: &dyn Check) -> bool {
+        match self {
+            Profile::Health => check.health(),
+            level => check.profile() <= level,
+        }
+    }
+
+    /// The checks this profile selects, in run order.
+    pub fn checks(self) -> Vec<&'static dyn Check> {
+        CATALOG
+            .iter()
+            .copied()
+            .filter(|c| self.includes(*c))
+            .collect()
     }
 }
 
@@ -133,11 +185,15 @@ pub struct Options {
     /// `--ddp-model`.
     pub ddp_model: DdpModel,
     /// `--ddp-backend nccl|gloo` (default nccl).
-    pub ddp_backend: Option<String>,
+    pub ddp_backend: Option<DdpBackend>,
     /// `--ddp-device cuda|cpu` (default cuda).
-    pub ddp_device: Option<String>,
+    pub ddp_device: Option<DdpDevice>,
     /// `--min-scaling X`: DDP scaling efficiency floor.
     pub min_scaling: Option<f64>,
+    /// `--kernel-log PATH`: read Xid events from this file instead of the
+    /// kernel's own log.
+    #[serde(default)]
+    pub kernel_log: Option<PathBuf>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,
@@ -181,6 +237,18 @@ pub trait Check: Sync + Send {
     }
     /// The lowest profile that includes this check.
     fn profile(&self) -> Profile;
+    /// True when the `health` profile holds this check: it tells whether the
+    /// node's hardware still works while a job runs on it (NVML, device
+    /// nodes, Xid), never whether a job could start (ports, launch
+    /// variables), which a running job itself changes.
+    fn health(&self) -> bool {
+        false
+    }
+    /// What the check was waiting for when it timed out in-process (the NVML
+    /// call that never returned), for the report's cause and the verdict.
+    fn timeout_stage(&self) -> Option<String> {
+        None
+    }
     /// Ids that must have passed (or warned) first, or this check is skipped.
     fn needs(&self) -> &'static [&'static str] {
         &[]
@@ -227,6 +295,7 @@ pub static CATALOG: &[&dyn Check] = &[
     // cuda
     &cuda::CudaDriver,
     &cuda::CudaRuntime,
+    &cuda::CopyBandwidth,
     // torch
     &torch::TorchImport,
     &torch::TorchCuda,
@@ -236,10 +305,16 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::Loopback,
     &net::MasterAddr,
     &net::MasterPort,
+    // fabric
+    &fabric::Xid,
+    &fabric::Rdma,
+    &fabric::GpuDirect,
+    &fabric::NetPlugin,
     // nccl
     &nccl::Library,
     &nccl::Env,
     &nccl::AllReduce,
+    &nccl::NicPath,
     // ddp
     &ddp::Benchmark,
 ];
@@ -318,5 +393,70 @@ mod tests {
         for c in CATALOG {
             assert!(c.timeout() > Duration::ZERO, "{}", c.id());
         }
+    }
+
+    /// Every `.rs` file under `checks/src/<dir>`, recursively.
+    fn sources_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(sources_under(&p));
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_check_group_imports_no_other_group() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let groups: Vec<&str> = {
+            let mut g: Vec<&str> = CATALOG.iter().map(|c| c.group()).collect();
+            g.dedup();
+            g
+        };
+        let mut offences = Vec::new();
+        for group in &groups {
+            let files = sources_under(&src.join(group));
+            assert!(
+                !files.is_empty(),
+                "group {group} has no folder checks/src/{group}/"
+            );
+            for file in files {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for other in groups.iter().filter(|o| *o != group) {
+                    for needle in [
+                        format!("crate::{other}::"),
+                        format!("crate::{other}}}"),
+                        format!("crate::{other};"),
+                    ] {
+                        if text.contains(&needle) {
+                            offences.push(format!("{} uses {needle}", file.display()));
+                        }
+                    }
+                }
+            }
+        }
+        for shared in ["domain", "facts", "probe"] {
+            for file in sources_under(&src.join(shared)) {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for group in &groups {
+                    let needle = format!("crate::{group}::");
+                    if text.contains(&needle) {
+                        offences.push(format!("{} (shared) uses {needle}", file.display()));
+                    }
+                }
+            }
+        }
+        assert!(
+            offences.is_empty(),
+            "check groups must not import each other:\n{}",
+            offences.join("\n")
+        );
     }
 }

@@ -213,7 +213,7 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         ack_timeout_s: rendezvous::ACK_TIMEOUT.as_secs_f64(),
         allreduce: true,
         backend: match (args.run.ddp_backend, args.run.ddp_device) {
-            (_, Some(crate::cli::DdpDevice::Cpu)) => Some("gloo".to_string()),
+            (_, Some(gpucheck_checks::DdpDevice::Cpu)) => Some("gloo".to_string()),
             (Some(b), _) => Some(format!("{b:?}").to_lowercase()),
             (None, _) => None,
         },

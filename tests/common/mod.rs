@@ -76,17 +76,35 @@ pub fn venv_python() -> PathBuf {
 
 static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
+/// The newest modification time among the fakes' C sources and headers in
+/// tests/fixtures (a fake includes fake_scenario.h, fake_nvml_old.c includes
+/// fake_nvml.c), so that changing any of them rebuilds every fake.
+fn newest_fixture_source() -> Option<std::time::SystemTime> {
+    std::fs::read_dir(root().join("tests/fixtures"))
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".c") || name.ends_with(".h")
+        })
+        .filter_map(|e| e.metadata().ok()?.modified().ok())
+        .max()
+}
+
 /// Compile `tests/fixtures/<source>` into a shared library named `soname` in
 /// its own folder under target/fixtures/<dir>/ and return that path. Rebuilds
-/// when the source is newer.
+/// when any fixture source or header is newer. The C compiler (`cc`, or
+/// `$CC`) is required: the test fails when it is missing.
 pub fn build_fixture_lib(source: &str, dir: &str, soname: &str) -> PathBuf {
     let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let src = root().join("tests/fixtures").join(source);
+    assert!(src.exists(), "{} missing", src.display());
     let out_dir = root().join("target/fixtures").join(dir);
     std::fs::create_dir_all(&out_dir).expect("create target/fixtures");
     let out = out_dir.join(soname);
-    let fresh = match (std::fs::metadata(&src), std::fs::metadata(&out)) {
-        (Ok(s), Ok(o)) => o.modified().ok() >= s.modified().ok(),
+    let fresh = match (newest_fixture_source(), std::fs::metadata(&out)) {
+        (Some(newest), Ok(o)) => o.modified().is_ok_and(|built| built >= newest),
         _ => false,
     };
     if !fresh {

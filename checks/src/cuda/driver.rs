@@ -7,14 +7,15 @@ use super::errors::{error_advice, error_label, generic_fix};
 use crate::domain::compat::{
     incompatible_fix, too_old_for_current_torch, CudaVersion, DriverVersion,
 };
-use crate::domain::cuda_devices::{predict_devices, Expectation};
-use crate::domain::text::plural;
+use crate::domain::cuda_devices::{gpus_cuda_does_not_enumerate, predict_devices, Expectation};
+use crate::domain::text::{list_cut, plural};
 use crate::facts::cuda::{DriverCuda, DriverFailure};
 use crate::facts::nvml::{driver_for_run, gpus_for_run};
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, DeviceProbe, DriverProbe, DriverProbeError, RoundTrip,
 };
 use crate::probe::host::env_lossy;
+use crate::probe::nvml::GpuInfo;
 use crate::{Check, Context, DeviceResult, Finding, Findings, Isolation, Outcome, Profile, Status};
 
 /// Everything `cuda.driver` judges.
@@ -22,6 +23,8 @@ use crate::{Check, Context, DeviceResult, Finding, Findings, Isolation, Outcome,
 pub struct DriverFacts {
     pub probe: Result<DriverProbe, DriverProbeError>,
     pub expected: Expectation,
+    /// NVML's GPUs (empty without NVML), to name one CUDA does not see.
+    pub nvml_gpus: Vec<GpuInfo>,
     pub cuda_visible_devices: Option<String>,
     /// The driver's version ("570.86.15"), from NVML or the kernel module.
     pub driver_version: Option<String>,
@@ -50,16 +53,22 @@ fn call_failure(e: &CudaCallError, cvd: Option<&str>) -> Outcome {
 /// cuda.runtime and torch.cuda.
 pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
     let cvd = f.cuda_visible_devices.as_deref();
-    let outcome = match &f.probe {
-        Err(e) => probe_error(e, cvd),
+    let (outcome, usable) = match &f.probe {
+        Err(e) => (probe_error(e, cvd), false),
         Ok(p) => judge_probe(f, p, cvd),
     };
-    let fact = driver_fact(&f.probe, &outcome);
+    let fact = driver_fact(&f.probe, &outcome, usable);
     outcome.publish(&fact)
 }
 
-/// The typed fact behind the verdict.
-fn driver_fact(probe: &Result<DriverProbe, DriverProbeError>, o: &Outcome) -> DriverCuda {
+/// The typed fact behind the verdict. `usable`: the devices CUDA enumerates
+/// all work, whatever the verdict says about a GPU it does not enumerate;
+/// then no failure is carried, and later checks run on those devices.
+fn driver_fact(
+    probe: &Result<DriverProbe, DriverProbeError>,
+    o: &Outcome,
+    usable: bool,
+) -> DriverCuda {
     let (cuda_driver_version, device_count, libcuda) = match probe {
         Ok(p) => (
             p.cuda_driver_version,
@@ -77,7 +86,7 @@ fn driver_fact(probe: &Result<DriverProbe, DriverProbeError>, o: &Outcome) -> Dr
         cuda_driver_version,
         device_count,
         libcuda,
-        failure: o.status.is_failure().then(|| DriverFailure {
+        failure: (o.status.is_failure() && !usable).then(|| DriverFailure {
             summary: o.summary.clone(),
             hint: o.hint.clone(),
         }),
@@ -138,9 +147,45 @@ fn driver_facts(probe: &DriverProbe) -> Outcome {
     out.with_fact("device_count", probe.device_count.to_string())
 }
 
+/// Free memory below this share of the GPU's total warns: a training job
+/// sizes its batch to the whole GPU, so with another process holding over
+/// 90% it runs out of memory at its first batch.
+const LOW_FREE_SHARE: f64 = 0.10;
+/// Free memory below this warns where other processes hold at least half
+/// the GPU: a DDP rank needs room for its CUDA context (~0.5 GiB on Hopper),
+/// NCCL's buffers (hundreds of MiB on 8 GPUs) and DDP's gradient buckets
+/// (25 MiB each, a copy of every gradient) before the model and a batch. A
+/// small GPU that is mostly free is small, not taken: not warned.
+const LOW_FREE_MIB: u64 = 2048;
+
+fn gib(mib: u64) -> String {
+    format!("{:.1} GiB", mib as f64 / 1024.0)
+}
+
+/// A device with almost no memory free (another process holds it).
+fn low_memory_finding(d: &DeviceProbe, name: &str) -> Option<Finding> {
+    let (free, total) = (d.free_mem_mib?, d.total_mem_mib?);
+    let below_share = (free as f64) < total as f64 * LOW_FREE_SHARE;
+    let below_floor = free < LOW_FREE_MIB && free < total / 2;
+    if total == 0 || !(below_share || below_floor) {
+        return None;
+    }
+    let text = format!(
+        "cuda:{} ({name}): only {} of {} free",
+        d.ordinal,
+        gib(free),
+        gib(total)
+    );
+    Some(Finding::new(None, Status::Warn, text).hint(
+        "other processes hold the memory of the GPUs named: a job started on them runs out of \
+         memory at its first batch; find the processes with gpu.processes (`nvidia-smi`) and \
+         stop them, or leave those GPUs out with CUDA_VISIBLE_DEVICES",
+    ))
+}
+
 /// One device's row, and what is wrong with it (a context or copy that
-/// failed).
-fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Option<Finding>) {
+/// failed, almost no free memory).
+fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Vec<Finding>) {
     let name = d
         .name
         .clone()
@@ -182,19 +227,30 @@ fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Option<Fin
             )
         }
     };
-    let status = if hint.is_some() {
+    let mut status = if hint.is_some() {
         Status::Fail
     } else {
         Status::Pass
     };
-    let finding = hint.map(|h| {
-        Finding::new(
-            None,
-            Status::Fail,
-            format!("cuda:{} ({name}): {summary}", d.ordinal),
-        )
-        .hint(h)
-    });
+    let mut findings: Vec<Finding> = hint
+        .map(|h| {
+            Finding::new(
+                None,
+                Status::Fail,
+                format!("cuda:{} ({name}): {summary}", d.ordinal),
+            )
+            .hint(h)
+        })
+        .into_iter()
+        .collect();
+    let mut summary = summary;
+    if let Some(low) = low_memory_finding(d, &name) {
+        if status == Status::Pass {
+            status = Status::Warn;
+            summary = format!("{summary}; only {} free", gib(d.free_mem_mib.unwrap_or(0)));
+        }
+        findings.push(low);
+    }
     let row = DeviceResult {
         index: d.ordinal,
         label: None,
@@ -204,7 +260,7 @@ fn judge_device(d: &DeviceProbe, cvd: Option<&str>) -> (DeviceResult, Option<Fin
         summary,
         metrics: Vec::new(),
     };
-    (row, finding)
+    (row, findings)
 }
 
 /// A device count that differs from the prediction.
@@ -263,7 +319,9 @@ fn stub_finding(stub: &std::path::Path, works: &str) -> Finding {
 }
 
 /// Judge a driver that initialised: the device count, then every device.
-fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outcome {
+/// Also says whether every device CUDA enumerates works (see
+/// [`driver_fact`]).
+fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> (Outcome, bool) {
     let version = probe
         .cuda_driver_version
         .map(|v| format!("CUDA {v} driver"))
@@ -277,14 +335,19 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outco
     }
     let n = probe.device_count;
     if n == 0 {
-        return Outcome {
+        let o = Outcome {
             status: Status::Fail,
             summary: format!("the {version} initialised but sees no devices"),
             hint: error_advice(100, cvd).map(|a| a.fix),
             ..out
         };
+        return (o, false);
     }
-    if let Some(problem) = count_finding(&f.expected, n) {
+    let usable = !findings.worst().is_failure();
+    if let Some(mut problem) = count_finding(&f.expected, n) {
+        if cvd.is_none() {
+            problem.text.push_str(&not_enumerated(&f.nvml_gpus, probe));
+        }
         findings.items.insert(0, problem);
     }
     if let Some(old) = probe
@@ -313,13 +376,38 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> Outco
         format!("{version}, {n} device{}{note}{work}", plural(n as usize)),
         Vec::new(),
     );
-    Outcome {
+    let o = Outcome {
         status: verdict.status,
         summary: verdict.summary,
         hint: verdict.hint,
         ..out
-    }
+    };
+    (o, usable)
 }
+
+/// "; CUDA does not enumerate GPU 5 (GPU-..., PCI 00000000:AB:00.0)": the
+/// NVML GPUs no CUDA device matches, or nothing when none can be named.
+fn not_enumerated(nvml_gpus: &[GpuInfo], probe: &DriverProbe) -> String {
+    let cuda: Vec<(Option<String>, Option<String>)> = probe
+        .devices
+        .iter()
+        .map(|d| (d.uuid.clone(), d.pci_bus_id.clone()))
+        .collect();
+    let missing: Vec<String> = gpus_cuda_does_not_enumerate(nvml_gpus, &cuda)
+        .iter()
+        .map(|g| format!("GPU {} ({}, PCI {})", g.index, g.uuid, g.pci_bus_id))
+        .collect();
+    if missing.is_empty() || missing.len() >= nvml_gpus.len() {
+        return String::new();
+    }
+    format!(
+        "; CUDA does not enumerate {}",
+        list_cut(&missing, MISSING_GPUS_NAMED)
+    )
+}
+
+/// GPUs named in full when CUDA misses several (the rest are counted).
+const MISSING_GPUS_NAMED: usize = 4;
 
 /// `cuda.driver`: libcuda loads, cuInit works, the device count is what
 /// NVML predicts, and every device takes a context and a copy.
@@ -351,7 +439,7 @@ impl Check for CudaDriver {
     fn explain(&self) -> &'static str {
         "Loads the CUDA driver library (libcuda) the way PyTorch does, initialises it, counts the devices, and creates a context on every visible GPU with a small verified host-to-device-to-host copy.\n\n\
 Why it matters: every CUDA process, and so every DDP rank, starts with cuInit and a context on its GPU. A driver that NVML can talk to may still refuse CUDA: the Fabric Manager not running on an NVSwitch system (CUDA_ERROR_SYSTEM_NOT_READY, 802), a forward-compatibility libcuda that does not fit the driver or the GPU (803, 804), a GPU in a bad state (999), or a GPU NVML lists but CUDA cannot use. Any of these makes torch.cuda report no GPUs or one rank fail at start-up, and the whole job with it.\n\n\
-How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's: find the missing GPU with `nvidia-smi -q` and `dmesg`. A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
+How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's names the GPU CUDA does not enumerate (its UUID and PCI bus id): find why with `nvidia-smi -q` and `dmesg`; the checks after this one run on the devices CUDA does enumerate. A GPU with under 10% of its memory free, or under 2 GiB while others hold over half of it, warns: another process holds it (gpu.processes). A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
 The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is unset and MIG is off; without NVML, `--expect-gpus N` gives the floor."
     }
     fn run(&self, ctx: &Context) -> Outcome {
@@ -360,6 +448,7 @@ The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is 
         let contexts = ctx.options.profile >= Profile::Standard;
         let facts = DriverFacts {
             probe: cuda_probe::probe_driver(contexts),
+            nvml_gpus: nvml_gpus.clone().unwrap_or_default(),
             expected: predict_devices(
                 nvml_gpus.as_deref(),
                 cvd.as_deref(),
@@ -400,6 +489,9 @@ mod tests {
                     name: Some("NVIDIA H100 80GB HBM3".to_string()),
                     compute_capability: Some((9, 0)),
                     total_mem_mib: Some(81559),
+                    uuid: Some(format!("GPU-fa4e000{i}-1111-4222-8333-00000000000{i}")),
+                    pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + i)),
+                    free_mem_mib: Some(80_000),
                     context: Some(Ok(RoundTrip::Verified { bytes: 65536 })),
                 })
                 .collect(),
@@ -411,6 +503,7 @@ mod tests {
         DriverFacts {
             probe,
             expected,
+            nvml_gpus: Vec::new(),
             cuda_visible_devices: None,
             driver_version: None,
             contexts: true,
@@ -582,6 +675,85 @@ mod tests {
             o.summary
         );
         assert!(o.hint.unwrap().contains("fallen off the bus"));
+    }
+
+    /// NVML's view of the GPUs `healthy` describes.
+    fn nvml_gpus(n: u32) -> Vec<nvml::GpuInfo> {
+        (0..n)
+            .map(|i| nvml::GpuInfo {
+                index: i,
+                name: "NVIDIA H100 80GB HBM3".to_string(),
+                uuid: format!("GPU-fa4e000{i}-1111-4222-8333-00000000000{i}"),
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+                memory_total_mib: 81559,
+                compute_capability: Some((9, 0)),
+                mig_enabled: Some(false),
+                mig_uuids: vec![],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gpu_cuda_does_not_enumerate_is_named_and_the_others_stay_usable() {
+        // CUDA sees GPUs 0-4, 6, 7 of NVML's eight.
+        let mut p = healthy(8);
+        p.devices.remove(5);
+        p.device_count = 7;
+        let mut f = facts(
+            Ok(p),
+            Expectation::Exactly {
+                count: 8,
+                from: "NVML sees 8 GPUs".to_string(),
+            },
+        );
+        f.nvml_gpus = nvml_gpus(8);
+        let o = evaluate_driver(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "CUDA sees 7 devices but NVML sees 8 GPUs; CUDA does not enumerate GPU 5 \
+             (GPU-fa4e0005-1111-4222-8333-000000000005, PCI 00000000:1D:00.0)"
+        );
+        assert!(o.hint.as_deref().unwrap().contains("fallen off the bus"));
+        // The seven work: later checks run on them.
+        let d = o.fact::<DriverCuda>().unwrap();
+        assert_eq!(d.failure, None);
+        assert_eq!(d.working_device_count(), Some(7));
+        // A context failing on one of them is a driver that does not work.
+        let mut p = healthy(7);
+        p.devices[2].context = Some(Err(call_err("cuDevicePrimaryCtxRetain", 999)));
+        f.probe = Ok(p);
+        let d = evaluate_driver(&f).fact::<DriverCuda>().unwrap();
+        assert!(d.failure.is_some());
+    }
+
+    #[test]
+    fn a_gpu_with_almost_no_free_memory_warns_naming_it() {
+        let mut p = healthy(2);
+        p.devices[1].free_mem_mib = Some(102);
+        let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+        assert_eq!(o.status, Status::Warn, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "cuda:1 (NVIDIA H100 80GB HBM3): only 0.1 GiB of 79.6 GiB free"
+        );
+        assert!(o.hint.as_deref().unwrap().contains("gpu.processes"));
+        assert_eq!(o.devices[1].status, Status::Warn);
+        assert_eq!(o.devices[0].status, Status::Pass);
+        // 10% of 80 GiB free, 2 GiB on a small GPU, and a tiny GPU that is
+        // all free are enough; 1.5 GiB of 12 GiB is not.
+        for (free, total) in [(8_200, 81_559), (2_048, 4_096), (96, 96)] {
+            let mut p = healthy(1);
+            p.devices[0].free_mem_mib = Some(free);
+            p.devices[0].total_mem_mib = Some(total);
+            let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+            assert_eq!(o.status, Status::Pass, "{free} of {total}: {o:?}");
+        }
+        let mut p = healthy(1);
+        p.devices[0].free_mem_mib = Some(1_536);
+        p.devices[0].total_mem_mib = Some(12_288);
+        let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
+        assert_eq!(o.status, Status::Warn, "{o:?}");
     }
 
     #[test]

@@ -8,10 +8,12 @@
 //! CUDA error means and how to fix it lives in [`errors`]. cuda.driver
 //! publishes [`crate::facts::cuda::DriverCuda`] for the checks after it.
 
+pub mod copy_bandwidth;
 pub mod driver;
 pub mod errors;
 pub mod runtime;
 
+pub use copy_bandwidth::CopyBandwidth;
 pub use driver::CudaDriver;
 pub use runtime::CudaRuntime;
 
@@ -20,6 +22,7 @@ mod tests {
     /// Every file of the group, as compiled.
     const SOURCES: &[(&str, &str)] = &[
         ("mod.rs", include_str!("mod.rs")),
+        ("copy_bandwidth.rs", include_str!("copy_bandwidth.rs")),
         ("driver.rs", include_str!("driver.rs")),
         ("errors.rs", include_str!("errors.rs")),
         ("runtime.rs", include_str!("runtime.rs")),

@@ -91,9 +91,64 @@ pub fn predict_devices(
     }
 }
 
+/// The NVML GPUs no CUDA device corresponds to, when every GPU is visible
+/// (CUDA_VISIBLE_DEVICES unset, MIG off): a CUDA device matches a GPU by
+/// UUID (cuDeviceGetUuid against nvmlDeviceGetUUID), else by PCI bus id.
+/// Empty when a CUDA device carries neither, since then no GPU can be named.
+pub fn gpus_cuda_does_not_enumerate<'a>(
+    nvml_gpus: &'a [GpuInfo],
+    cuda: &[(Option<String>, Option<String>)],
+) -> Vec<&'a GpuInfo> {
+    if cuda
+        .iter()
+        .any(|(uuid, bus)| uuid.is_none() && bus.is_none())
+    {
+        return Vec::new();
+    }
+    let same_bus = |a: &str, b: &str| !a.is_empty() && a.eq_ignore_ascii_case(b);
+    nvml_gpus
+        .iter()
+        .filter(|g| g.mig_enabled != Some(true))
+        .filter(|g| {
+            !cuda.iter().any(|(uuid, bus)| {
+                uuid.as_deref()
+                    .is_some_and(|u| u.eq_ignore_ascii_case(&g.uuid))
+                    || bus.as_deref().is_some_and(|b| same_bus(b, &g.pci_bus_id))
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gpu_cuda_does_not_enumerate_is_found_by_uuid_or_bus_id() {
+        let gpu = |i: u32| GpuInfo {
+            index: i,
+            name: "NVIDIA H100 80GB HBM3".to_string(),
+            uuid: format!("GPU-{i}"),
+            pci_bus_id: format!("00000000:{i:02X}:00.0"),
+            memory_total_mib: 81559,
+            compute_capability: Some((9, 0)),
+            mig_enabled: Some(false),
+            mig_uuids: vec![],
+        };
+        let gpus: Vec<GpuInfo> = (0..4).map(gpu).collect();
+        let some = |s: &str| Some(s.to_string());
+        // GPU 2 is missing; GPU 3 matches by bus id only (lower case).
+        let cuda = vec![
+            (some("GPU-0"), None),
+            (some("gpu-1"), some("00000000:01:00.0")),
+            (None, some("00000000:03:00.0")),
+        ];
+        let missing = gpus_cuda_does_not_enumerate(&gpus, &cuda);
+        assert_eq!(missing.iter().map(|g| g.index).collect::<Vec<_>>(), [2]);
+        // A device with neither id: nothing can be named.
+        let cuda = vec![(some("GPU-0"), None), (None, None)];
+        assert!(gpus_cuda_does_not_enumerate(&gpus, &cuda).is_empty());
+    }
 
     #[test]
     fn prediction_uses_nvml_only_when_it_can() {

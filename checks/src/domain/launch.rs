@@ -21,3 +21,19 @@ pub fn parse_master_port(raw: &str) -> Result<u16, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_port_is_an_integer_from_1_to_65535() {
+        assert_eq!(parse_master_port("29500"), Ok(29500));
+        assert_eq!(parse_master_port("1"), Ok(1));
+        assert_eq!(parse_master_port("65535"), Ok(65535));
+        assert_eq!(parse_master_port(" 29500\n"), Ok(29500));
+        for bad in ["0", "65536", "-1", "abc", "", "29500x", "2.9e4", "0x7530"] {
+            assert!(parse_master_port(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -8,5 +8,7 @@ pub mod cuda_devices;
 pub mod hostlist;
 pub mod launch;
 pub mod pairs;
+pub mod redact;
 pub mod text;
 pub mod visible_devices;
+pub mod xid;

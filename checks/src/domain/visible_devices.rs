@@ -436,3 +436,235 @@ pub fn repaired_visible_devices_on(value: &str, gpus: &[NvmlGpu]) -> Option<Stri
             .join(","),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idx(v: &[u32]) -> Vec<DeviceToken> {
+        v.iter().map(|i| DeviceToken::Index(*i)).collect()
+    }
+
+    // ---- the parser, case by case against the documented driver behaviour
+
+    #[test]
+    fn parses_plain_and_reordered_indices() {
+        assert_eq!(
+            parse_cuda_visible_devices("0,1,2,3").tokens,
+            idx(&[0, 1, 2, 3])
+        );
+        // "2,1" hides 0 and enumerates 2 before 1 (CUDA guide).
+        let p = parse_cuda_visible_devices("2,1");
+        assert_eq!(p.effective(), idx(&[2, 1]).as_slice());
+        assert_eq!(p.invalid, None);
+    }
+
+    #[test]
+    fn negative_index_ends_the_list() {
+        // The CUDA guide's own example: 0,2,-1,1 shows 0 and 2.
+        let p = parse_cuda_visible_devices("0,2,-1,1");
+        assert_eq!(p.effective(), idx(&[0, 2]).as_slice());
+        let bad = p.invalid.clone().expect("invalid entry");
+        assert_eq!((bad.position, bad.raw.as_str()), (2, "-1"));
+        assert_eq!(p.ignored, ["1"]);
+    }
+
+    #[test]
+    fn invalid_word_hides_the_rest() {
+        let p = parse_cuda_visible_devices("0,1,foo,2");
+        assert_eq!(p.effective(), idx(&[0, 1]).as_slice());
+        assert_eq!(p.invalid.as_ref().map(|b| b.raw.as_str()), Some("foo"));
+        assert_eq!(p.ignored, ["2"]);
+        // PyTorch's cases: "one,two,3,4" is empty, "4,3,two,one" is 4,3.
+        assert!(parse_cuda_visible_devices("one,two,3,4")
+            .effective()
+            .is_empty());
+        assert_eq!(
+            parse_cuda_visible_devices("4,3,two,one").effective(),
+            idx(&[4, 3]).as_slice()
+        );
+    }
+
+    #[test]
+    fn empty_entry_stops_parsing() {
+        let p = parse_cuda_visible_devices("0,1,,2");
+        assert_eq!(p.effective(), idx(&[0, 1]).as_slice());
+        assert_eq!(
+            p.invalid.as_ref().map(|b| b.reason.as_str()),
+            Some("an empty entry")
+        );
+        assert_eq!(p.ignored, ["2"]);
+        assert!(parse_cuda_visible_devices("").effective().is_empty());
+    }
+
+    #[test]
+    fn strtoul_rules_for_indices() {
+        // Text after the number is ignored: "1gpu2,2ampere" is 1,2.
+        let p = parse_cuda_visible_devices("1gpu2,2ampere");
+        assert_eq!(p.effective(), idx(&[1, 2]).as_slice());
+        assert_eq!(p.trailing_text.len(), 2);
+        // Whitespace and signs: "2, +3, -0, 5" is 2,3,0,5.
+        let p = parse_cuda_visible_devices("2, +3, -0, 5");
+        assert_eq!(p.effective(), idx(&[2, 3, 0, 5]).as_slice());
+        assert!(p.trailing_text.is_empty());
+        assert!(parse_cuda_visible_devices("0 , 1").trailing_text.is_empty());
+        assert_eq!(
+            parse_cuda_visible_devices("99999999999")
+                .invalid
+                .map(|b| b.reason),
+            Some("an index too large to name a GPU".to_string())
+        );
+    }
+
+    #[test]
+    fn duplicates_leave_nothing() {
+        let p = parse_cuda_visible_devices("0,1,2,1");
+        assert!(p.effective().is_empty());
+        assert_eq!(p.duplicate.as_deref(), Some("1"));
+        assert!(parse_cuda_visible_devices("0,0").effective().is_empty());
+        // The same number written differently is the same device.
+        assert!(parse_cuda_visible_devices("1,+1").effective().is_empty());
+        // A duplicate after the stop point does not count.
+        assert_eq!(
+            parse_cuda_visible_devices("0,-1,0").effective(),
+            idx(&[0]).as_slice()
+        );
+    }
+
+    #[test]
+    fn uuids_and_mig() {
+        let p = parse_cuda_visible_devices("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-abc");
+        assert_eq!(
+            p.effective(),
+            [
+                DeviceToken::Uuid("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6".into()),
+                DeviceToken::Uuid("GPU-abc".into())
+            ]
+            .as_slice()
+        );
+        let p = parse_cuda_visible_devices(
+            "MIG-d9a47cfb-d1f2-d08c-b40e-0812b597ae69,MIG-GPU-8932f937-d72c/1/0",
+        );
+        assert_eq!(p.effective().len(), 2);
+        assert!(matches!(p.effective()[1], DeviceToken::Mig(_)));
+        assert!(parse_cuda_visible_devices("GPU-abc,GPU-abc")
+            .effective()
+            .is_empty());
+        // Not hex: no GPU UUID can start like this.
+        let p = parse_cuda_visible_devices("GPU-xyz,1");
+        assert!(p.effective().is_empty());
+        assert_eq!(p.ignored, ["1"]);
+        assert!(parse_cuda_visible_devices("MIG-GPU-abc/1")
+            .invalid
+            .is_some());
+        // Whitespace is not trimmed from UUID entries, and the prefix is case-sensitive.
+        let p = parse_cuda_visible_devices(" GPU-abc");
+        assert_eq!(
+            p.invalid.map(|b| b.reason),
+            Some("a UUID with spaces around it".to_string())
+        );
+        let p = parse_cuda_visible_devices("gpu-abc");
+        assert_eq!(
+            p.invalid.map(|b| b.reason),
+            Some("the GPU-/MIG- prefix must be upper case".to_string())
+        );
+    }
+
+    #[test]
+    fn mixed_kinds_are_accepted_and_noticed() {
+        let p = parse_cuda_visible_devices("0,GPU-abc");
+        assert_eq!(p.effective().len(), 2);
+        assert!(p.mixes_kinds());
+        assert!(!parse_cuda_visible_devices("0,1").mixes_kinds());
+    }
+
+    #[test]
+    fn repair_keeps_valid_entries_once() {
+        assert_eq!(
+            repaired_visible_devices("0,1,foo,2").as_deref(),
+            Some("0,1,2")
+        );
+        assert_eq!(repaired_visible_devices("0,0,1").as_deref(), Some("0,1"));
+        assert_eq!(repaired_visible_devices("").as_deref(), None);
+        assert_eq!(repaired_visible_devices("-1").as_deref(), None);
+    }
+
+    // ---- mapping onto the GPUs
+
+    const H100: &str = "NVIDIA H100 80GB HBM3";
+
+    fn gpu_uuid(i: u32) -> String {
+        format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0xfa4e_0000u32 + i, i)
+    }
+
+    fn mig_uuid(gpu: u32, slot: u32) -> String {
+        format!(
+            "MIG-{:08x}-aaaa-4bbb-8ccc-{:012x}",
+            0xfa4e_0000u32 + gpu,
+            slot
+        )
+    }
+
+    fn gpus_named(names: &[&str]) -> Vec<NvmlGpu> {
+        names
+            .iter()
+            .zip(0u32..)
+            .map(|(name, i)| NvmlGpu {
+                index: i,
+                name: name.to_string(),
+                uuid: Some(gpu_uuid(i)),
+                mig_enabled: false,
+                mig_uuids: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn h100s(n: usize) -> Vec<NvmlGpu> {
+        gpus_named(&vec![H100; n])
+    }
+
+    /// 2x A100 40GB, GPU 1 in MIG mode with two MIG devices (the mig scenario).
+    fn mig_box() -> Vec<NvmlGpu> {
+        let mut g = gpus_named(&["NVIDIA A100-SXM4-40GB"; 2]);
+        g[1].mig_enabled = true;
+        g[1].mig_uuids = vec![mig_uuid(1, 0), mig_uuid(1, 1)];
+        g
+    }
+
+    #[test]
+    fn mapping_stops_at_the_first_entry_naming_nothing() {
+        let gpus = h100s(4);
+        let m = map_visible_devices(&idx(&[3, 1, 4, 0]), &gpus);
+        assert_eq!(m.targets, [Target::Gpu(3), Target::Gpu(1)]);
+        assert_eq!(m.stop, Some((2, Unresolved::BeyondCount(4))));
+        assert_eq!(m.duplicate, None);
+        let m = map_visible_devices(
+            &[
+                DeviceToken::Uuid("GPU-fa4e0002".into()),
+                DeviceToken::Index(2),
+                DeviceToken::Index(0),
+            ],
+            &gpus,
+        );
+        assert_eq!(m.duplicate, Some((0, 1)));
+    }
+
+    #[test]
+    fn repair_for_this_machine_keeps_what_names_a_device_once() {
+        let gpus = h100s(8);
+        assert_eq!(
+            repaired_visible_devices_on("0,9,1", &gpus).as_deref(),
+            Some("0,1")
+        );
+        assert_eq!(
+            repaired_visible_devices_on(&format!("0,{},1", gpu_uuid(0)), &gpus).as_deref(),
+            Some("0,1")
+        );
+        assert_eq!(repaired_visible_devices_on("9,GPU-dead", &gpus), None);
+        let two_migs = format!("{},{}", mig_uuid(1, 0), mig_uuid(1, 1));
+        assert_eq!(
+            repaired_visible_devices_on(&two_migs, &mig_box()),
+            Some(mig_uuid(1, 0))
+        );
+    }
+}

@@ -10,8 +10,10 @@
 //! every node). Report text is derived from facts, never parsed back.
 
 pub mod cuda;
+pub mod nccl;
 pub mod nvml;
 pub mod torch;
+pub mod xid;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;

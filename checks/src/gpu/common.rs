@@ -137,7 +137,7 @@ pub(super) fn lost_in_count(ctx: &Context) -> Vec<u32> {
 }
 
 /// The GPUs an inventory counts but found lost.
-pub(super) fn lost_in(inventory: &NvmlInventory) -> Vec<u32> {
+fn lost_in(inventory: &NvmlInventory) -> Vec<u32> {
     match &inventory.0 {
         Ok(list) => list
             .iter()

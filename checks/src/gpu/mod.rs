@@ -9,8 +9,13 @@
 //!
 //! One file per check, each with its thresholds, probe call, pure
 //! `evaluate_*` function and unit tests; `common` holds what they share (the
-//! NVML budget, unreadable readings, NVML failures) and `job` which GPUs
-//! CUDA_VISIBLE_DEVICES gives a job.
+//! NVML budget, unreadable readings, NVML failures, GPUs gpu.count found
+//! lost) and `job` which GPUs CUDA_VISIBLE_DEVICES gives a job.
+//!
+//! gpu.driver publishes [`crate::facts::nvml::NvmlDriver`] and gpu.count
+//! [`crate::facts::nvml::NvmlInventory`]. The per-GPU checks need only
+//! gpu.driver: a GPU fallen off the bus is gpu.count's failure, and they
+//! judge the GPUs that answer and mark the lost one.
 
 mod common;
 mod count;
@@ -18,6 +23,7 @@ mod driver;
 mod ecc;
 mod job;
 mod mode;
+mod nvlink_errors;
 mod pcie;
 mod processes;
 mod throttle;

@@ -9,6 +9,7 @@ use super::common::{
     unreadable, QUERY_TIMEOUT,
 };
 use super::job::{job_from_env, JobGpus};
+use super::nvlink_errors::nvlink_error_findings;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{
     self, Ancestor, FabricState, GpuRef, NvLinkRemote, NvLinkState, P2pStatus, Reading,
@@ -177,6 +178,7 @@ pub fn evaluate_topology_beside_lost(
     let is_lost = |i: usize| lost.contains(&(i as u32));
     let in_job = |i: usize| job.is_none_or(|j| j.gpus.contains(&(i as u32))) && !is_lost(i);
     let mut findings = Findings::new();
+    findings.items.extend(nvlink_error_findings(t, &in_job));
     let devices = gpu_rows(t, fabric, &in_job, &is_lost, &mut findings);
     let lost_refs: Vec<GpuRef> = t
         .gpus
@@ -543,6 +545,12 @@ impl Check for Topology {
     fn title(&self) -> &'static str {
         "GPU topology (P2P, NVLink)"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }
@@ -576,7 +584,10 @@ No P2P between any other pair warns. On servers this is usually PCIe ACS or the 
 NCCL_P2P_DISABLE=1 to confirm the job works without it. GeForce cards do not support P2P at all \
 (nothing to fix). A GPU with some NVLinks down while others are up warns: check \
 `nvidia-smi nvlink -s`, Xid 74 in dmesg and, on NVSwitch systems, nvidia-fabricmanager; a reset may \
-retrain the link. A single GPU has nothing to check.
+retrain the link. NVLink error counters (nvmlDeviceGetNvLinkErrorCounter, per active link, counted \
+since the driver loaded) warn for a GPU with any recovery (the link failed and retrained) or with \
+replays or CRC errors at least 100 and ten times its siblings' median: a marginal link that runs \
+slower and may go down; watch `nvidia-smi nvlink -e`. A single GPU has nothing to check.
 
 On NVSwitch systems (HGX/DGX, Hopper and later) a GPU the fabric manager has not registered fails: \
 CUDA cannot start on it until it is. Start the fabric manager at the driver's version \
@@ -631,6 +642,7 @@ mod tests {
                 link,
                 active: link < up,
                 remote: remote.clone(),
+                errors: Default::default(),
             })
             .collect())
     }

@@ -79,6 +79,14 @@ pub struct DeviceProbe {
     pub name: Option<String>,
     pub compute_capability: Option<(u32, u32)>,
     pub total_mem_mib: Option<u64>,
+    /// NVML's spelling of the device's UUID: "GPU-..." for a whole GPU,
+    /// "MIG-..." for a MIG instance (see [`device_uuid`]).
+    pub uuid: Option<String>,
+    /// cuDeviceGetPCIBusId: "00000000:18:00.0".
+    pub pci_bus_id: Option<String>,
+    /// cuMemGetInfo in this process's context: what a job could still
+    /// allocate; None when no context was made.
+    pub free_mem_mib: Option<u64>,
     /// Context creation and the copy; None when contexts were not asked for.
     pub context: Option<Result<RoundTrip, CudaCallError>>,
 }
@@ -264,6 +272,9 @@ fn probe_device(ordinal: u32, contexts: bool) -> DeviceProbe {
         name: None,
         compute_capability: None,
         total_mem_mib: None,
+        uuid: None,
+        pci_bus_id: None,
+        free_mem_mib: None,
         context: None,
     };
     let cu_device = match result::device::get(ordinal as i32) {
@@ -291,16 +302,73 @@ fn probe_device(ordinal: u32, contexts: bool) -> DeviceProbe {
             .ok()
             .map(|b| b as u64 / (1024 * 1024));
     }
+    dev.uuid = device_uuid(cu_device);
+    dev.pci_bus_id = pci_bus_id(cu_device);
     if contexts {
-        dev.context = Some(round_trip(ordinal));
+        dev.context = Some(round_trip(ordinal, &mut dev.free_mem_mib));
     }
     dev
 }
 
-fn round_trip(ordinal: u32) -> Result<RoundTrip, CudaCallError> {
+/// A CUDA device UUID in NVML's spelling: PREFIX-8-4-4-4-12 hex digits.
+pub fn format_uuid(prefix: &str, bytes: &[std::ffi::c_char; 16]) -> String {
+    let hex: String = bytes.iter().map(|&b| format!("{:02x}", b as u8)).collect();
+    format!(
+        "{prefix}-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The device's UUID as NVML writes it. cuDeviceGetUuid_v2 (CUDA 11.4+)
+/// gives a MIG instance's own UUID where the v1 entry point gives its
+/// parent GPU's (CUDA driver API reference); so v2 answering differently
+/// from v1 marks a MIG instance, spelled "MIG-..." as NVML does. A driver
+/// without v2 gets the v1 answer.
+pub fn device_uuid(dev: sys::CUdevice) -> Option<String> {
+    let get = |f: unsafe fn(*mut sys::CUuuid, sys::CUdevice) -> sys::CUresult| {
+        let mut u = std::mem::MaybeUninit::<sys::CUuuid>::zeroed();
+        // SAFETY: an out-parameter call on a device handle the driver gave;
+        // cudarc panics (caught here) when the symbol is missing.
+        no_panic(|| unsafe { f(u.as_mut_ptr(), dev) })
+            .ok()
+            .filter(|rc| *rc == sys::CUresult::CUDA_SUCCESS)
+            // SAFETY: the call succeeded and filled the struct.
+            .map(|_| unsafe { u.assume_init() }.bytes)
+    };
+    let v1 = get(sys::cuDeviceGetUuid);
+    let v2 = get(sys::cuDeviceGetUuid_v2);
+    match (v1, v2) {
+        (Some(gpu), Some(own)) if gpu != own => Some(format_uuid("MIG", &own)),
+        (_, Some(own)) => Some(format_uuid("GPU", &own)),
+        (Some(gpu), None) => Some(format_uuid("GPU", &gpu)),
+        (None, None) => None,
+    }
+}
+
+/// cuDeviceGetPCIBusId, upper-case hex as NVML writes it.
+fn pci_bus_id(dev: sys::CUdevice) -> Option<String> {
+    let mut buf = [0 as std::ffi::c_char; 32];
+    // SAFETY: the buffer's length is passed; the driver NUL-terminates.
+    let rc = no_panic(|| unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), 32, dev) }).ok()?;
+    if rc != sys::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    // SAFETY: NUL-terminated within the buffer (checked by from_bytes_until_nul).
+    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
+    let text = std::ffi::CStr::from_bytes_until_nul(&bytes).ok()?;
+    Some(text.to_string_lossy().to_uppercase())
+}
+
+fn round_trip(ordinal: u32, free_mem_mib: &mut Option<u64>) -> Result<RoundTrip, CudaCallError> {
     stage(&format!("cuDevicePrimaryCtxRetain (device {ordinal})"));
     let ctx = CudaContext::new(ordinal as usize)
         .map_err(|e| CudaCallError::from_driver("cuDevicePrimaryCtxRetain", e))?;
+    stage(&format!("cuMemGetInfo (device {ordinal})"));
+    *free_mem_mib = ctx.mem_get_info().ok().map(|(free, _)| free as u64 >> 20);
     let stream = ctx.default_stream();
     let sent = round_trip_pattern(ordinal, ROUND_TRIP_BYTES);
     stage(&format!("cuMemcpyHtoD (device {ordinal})"));
@@ -402,6 +470,9 @@ mod soname {
                 name: None,
                 compute_capability: None,
                 total_mem_mib: None,
+                uuid: None,
+                pci_bus_id: None,
+                free_mem_mib: None,
                 context: None,
             };
             let get: Result<unsafe extern "C" fn(*mut c_int, c_int) -> c_int, _> =
@@ -687,6 +758,16 @@ mod tests {
             Some(PathBuf::from("/tmp/x/libcudart.so.13"))
         );
         assert_eq!(find_mapped(maps, "libnccl.so"), None);
+    }
+
+    #[test]
+    fn uuids_are_spelled_like_nvml() {
+        let bytes: [std::ffi::c_char; 16] =
+            std::array::from_fn(|i| (0x10 * i as u8 + 1) as std::ffi::c_char);
+        assert_eq!(
+            format_uuid("GPU", &bytes),
+            "GPU-01112131-4151-6171-8191-a1b1c1d1e1f1"
+        );
     }
 
     #[test]

@@ -1,14 +1,19 @@
 //! Facts from the outside world, one file per source. Probes return plain
 //! structs; they never judge and never print.
 
+pub mod copy_bandwidth;
 pub mod cuda;
+pub mod ddp;
 pub mod host;
+pub mod kernel_log;
 pub mod libs;
 pub mod nccl;
 pub mod net;
+pub mod net_plugin;
 pub mod nvml;
 pub mod process;
 pub mod python;
+pub mod sysfs;
 pub mod system;
 pub mod torch;
 

@@ -15,13 +15,14 @@
 //! runs foreign code that can hang or crash, so callers run these probes in a
 //! child-isolated check, and [`super::stage`] marks each blocking step.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, OsString};
 use std::mem::ManuallyDrop;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use super::libs::{self, LibSource, SearchPlaces};
 use super::python;
@@ -32,7 +33,9 @@ use super::stage;
 // ---------------------------------------------------------------------------
 
 /// An NCCL release, e.g. 2.27.7.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct NcclVersion {
     pub major: u32,
     pub minor: u32,
@@ -201,6 +204,9 @@ pub struct EnvFacts {
     /// Why the interfaces could not be listed, if they could not.
     pub interfaces_error: Option<String>,
     pub ib_devices: Vec<IbDevice>,
+    /// Names of NCCL_* variables in the environment whose name or value is
+    /// not UTF-8 (in `vars` with the bytes that are not shown as U+FFFD).
+    pub not_utf8: Vec<String>,
 }
 
 impl EnvFacts {
@@ -316,8 +322,7 @@ pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
 
 /// Gather the NCCL configuration of this process and host.
 pub fn env_facts() -> EnvFacts {
-    let env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (env, not_utf8) = environment_nccl_vars(std::env::vars_os());
     let files: Vec<(PathBuf, Vec<(String, String)>)> = conf_files()
         .into_iter()
         .filter_map(|p| {
@@ -336,7 +341,29 @@ pub fn env_facts() -> EnvFacts {
         interfaces_without_address,
         interfaces_error,
         ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
+        not_utf8,
     }
+}
+
+/// The environment's NCCL_* variables as text (NCCL reads bytes: a name or
+/// value that is not UTF-8 is kept, decoded lossily, and named in the second
+/// list).
+pub fn environment_nccl_vars(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut text = Vec::new();
+    let mut not_utf8 = Vec::new();
+    for (name, value) in vars {
+        if !name.as_bytes().starts_with(b"NCCL_") {
+            continue;
+        }
+        let (n, v) = (name.to_string_lossy(), value.to_string_lossy());
+        if name.to_str().is_none() || value.to_str().is_none() {
+            not_utf8.push(n.to_string());
+        }
+        text.push((n.into_owned(), v.into_owned()));
+    }
+    (text, not_utf8)
 }
 
 // ---------------------------------------------------------------------------
@@ -515,6 +542,118 @@ pub struct AllReduceRun {
     pub skipped_for_memory: Vec<u64>,
     /// Sizes asked for that were left out to stay inside the time budget.
     pub skipped_for_time: Vec<u64>,
+    /// The algorithm and protocol NCCL chose, per call, from its tuning log
+    /// (empty when the user set NCCL_DEBUG or NCCL logged none).
+    pub tuning: Vec<TuningChoice>,
+}
+
+/// One line of NCCL's tuning log: what it chose for a collective.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuningChoice {
+    pub bytes: u64,
+    /// "Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT".
+    pub algorithm: String,
+    /// "LL", "LL128", "Simple".
+    pub protocol: String,
+}
+
+/// NCCL's algorithms in the order of their NCCL_ALGO_* numbers (nccl's
+/// src/include/nccl_common.h), as its older tuning lines number them.
+const NCCL_ALGORITHMS: [&str; 7] = [
+    "Tree",
+    "Ring",
+    "CollNetDirect",
+    "CollNetChain",
+    "NVLS",
+    "NVLSTree",
+    "PAT",
+];
+/// NCCL_PROTO_* in order.
+const NCCL_PROTOCOLS: [&str; 3] = ["LL", "LL128", "Simple"];
+
+/// Parse the line NCCL_DEBUG_SUBSYS=TUNING writes for each collective (rank
+/// 0), in either of NCCL's spellings (src/enqueue.cc):
+/// `[AllReduce: ]268435456 Bytes -> Algo 1 proto 2 time 2860.2` (numbers,
+/// older releases) or `AllReduce: 268435456 Bytes -> Algo NVLS proto Simple
+/// channel{Lo..Hi}={0..15}` (names). Lines of other collectives are None.
+pub fn parse_tuning_line(line: &str) -> Option<TuningChoice> {
+    let (before, after) = line.split_once(" Bytes -> Algo ")?;
+    let mut head = before.split_whitespace().rev();
+    let bytes: u64 = head.next()?.parse().ok()?;
+    if let Some(func) = head.next().filter(|t| t.ends_with(':')) {
+        if func != "AllReduce:" {
+            return None;
+        }
+    }
+    let mut tail = after.split_whitespace();
+    let algo = tail.next()?;
+    if tail.next()? != "proto" {
+        return None;
+    }
+    let proto = tail.next()?;
+    let name = |token: &str, table: &[&str]| -> Option<String> {
+        match token.parse::<usize>() {
+            Ok(i) => table.get(i).map(|s| s.to_string()),
+            Err(_) => Some(
+                table
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case(token))
+                    .map_or_else(|| token.to_string(), |n| n.to_string()),
+            ),
+        }
+    };
+    Some(TuningChoice {
+        bytes,
+        algorithm: name(algo, &NCCL_ALGORITHMS)?,
+        protocol: name(proto, &NCCL_PROTOCOLS)?,
+    })
+}
+
+/// NCCL's tuning log, captured in an unlinked temporary file NCCL writes
+/// through /proc/self/fd (nothing is left behind, whatever ends the child).
+struct TuningLog {
+    file: std::fs::File,
+}
+
+impl TuningLog {
+    /// Ask NCCL (before it loads: it reads these at init) to log its
+    /// algorithm choices to our file, unless the user set NCCL_DEBUG,
+    /// NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE: theirs win, and then no
+    /// choice is recorded.
+    fn start() -> Option<TuningLog> {
+        let user_set = ["NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if user_set {
+            return None;
+        }
+        let file = tempfile::tempfile().ok()?;
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        std::env::set_var("NCCL_DEBUG", "INFO");
+        std::env::set_var("NCCL_DEBUG_SUBSYS", "TUNING");
+        std::env::set_var("NCCL_DEBUG_FILE", path);
+        Some(TuningLog { file })
+    }
+
+    /// Every all-reduce choice logged so far (bounded: the last
+    /// TUNING_LOG_MAX_BYTES of the log).
+    fn choices(&mut self) -> Vec<TuningChoice> {
+        use std::io::{Read, Seek, SeekFrom};
+        const TUNING_LOG_MAX_BYTES: u64 = 4 << 20;
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = len.saturating_sub(TUNING_LOG_MAX_BYTES);
+        let mut text = Vec::new();
+        if self.file.seek(SeekFrom::Start(start)).is_err()
+            || self.file.read_to_end(&mut text).is_err()
+        {
+            return Vec::new();
+        }
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter_map(parse_tuning_line)
+            .collect()
+    }
 }
 
 /// Why the all-reduce did not produce results.
@@ -592,14 +731,49 @@ pub fn fit_sizes(planned: &[u64], fit: Option<u64>) -> (Vec<u64>, Vec<u64>) {
     (sizes, skipped)
 }
 
-/// Timed iterations for a size whose one iteration took `one_iter`: as many
-/// as fit in `budget`, between 1 and [`MAX_TIMED_ITERS`].
-pub fn timed_iters(budget: Duration, one_iter: Duration) -> u32 {
+/// Timed iterations at least, when they fit before the deadline: a mean over
+/// several calls, so that one slow call does not decide the figure
+/// (gpucheck's choice; nccl-tests times 20 by default).
+pub const MIN_TIMED_ITERS: u32 = 5;
+
+/// Two consecutive warm-up calls agree when they differ by at most this
+/// share of the slower one: NCCL's lazy connection set-up (part of the first
+/// call, which can take seconds) is over. gpucheck's choice: a settled
+/// all-reduce varies by a few per cent from call to call.
+pub const WARMUP_AGREEMENT: f64 = 0.1;
+
+/// Whether warming up is over, after calls that took `times` (in order) and
+/// `spent` in all against a warm-up `budget`: when the last two calls agree,
+/// after [`MAX_WARMUP_ITERS`] calls, or when the budget is spent and there
+/// are at least two (the first call alone includes the set-up, and the
+/// timed loop is sized from a settled call).
+pub fn warm_up_done(times: &[Duration], spent: Duration, budget: Duration) -> bool {
+    let n = times.len();
+    if n as u32 >= MAX_WARMUP_ITERS {
+        return true;
+    }
+    if n < 2 {
+        return false;
+    }
+    let (a, b) = (times[n - 2].as_secs_f64(), times[n - 1].as_secs_f64());
+    let agree = (a - b).abs() <= WARMUP_AGREEMENT * a.max(b);
+    agree || spent >= budget
+}
+
+/// Timed iterations for a size whose settled call takes `one_iter`: as many
+/// as fit in `budget`, at least [`MIN_TIMED_ITERS`] and at most
+/// [`MAX_TIMED_ITERS`], but no more than fit in `time_left` before the
+/// deadline (and always one).
+pub fn timed_iters(budget: Duration, time_left: Option<Duration>, one_iter: Duration) -> u32 {
     if one_iter.is_zero() {
         return MAX_TIMED_ITERS;
     }
-    let n = budget.as_secs_f64() / one_iter.as_secs_f64();
-    (n.floor() as u32).clamp(1, MAX_TIMED_ITERS)
+    let fits = |d: Duration| (d.as_secs_f64() / one_iter.as_secs_f64()).floor() as u32;
+    let wanted = fits(budget).clamp(MIN_TIMED_ITERS, MAX_TIMED_ITERS);
+    match time_left {
+        Some(left) => wanted.min(fits(left)).max(1),
+        None => wanted,
+    }
 }
 
 /// Time for one size: the planned budget, but no more than what is left
@@ -680,19 +854,6 @@ pub fn verify(result: &[f32], expected: &[f32], rank: u32) -> (u64, Option<Wrong
     (wrong, first)
 }
 
-/// A CUDA device UUID in NVML's spelling: GPU-8-4-4-4-12 hex digits.
-pub fn format_uuid(bytes: &[std::ffi::c_char; 16]) -> String {
-    let hex: String = bytes.iter().map(|&b| format!("{:02x}", b as u8)).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
 /// A human size: 8 B, 256 KiB, 1 GiB.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -715,13 +876,86 @@ fn cuda_err(step: &str, gpu: Option<u32>, e: cudarc::driver::DriverError) -> All
     }
 }
 
+/// Device memory from `cuMemAlloc`: ordinary device memory, which peers
+/// reach through peer access, as PyTorch's caching allocator gets it
+/// (`cudaMalloc`). Not cudarc's `alloc_zeros`: where the GPU supports memory
+/// pools that is `cuMemAllocAsync`, pool memory no other GPU may touch
+/// unless `cuMemPoolSetAccess` granted it, and NCCL before 2.23 with every
+/// rank in one process writes into its peers' buffers directly: an illegal
+/// address on a healthy machine (CUDA Programming Guide, stream-ordered
+/// allocator; NCCL's NCCL_P2P_DIRECT_DISABLE documentation). Not a
+/// `CudaSlice` either: its drop frees with `cuMemFreeAsync` on contexts with
+/// pools. Freed with `cuMemFree` on drop.
+struct DeviceBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+    /// float32 elements.
+    len: usize,
+}
+
+impl DeviceBuffer {
+    fn alloc(
+        ctx: &Arc<CudaContext>,
+        len: usize,
+    ) -> Result<DeviceBuffer, cudarc::driver::DriverError> {
+        ctx.bind_to_thread()?;
+        // SAFETY: a plain allocation on the context bound just above.
+        let ptr = unsafe { result::malloc_sync(len * std::mem::size_of::<f32>()) }?;
+        Ok(DeviceBuffer {
+            ctx: Arc::clone(ctx),
+            ptr,
+            len,
+        })
+    }
+
+    /// Zero the first `count` elements, in `stream`'s order.
+    fn zero(&self, stream: &CudaStream, count: usize) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        // SAFETY: `ptr` holds `len` >= `count` floats on the stream's GPU.
+        unsafe { result::memset_d8_async(self.ptr, 0, count.min(self.len) * 4, stream.cu_stream()) }
+    }
+
+    /// Copy `host` in and wait for the copy.
+    fn write(&self, stream: &CudaStream, host: &[f32]) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let host = &host[..host.len().min(self.len)];
+        // SAFETY: `ptr` holds at least host.len() floats; the host slice
+        // outlives the copy, which is waited for before returning.
+        unsafe { result::memcpy_htod_async(self.ptr, host, stream.cu_stream()) }?;
+        stream.synchronize()
+    }
+
+    /// Copy the first host.len() elements out and wait for the copy.
+    fn read(
+        &self,
+        stream: &CudaStream,
+        host: &mut [f32],
+    ) -> Result<(), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let n = host.len().min(self.len);
+        // SAFETY: as in `write`, in the other direction.
+        unsafe { result::memcpy_dtoh_async(&mut host[..n], self.ptr, stream.cu_stream()) }?;
+        stream.synchronize()
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // After a sticky fault both calls fail; the process exits soon.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc and is freed once, here.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
 /// Everything one rank owns.
 struct Rank {
     ordinal: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    send: Option<CudaSlice<f32>>,
-    recv: Option<CudaSlice<f32>>,
+    send: Option<DeviceBuffer>,
+    recv: Option<DeviceBuffer>,
 }
 
 /// The communicators; destroyed (or aborted after an error) on drop.
@@ -779,6 +1013,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     }
     let n = count as u32;
 
+    let mut tuning_log = TuningLog::start();
     stage("dlopen libnccl");
     let api = NcclApi::load(&plan.nccl_lib).map_err(|detail| AllReduceFailure::NcclLoad {
         path: plan.nccl_lib.clone(),
@@ -786,37 +1021,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     })?;
     let nccl_version = api.version();
 
-    let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
-    let mut gpus: Vec<GpuDesc> = Vec::with_capacity(n as usize);
-    for ordinal in 0..n {
-        stage(&format!("cuDevicePrimaryCtxRetain GPU {ordinal}"));
-        let ctx = CudaContext::new(ordinal as usize)
-            .map_err(|e| cuda_err("create a CUDA context", Some(ordinal), e))?;
-        // One stream per GPU and explicit synchronisation: cudarc's per-buffer
-        // event tracking would only add work inside the timed loop.
-        // SAFETY: set before any buffer of this context exists.
-        unsafe { ctx.disable_event_tracking() };
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| cuda_err("create a stream", Some(ordinal), e))?;
-        let name = ctx.name().unwrap_or_else(|_| format!("GPU {ordinal}"));
-        let total_bytes = ctx.total_mem().ok().map(|b| b as u64);
-        let uuid = ctx.uuid().ok().map(|u| format_uuid(&u.bytes));
-        gpus.push(GpuDesc {
-            ordinal,
-            name,
-            uuid,
-            free_bytes: None,
-            total_bytes,
-        });
-        ranks.push(Rank {
-            ordinal,
-            ctx,
-            stream,
-            send: None,
-            recv: None,
-        });
-    }
+    let (mut ranks, mut gpus) = open_gpus(n)?;
 
     stage("ncclCommInitAll");
     let devlist: Vec<c_int> = (0..n as c_int).collect();
@@ -835,48 +1040,8 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
     }
 
-    // Size the buffers to what is free now that NCCL holds its own.
-    let mut min_free: Option<(u32, u64)> = None;
-    for (rank, gpu) in ranks.iter().zip(gpus.iter_mut()) {
-        if let Ok((free, _)) = rank.ctx.mem_get_info() {
-            gpu.free_bytes = Some(free as u64);
-            if min_free.is_none_or(|(_, f)| (free as u64) < f) {
-                min_free = Some((rank.ordinal, free as u64));
-            }
-        }
-    }
-    let fit = min_free.map(|(_, free)| max_buffer_bytes(free));
-    let (sizes, skipped_for_memory) = fit_sizes(&plan.sizes, fit);
-    let Some(&max_bytes) = sizes.last() else {
-        let (gpu, free_bytes) = min_free.unwrap_or((0, 0));
-        return Err(AllReduceFailure::NoMemory { gpu, free_bytes });
-    };
-    let max_count = (max_bytes / 4) as usize;
-
-    // Allocate and fill: rank r's send buffer holds pattern(i, r).
-    let mut host: Vec<f32> = vec![0.0; max_count];
-    for rank in ranks.iter_mut() {
-        let gpu = Some(rank.ordinal);
-        stage(&format!("cuMemAlloc GPU {}", rank.ordinal));
-        let mut send = rank
-            .stream
-            .alloc_zeros::<f32>(max_count)
-            .map_err(|e| cuda_err("allocate the send buffer", gpu, e))?;
-        let recv = rank
-            .stream
-            .alloc_zeros::<f32>(max_count)
-            .map_err(|e| cuda_err("allocate the receive buffer", gpu, e))?;
-        fill_pattern(&mut host, rank.ordinal);
-        stage(&format!("cuMemcpyHtoD GPU {}", rank.ordinal));
-        rank.stream
-            .memcpy_htod(&host[..], &mut send)
-            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
-        rank.stream
-            .synchronize()
-            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
-        rank.send = Some(send);
-        rank.recv = Some(recv);
-    }
+    let (sizes, skipped_for_memory, mut host) =
+        allocate_buffers(&plan.sizes, &mut ranks, &mut gpus)?;
 
     let expected = expected_table(n);
     let mut results = Vec::with_capacity(sizes.len());
@@ -900,13 +1065,103 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         }
     }
     drop(comms);
+    let tuning = tuning_log
+        .as_mut()
+        .map(TuningLog::choices)
+        .unwrap_or_default();
     Ok(AllReduceRun {
         gpus,
         nccl_version,
         results,
         skipped_for_memory,
         skipped_for_time,
+        tuning,
     })
+}
+
+/// A context and a stream on every GPU, and what CUDA says each GPU is.
+fn open_gpus(n: u32) -> Result<(Vec<Rank>, Vec<GpuDesc>), AllReduceFailure> {
+    let mut ranks: Vec<Rank> = Vec::with_capacity(n as usize);
+    let mut gpus: Vec<GpuDesc> = Vec::with_capacity(n as usize);
+    for ordinal in 0..n {
+        stage(&format!("cuDevicePrimaryCtxRetain GPU {ordinal}"));
+        let ctx = CudaContext::new(ordinal as usize)
+            .map_err(|e| cuda_err("create a CUDA context", Some(ordinal), e))?;
+        // One stream per GPU and explicit synchronisation: cudarc's per-buffer
+        // event tracking would only add work inside the timed loop.
+        // SAFETY: set before any buffer of this context exists.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| cuda_err("create a stream", Some(ordinal), e))?;
+        let name = ctx.name().unwrap_or_else(|_| format!("GPU {ordinal}"));
+        let total_bytes = ctx.total_mem().ok().map(|b| b as u64);
+        let uuid = super::cuda::device_uuid(ctx.cu_device());
+        gpus.push(GpuDesc {
+            ordinal,
+            name,
+            uuid,
+            free_bytes: None,
+            total_bytes,
+        });
+        ranks.push(Rank {
+            ordinal,
+            ctx,
+            stream,
+            send: None,
+            recv: None,
+        });
+    }
+
+    Ok((ranks, gpus))
+}
+
+/// Size the buffers to what is free now that NCCL holds its own, then
+/// allocate and fill them: rank r's send buffer holds pattern(i, r). Gives
+/// the sizes that fit, those that did not, and a host buffer as large as the
+/// largest.
+#[allow(clippy::type_complexity)]
+fn allocate_buffers(
+    planned: &[u64],
+    ranks: &mut [Rank],
+    gpus: &mut [GpuDesc],
+) -> Result<(Vec<u64>, Vec<u64>, Vec<f32>), AllReduceFailure> {
+    // Size the buffers to what is free now that NCCL holds its own.
+    let mut min_free: Option<(u32, u64)> = None;
+    for (rank, gpu) in ranks.iter().zip(gpus.iter_mut()) {
+        if let Ok((free, _)) = rank.ctx.mem_get_info() {
+            gpu.free_bytes = Some(free as u64);
+            if min_free.is_none_or(|(_, f)| (free as u64) < f) {
+                min_free = Some((rank.ordinal, free as u64));
+            }
+        }
+    }
+    let fit = min_free.map(|(_, free)| max_buffer_bytes(free));
+    let (sizes, skipped_for_memory) = fit_sizes(planned, fit);
+    let Some(&max_bytes) = sizes.last() else {
+        let (gpu, free_bytes) = min_free.unwrap_or((0, 0));
+        return Err(AllReduceFailure::NoMemory { gpu, free_bytes });
+    };
+    let max_count = (max_bytes / 4) as usize;
+
+    // Allocate and fill: rank r's send buffer holds pattern(i, r).
+    let mut host: Vec<f32> = vec![0.0; max_count];
+    for rank in ranks.iter_mut() {
+        let gpu = Some(rank.ordinal);
+        stage(&format!("cuMemAlloc GPU {}", rank.ordinal));
+        let send = DeviceBuffer::alloc(&rank.ctx, max_count)
+            .map_err(|e| cuda_err("allocate the send buffer", gpu, e))?;
+        let recv = DeviceBuffer::alloc(&rank.ctx, max_count)
+            .map_err(|e| cuda_err("allocate the receive buffer", gpu, e))?;
+        fill_pattern(&mut host, rank.ordinal);
+        stage(&format!("cuMemcpyHtoD GPU {}", rank.ordinal));
+        send.write(&rank.stream, &host)
+            .map_err(|e| cuda_err("copy the pattern to the GPU", gpu, e))?;
+        rank.send = Some(send);
+        rank.recv = Some(recv);
+    }
+
+    Ok((sizes, skipped_for_memory, host))
 }
 
 /// Launch one all-reduce of `count` floats on every rank, as one NCCL group.
@@ -922,21 +1177,18 @@ fn launch(
     unsafe {
         api.check("ncclGroupStart", (api.group_start)())?;
         let mut launched = Ok(());
-        for (rank, &comm) in ranks.iter_mut().zip(comms.comms.iter()) {
-            let stream = Arc::clone(&rank.stream);
-            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_mut()) else {
+        for (rank, &comm) in ranks.iter().zip(comms.comms.iter()) {
+            let (Some(send), Some(recv)) = (rank.send.as_ref(), rank.recv.as_ref()) else {
                 continue;
             };
-            let (send_ptr, _s) = send.device_ptr(&stream);
-            let (recv_ptr, _r) = recv.device_ptr_mut(&stream);
             let rc = (api.all_reduce)(
-                send_ptr as *const c_void,
-                recv_ptr as *mut c_void,
+                send.ptr as *const c_void,
+                recv.ptr as *mut c_void,
                 count,
                 NCCL_FLOAT32,
                 NCCL_SUM,
                 comm,
-                stream.cu_stream(),
+                rank.stream.cu_stream(),
             );
             if rc != NCCL_SUCCESS {
                 launched = Err(api.failure("ncclAllReduce", rc, comm));
@@ -1001,36 +1253,70 @@ fn one_size(
 
     // A stale result must not pass: zero the receive buffers (no expected
     // sum is zero, every contribution is at least 1).
-    for rank in ranks.iter_mut() {
-        let stream = Arc::clone(&rank.stream);
-        if let Some(recv) = rank.recv.as_mut() {
-            stream
-                .memset_zeros(recv)
+    for rank in ranks.iter() {
+        if let Some(recv) = rank.recv.as_ref() {
+            recv.zero(&rank.stream, count)
                 .map_err(|e| cuda_err("clear the receive buffer", Some(rank.ordinal), e))?;
         }
     }
 
-    // Warm up (connections are set up lazily on the first call), and learn
-    // how long one iteration takes to size the timed loop.
+    let (warmup_iters, last_iter) = warm_up(api, comms, ranks, count, budget / 2, &label)?;
+    let time_left = plan
+        .deadline
+        .map(|d| d.saturating_duration_since(Instant::now()));
+    let iters = timed_iters(budget / 2, time_left, last_iter);
+    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label)?;
+    let (wrong_per_rank, first_wrong) = verify_results(ranks, count, expected, host, &label)?;
+    Ok(SizeResult {
+        bytes,
+        count: count as u64,
+        warmup_iters,
+        iters,
+        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
+        wrong: wrong_per_rank.iter().sum(),
+        wrong_per_rank,
+        first_wrong,
+    })
+}
+
+/// Warm up (connections are set up lazily on the first call) until two
+/// consecutive calls agree (see [`warm_up_done`]), and learn how long a
+/// settled call takes to size the timed loop. Gives the warm-up iterations
+/// run and the last one's time.
+fn warm_up(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+    budget: Duration,
+    label: &str,
+) -> Result<(u32, Duration), AllReduceFailure> {
     let warmup_label = format!("ncclAllReduce {label} (warm-up)");
-    let mut warmup_iters = 0u32;
-    let mut last_iter = Duration::ZERO;
-    let warm_started = Instant::now();
-    while warmup_iters < MAX_WARMUP_ITERS {
+    let mut times: Vec<Duration> = Vec::new();
+    let started = Instant::now();
+    while !warm_up_done(&times, started.elapsed(), budget) {
         let t = Instant::now();
         stage(&warmup_label);
         launch(api, comms, ranks, count)?;
         sync_all(api, comms, ranks, &warmup_label)?;
-        last_iter = t.elapsed();
-        warmup_iters += 1;
-        if warm_started.elapsed() >= budget / 2 {
-            break;
-        }
+        times.push(t.elapsed());
     }
-    let iters = timed_iters(budget / 2, last_iter);
+    let last_iter = times.last().copied().unwrap_or_default();
+    let warmup_iters = times.len() as u32;
+    Ok((warmup_iters, last_iter))
+}
 
-    // Timed loop between CUDA events on each rank's stream (timing enabled:
-    // cudarc creates events without timing unless asked).
+/// `iters` all-reduces between CUDA events on each rank's stream: the
+/// slowest GPU's time for all of them, in ms.
+fn time_iterations(
+    api: &NcclApi,
+    comms: &Comms<'_>,
+    ranks: &mut [Rank],
+    count: usize,
+    iters: u32,
+    label: &str,
+) -> Result<f64, AllReduceFailure> {
+    // Timing enabled: cudarc creates events without timing unless asked.
     let mut events = Vec::with_capacity(ranks.len());
     for rank in ranks.iter() {
         let gpu = Some(rank.ordinal);
@@ -1065,7 +1351,18 @@ fn one_size(
         slowest_ms = slowest_ms.max(f64::from(ms));
     }
 
-    // Verify every element of every rank's result.
+    Ok(slowest_ms)
+}
+
+/// Copy every rank's result back and check every element: wrong elements
+/// per rank, and the first wrong value.
+fn verify_results(
+    ranks: &[Rank],
+    count: usize,
+    expected: &[f32],
+    host: &mut [f32],
+    label: &str,
+) -> Result<(Vec<u64>, Option<WrongValue>), AllReduceFailure> {
     let mut wrong_per_rank = Vec::with_capacity(ranks.len());
     let mut first_wrong = None;
     for rank in ranks.iter() {
@@ -1076,12 +1373,7 @@ fn one_size(
         let Some(recv) = rank.recv.as_ref() else {
             continue;
         };
-        let view = recv.slice(0..count);
-        rank.stream
-            .memcpy_dtoh(&view, &mut host[..count])
-            .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
-        rank.stream
-            .synchronize()
+        recv.read(&rank.stream, &mut host[..count])
             .map_err(|e| cuda_err("copy the result back", Some(rank.ordinal), e))?;
         let (wrong, first) = verify(&host[..count], expected, rank.ordinal);
         wrong_per_rank.push(wrong);
@@ -1089,16 +1381,7 @@ fn one_size(
             first_wrong = first;
         }
     }
-    Ok(SizeResult {
-        bytes,
-        count: count as u64,
-        warmup_iters,
-        iters,
-        time_us: slowest_ms * 1000.0 / f64::from(iters.max(1)),
-        wrong: wrong_per_rank.iter().sum(),
-        wrong_per_rank,
-        first_wrong,
-    })
+    Ok((wrong_per_rank, first_wrong))
 }
 
 #[cfg(test)]
@@ -1129,6 +1412,25 @@ mod tests {
         assert_eq!(NcclVersion::parse("2.27.7+cuda12.9"), Some(v));
         assert_eq!(NcclVersion::parse("2.27"), None);
         assert_eq!(NcclVersion::parse("unknown"), None);
+    }
+
+    #[test]
+    fn environment_values_that_are_not_utf8_are_kept_and_named() {
+        use std::ffi::OsStr;
+        let os = |b: &[u8]| OsStr::from_bytes(b).to_os_string();
+        let (vars, not_utf8) = environment_nccl_vars([
+            (os(b"NCCL_DEBUG"), os(b"WARN\xff")),
+            (os(b"NCCL_IB_HCA"), os(b"mlx5")),
+            (os(b"PATH"), os(b"/bin\xff")),
+        ]);
+        assert_eq!(
+            vars,
+            vec![
+                ("NCCL_DEBUG".to_string(), "WARN\u{fffd}".to_string()),
+                ("NCCL_IB_HCA".to_string(), "mlx5".to_string())
+            ]
+        );
+        assert_eq!(not_utf8, vec!["NCCL_DEBUG".to_string()]);
     }
 
     #[test]
@@ -1249,12 +1551,44 @@ mod tests {
     fn iterations_fit_the_budget() {
         let budget = Duration::from_secs(1);
         assert_eq!(
-            timed_iters(budget, Duration::from_micros(20)),
+            timed_iters(budget, None, Duration::from_micros(20)),
             MAX_TIMED_ITERS
         );
-        assert_eq!(timed_iters(budget, Duration::from_millis(100)), 10);
-        assert_eq!(timed_iters(budget, Duration::from_secs(3)), 1);
-        assert_eq!(timed_iters(budget, Duration::ZERO), MAX_TIMED_ITERS);
+        assert_eq!(timed_iters(budget, None, Duration::from_millis(100)), 10);
+        assert_eq!(timed_iters(budget, None, Duration::ZERO), MAX_TIMED_ITERS);
+        // A slow call still gets the minimum, when the deadline allows it.
+        let slow = Duration::from_millis(600);
+        assert_eq!(timed_iters(budget, None, slow), MIN_TIMED_ITERS);
+        let far = Some(Duration::from_secs(30));
+        assert_eq!(timed_iters(budget, far, slow), MIN_TIMED_ITERS);
+        // Close to the deadline: what fits, and always one.
+        let near = Some(Duration::from_millis(1900));
+        assert_eq!(timed_iters(budget, near, slow), 3);
+        assert_eq!(timed_iters(budget, Some(Duration::ZERO), slow), 1);
+    }
+
+    #[test]
+    fn warm_up_lasts_until_two_calls_agree() {
+        let ms = Duration::from_millis;
+        let budget = ms(1500);
+        // The first call carries NCCL's connection set-up: never enough.
+        assert!(!warm_up_done(&[], ms(0), budget));
+        assert!(!warm_up_done(&[ms(4000)], ms(4000), budget));
+        // Set-up over, but one settled call is not yet agreement...
+        assert!(!warm_up_done(&[ms(4000), ms(40)], ms(4040), ms(5000)));
+        // ...two that agree within 10% are.
+        assert!(warm_up_done(
+            &[ms(4000), ms(40), ms(43)],
+            ms(4083),
+            ms(5000)
+        ));
+        assert!(!warm_up_done(&[ms(60), ms(40)], ms(100), budget));
+        // Out of budget with two calls, or at the cap: stop anyway.
+        assert!(warm_up_done(&[ms(4000), ms(40)], ms(4040), budget));
+        let noisy = [ms(10), ms(20), ms(10), ms(20), ms(10)];
+        assert!(warm_up_done(&noisy, ms(70), budget));
+        // The timed loop is then sized from the settled call, not the set-up.
+        assert_eq!(timed_iters(budget / 2, None, ms(43)), 17);
     }
 
     #[test]
@@ -1273,7 +1607,10 @@ mod tests {
         // Past the deadline: nothing to spare, so one iteration of each kind.
         let late = size_budget(three, Some(now), now + Duration::from_secs(1));
         assert_eq!(late, Duration::ZERO);
-        assert_eq!(timed_iters(late / 2, Duration::from_millis(40)), 1);
+        assert_eq!(
+            timed_iters(late / 2, Some(Duration::ZERO), Duration::from_millis(40)),
+            1
+        );
     }
 
     #[test]
@@ -1311,12 +1648,39 @@ mod tests {
     }
 
     #[test]
-    fn uuids_are_spelled_like_nvml() {
-        let bytes: [std::ffi::c_char; 16] =
-            std::array::from_fn(|i| (0x10 * i as u8 + 1) as std::ffi::c_char);
+    fn nccls_tuning_lines_give_the_algorithm_in_both_spellings() {
+        let choice = |b: u64, a: &str, p: &str| TuningChoice {
+            bytes: b,
+            algorithm: a.into(),
+            protocol: p.into(),
+        };
         assert_eq!(
-            format_uuid(&bytes),
-            "GPU-01112131-4151-6171-8191-a1b1c1d1e1f1"
+            parse_tuning_line(
+                "gpu07:3151:3151 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS proto \
+                 Simple channel{Lo..Hi}={0..15}"
+            ),
+            Some(choice(268435456, "NVLS", "Simple"))
+        );
+        assert_eq!(
+            parse_tuning_line(
+                "NCCL INFO AllReduce: 1024 Bytes -> Algo TREE proto SIMPLE channel{Lo..Hi}={0..0}"
+            ),
+            Some(choice(1024, "Tree", "Simple"))
+        );
+        assert_eq!(
+            parse_tuning_line(
+                "node-0:309:309 [0] NCCL INFO 33554432 Bytes -> Algo 1 proto 2 time 2860.208008"
+            ),
+            Some(choice(33554432, "Ring", "Simple"))
+        );
+        // Other collectives, and other lines, are not the all-reduce's.
+        assert_eq!(
+            parse_tuning_line("NCCL INFO AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.2"),
+            None
+        );
+        assert_eq!(
+            parse_tuning_line("NCCL INFO NCCL version 2.27.7+cuda12.9"),
+            None
         );
     }
 

@@ -6,6 +6,7 @@
 //! Plain facts; the net checks judge them.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
@@ -13,7 +14,10 @@ use std::sync::{mpsc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use procfs::net::{TcpNetEntry, TcpState};
+use procfs::process::FDTarget;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
 /// How long one loopback step (connect, send, receive) may take. Loopback
 /// answers in microseconds; this only bounds a broken stack.
@@ -208,6 +212,62 @@ pub fn is_local(ip: IpAddr, locals: &[IpAddr]) -> bool {
     ip.is_loopback() || ip.is_unspecified() || locals.contains(&ip)
 }
 
+// ---------------------------------------------------------------- MASTER_ADDR lookup
+
+/// How long a name lookup may take before it counts as hung. glibc's own
+/// default is 5 s per DNS server and attempt; a master name that takes longer
+/// than this would stall every rank's rendezvous as well.
+pub const RESOLVE_WAIT: Duration = Duration::from_secs(3);
+
+/// One address a master name resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedAddr {
+    pub ip: IpAddr,
+    /// An address of this machine (loopback, unspecified, or on an interface).
+    pub local: bool,
+    /// For a local address: why binding it failed, if it did.
+    pub bind_error: Option<BindError>,
+}
+
+/// What a master name's lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddrLookup {
+    Resolved(Vec<ResolvedAddr>),
+    Failed(String),
+    TimedOut(Duration),
+}
+
+/// Resolve `host` and classify each address (local or not, bindable or not).
+pub fn lookup_addr(host: &str) -> AddrLookup {
+    match resolve(host, RESOLVE_WAIT) {
+        Resolution::Failed(e) => AddrLookup::Failed(e),
+        Resolution::TimedOut(d) => AddrLookup::TimedOut(d),
+        Resolution::Resolved(ips) => {
+            let locals = local_addresses();
+            AddrLookup::Resolved(
+                ips.into_iter()
+                    .map(|ip| {
+                        let local = is_local(ip, &locals);
+                        // A link-local IPv6 address binds only with its
+                        // interface's scope id, which a name lookup lacks.
+                        let link_local = matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+                        let bind_error = if local && !link_local {
+                            try_listen(SocketAddr::new(ip, 0)).err()
+                        } else {
+                            None
+                        };
+                        ResolvedAddr {
+                            ip,
+                            local,
+                            bind_error,
+                        }
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
 // ---------------------------------------------------------------- binding
 
 /// Why a bind failed, in the terms a verdict needs.
@@ -295,30 +355,21 @@ pub fn free_port_near(port: u16, span: u16) -> Option<u16> {
 /// One socket from /proc/net/tcp or tcp6 bound to the port in question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcNetSocket {
-    /// The kernel's TCP state (0x0A = LISTEN, 0x07 = CLOSE, i.e. bound only).
-    pub state: u8,
+    /// A LISTEN socket (otherwise bound only, or connected).
+    pub listening: bool,
     pub uid: u32,
     pub inode: u64,
 }
 
-const TCP_LISTEN: u8 = 0x0A;
-
-/// The sockets in /proc/net/tcp{,6} text whose local port is `port`.
-pub fn parse_proc_net_tcp(text: &str, port: u16) -> Vec<ProcNetSocket> {
-    text.lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let local = f.get(1)?;
-            let (_, port_hex) = local.rsplit_once(':')?;
-            if u16::from_str_radix(port_hex, 16).ok()? != port {
-                return None;
-            }
-            Some(ProcNetSocket {
-                state: u8::from_str_radix(f.get(3)?, 16).ok()?,
-                uid: f.get(7)?.parse().ok()?,
-                inode: f.get(9)?.parse().ok()?,
-            })
+/// The sockets of a /proc/net/tcp{,6} table whose local port is `port`.
+pub fn sockets_on_port(table: &[TcpNetEntry], port: u16) -> Vec<ProcNetSocket> {
+    table
+        .iter()
+        .filter(|e| e.local_address.port() == port)
+        .map(|e| ProcNetSocket {
+            listening: e.state == TcpState::Listen,
+            uid: e.uid,
+            inode: e.inode,
         })
         .collect()
 }
@@ -351,74 +402,95 @@ pub enum PortHolder {
 }
 
 /// Find who holds TCP `port`: the socket inode from /proc/net/tcp{,6}, then
-/// the /proc/*/fd link `socket:[inode]` that points at it.
+/// the processes with a descriptor on that socket (/proc/*/fd).
 pub fn port_holder(port: u16) -> PortHolder {
-    let mut sockets: Vec<ProcNetSocket> = ["/proc/net/tcp", "/proc/net/tcp6"]
+    let tables = [procfs::net::tcp(), procfs::net::tcp6()];
+    let mut sockets: Vec<ProcNetSocket> = tables
         .iter()
-        .filter_map(|p| fs::read_to_string(p).ok())
-        .flat_map(|t| parse_proc_net_tcp(&t, port))
+        .flatten()
+        .flat_map(|t| sockets_on_port(t, port))
         .filter(|s| s.inode != 0)
         .collect();
-    let listening = sockets.iter().any(|s| s.state == TCP_LISTEN);
+    let listening = sockets.iter().any(|s| s.listening);
     if listening {
-        sockets.retain(|s| s.state == TCP_LISTEN);
+        sockets.retain(|s| s.listening);
     }
     let Some(first) = sockets.first() else {
         return PortHolder::Unlisted;
     };
     let uid = first.uid;
-    let wanted: Vec<String> = sockets
-        .iter()
-        .map(|s| format!("socket:[{}]", s.inode))
-        .collect();
+    let inodes: Vec<u64> = sockets.iter().map(|s| s.inode).collect();
+    let mut pids = socket_holders(&inodes);
+    if pids.is_empty() {
+        return PortHolder::Hidden { uid, listening };
+    }
+    pids.sort_unstable();
     let ancestors = ancestors();
-    let mut owners = Vec::new();
-    if let Ok(procs) = fs::read_dir("/proc") {
-        for entry in procs.flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
-                continue;
-            };
-            let holds = fds.flatten().any(|fd| {
-                fs::read_link(fd.path())
-                    .map(|target| wanted.iter().any(|w| target.as_os_str() == w.as_str()))
-                    .unwrap_or(false)
-            });
-            if holds {
-                owners.push(PortOwner {
-                    pid,
-                    cmdline: cmdline_of(pid),
-                    ancestor: ancestors.contains(&pid),
-                });
-            }
-        }
-    }
-    if owners.is_empty() {
-        PortHolder::Hidden { uid, listening }
-    } else {
-        owners.sort_by_key(|o| o.pid);
-        PortHolder::Processes { owners, listening }
-    }
+    let commands = command_lines(&pids);
+    let owners = pids
+        .into_iter()
+        .zip(commands)
+        .map(|(pid, cmdline)| PortOwner {
+            pid,
+            cmdline,
+            ancestor: ancestors.contains(&pid),
+        })
+        .collect();
+    PortHolder::Processes { owners, listening }
+}
+
+/// The pids whose open descriptors include one of the socket `inodes`, as
+/// far as this user may read /proc/*/fd.
+fn socket_holders(inodes: &[u64]) -> Vec<u32> {
+    let Ok(processes) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    processes
+        .flatten()
+        .filter(|p| {
+            p.fd().is_ok_and(|fds| {
+                fds.flatten()
+                    .any(|fd| matches!(fd.target, FDTarget::Socket(i) if inodes.contains(&i)))
+            })
+        })
+        .filter_map(|p| u32::try_from(p.pid).ok())
+        .collect()
 }
 
 /// Most characters of a command line kept in a report.
 const CMDLINE_MAX_CHARS: usize = 160;
 
-/// A process's command line, arguments joined by spaces and shortened; its
-/// `comm` in brackets when the command line is empty (kernel threads).
-pub fn cmdline_of(pid: u32) -> String {
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let joined = raw
-        .split(|b| *b == 0)
+/// The command lines of `pids`, in order: arguments joined by spaces and
+/// shortened; the process name in brackets when the command line is empty
+/// (kernel threads); empty brackets for a process that is gone.
+pub fn command_lines(pids: &[u32]) -> Vec<String> {
+    let wanted: Vec<Pid> = pids.iter().map(|p| Pid::from_u32(*p)).collect();
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&wanted),
+        false,
+        ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
+    );
+    wanted
+        .iter()
+        .map(|pid| match system.process(*pid) {
+            Some(p) => shown_command(p.cmd(), &p.name().to_string_lossy()),
+            None => "[]".to_string(),
+        })
+        .collect()
+}
+
+/// A command line as a report shows it: the non-empty arguments joined by
+/// spaces, cut at [`CMDLINE_MAX_CHARS`]; `[name]` when there are none.
+pub fn shown_command(args: &[OsString], name: &str) -> String {
+    let joined = args
+        .iter()
         .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
     if joined.is_empty() {
-        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        return format!("[{}]", comm.trim());
+        return format!("[{}]", name.trim());
     }
     if joined.chars().count() > CMDLINE_MAX_CHARS {
         let cut: String = joined.chars().take(CMDLINE_MAX_CHARS).collect();
@@ -430,29 +502,25 @@ pub fn cmdline_of(pid: u32) -> String {
 
 /// gpucheck's parent, grandparent, ... up to (not including) pid 0.
 fn ancestors() -> Vec<u32> {
+    let mut system = System::new();
     let mut out = Vec::new();
-    let mut pid = std::process::id();
+    let mut pid = Pid::from_u32(std::process::id());
     for _ in 0..64 {
-        let Some(ppid) = parent_of(pid) else { break };
-        if ppid == 0 || out.contains(&ppid) {
+        system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&[pid]),
+            false,
+            ProcessRefreshKind::nothing(),
+        );
+        let Some(parent) = system.process(pid).and_then(|p| p.parent()) else {
+            break;
+        };
+        if parent.as_u32() == 0 || out.contains(&parent.as_u32()) {
             break;
         }
-        out.push(ppid);
-        pid = ppid;
+        out.push(parent.as_u32());
+        pid = parent;
     }
     out
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_ppid(&stat)
-}
-
-/// The parent pid from /proc/PID/stat text ("pid (comm) state ppid ...");
-/// comm may itself contain spaces and parentheses.
-pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -546,28 +614,46 @@ mod tests {
 
     #[test]
     fn proc_net_tcp_parsing() {
+        use procfs::FromBufReadSI;
         let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
    0: 0100007F:ADF3 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 17565 1 0000 100 0 0 10 0\n\
    1: 0100007F:ADF3 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1000        0 17570 1 0000 100 0 0 10 0\n\
    2: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 99 1 0000 100 0 0 10 0\n";
-        let s = parse_proc_net_tcp(text, 0xADF3);
+        let table = procfs::net::TcpNetEntries::from_buf_read(
+            text.as_bytes(),
+            procfs::current_system_info(),
+        )
+        .expect("a /proc/net/tcp table")
+        .0;
+        let s = sockets_on_port(&table, 0xADF3);
         assert_eq!(s.len(), 2);
         assert_eq!(
             s[0],
             ProcNetSocket {
-                state: 0x0A,
+                listening: true,
                 uid: 1000,
                 inode: 17565
             }
         );
-        assert_eq!(parse_proc_net_tcp(text, 8080)[0].inode, 99);
-        assert!(parse_proc_net_tcp(text, 1).is_empty());
+        assert!(!s[1].listening);
+        assert_eq!(sockets_on_port(&table, 8080)[0].inode, 99);
+        assert!(sockets_on_port(&table, 1).is_empty());
     }
 
     #[test]
-    fn stat_parsing_survives_odd_comm() {
-        assert_eq!(parse_stat_ppid("42 (a b) c)) S 7 42 42 0"), Some(7));
-        assert_eq!(parse_stat_ppid("garbage"), None);
+    fn command_lines_are_joined_cut_and_named() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            shown_command(&args(&["python", "", "train.py"]), "python"),
+            "python train.py"
+        );
+        assert_eq!(shown_command(&[], "kworker/0:1\n"), "[kworker/0:1]");
+        let long = "x".repeat(500);
+        let shown = shown_command(&args(&[&long]), "x");
+        assert_eq!(shown.chars().count(), CMDLINE_MAX_CHARS + 1);
+        assert!(shown.ends_with('…'));
+        let me = command_lines(&[std::process::id()]);
+        assert!(me[0].contains("gpucheck"), "{me:?}");
     }
 
     #[test]
@@ -577,5 +663,21 @@ mod tests {
             a.first().copied(),
             Some(std::os::unix::process::parent_id())
         );
+    }
+
+    #[test]
+    fn lookup_classifies_real_addresses() {
+        match lookup_addr("127.0.0.1") {
+            AddrLookup::Resolved(a) => {
+                assert_eq!(a.len(), 1);
+                assert!(a[0].local);
+                assert_eq!(a[0].bind_error, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        match lookup_addr("203.0.113.7") {
+            AddrLookup::Resolved(a) => assert!(!a[0].local),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -21,6 +21,7 @@ use nvml_wrapper::enum_wrappers::device::{
     ComputeMode as NvmlComputeMode, EccCounter, MemoryError, P2pCapabilitiesIndex,
     P2pStatus as NvmlP2pStatus, TopologyLevel,
 };
+use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
 use nvml_wrapper::{Device, Nvml};
@@ -287,6 +288,42 @@ pub struct NvLinkState {
     pub link: u32,
     pub active: bool,
     pub remote: NvLinkRemote,
+    /// The link's error counters (read for active links only).
+    pub errors: NvLinkErrors,
+}
+
+/// nvmlDeviceGetNvLinkErrorCounter for one link, counted since the driver
+/// loaded (or the counters were reset); None where NVML could not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NvLinkErrors {
+    /// NVML_NVLINK_ERROR_DL_REPLAY: packets the link sent again.
+    pub replay: Option<u64>,
+    /// NVML_NVLINK_ERROR_DL_RECOVERY: times the link failed and retrained.
+    pub recovery: Option<u64>,
+    /// NVML_NVLINK_ERROR_DL_CRC_FLIT + _CRC_DATA: data received damaged.
+    pub crc: Option<u64>,
+}
+
+/// The error counters of an active link.
+fn nvlink_errors(wrapper: &nvml_wrapper::nv_link::NvLink<'_, '_>) -> NvLinkErrors {
+    let count = |c: ErrorCounter| {
+        read("nvmlDeviceGetNvLinkErrorCounter", || {
+            wrapper.error_counter(c)
+        })
+        .ok()
+    };
+    let crc = match (
+        count(ErrorCounter::DlCrcFlit),
+        count(ErrorCounter::DlCrcData),
+    ) {
+        (None, None) => None,
+        (flit, data) => Some(flit.unwrap_or(0).saturating_add(data.unwrap_or(0))),
+    };
+    NvLinkErrors {
+        replay: count(ErrorCounter::DlReplay),
+        recovery: count(ErrorCounter::DlRecovery),
+        crc,
+    }
 }
 
 /// Topology between two GPUs (`a` < `b`).
@@ -995,10 +1032,16 @@ fn nvlinks(device: &Device<'_>, buses: &[Option<(u32, u32, u32)>]) -> Reading<Ve
             (None, None) if remote_bus.is_some() => NvLinkRemote::Switch,
             (None, None) => NvLinkRemote::Unknown,
         };
+        let errors = if active {
+            nvlink_errors(&wrapper)
+        } else {
+            NvLinkErrors::default()
+        };
         links.push(NvLinkState {
             link,
             active,
             remote,
+            errors,
         });
     }
     Ok(links)

@@ -4,7 +4,6 @@
 
 use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -15,6 +14,7 @@ use nix::sys::prctl;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
+use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 use thiserror::Error;
 
 /// What a program printed and how it ended.
@@ -336,17 +336,25 @@ pub fn proc_pids() -> impl Iterator<Item = i32> {
 }
 
 /// The pids of the processes whose argument list has an element equal to
-/// `arg` (read from /proc/PID/cmdline; zombies have none).
+/// `arg` (zombies have none).
 pub fn pids_with_arg(arg: &OsStr) -> Vec<i32> {
-    let me = std::process::id() as i32;
-    proc_pids()
-        .filter(|pid| *pid != me)
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|raw| raw.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
-                .unwrap_or(false)
-        })
-        .collect()
+    let me = std::process::id();
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
+    );
+    let mut pids: Vec<i32> = system
+        .processes()
+        .values()
+        // Threads are listed as processes of their own; their leader counts.
+        .filter(|p| p.thread_kind().is_none() && p.pid().as_u32() != me)
+        .filter(|p| p.cmd().iter().any(|a| a == arg))
+        .filter_map(|p| i32::try_from(p.pid().as_u32()).ok())
+        .collect();
+    pids.sort_unstable();
+    pids
 }
 
 /// SIGKILL every process whose argument list contains `arg` (a unique

@@ -8,31 +8,48 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use super::process::{run_bounded, Output, RunError};
+use crate::domain::text::quote_value;
 
 use thiserror::Error;
 
 /// Where the chosen interpreter came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PythonSource {
     /// `--python` or GPUCHECK_PYTHON.
     Explicit,
     VirtualEnv,
-    Conda,
-    Path,
+    /// `passed_over`: what pointed elsewhere first and was not used, in
+    /// words ("$VIRTUAL_ENV=... holds no Python, so it was passed over").
+    Conda {
+        passed_over: Vec<String>,
+    },
+    Path {
+        passed_over: Vec<String>,
+    },
 }
 
+/// How `--python` / GPUCHECK_PYTHON is named in messages.
+const EXPLICIT: &str = "--python / GPUCHECK_PYTHON";
+
 impl PythonSource {
-    pub fn describe(self) -> &'static str {
-        match self {
-            PythonSource::Explicit => "--python / GPUCHECK_PYTHON",
-            PythonSource::VirtualEnv => "$VIRTUAL_ENV",
-            PythonSource::Conda => "$CONDA_PREFIX",
-            PythonSource::Path => "python3 on PATH",
+    /// "python3 on PATH", followed by whatever was passed over on the way.
+    pub fn describe(&self) -> String {
+        let (what, passed_over): (&str, &[String]) = match self {
+            PythonSource::Explicit => (EXPLICIT, &[]),
+            PythonSource::VirtualEnv => ("$VIRTUAL_ENV", &[]),
+            PythonSource::Conda { passed_over } => ("$CONDA_PREFIX", passed_over),
+            PythonSource::Path { passed_over } => ("python3 on PATH", passed_over),
+        };
+        if passed_over.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}; {}", passed_over.join("; "))
         }
     }
 }
@@ -59,11 +76,47 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Find `name` on a PATH-style list.
+/// Find `name` on a PATH-style list. Only absolute entries count: a
+/// relative one (`.`, or the empty entry of a leading, trailing or doubled
+/// `:`) names whatever folder gpucheck happens to be started in, which may
+/// hold anyone's `python3`.
 pub fn which(name: &str, path_var: Option<&OsString>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
+        .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
+}
+
+/// The relative PATH entries holding an executable `name` that a shell
+/// would have run before `chosen` (all of them when nothing was chosen), as
+/// the note that says they were skipped.
+fn skipped_relative(name: &str, path_var: Option<&OsString>, chosen: Option<&Path>) -> Vec<String> {
+    let Some(path_var) = path_var else {
+        return Vec::new();
+    };
+    std::env::split_paths(path_var)
+        .take_while(|dir| chosen.is_none_or(|c| c.parent() != Some(dir.as_path())))
+        .filter(|dir| !dir.is_absolute() && is_executable(&dir.join(name)))
+        .map(|dir| {
+            let entry = dir.display().to_string();
+            let place = if entry.is_empty() {
+                "\"\" (the current folder)".to_string()
+            } else {
+                format!("{entry:?}")
+            };
+            format!(
+                "the {name} in the relative PATH entry {place} was skipped: it runs whatever folder gpucheck is started in"
+            )
+        })
+        .collect()
+}
+
+/// The interpreter of the environment at `prefix`, if it has one.
+fn env_python(prefix: &Path) -> Option<PathBuf> {
+    ["python", "python3"]
+        .iter()
+        .map(|name| prefix.join("bin").join(name))
+        .find(|candidate| is_executable(candidate))
 }
 
 /// Choose the interpreter. Pure apart from file-existence tests, so the order
@@ -92,30 +145,42 @@ pub fn choose_python(
             }),
             _ => Err(FindPythonError::ExplicitMissing {
                 path: p.display().to_string(),
-                from: PythonSource::Explicit.describe(),
+                from: EXPLICIT,
             }),
         };
     }
-    for (prefix, source) in [
-        (virtual_env, PythonSource::VirtualEnv),
-        (conda_prefix, PythonSource::Conda),
-    ] {
-        if let Some(prefix) = prefix.filter(|p| !p.as_os_str().is_empty()) {
-            for name in ["python", "python3"] {
-                let candidate = prefix.join("bin").join(name);
-                if is_executable(&candidate) {
-                    return Ok(PythonChoice {
-                        path: candidate,
-                        source,
-                    });
-                }
+    // An environment variable that points at no Python is passed over, and
+    // the choice says so: the user believes that environment is active.
+    let mut passed_over = Vec::new();
+    for (prefix, var) in [(virtual_env, "VIRTUAL_ENV"), (conda_prefix, "CONDA_PREFIX")] {
+        let Some(prefix) = prefix.filter(|p| !p.as_os_str().is_empty()) else {
+            continue;
+        };
+        match env_python(prefix) {
+            Some(path) if var == "VIRTUAL_ENV" => {
+                return Ok(PythonChoice {
+                    path,
+                    source: PythonSource::VirtualEnv,
+                })
             }
+            Some(path) => {
+                return Ok(PythonChoice {
+                    path,
+                    source: PythonSource::Conda { passed_over },
+                })
+            }
+            None => passed_over.push(format!(
+                "${var}={} holds no Python, so it was passed over",
+                quote_value(&prefix.to_string_lossy())
+            )),
         }
     }
-    which("python3", path_var)
+    let found = which("python3", path_var);
+    passed_over.extend(skipped_relative("python3", path_var, found.as_deref()));
+    found
         .map(|path| PythonChoice {
             path,
-            source: PythonSource::Path,
+            source: PythonSource::Path { passed_over },
         })
         .ok_or(FindPythonError::NotFound)
 }
@@ -132,43 +197,157 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PythonChoice, FindPythonEr
     )
 }
 
-/// An embedded payload written to a private temporary file
-/// (`gpucheck-NAME-XXXXXX.py`, mode 0600), removed when dropped. Its path is
-/// unique, so it also names every process running it.
+/// An embedded payload written into a folder of its own that gpucheck
+/// creates (`$TMPDIR/gpucheck-NAME-PID-XXXXXX/NAME.py`, the folder mode 0700,
+/// the file 0600), both removed when dropped. Python puts the script's
+/// folder first on `sys.path`, so no one else can place a module there (a
+/// `torch.py` left in a shared /tmp would otherwise be imported as torch).
+/// Its path is unique, so it also names every process running it. PID is
+/// the process that wrote it: a folder whose writer was killed (SIGKILL
+/// cannot be caught) is removed by the next payload written, or at once by
+/// [`remove_payload_dirs_of`].
 pub struct PayloadFile {
-    file: tempfile::NamedTempFile,
+    dir: tempfile::TempDir,
+    path: PathBuf,
 }
+
+/// Start of every payload folder's name.
+const PAYLOAD_DIR_PREFIX: &str = "gpucheck-";
 
 impl PayloadFile {
     pub fn write(name: &str, script: &str) -> Result<PayloadFile, PayloadError> {
-        let mut file = tempfile::Builder::new()
-            .prefix(&format!("gpucheck-{name}-"))
-            .suffix(".py")
-            .tempfile()
-            .map_err(|e| PayloadError::TempFile(e.to_string()))?;
+        let temp_err = |e: std::io::Error| PayloadError::TempFile(e.to_string());
+        // Absolute, so that a command run from another folder still finds it.
+        let root = std::path::absolute(std::env::temp_dir()).map_err(temp_err)?;
+        remove_stale_payload_dirs(&root, None);
+        let dir = tempfile::Builder::new()
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .prefix(&format!(
+                "{PAYLOAD_DIR_PREFIX}{name}-{}-",
+                std::process::id()
+            ))
+            .tempdir_in(&root)
+            .map_err(temp_err)?;
+        let path = dir.path().join(format!("{name}.py"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(temp_err)?;
         file.write_all(script.as_bytes())
             .and_then(|_| file.flush())
-            .map_err(|e| PayloadError::TempFile(e.to_string()))?;
-        Ok(PayloadFile { file })
+            .map_err(temp_err)?;
+        Ok(PayloadFile { dir, path })
     }
 
     pub fn path(&self) -> &Path {
-        self.file.path()
+        &self.path
+    }
+
+    /// The payload's own folder: the working directory of what runs it.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// [`python_command`] working in the payload's own folder, so that
+    /// neither the script's folder nor the current one (`python -m` puts it
+    /// first on `sys.path`) is a folder someone else controls.
+    pub fn command(&self, python: &Path) -> Command {
+        let mut cmd = python_command(python);
+        cmd.current_dir(self.dir());
+        cmd
     }
 }
 
-/// A command running `python` with the environment every payload gets
-/// (unbuffered output, no .pyc files next to the temporary script).
+/// Remove the payload folders that the process `pid` wrote, for a caller
+/// that knows it is gone (the runner, after it killed an isolated check:
+/// the killed process could not remove them itself).
+pub fn remove_payload_dirs_of(pid: u32) {
+    if let Ok(root) = std::path::absolute(std::env::temp_dir()) {
+        remove_stale_payload_dirs(&root, Some(pid));
+    }
+}
+
+/// Remove payload folders in `root` whose writer is gone: those of `pid`
+/// when given, else those of any process no longer running. Only this
+/// user's folders that look like a payload folder (`gpucheck-NAME-PID-X/`
+/// holding `NAME.py`) are touched.
+fn remove_stale_payload_dirs(root: &Path, pid: Option<u32>) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    // /proc/self belongs to this process's user.
+    let Ok(me) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some((name, writer)) = payload_dir_owner(&file_name) else {
+            continue;
+        };
+        let stale = match pid {
+            Some(p) => writer == p,
+            None => writer != std::process::id() && !process_running(writer),
+        };
+        let ours = entry
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if stale && ours && entry.path().join(format!("{name}.py")).is_file() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether `pid` is a process that still runs (a zombie, killed but not
+/// yet reaped by its new parent, does not).
+fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "PID (comm) STATE ...": comm may hold anything, the state follows
+    // the last ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// ("torch-info", 1234) from "gpucheck-torch-info-1234-AbC123".
+fn payload_dir_owner(file_name: &str) -> Option<(&str, u32)> {
+    let rest = file_name.strip_prefix(PAYLOAD_DIR_PREFIX)?;
+    let mut parts = rest.rsplitn(3, '-');
+    let _random = parts.next().filter(|r| !r.is_empty())?;
+    let pid = parts.next()?.parse().ok()?;
+    let name = parts.next().filter(|n| !n.is_empty())?;
+    Some((name, pid))
+}
+
+/// A command running `python` with the environment every payload gets:
+/// unbuffered output, no .pyc files beside the script, and neither the
+/// script's folder nor the working directory on `sys.path`
+/// (PYTHONSAFEPATH, the `-P` of Python 3.11+; older Pythons ignore it, and
+/// there the payload's private folder and a working directory only root can
+/// write keep foreign modules out). The user's PYTHONPATH and site-packages
+/// stay as they are: their torch lives there. It works in `/` unless the
+/// caller sets a folder (see [`PayloadFile::command`]); the interpreter's
+/// path is made absolute first, so a relative `--python` still names it.
 pub fn python_command(python: &Path) -> Command {
-    let mut cmd = Command::new(python);
+    let program = std::path::absolute(python).unwrap_or_else(|_| python.to_path_buf());
+    let mut cmd = Command::new(program);
     cmd.env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1");
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONSAFEPATH", "1")
+        .current_dir("/");
     cmd
 }
 
 /// Run an embedded payload (`script` is its source) with `python`, passing
 /// `args` and extra environment, in its own process group, under `timeout`.
-/// The script is written to a private temporary file, removed afterwards.
+/// The script is written to a private folder of its own, which is also the
+/// working directory, removed afterwards.
 pub fn run_payload(
     python: &Path,
     name: &str,
@@ -178,7 +357,7 @@ pub fn run_payload(
     timeout: Duration,
 ) -> Result<Output, PayloadError> {
     let file = PayloadFile::write(name, script)?;
-    let mut cmd = python_command(python);
+    let mut cmd = file.command(python);
     cmd.arg(file.path())
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)));
@@ -193,13 +372,57 @@ pub enum PayloadError {
     Run(RunError),
 }
 
-/// The site-packages folders of a Python environment, found on disk (no
-/// interpreter start): `<prefix>/lib/python3*/site-packages` and
-/// `<prefix>/lib64/...`, where prefix is the folder above `bin/`.
+/// How long the interpreter may take to say where its environment is. A
+/// Python starts in well under a second without `site` (`-S`); a pyenv shim
+/// adds a shell and `pyenv exec`.
+const PREFIX_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Start of the line that carries the interpreter's answer.
+const PREFIX_MARK: &str = "GPUCHECK_PREFIX ";
+
+/// The environment folder the interpreter itself reports (`sys.prefix`):
+/// the only way to see through a launcher such as a pyenv shim
+/// (`~/.pyenv/shims/python3`), whose own folder holds no environment.
+/// `-S` skips `site` (faster, and no `.pth` code runs); `None` when the
+/// interpreter does not answer in time.
+fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
+    let mut cmd = python_command(python);
+    cmd.args([
+        "-S",
+        "-c",
+        &format!("import sys; sys.stdout.write({PREFIX_MARK:?} + sys.prefix + '\\n')"),
+    ]);
+    let out = run_bounded(cmd, PREFIX_QUERY_TIMEOUT).ok()?;
+    let prefix = out
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(PREFIX_MARK))?;
+    Some(PathBuf::from(prefix)).filter(|p| p.is_absolute())
+}
+
+/// The site-packages folders of a Python environment:
+/// `<prefix>/lib/python3*/site-packages` and `<prefix>/lib64/...`, for the
+/// prefix the interpreter reports (`sys.prefix`) and the folder above its
+/// `bin/` (all there is when the interpreter does not answer).
 pub fn site_packages(python: &Path) -> Vec<PathBuf> {
-    let Some(prefix) = python.parent().and_then(|bin| bin.parent()) else {
-        return Vec::new();
-    };
+    let mut prefixes: Vec<PathBuf> = interpreter_prefix(python).into_iter().collect();
+    if let Some(beside) = python.parent().and_then(|bin| bin.parent()) {
+        prefixes.push(beside.to_path_buf());
+    }
+    let mut found = Vec::new();
+    for prefix in &prefixes {
+        for d in site_packages_under(prefix) {
+            if !found.contains(&d) {
+                found.push(d);
+            }
+        }
+    }
+    found
+}
+
+/// `<prefix>/lib{,64}/python3*/site-packages`, resolved, in order.
+fn site_packages_under(prefix: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for lib in ["lib", "lib64"] {
         let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
@@ -260,11 +483,84 @@ mod tests {
             (PythonSource::VirtualEnv, venv.join("bin/python"))
         );
         let c = choose_python(None, None, Some(&conda), path_var.as_ref()).unwrap();
-        assert_eq!(c.source, PythonSource::Conda);
+        assert_eq!(c.source.describe(), "$CONDA_PREFIX");
         let c = choose_python(None, None, None, path_var.as_ref()).unwrap();
         assert_eq!(
             (c.source, c.path),
-            (PythonSource::Path, pathdir.join("python3"))
+            (
+                PythonSource::Path {
+                    passed_over: vec![]
+                },
+                pathdir.join("python3")
+            )
+        );
+    }
+
+    #[test]
+    fn relative_path_entries_are_skipped_and_named_when_they_hold_python3() {
+        let dir = tempfile::tempdir().unwrap();
+        let abs = dir.path().join("usr/bin");
+        exe(&abs.join("python3"));
+        // "." and empty entries (a leading, trailing or doubled ':') are
+        // never used, whatever they hold.
+        for path in [
+            format!(".:{}", abs.display()),
+            format!(":{}", abs.display()),
+            format!("{}:", abs.display()),
+            format!("{}::.", abs.display()),
+        ] {
+            let var = OsString::from(&path);
+            assert_eq!(
+                which("python3", Some(&var)),
+                Some(abs.join("python3")),
+                "{path}"
+            );
+        }
+        assert_eq!(which("python3", Some(&OsString::from(".:"))), None);
+        // With a python3 in a relative entry before the chosen one (a
+        // folder outside the checkout, named relative to the current one),
+        // the choice says it was skipped.
+        let rel_dir = dir.path().join("here");
+        exe(&rel_dir.join("python3"));
+        let depth = std::env::current_dir().unwrap().components().count() - 1;
+        let cwd_rel = format!(
+            "{}{}",
+            "../".repeat(depth),
+            rel_dir.strip_prefix("/").unwrap().display()
+        );
+        assert!(Path::new(&cwd_rel).join("python3").is_file());
+        let var = OsString::from(format!("{cwd_rel}:{}", abs.display()));
+        let c = choose_python(None, None, None, Some(&var)).unwrap();
+        assert_eq!(c.path, abs.join("python3"));
+        assert_eq!(
+            c.source.describe(),
+            format!("python3 on PATH; the python3 in the relative PATH entry {cwd_rel:?} was skipped: it runs whatever folder gpucheck is started in")
+        );
+        // After the chosen one it does not matter.
+        let var = OsString::from(format!("{}:{cwd_rel}", abs.display()));
+        let c = choose_python(None, None, None, Some(&var)).unwrap();
+        assert_eq!(c.source.describe(), "python3 on PATH");
+    }
+
+    #[test]
+    fn environments_that_hold_no_python_are_passed_over_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let pathdir = dir.path().join("usr/bin");
+        exe(&pathdir.join("python3"));
+        let conda = dir.path().join("conda");
+        exe(&conda.join("bin/python"));
+        let gone = Path::new("/nonexistent/venv");
+        let var = Some(pathdir.clone().into_os_string());
+        let c = choose_python(None, Some(gone), Some(&conda), var.as_ref()).unwrap();
+        assert_eq!(
+            c.source.describe(),
+            "$CONDA_PREFIX; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over"
+        );
+        let c = choose_python(None, Some(gone), Some(gone), var.as_ref()).unwrap();
+        assert_eq!(c.path, pathdir.join("python3"));
+        assert_eq!(
+            c.source.describe(),
+            "python3 on PATH; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over; $CONDA_PREFIX=\"/nonexistent/venv\" holds no Python, so it was passed over"
         );
     }
 
@@ -338,5 +634,92 @@ mod tests {
         assert_eq!(out.stdout.trim(), "ab");
         assert_eq!(out.stderr, "e");
         assert_eq!(out.code, Some(3));
+    }
+
+    #[test]
+    fn payload_folders_are_private_and_removed_when_dropped() {
+        use std::os::unix::fs::MetadataExt;
+        let file = PayloadFile::write("t-x", "print(1)\n").unwrap();
+        let dir = file.dir().to_path_buf();
+        assert!(dir.is_absolute());
+        assert_eq!(file.path(), dir.join("t-x.py"));
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(file.path()).unwrap().mode() & 0o777,
+            0o600
+        );
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(payload_dir_owner(&name), Some(("t-x", std::process::id())));
+        drop(file);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn only_payload_folders_of_gone_writers_are_swept() {
+        let root = tempfile::tempdir().unwrap();
+        let folder = |name: &str, script: Option<&str>| {
+            let d = root.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            if let Some(s) = script {
+                std::fs::write(d.join(s), "").unwrap();
+            }
+            d
+        };
+        // A pid no process has (above the kernel's pid_max limit).
+        let gone = folder("gpucheck-torch-info-4194305-aB3dE9", Some("torch-info.py"));
+        let mine = folder(
+            &format!("gpucheck-torch-info-{}-aB3dE9", std::process::id()),
+            Some("torch-info.py"),
+        );
+        let running = folder("gpucheck-ddp_bench-1-aB3dE9", Some("ddp_bench.py"));
+        let not_ours = folder("gpucheck-notes-4194305-aB3dE9", Some("other.txt"));
+        remove_stale_payload_dirs(root.path(), None);
+        assert!(!gone.exists());
+        assert!(mine.exists() && running.exists() && not_ours.exists());
+        remove_stale_payload_dirs(root.path(), Some(1));
+        assert!(!running.exists());
+        assert_eq!(payload_dir_owner("gpucheck-x-12-"), None);
+        assert_eq!(payload_dir_owner("gpucheck--12-a"), None);
+        assert_eq!(payload_dir_owner("gpucheck-a-b-c"), None);
+    }
+
+    #[test]
+    fn python_runs_outside_any_folder_someone_else_controls() {
+        let cmd = python_command(Path::new("bin/python3"));
+        assert_eq!(cmd.get_current_dir(), Some(Path::new("/")));
+        assert!(Path::new(cmd.get_program()).is_absolute());
+        let safe = cmd
+            .get_envs()
+            .any(|(k, v)| k == "PYTHONSAFEPATH" && v == Some(std::ffi::OsStr::new("1")));
+        assert!(safe);
+    }
+
+    #[test]
+    fn a_launcher_in_another_folder_is_asked_where_its_environment_is() {
+        // A pyenv-style shim: a script in a folder of its own that runs the
+        // environment's Python, whose site-packages lie elsewhere.
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("versions/3.11.7");
+        let site = env.join("lib/python3.11/site-packages");
+        std::fs::create_dir_all(&site).unwrap();
+        let shim = dir.path().join("shims/python3");
+        std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\necho 'pyenv: note'\necho 'GPUCHECK_PREFIX {}'\n",
+                env.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(site_packages(&shim), [site.canonicalize().unwrap()]);
+        // An interpreter that says nothing: the folder above bin/ is all.
+        let venv = dir.path().join("venv");
+        let venv_site = venv.join("lib/python3.12/site-packages");
+        std::fs::create_dir_all(&venv_site).unwrap();
+        let quiet = venv.join("bin/python");
+        exe(&quiet);
+        assert_eq!(site_packages(&quiet), [venv_site.canonicalize().unwrap()]);
     }
 }

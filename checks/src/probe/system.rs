@@ -1,11 +1,13 @@
 //! Host facts every report carries: hostname, OS, kernel, CPU, memory and
-//! whether we run inside a container. Read from /proc, /etc and uname; never
-//! fails (unknown fields are "unknown").
+//! whether we run inside a container. Read through sysinfo (uname,
+//! /etc/os-release, /proc/cpuinfo, /proc/meminfo) plus the container markers;
+//! never fails (unknown fields are "unknown").
 
 use std::fs;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use sysinfo::{CpuRefreshKind, MemoryRefreshKind, System};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostFacts {
@@ -23,55 +25,63 @@ pub struct HostFacts {
     pub container: Option<String>,
 }
 
-/// Gather the host facts. Cheap (a handful of small file reads).
+/// Gather the host facts. Cheap: uname, /etc/os-release, the CPU list
+/// and /proc/meminfo, nothing per process.
 pub fn host_facts() -> HostFacts {
-    let uts = nix::sys::utsname::uname().ok();
-    let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-        uts.as_ref()
-            .map(|u| f(u).to_string_lossy().into_owned())
-            .unwrap_or_else(|| "unknown".to_string())
-    };
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let os_release = fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let mut system = System::new();
+    system.refresh_cpu_list(CpuRefreshKind::nothing());
+    system.refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram());
+    let unknown = || "unknown".to_string();
     HostFacts {
-        hostname: field(|u| u.nodename()),
-        os: parse_os_release(&os_release).unwrap_or_else(|| "unknown".to_string()),
-        kernel: field(|u| u.release()),
-        arch: field(|u| u.machine()),
-        cpu: parse_cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".to_string()),
+        hostname: System::host_name().unwrap_or_else(unknown),
+        os: pretty_name(&fs::read_to_string("/etc/os-release").unwrap_or_default())
+            .or_else(|| os_name(System::name(), System::os_version()))
+            .unwrap_or_else(unknown),
+        kernel: System::kernel_version().unwrap_or_else(unknown),
+        arch: System::cpu_arch(),
+        cpu: system
+            .cpus()
+            .first()
+            .map(|c| c.brand().trim().to_string())
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(unknown),
         cpu_count: std::thread::available_parallelism()
             .map(|n| n.get() as u32)
             .unwrap_or(0),
-        memory_total_mib: parse_mem_total_kib(&meminfo).unwrap_or(0) / 1024,
-        container: detect_container(
-            std::path::Path::new("/.dockerenv").exists(),
-            std::path::Path::new("/run/.containerenv").exists(),
-            std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-            &fs::read_to_string("/proc/1/cgroup").unwrap_or_default(),
-            std::env::var("container").ok().as_deref(),
-        ),
+        memory_total_mib: system.total_memory() / (1024 * 1024),
+        container: container(),
     }
 }
 
-fn parse_os_release(text: &str) -> Option<String> {
-    text.lines()
+/// PRETTY_NAME from os-release text ("Ubuntu 22.04.4 LTS"). sysinfo reads
+/// only NAME and VERSION_ID, which lose the point release and "LTS".
+fn pretty_name(os_release: &str) -> Option<String> {
+    os_release
+        .lines()
         .find_map(|l| l.strip_prefix("PRETTY_NAME="))
         .map(|v| v.trim().trim_matches('"').to_string())
+        .filter(|v| !v.is_empty())
 }
 
-fn parse_cpu_model(text: &str) -> Option<String> {
-    text.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
+/// "Ubuntu 22.04", from os-release's NAME and VERSION_ID (or lsb-release),
+/// where there is no PRETTY_NAME.
+fn os_name(name: Option<String>, version: Option<String>) -> Option<String> {
+    match (name, version) {
+        (Some(n), Some(v)) => Some(format!("{n} {v}")),
+        (n, _) => n,
+    }
 }
 
-fn parse_mem_total_kib(text: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
+/// The container runtime gpucheck runs under ("docker", "kubernetes", ...),
+/// `None` on bare metal or a VM. Cheap: a few file tests.
+pub fn container() -> Option<String> {
+    detect_container(
+        std::path::Path::new("/.dockerenv").exists(),
+        std::path::Path::new("/run/.containerenv").exists(),
+        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+        &fs::read_to_string("/proc/1/cgroup").unwrap_or_default(),
+        std::env::var("container").ok().as_deref(),
+    )
 }
 
 /// Pure container detection from the usual markers.
@@ -107,19 +117,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_proc_files() {
+    fn os_is_the_pretty_name() {
         assert_eq!(
-            parse_os_release("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n").as_deref(),
+            pretty_name("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n").as_deref(),
             Some("Debian GNU/Linux 12 (bookworm)")
         );
+        assert_eq!(pretty_name("NAME=x\nPRETTY_NAME=\"\"\n"), None);
+    }
+
+    #[test]
+    fn os_name_joins_name_and_version() {
         assert_eq!(
-            parse_cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 9654\n").as_deref(),
-            Some("AMD EPYC 9654")
+            os_name(Some("Ubuntu".into()), Some("22.04".into())).as_deref(),
+            Some("Ubuntu 22.04")
         );
         assert_eq!(
-            parse_mem_total_kib("MemTotal:       24576000 kB\n"),
-            Some(24576000)
+            os_name(Some("Arch Linux".into()), None).as_deref(),
+            Some("Arch Linux")
         );
+        assert_eq!(os_name(None, Some("12".into())), None);
     }
 
     #[test]
@@ -144,5 +160,8 @@ mod tests {
         let h = host_facts();
         assert!(!h.hostname.is_empty());
         assert!(h.cpu_count >= 1);
+        assert!(h.memory_total_mib > 0);
+        assert_ne!(h.cpu, "unknown");
+        assert_ne!(h.kernel, "unknown");
     }
 }

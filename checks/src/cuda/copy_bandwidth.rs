@@ -1,0 +1,460 @@
+//! `cuda.copy_bandwidth`: pinned host<->device copy bandwidth of every GPU,
+//! judged against what its PCIe link carries and against its siblings.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::domain::xid::PciSlot;
+use crate::facts::nvml::{gpus_for_run, nvml_hung};
+use crate::probe::copy_bandwidth::{self as copy_probe, CopyError, CopyProbeError, CopyRates};
+use crate::probe::{nvml, sysfs};
+use crate::{
+    Check, Context, DataTable, DeviceResult, Finding, Findings, Isolation, Outcome, Profile, Status,
+};
+
+/// Effective data rate of one PCIe lane per direction, GB/s, by generation:
+/// the transfer rate less line-code overhead (PCI-SIG base specifications;
+/// Gen1/2 2.5/5 GT/s with 8b/10b, Gen3/4/5 8/16/32 GT/s with 128b/130b,
+/// Gen6 64 GT/s PAM4 with 242/256 FLIT encoding): Gen3 0.985, Gen4 1.969,
+/// Gen5 3.938 GB/s per lane.
+pub const PCIE_LANE_GBPS: [(u32, f64); 6] = [
+    (1, 0.25),
+    (2, 0.5),
+    (3, 0.985),
+    (4, 1.969),
+    (5, 3.938),
+    (6, 7.563),
+];
+
+/// Below this share of its link's rate a copy is slow. A healthy x16 Gen4
+/// GPU copies 22-26 GB/s of 31.5 (75-85 %; NVIDIA's bandwidthTest and
+/// nvbandwidth reports), Gen5 x16 ~50-55 of 63: half is far outside that.
+pub const LINK_FLOOR: f64 = 0.5;
+/// Below this share of the median of its siblings a GPU is the odd one out
+/// (identical GPUs on identical links measure within a few per cent; 30 %
+/// less is a slower path: a link trained down, a GPU on the far socket, a
+/// bad riser).
+pub const SIBLING_FLOOR: f64 = 0.7;
+
+pub struct CopyBandwidth;
+
+/// A GPU's PCIe link as NVML reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcieLink {
+    /// The highest generation device and system support (the current one
+    /// drops at idle to save power).
+    pub gen: u32,
+    /// The current width.
+    pub width: u32,
+}
+
+impl PcieLink {
+    /// What the link carries per direction, GB/s.
+    pub fn gbps(self) -> Option<f64> {
+        let lane = PCIE_LANE_GBPS.iter().find(|(g, _)| *g == self.gen)?.1;
+        Some(lane * f64::from(self.width))
+    }
+}
+
+/// One GPU's copies, with what is known of its path to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuCopy {
+    /// The NVML index when the bus id matched, else the CUDA ordinal.
+    pub index: u32,
+    pub name: String,
+    pub link: Option<PcieLink>,
+    /// The NUMA node of its PCI device (sysfs numa_node), when known.
+    pub numa_node: Option<u32>,
+    pub rates: Result<CopyRates, CopyError>,
+}
+
+/// What `cuda.copy_bandwidth` judges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyBandwidthFacts {
+    pub gpus: Result<Vec<GpuCopy>, CopyProbeError>,
+}
+
+impl Check for CopyBandwidth {
+    fn id(&self) -> &'static str {
+        "cuda.copy_bandwidth"
+    }
+    fn title(&self) -> &'static str {
+        "Host-device copy bandwidth"
+    }
+    fn profile(&self) -> Profile {
+        Profile::Standard
+    }
+    fn needs(&self) -> &'static [&'static str] {
+        &["cuda.driver"]
+    }
+    fn isolation(&self) -> Isolation {
+        Isolation::Child
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn explain(&self) -> &'static str {
+        "Copies a pinned host buffer (cuMemHostAlloc, up to 256 MiB, less when little GPU memory is free) to every GPU and back, timed with CUDA events around cuMemcpyHtoDAsync / cuMemcpyDtoHAsync, best of three, and judges each GPU against what its PCIe link carries (generation x width from NVML; per lane and direction Gen3 0.985, Gen4 1.969, Gen5 3.938 GB/s) and against the other GPUs. The numbers are reported in a table.\n\n\
+         A DDP job moves every batch host-to-device and, with pinned DataLoader memory, at this \
+         rate; one GPU behind a slow path (a link trained down to x8 or Gen1, a riser fault, a GPU \
+         reached across the CPU interconnect) makes every step wait for it. A healthy x16 Gen4 GPU \
+         copies 22-26 GB/s, Gen5 x16 about 50.\n\n\
+         Warns for a GPU below half of its link's rate or below 70% of the median of the other \
+         GPUs, naming it and its NUMA node. Fixes: reseat the GPU or its riser, check the slot's \
+         BIOS link settings and `nvidia-smi -q -d PCIE`, and keep the job's CPU threads and memory \
+         on the GPU's NUMA node (`numactl --cpunodebind=N --membind=N`, torchrun's --numa-binding)."
+    }
+    fn run(&self, ctx: &Context) -> Outcome {
+        let measured = copy_probe::measure_all();
+        let gpus = measured.map(|list| {
+            let paths = nvml_links(ctx);
+            let root = sysfs::sysfs_root();
+            list.into_iter()
+                .map(|d| {
+                    let slot = d.pci_bus_id.as_deref().and_then(PciSlot::parse);
+                    let index = slot
+                        .and_then(|s| paths.slots.iter().find(|(b, _)| *b == s))
+                        .map_or(d.ordinal, |(_, i)| *i);
+                    GpuCopy {
+                        index,
+                        name: d.name.unwrap_or_else(|| "(unknown)".into()),
+                        link: paths
+                            .links
+                            .iter()
+                            .find(|(i, _)| *i == index)
+                            .map(|(_, l)| *l),
+                        numa_node: slot.and_then(|s| numa_node(&root, s)),
+                        rates: d.rates,
+                    }
+                })
+                .collect()
+        });
+        evaluate(&CopyBandwidthFacts { gpus })
+    }
+}
+
+/// What NVML says of the GPUs' PCIe paths.
+#[derive(Default)]
+struct NvmlPaths {
+    /// PCI slot -> NVML index.
+    slots: Vec<(PciSlot, u32)>,
+    /// NVML index -> link.
+    links: Vec<(u32, PcieLink)>,
+}
+
+/// NVML's bus ids and PCIe links, or nothing when NVML is unusable or
+/// already hung.
+fn nvml_links(ctx: &Context) -> NvmlPaths {
+    if nvml_hung(ctx).is_some() {
+        return NvmlPaths::default();
+    }
+    let Ok(gpus) = gpus_for_run(ctx) else {
+        return NvmlPaths::default();
+    };
+    let slots = gpus
+        .iter()
+        .filter_map(|g| Some((PciSlot::parse(&g.pci_bus_id)?, g.index)))
+        .collect();
+    crate::probe::stage("NVML PCIe links");
+    let links = nvml::pcie(ctx.options.nvml_lib.as_deref())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|g| {
+            let f = g.facts.ok()?;
+            let gen = f.max_link_gen.ok()?;
+            let width = f.link_width.ok()?;
+            Some((g.gpu.index, PcieLink { gen, width }))
+        })
+        .collect();
+    NvmlPaths { slots, links }
+}
+
+/// `<sysfs>/bus/pci/devices/<slot>.0/numa_node`; -1 (no NUMA) is none.
+fn numa_node(root: &Path, slot: PciSlot) -> Option<u32> {
+    let dir = root.join(format!("bus/pci/devices/{slot}.0/numa_node"));
+    sysfs::attr(&dir)?.parse::<i64>().ok()?.try_into().ok()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// "25.3", or "0.25" below 1 GB/s.
+fn gbps(x: f64) -> String {
+    if x < 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// Judge the copies.
+pub fn evaluate(f: &CopyBandwidthFacts) -> Outcome {
+    let gpus = match &f.gpus {
+        Ok(g) if g.is_empty() => return Outcome::skip("no CUDA devices to copy to"),
+        Ok(g) => g,
+        Err(CopyProbeError::NoLibcuda) => return Outcome::skip("libcuda.so.1 not found"),
+        Err(CopyProbeError::Driver(e)) => {
+            return Outcome::error(format!("the CUDA driver could not be used: {e}"))
+        }
+    };
+    let mut findings = Findings::new();
+    let mut devices = Vec::new();
+    for g in gpus {
+        judge_gpu(g, gpus, &mut findings);
+        let device = DeviceResult {
+            index: g.index,
+            label: None,
+            name: g.name.clone(),
+            uuid: None,
+            status: Status::Pass,
+            summary: String::new(),
+            metrics: Vec::new(),
+        };
+        let ok = match &g.rates {
+            Ok(r) => format!(
+                "{} GB/s to the GPU, {} GB/s back",
+                gbps(r.h2d_gbps),
+                gbps(r.d2h_gbps)
+            ),
+            Err(_) => String::new(),
+        };
+        devices.push(findings.device_result(device, ok));
+    }
+    let measured: Vec<&CopyRates> = gpus.iter().filter_map(|g| g.rates.as_ref().ok()).collect();
+    let lowest = |pick: fn(&CopyRates) -> f64| {
+        measured
+            .iter()
+            .map(|r| pick(r))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let pass = format!(
+        "pinned copies on {}: at least {} GB/s host-to-device, {} GB/s device-to-host",
+        crate::domain::text::gpu_count(gpus.len()),
+        gbps(lowest(|r| r.h2d_gbps)),
+        gbps(lowest(|r| r.d2h_gbps))
+    );
+    let mut o = findings.conclude(pass, devices).with_table(table(gpus));
+    if measured.len() == gpus.len() {
+        o = o
+            .with_metric("min_h2d_gbps", lowest(|r| r.h2d_gbps), "GB/s")
+            .with_metric("min_d2h_gbps", lowest(|r| r.d2h_gbps), "GB/s");
+    }
+    o
+}
+
+/// The finding about one GPU, if any: a failed copy, or rates below its
+/// link's or its siblings'.
+fn judge_gpu(g: &GpuCopy, all: &[GpuCopy], findings: &mut Findings) {
+    let r = match &g.rates {
+        Ok(r) => r,
+        Err(e) => {
+            findings.push(
+                Finding::new(
+                    Some(g.index),
+                    Status::Fail,
+                    format!("{} failed: {}", e.call, e.error),
+                )
+                .hint(
+                    "pinned copies fail on {gpus}: check `nvidia-smi` and the kernel log for Xid \
+                     errors; in a container, raise the locked-memory limit (`ulimit -l unlimited`, \
+                     docker --ulimit memlock=-1)",
+                ),
+            );
+            return;
+        }
+    };
+    let mut reasons = Vec::new();
+    if let Some((link, cap)) = g.link.and_then(|l| Some((l, l.gbps()?))) {
+        if r.h2d_gbps.min(r.d2h_gbps) < LINK_FLOOR * cap {
+            reasons.push(format!(
+                "under half of what its PCIe Gen{} x{} link carries ({} GB/s)",
+                link.gen,
+                link.width,
+                gbps(cap)
+            ));
+        }
+    }
+    let others: Vec<&CopyRates> = all
+        .iter()
+        .filter(|o| o.index != g.index)
+        .filter_map(|o| o.rates.as_ref().ok())
+        .collect();
+    let h2d = median(others.iter().map(|o| o.h2d_gbps).collect());
+    let d2h = median(others.iter().map(|o| o.d2h_gbps).collect());
+    for (mine, mid, way) in [(r.h2d_gbps, h2d, "to the GPU"), (r.d2h_gbps, d2h, "back")] {
+        if let Some(mid) = mid.filter(|m| mine < SIBLING_FLOOR * m) {
+            reasons.push(format!(
+                "{:.0}% of the other GPUs' {} GB/s {way}",
+                100.0 * mine / mid,
+                gbps(mid)
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        return;
+    }
+    let numa = g
+        .numa_node
+        .map(|n| format!(" (NUMA node {n})"))
+        .unwrap_or_default();
+    findings.push(
+        Finding::new(
+            Some(g.index),
+            Status::Warn,
+            format!(
+                "copies {} GB/s to the GPU and {} GB/s back{numa}: {}",
+                gbps(r.h2d_gbps),
+                gbps(r.d2h_gbps),
+                reasons.join(", ")
+            ),
+        )
+        .hint(SLOW_PATH_HINT),
+    );
+}
+
+const SLOW_PATH_HINT: &str = "look at the PCIe path of {gpus}: `nvidia-smi -q -d PCIE -i {ids}` \
+     (a link trained below x16 or its generation: reseat the GPU or riser, check the slot's BIOS \
+     settings); keep the job's threads and memory on the GPU's NUMA node (`numactl \
+     --cpunodebind=N --membind=N`)";
+
+fn table(gpus: &[GpuCopy]) -> DataTable {
+    let rows = gpus
+        .iter()
+        .map(|g| {
+            let link = g
+                .link
+                .map_or_else(|| "?".to_string(), |l| format!("Gen{} x{}", l.gen, l.width));
+            let numa = g.numa_node.map_or_else(|| "?".into(), |n| n.to_string());
+            let (h2d, d2h) = match &g.rates {
+                Ok(r) => (gbps(r.h2d_gbps), gbps(r.d2h_gbps)),
+                Err(e) => (format!("{} failed", e.call), "-".into()),
+            };
+            vec![g.index.to_string(), link, numa, h2d, d2h]
+        })
+        .collect();
+    DataTable {
+        title: "Pinned host-device copies".into(),
+        header: ["GPU", "link", "NUMA", "H2D GB/s", "D2H GB/s"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+        legend: Some(format!(
+            "best of {} event-timed copies per direction; link: PCIe generation x current width \
+             from NVML",
+            copy_probe::REPEATS
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(index: u32, h2d: f64, d2h: f64, link: Option<(u32, u32)>) -> GpuCopy {
+        GpuCopy {
+            index,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            link: link.map(|(gen, width)| PcieLink { gen, width }),
+            numa_node: Some(index / 4),
+            rates: Ok(CopyRates {
+                bytes: copy_probe::COPY_BYTES,
+                h2d_gbps: h2d,
+                d2h_gbps: d2h,
+            }),
+        }
+    }
+
+    fn judge(gpus: Vec<GpuCopy>) -> Outcome {
+        evaluate(&CopyBandwidthFacts { gpus: Ok(gpus) })
+    }
+
+    #[test]
+    fn link_rates_follow_the_pcie_generations() {
+        let x16 = |gen| PcieLink { gen, width: 16 }.gbps().unwrap_or(0.0);
+        assert!((x16(4) - 31.5).abs() < 0.1);
+        assert!((x16(5) - 63.0).abs() < 0.1);
+        assert!((x16(3) - 15.76).abs() < 0.01);
+        assert_eq!(PcieLink { gen: 9, width: 16 }.gbps(), None);
+    }
+
+    #[test]
+    fn healthy_gen5_gpus_pass_with_the_table() {
+        let o = judge((0..8).map(|i| gpu(i, 53.0, 52.0, Some((5, 16)))).collect());
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "pinned copies on 8 GPUs: at least 53.0 GB/s host-to-device, 52.0 GB/s device-to-host"
+        );
+        assert_eq!(o.tables[0].rows[0], ["0", "Gen5 x16", "0", "53.0", "52.0"]);
+        assert_eq!(o.metric("min_h2d_gbps"), Some(53.0));
+    }
+
+    #[test]
+    fn a_gpu_far_below_its_siblings_warns_naming_it_and_its_numa_node() {
+        let mut gpus: Vec<GpuCopy> = (0..8).map(|i| gpu(i, 25.0, 26.0, None)).collect();
+        gpus[5] = gpu(5, 13.0, 26.0, None);
+        let o = judge(gpus);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 5: copies 13.0 GB/s to the GPU and 26.0 GB/s back (NUMA node 1): 52% of the \
+             other GPUs' 25.0 GB/s to the GPU"
+        );
+        assert!(o
+            .hint
+            .unwrap_or_default()
+            .contains("nvidia-smi -q -d PCIE -i 5"));
+        assert_eq!(o.devices[5].status, Status::Warn);
+        assert_eq!(o.devices[0].status, Status::Pass);
+    }
+
+    #[test]
+    fn a_gpu_under_half_its_link_warns_even_alone() {
+        let o = judge(vec![gpu(0, 12.0, 24.0, Some((4, 16)))]);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 0: copies 12.0 GB/s to the GPU and 24.0 GB/s back (NUMA node 0): under half of \
+             what its PCIe Gen4 x16 link carries (31.5 GB/s)"
+        );
+        // 24 of 31.5 GB/s (76 %) is what a healthy Gen4 x16 GPU does.
+        assert_eq!(
+            judge(vec![gpu(0, 24.0, 24.0, Some((4, 16)))]).status,
+            Status::Pass
+        );
+    }
+
+    #[test]
+    fn a_failed_copy_fails_and_no_driver_skips() {
+        let mut g = gpu(1, 0.0, 0.0, None);
+        g.rates = Err(CopyError {
+            call: "cuMemHostAlloc".into(),
+            error: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+        });
+        let o = judge(vec![gpu(0, 25.0, 25.0, None), g]);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: cuMemHostAlloc failed: CUDA_ERROR_OUT_OF_MEMORY"
+        );
+        assert_eq!(o.tables[0].rows[1][3], "cuMemHostAlloc failed");
+        let o = evaluate(&CopyBandwidthFacts {
+            gpus: Err(CopyProbeError::NoLibcuda),
+        });
+        assert_eq!(o.status, Status::Skip);
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_lists() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+}

@@ -1,0 +1,508 @@
+//! `fabric.xid`: the NVIDIA Xid errors the kernel logged since boot, judged
+//! by NVIDIA's Xid catalog (`domain::xid`).
+
+use std::time::Duration;
+
+use crate::domain::text::{list_cut, plural};
+use crate::domain::xid::{xid_info, PciSlot, XidAction};
+use crate::facts::xid::{XidHistory, XidSeen};
+use crate::findings::{Finding, Findings};
+use crate::probe::kernel_log::{self, KernelLog, Unreadable, XidEvent};
+use crate::probe::nvml::GpuInfo;
+use crate::probe::sysfs;
+use crate::{Check, Context, DataTable, Outcome, Profile, Status};
+
+/// The longest `journalctl -k -b` may take: it reads the journal files of
+/// this boot, well under a second on a healthy host.
+const JOURNAL_WAIT: Duration = Duration::from_secs(5);
+
+/// Where NVIDIA documents every code.
+const XID_CATALOG_URL: &str = "https://docs.nvidia.com/deploy/xid-errors/";
+
+pub struct Xid;
+
+/// What `fabric.xid` judges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XidFacts {
+    pub log: Result<KernelLog, Unreadable>,
+    /// NVML's GPUs, to name the GPU behind a PCI address; `Err` says why
+    /// NVML could not (the events are then named by address).
+    pub gpus: Result<Vec<GpuInfo>, String>,
+}
+
+impl Check for Xid {
+    fn id(&self) -> &'static str {
+        "fabric.xid"
+    }
+    fn title(&self) -> &'static str {
+        "Xid errors since boot"
+    }
+    fn health(&self) -> bool {
+        true
+    }
+    fn profile(&self) -> Profile {
+        Profile::Quick
+    }
+    fn explain(&self) -> &'static str {
+        "Reads the NVIDIA driver's Xid error reports from the kernel log since the last boot and judges each by NVIDIA's Xid catalog.\n\n\
+         An Xid is the driver's record of a GPU fault. Some end only the job that caused them (13 graphics \
+         engine exception, 31 memory page fault, 43 and 45 channel stopped, 94 contained ECC error); others \
+         leave the GPU unusable until it is reset or the node rebooted (48 double-bit ECC, 64 failed row \
+         remap, 74 NVLink error, 79 GPU fallen off the bus, 95 uncontained ECC, 119 and 120 GSP errors). \
+         A DDP job that starts on such a GPU hangs in its first collective or dies with a CUDA error on \
+         one rank, and every other rank waits for it until the NCCL timeout. Informational ones (63 row \
+         remap recorded, 92 high single-bit ECC rate) are noted.\n\n\
+         The log is read from /dev/kmsg when this user may (root, CAP_SYSLOG, or kernel.dmesg_restrict=0), \
+         else from `journalctl -k -b`, else from /var/log/kern.log, /var/log/syslog or /var/log/messages; \
+         `--kernel-log PATH` reads a given file (syslog, `dmesg` or `journalctl -k` output), for example \
+         the host's log mounted into a container. A file that spans reboots is cut at the last kernel \
+         boot banner, and dated lines from before this boot are left out and counted. Each GPU is named \
+         by its NVML index and UUID through its PCI address.\n\n\
+         Fixes: for a reset-class Xid, reset the GPU while nothing runs on it (`nvidia-smi -r -i N`) or \
+         drain the node and reboot it; for Xid 79, drain and reboot, then check power and risers; an Xid \
+         that comes back after a reset means a hardware fault: contact the vendor (RMA). For a job-class \
+         Xid, debug the program that hit it (`compute-sanitizer`, CUDA_LAUNCH_BLOCKING=1). When no log \
+         can be read the check is skipped with the reason."
+    }
+    fn run(&self, ctx: &Context) -> Outcome {
+        let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.5)
+            .ok()
+            .filter(|w| !w.is_zero())
+            .map_or(JOURNAL_WAIT, |w| w.min(JOURNAL_WAIT));
+        let given = ctx.options.kernel_log.as_deref();
+        let log = kernel_log::read_kernel_log(given, boot_epoch(), wait);
+        // Ask NVML only when there is an address to name.
+        let any_event = log.as_ref().is_ok_and(|l| !l.events.is_empty());
+        let gpus = if any_event {
+            crate::facts::nvml::gpus_for_run(ctx).map_err(|e| e.to_string())
+        } else {
+            Ok(Vec::new())
+        };
+        evaluate(&XidFacts { log, gpus })
+    }
+}
+
+/// When this boot began, in seconds since the epoch: now minus
+/// `<proc>/uptime`.
+fn boot_epoch() -> Option<i64> {
+    let uptime = sysfs::attr(&sysfs::proc_root().join("uptime"))?;
+    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(now.as_secs() as i64 - secs as i64)
+}
+
+/// The events of one code on one GPU.
+struct Repeats<'a> {
+    slot: PciSlot,
+    code: u32,
+    count: usize,
+    last: &'a XidEvent,
+}
+
+/// Judge the Xid events of this boot.
+pub fn evaluate(f: &XidFacts) -> Outcome {
+    let log = match &f.log {
+        Ok(log) => log,
+        Err(u) => return unreadable(u),
+    };
+    let mut findings = Findings::new();
+    let mut notes = Vec::new();
+    let groups = repeats(&log.events);
+    for r in &groups {
+        let finding = judge(r, gpu_at(&f.gpus, r.slot));
+        if finding.status == Status::Pass {
+            notes.push(finding.text.clone());
+        }
+        findings.push(finding);
+    }
+    let source = format!("read from {}", log.source);
+    let pass = if notes.is_empty() {
+        format!("no Xid errors since boot ({source})")
+    } else {
+        format!(
+            "no Xid errors that need action since boot ({source}); noted: {}",
+            list_cut(&notes, 3)
+        )
+    };
+    let mut outcome = findings
+        .conclude(pass, Vec::new())
+        .with_metric("xid_events", log.events.len() as f64, "count")
+        .with_fact("kernel_log", log.source.to_string());
+    let history = XidHistory {
+        events: groups
+            .iter()
+            .map(|r| XidSeen {
+                pci: r.slot.to_string(),
+                gpu: gpu_at(&f.gpus, r.slot).map(|g| g.index),
+                code: r.code,
+                count: r.count,
+            })
+            .collect(),
+    };
+    outcome = outcome.publish(&history);
+    if !groups.is_empty() {
+        outcome = outcome.with_table(event_table(&groups, &f.gpus));
+    }
+    if outcome.status >= Status::Warn {
+        outcome.summary = format!("{} ({source})", outcome.summary);
+    }
+    if log.earlier_boots > 0 {
+        outcome.summary.push_str(&format!(
+            "; {} Xid event{} of earlier boots ignored",
+            log.earlier_boots,
+            plural(log.earlier_boots)
+        ));
+    }
+    outcome
+}
+
+/// One row per (GPU, code): the GPU, the code and its meaning, how often,
+/// the last time.
+fn event_table(groups: &[Repeats], gpus: &Result<Vec<GpuInfo>, String>) -> DataTable {
+    let rows = groups
+        .iter()
+        .map(|r| {
+            let gpu = gpu_at(gpus, r.slot).map_or("?".to_string(), |g| g.index.to_string());
+            let meaning = xid_info(r.code).map_or("not in gpucheck's catalog", |i| i.meaning);
+            vec![
+                gpu,
+                r.slot.to_string(),
+                r.code.to_string(),
+                meaning.to_string(),
+                r.count.to_string(),
+                r.last.when.clone(),
+            ]
+        })
+        .collect();
+    DataTable {
+        title: "Xid events since boot".into(),
+        header: ["GPU", "PCI", "Xid", "meaning", "count", "last"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+        legend: None,
+    }
+}
+
+/// No log: skip, saying how to give access; a file the user named that
+/// cannot be read is an error.
+fn unreadable(u: &Unreadable) -> Outcome {
+    if u.given {
+        return Outcome::error(format!("cannot read --kernel-log {}", u.tried.join("; ")))
+            .with_hint(
+            "give --kernel-log a readable kernel log (syslog, `dmesg` or `journalctl -k` output)",
+        );
+    }
+    Outcome::skip(format!(
+        "no readable kernel log, so Xid errors cannot be checked ({})",
+        u.tried.join("; ")
+    ))
+    .with_hint(
+        "run as root or with CAP_SYSLOG, or allow reading the kernel log (`sudo sysctl \
+         kernel.dmesg_restrict=0`), or add this user to the adm / systemd-journal group; in a \
+         container, mount the host's log and pass it: `--kernel-log /var/log/kern.log`",
+    )
+}
+
+/// Events grouped per (GPU, code) in order of first appearance.
+fn repeats(events: &[XidEvent]) -> Vec<Repeats<'_>> {
+    let mut groups: Vec<Repeats> = Vec::new();
+    for e in events {
+        match groups
+            .iter_mut()
+            .find(|g| g.slot == e.slot && g.code == e.code)
+        {
+            Some(g) => {
+                g.count += 1;
+                g.last = e;
+            }
+            None => groups.push(Repeats {
+                slot: e.slot,
+                code: e.code,
+                count: 1,
+                last: e,
+            }),
+        }
+    }
+    groups
+}
+
+fn gpu_at(gpus: &Result<Vec<GpuInfo>, String>, slot: PciSlot) -> Option<&GpuInfo> {
+    gpus.as_ref()
+        .ok()?
+        .iter()
+        .find(|g| PciSlot::parse(&g.pci_bus_id) == Some(slot))
+}
+
+/// One (GPU, code) group as a finding: its verdict from the catalog, what
+/// happened and when, and what to do.
+fn judge(r: &Repeats, gpu: Option<&GpuInfo>) -> Finding {
+    let info = xid_info(r.code);
+    let times = match r.count {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    };
+    let what = info.map_or_else(
+        || format!("Xid {} (not in gpucheck's catalog)", r.code),
+        |i| format!("Xid {} ({})", r.code, i.meaning),
+    );
+    let whom = match gpu {
+        Some(g) => format!("{} ({})", g.pci_bus_id, g.uuid),
+        None => format!("GPU at PCI {} (not listed by NVML)", r.slot),
+    };
+    let text = format!("{what} {times}, last at {}, on {whom}", r.last.when);
+    let (status, hint) = match info.map(|i| i.action) {
+        None => (
+            Status::Warn,
+            format!(
+                "look Xid {} up in NVIDIA's Xid catalog ({XID_CATALOG_URL}) for the action it needs",
+                r.code
+            ),
+        ),
+        Some(XidAction::Note) => (Status::Pass, String::new()),
+        Some(XidAction::RestartApp) => (Status::Warn, restart_hint(gpu, r.slot)),
+        Some(XidAction::ResetGpu) => (Status::Fail, reset_hint(gpu, r.slot)),
+        Some(XidAction::RebootNode) => (Status::Fail, reboot_hint(gpu, r.slot)),
+    };
+    let finding = Finding::new(gpu.map(|g| g.index), status, text);
+    if hint.is_empty() {
+        finding
+    } else {
+        finding.hint(hint)
+    }
+}
+
+fn named(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
+    match gpu {
+        Some(_) => "{gpus}".to_string(),
+        None => format!("the GPU at PCI {slot}"),
+    }
+}
+
+fn reset_hint(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
+    let reset = match gpu {
+        Some(_) => "`nvidia-smi -r -i {ids}`".to_string(),
+        None => format!("`nvidia-smi -r -i {slot}.0`"),
+    };
+    format!(
+        "reset {} while no job uses it ({reset}) or drain the node and reboot it; if the Xid \
+         comes back after the reset, contact the vendor (RMA)",
+        named(gpu, slot)
+    )
+}
+
+fn reboot_hint(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
+    format!(
+        "drain the node and reboot it: {} fell off the bus and only a reboot brings it back; if \
+         it happens again, check its power cables and riser, then contact the vendor (RMA)",
+        named(gpu, slot)
+    )
+}
+
+fn restart_hint(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
+    format!(
+        "the driver ended the job on {}; these Xids usually come from the program (an \
+         out-of-range access, a faulty kernel): rerun it under `compute-sanitizer` or with \
+         CUDA_LAUNCH_BLOCKING=1; if a known-good program hits them too, reset the GPU",
+        named(gpu, slot)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::kernel_log::LogSource;
+
+    fn gpu(index: u32, bus: &str) -> GpuInfo {
+        GpuInfo {
+            index,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: format!("GPU-{index}"),
+            pci_bus_id: format!("00000000:{bus}:00.0"),
+            memory_total_mib: 81559,
+            compute_capability: Some((9, 0)),
+            mig_enabled: Some(false),
+            mig_uuids: vec![],
+        }
+    }
+
+    fn event(bus: &str, code: u32, when: &str) -> XidEvent {
+        XidEvent {
+            slot: PciSlot::parse(&format!("0000:{bus}:00")).expect("slot"),
+            code,
+            logged_as_xid: true,
+            when: when.into(),
+            detail: String::new(),
+        }
+    }
+
+    fn facts(events: Vec<XidEvent>, earlier_boots: usize) -> XidFacts {
+        XidFacts {
+            log: Ok(KernelLog {
+                source: LogSource::Kmsg,
+                events,
+                earlier_boots,
+            }),
+            gpus: Ok(vec![gpu(0, "18"), gpu(2, "3A")]),
+        }
+    }
+
+    #[test]
+    fn no_xid_passes_naming_the_source() {
+        let o = evaluate(&facts(vec![], 0));
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(o.summary, "no Xid errors since boot (read from /dev/kmsg)");
+        assert_eq!(o.hint, None);
+    }
+
+    #[test]
+    fn fallen_off_the_bus_fails_with_drain_and_counts_repeats() {
+        let o = evaluate(&facts(
+            vec![
+                event("3a", 79, "9.0 s after boot"),
+                event("3a", 79, "12.5 s after boot"),
+            ],
+            0,
+        ));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 2: Xid 79 (GPU has fallen off the bus) 2 times, last at 12.5 s after boot, on \
+             00000000:3A:00.0 (GPU-2) (read from /dev/kmsg)"
+        );
+        let hint = o.hint.unwrap_or_default();
+        assert!(
+            hint.starts_with("drain the node and reboot it: GPU 2 fell off"),
+            "{hint}"
+        );
+        assert_eq!(
+            o.tables[0].rows,
+            [[
+                "2",
+                "0000:3a:00",
+                "79",
+                "GPU has fallen off the bus",
+                "2",
+                "12.5 s after boot"
+            ]]
+        );
+    }
+
+    #[test]
+    fn reset_class_xid_fails_with_the_reset_command() {
+        let o = evaluate(&facts(vec![event("18", 48, "Dec 1 10:00:00")], 0));
+        assert_eq!(o.status, Status::Fail);
+        let hint = o.hint.unwrap_or_default();
+        assert!(
+            hint.starts_with("reset GPU 0 while no job uses it (`nvidia-smi -r -i 0`)"),
+            "{hint}"
+        );
+        assert!(hint.contains("RMA"), "{hint}");
+    }
+
+    #[test]
+    fn job_class_xid_warns() {
+        let o = evaluate(&facts(vec![event("18", 13, "Dec 1 10:00:00")], 0));
+        assert_eq!(o.status, Status::Warn);
+        assert!(
+            o.summary
+                .contains("Xid 13 (graphics engine exception) once"),
+            "{}",
+            o.summary
+        );
+        assert!(o.hint.unwrap_or_default().contains("compute-sanitizer"));
+    }
+
+    #[test]
+    fn informational_xid_passes_with_a_note() {
+        let o = evaluate(&facts(vec![event("18", 63, "Dec 1 10:00:00")], 0));
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary.starts_with(
+                "no Xid errors that need action since boot (read from /dev/kmsg); noted: Xid 63"
+            ),
+            "{}",
+            o.summary
+        );
+        assert_eq!(o.hint, None);
+    }
+
+    #[test]
+    fn unknown_code_warns_naming_it() {
+        let o = evaluate(&facts(vec![event("18", 999, "Dec 1 10:00:00")], 0));
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.contains("Xid 999 (not in gpucheck's catalog)"));
+        assert!(o
+            .hint
+            .unwrap_or_default()
+            .starts_with("look Xid 999 up in NVIDIA's Xid catalog"));
+    }
+
+    #[test]
+    fn an_address_nvml_does_not_list_is_named_by_address() {
+        let o = evaluate(&facts(vec![event("db", 119, "t")], 0));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .contains("GPU at PCI 0000:db:00 (not listed by NVML)"),
+            "{}",
+            o.summary
+        );
+        assert!(o
+            .hint
+            .unwrap_or_default()
+            .starts_with("reset the GPU at PCI 0000:db:00 while no job uses it (`nvidia-smi -r -i 0000:db:00.0`)"));
+    }
+
+    #[test]
+    fn earlier_boots_are_counted_in_the_summary() {
+        let o = evaluate(&facts(vec![], 3));
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .ends_with("; 3 Xid events of earlier boots ignored"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn no_readable_log_skips_with_how_to_give_access() {
+        let o = evaluate(&XidFacts {
+            log: Err(Unreadable {
+                tried: vec!["/dev/kmsg: Operation not permitted (os error 1)".into()],
+                given: false,
+            }),
+            gpus: Ok(vec![]),
+        });
+        assert_eq!(o.status, Status::Skip);
+        assert!(
+            o.summary.starts_with("no readable kernel log"),
+            "{}",
+            o.summary
+        );
+        let hint = o.hint.unwrap_or_default();
+        assert!(
+            hint.contains("CAP_SYSLOG") && hint.contains("--kernel-log"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_given_file_is_an_error() {
+        let o = evaluate(&XidFacts {
+            log: Err(Unreadable {
+                tried: vec!["/x/kern.log: No such file or directory (os error 2)".into()],
+                given: true,
+            }),
+            gpus: Ok(vec![]),
+        });
+        assert_eq!(o.status, Status::Error);
+        assert_eq!(
+            o.summary,
+            "cannot read --kernel-log /x/kern.log: No such file or directory (os error 2)"
+        );
+    }
+}
