@@ -136,7 +136,8 @@ results = doc.get("results", [])
 host = doc.get("host", {})
 print("host: {} ({}, kernel {})".format(host.get("hostname", "?"), host.get("os", "?"),
                                         host.get("kernel", "?")))
-measured = {"nccl.allreduce": "NCCL all-reduce", "ddp.benchmark": "DDP benchmark"}
+measured = {"nccl.allreduce": "NCCL all-reduce", "nccl.nic_path": "NCCL all-reduce through the NICs",
+            "cuda.copy_bandwidth": "Host-device copies", "ddp.benchmark": "DDP benchmark"}
 for r in results:
     if r.get("id") in measured:
         facts = r.get("facts", {})
