@@ -5,8 +5,9 @@
 #   - each binary is dynamically linked to glibc and needs no symbol version
 #     newer than the baseline, read from the ELF's version needs (readelf -V);
 #   - the x86_64 binary runs here, the aarch64 one under qemu user emulation
-#     (Debian's qemu-user and libc6-arm64-cross): list, the quick profile's
-#     JSON (validated against schema/report.schema.json) and explain;
+#     (Debian's qemu-user and libc6-arm64-cross): --version, list, explain and
+#     the quick profile's JSON (validated against schema/report.schema.json;
+#     under qemu only with GPUCHECK_QEMU_RUN=1, see binary_runs);
 #   - each .deb has its control fields and files, unpacks (dpkg-deb -x into a
 #     temporary root) and its gpucheck --version answers.
 # Then runs scripts/test-contrib.sh against the x86_64 release binary.
@@ -119,8 +120,9 @@ binary_runs() {
     grep -q '^ *gpu\.ecc  *gpu  *quick ' <<<"$out" || fail "list has no gpu.ecc"
     out=$(run_for "$target" "$bin" explain gpu.ecc) || fail "explain failed"
     grep -qi 'ECC' <<<"$out" || fail "explain gpu.ecc: $out"
-    # Running the checks under qemu-user (Debian 12's 7.2) never ends and
-    # ignores SIGTERM, so foreign binaries run them only on request
+    # A run of the checks under qemu-user (Debian 12's 7.2 and backports'
+    # 10.0) never ends and ignores SIGTERM (it stops right after the runner
+    # unblocks its signals), so foreign binaries run them only on request
     # (GPUCHECK_QEMU_RUN=1); native binaries always do.
     [[ $target == "$(uname -m)"-* || ${GPUCHECK_QEMU_RUN:-0} == 1 ]] || return 0
     rc=0
