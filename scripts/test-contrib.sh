@@ -97,7 +97,7 @@ on_node() {
         FAKE_NVML_SCENARIO="$ROOT/tests/fixtures/nvml/$scenario.scenario" "${vars[@]}" "$@"
 }
 
-HEALTHY_HERE="GPUCHECK_ARGS=--profile quick --quiet --skip host.devices"
+HEALTHY_HERE="GPUCHECK_ARGS=--profile health --quiet --skip host.devices"
 
 slurm_node() { # reason: the node's reason before the test ("none": none)
     rm -f "$WORK/slurm/scontrol.log"
@@ -243,7 +243,7 @@ k8s_daemonset_writes_valid_report() {
 import json, sys, jsonschema
 report, schema = (json.load(open(p)) for p in sys.argv[1:3])
 jsonschema.validate(report, schema)
-assert report["profile"] == "quick", report["profile"]
+assert report["profile"] == "health", report["profile"]
 assert report["exit_code"] == 1, report["exit_code"]
 EOF
 }

@@ -14,13 +14,13 @@
 #
 # Environment (all optional):
 #   GPUCHECK          the binary (default: gpucheck on PATH)
-#   GPUCHECK_ARGS     its arguments (default: --profile quick --quiet; split on spaces)
+#   GPUCHECK_ARGS     its arguments (default: --profile health --quiet; split on spaces)
 #   GPUCHECK_TIMEOUT  seconds before the run counts as hung (default: 50)
 #   GPUCHECK_NODE     the SLURM node name (default: hostname -s)
 set -u
 
 GPUCHECK=${GPUCHECK:-gpucheck}
-GPUCHECK_ARGS=${GPUCHECK_ARGS:---profile quick --quiet}
+GPUCHECK_ARGS=${GPUCHECK_ARGS:---profile health --quiet}
 GPUCHECK_TIMEOUT=${GPUCHECK_TIMEOUT:-50}
 NODE=${GPUCHECK_NODE:-$(hostname -s)}
 PREFIX="gpucheck:"
