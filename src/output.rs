@@ -102,6 +102,7 @@ fn title(format: Format) -> &'static str {
         Format::Table => "table",
         Format::Json => "JSON",
         Format::Junit => "JUnit",
+        Format::Prom => "Prometheus",
     }
 }
 

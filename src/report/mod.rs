@@ -6,6 +6,7 @@ pub use crate::model::{CheckResult, Run, FORMAT_VERSION};
 
 pub mod json;
 pub mod junit;
+pub mod prom;
 pub mod table;
 pub mod text;
 
@@ -21,6 +22,7 @@ pub enum Format {
     Table,
     Json,
     Junit,
+    Prom,
 }
 
 /// How the table reads; JSON and JUnit have no options.
@@ -38,6 +40,7 @@ impl Format {
             Format::Table => "table",
             Format::Json => "json",
             Format::Junit => "junit",
+            Format::Prom => "prom",
         }
     }
 
@@ -52,6 +55,7 @@ impl Format {
             .render(run),
             Format::Json => json::Json.render(run),
             Format::Junit => junit::Junit.render(run),
+            Format::Prom => prom::Prom.render(run),
         }
     }
 }
