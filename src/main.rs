@@ -233,6 +233,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             (Format::Json, args.json.as_deref()),
             (Format::Junit, args.junit.as_deref()),
             (Format::Prom, args.prom.as_deref()),
+            (Format::Markdown, args.markdown.as_deref()),
         ],
     )
     .map_err(UsageError)?;

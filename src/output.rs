@@ -103,6 +103,7 @@ fn title(format: Format) -> &'static str {
         Format::Json => "JSON",
         Format::Junit => "JUnit",
         Format::Prom => "Prometheus",
+        Format::Markdown => "Markdown",
     }
 }
 

@@ -196,3 +196,75 @@ fn prometheus_file_of_a_failing_ecc_names_the_check_and_the_gpu() {
             && l["status"] == "fail"
             && *v == 1.0));
 }
+
+/// Python that parses Markdown with markdown-it-py (CommonMark with GFM
+/// tables) and prints each table as JSON: [[cell text, ...], ...] per table.
+const MD_TABLES: &str = r##"
+import json, sys
+from markdown_it import MarkdownIt
+tokens = MarkdownIt("commonmark").enable("table").parse(sys.stdin.read())
+tables, row, cell = [], None, None
+for t in tokens:
+    if t.type == "table_open": tables.append([])
+    if t.type == "tr_open": row = []; tables[-1].append(row)
+    if t.type == "inline" and row is not None: row.append("".join(c.content for c in t.children if c.type in ("text", "code_inline")))
+    if t.type == "table_close": row = None
+print(json.dumps(tables))
+"##;
+
+fn markdown_tables(text: &str) -> Vec<Vec<Vec<String>>> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(venv_python())
+        .args(["-c", MD_TABLES])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("python");
+    assert!(out.status.success(), "markdown-it failed on:\n{text}");
+    serde_json::from_str(&stdout(&out)).expect("JSON from python")
+}
+
+#[test]
+fn markdown_summary_of_a_failing_ecc_puts_it_first_with_its_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("summary.md");
+    let out = run_gpu(
+        "ecc_remap",
+        &[],
+        &["--markdown", path.to_str().expect("utf-8")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&path).expect("the Markdown file is written");
+    assert!(text.starts_with("### ❌ gpucheck: NOT READY"), "{text}");
+    let tables = markdown_tables(&text);
+    let attention = &tables[0];
+    assert_eq!(attention[0], ["Check", "Status", "Summary", "Fix"]);
+    assert!(tables
+        .iter()
+        .all(|t| t.iter().all(|r| r.len() == t[0].len())));
+    let ecc = attention
+        .iter()
+        .find(|r| r[0] == "gpu.ecc")
+        .unwrap_or_else(|| panic!("gpu.ecc in {attention:?}"));
+    assert_eq!(ecc[1], "✘ FAIL");
+    assert!(!ecc[3].is_empty(), "a fix for gpu.ecc: {ecc:?}");
+    assert!(text.contains("<details><summary>Passed and skipped checks"));
+    let folded = tables.last().expect("the folded table");
+    assert!(
+        folded
+            .iter()
+            .any(|r| r[0] == "gpu.count" && r[1] == "✔ pass"),
+        "{folded:?}"
+    );
+    assert!(
+        tables.iter().any(|t| t[0].iter().any(|c| c == "GPU0")),
+        "the topology matrix"
+    );
+}

@@ -6,6 +6,7 @@ pub use crate::model::{CheckResult, Run, FORMAT_VERSION};
 
 pub mod json;
 pub mod junit;
+pub mod markdown;
 pub mod prom;
 pub mod table;
 pub mod text;
@@ -23,6 +24,7 @@ pub enum Format {
     Json,
     Junit,
     Prom,
+    Markdown,
 }
 
 /// How the table reads; JSON and JUnit have no options.
@@ -41,6 +43,7 @@ impl Format {
             Format::Json => "json",
             Format::Junit => "junit",
             Format::Prom => "prom",
+            Format::Markdown => "markdown",
         }
     }
 
@@ -56,6 +59,7 @@ impl Format {
             Format::Json => json::Json.render(run),
             Format::Junit => junit::Junit.render(run),
             Format::Prom => prom::Prom.render(run),
+            Format::Markdown => markdown::Markdown.render(run),
         }
     }
 }
