@@ -311,6 +311,21 @@ fn style(args: &RunArgs, color: bool) -> Style {
     }
 }
 
+/// Under GitHub Actions (`GITHUB_ACTIONS=true`), the checks that need
+/// attention as workflow commands: on stdout beside the table, else on
+/// stderr (report/annotations.rs says why).
+fn annotate(run: &Run, on_stdout: bool) {
+    if std::env::var_os("GITHUB_ACTIONS").is_none_or(|v| v != "true") {
+        return;
+    }
+    let text = report::annotations::render(run);
+    let _ = if on_stdout {
+        emit(&text)
+    } else {
+        emit_to(std::io::stderr().lock(), "stderr", &text)
+    };
+}
+
 /// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
 fn emit(text: &str) -> anyhow::Result<()> {
     emit_to(std::io::stdout().lock(), "stdout", text)
@@ -332,8 +347,10 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let text = plan.outputs.stream_text(&run, style(args, color));
     // The checks have run: show their report even when a report file
     // cannot be written, then fail with that error (exit 2).
+    let table_on_stdout = plan.outputs.stream_format() == Format::Table;
     let files = plan.outputs.write_files(&run).map_err(UsageError);
     emit(&text)?;
+    annotate(&run, table_on_stdout);
     files?;
     Ok(run.exit_code as u8)
 }
@@ -359,6 +376,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
     let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
+    annotate(&run, false);
     files?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.

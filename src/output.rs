@@ -208,6 +208,11 @@ impl Outputs {
         self.stream.render(run, style)
     }
 
+    /// The format on the main stream.
+    pub fn stream_format(&self) -> Format {
+        self.stream
+    }
+
     /// Write the file reports; the error names the file that failed.
     pub fn write_files(self, run: &Run) -> Result<(), String> {
         let mut first_error = Ok(());

@@ -268,3 +268,38 @@ fn markdown_summary_of_a_failing_ecc_puts_it_first_with_its_fix() {
         "the topology matrix"
     );
 }
+
+#[test]
+fn under_github_actions_failures_become_annotations_beside_the_table() {
+    let gha = [("GITHUB_ACTIONS", "true")];
+    let out = run_gpu("ecc_remap", &gha, &[]);
+    let text = stdout(&out);
+    let ecc = text
+        .lines()
+        .find(|l| l.starts_with("::error title=gpu.ecc::"))
+        .unwrap_or_else(|| panic!("no annotation for gpu.ecc:\n{text}"));
+    assert!(ecc.contains(" — fix: "), "{ecc}");
+    assert!(
+        text.find("NOT READY") < text.find("::error"),
+        "annotations after the table"
+    );
+    // Outside GitHub Actions: none.
+    let plain = run_gpu("ecc_remap", &[], &[]);
+    assert!(!stdout(&plain).contains("::error"), "{}", stdout(&plain));
+    assert!(!stderr(&plain).contains("::error"));
+}
+
+#[test]
+fn under_github_actions_a_machine_report_on_stdout_stays_whole() {
+    let gha = [("GITHUB_ACTIONS", "true")];
+    let out = run_gpu("ecc_remap", &gha, &["--format", "json"]);
+    let doc = common::assert_valid_json_report(&stdout(&out));
+    assert_eq!(doc["exit_code"], 1);
+    assert!(
+        stderr(&out)
+            .lines()
+            .any(|l| l.starts_with("::error title=gpu.ecc::")),
+        "annotations on stderr: {}",
+        stderr(&out)
+    );
+}

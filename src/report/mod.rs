@@ -4,6 +4,7 @@
 
 pub use crate::model::{CheckResult, Run, FORMAT_VERSION};
 
+pub mod annotations;
 pub mod json;
 pub mod junit;
 pub mod markdown;
