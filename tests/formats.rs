@@ -303,3 +303,57 @@ fn under_github_actions_a_machine_report_on_stdout_stays_whole() {
         stderr(&out)
     );
 }
+
+/// `promtool check metrics`, Prometheus's own linter, on a real run. Debian's
+/// `prometheus` package (a whole server) carries it; without it on PATH the
+/// naming rules are still checked by `parse_prom` above.
+#[test]
+#[ignore = "needs promtool on PATH (Debian's prometheus package); run with --ignored"]
+fn promtool_accepts_the_metrics() {
+    use std::io::Write;
+    for scenario in ["h100x8", "ecc_remap"] {
+        let out = run_gpu(scenario, &[], &["--format", "prom"]);
+        let mut child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool on PATH");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&out.stdout)
+            .expect("write");
+        let lint = child.wait_with_output().expect("promtool");
+        assert!(
+            lint.status.success() && lint.stdout.is_empty() && lint.stderr.is_empty(),
+            "promtool on {scenario}: {}{}",
+            stdout(&lint),
+            stderr(&lint)
+        );
+    }
+}
+
+#[test]
+fn two_reports_on_stdout_or_in_one_file_are_refused_before_any_check() {
+    let out = gpucheck()
+        .args(["--profile", "quick", "--prom", "-", "--markdown", "-"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim(),
+        "gpucheck: --prom - and --markdown - both ask for stdout; write one of them to a file"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let same = dir.path().join("r");
+    let same = same.to_str().expect("utf-8");
+    let out = gpucheck()
+        .args(["--profile", "quick", "--prom", same, "--json", same])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("both name"), "{}", stderr(&out));
+}
