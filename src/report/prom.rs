@@ -174,7 +174,13 @@ impl Reporter for Prom {
                 status.add(labels, f64::from(u8::from(r.outcome.status == s)));
             }
             duration.add(ids(), r.outcome.duration_ms / 1000.0);
-            for d in &r.outcome.devices {
+            // GPUs by NVML index only: rows a check labels itself ("rank 1",
+            // "cuda:0") count ranks or CUDA ordinals, and a second row for
+            // the same GPU would repeat a series, which makes the textfile
+            // collector drop the whole file.
+            let mut seen = std::collections::BTreeSet::new();
+            let gpus = r.outcome.devices.iter().filter(|d| d.label.is_none());
+            for d in gpus.filter(|d| seen.insert(d.index)) {
                 for s in STATUSES {
                     let labels = vec![
                         ("check", r.id.clone()),
@@ -293,6 +299,23 @@ mod tests {
         assert!(text.contains("gpucheck_nccl_allreduce_busbw_bytes_per_second 460000000000\n"));
         assert!(text.contains("gpucheck_ddp_scaling_efficiency_ratio 0.93\n"));
         assert!(text.contains("gpucheck_ready 1\n"));
+    }
+
+    #[test]
+    fn per_gpu_series_are_gpus_by_index_and_never_repeat() {
+        let mut run = fixtures::every_status();
+        let ecc = &mut run.results[1].outcome.devices;
+        let mut rank = ecc[0].clone();
+        rank.label = Some("rank 0".into());
+        let again = ecc[1].clone();
+        ecc.push(rank);
+        ecc.push(again);
+        let text = Prom.render(&run);
+        let gpu1_fail =
+            "gpucheck_gpu_check_status{check=\"gpu.ecc\",gpu=\"1\",uuid=\"\",status=\"fail\"} 1\n";
+        assert_eq!(text.matches(gpu1_fail).count(), 1, "{text}");
+        let per_gpu = text.matches("gpucheck_gpu_check_status{").count();
+        assert_eq!(per_gpu, 2 * STATUSES.len(), "{text}");
     }
 
     #[test]
