@@ -13,7 +13,8 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
   1  at least one check failed or errored (or warned, under --strict), or the run was interrupted
-  2  usage or configuration error (bad flag, unknown check id, unwritable report path)";
+  2  usage or configuration error (bad flag, unknown check id, unwritable report path);
+     1 under --profile health (Docker reserves 2)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,7 +24,7 @@ Exit codes:
     long_about = "gpucheck runs an ordered set of checks, from the GPU driver through CUDA, PyTorch and NCCL \
 to a DDP step, and reports each as pass / warn / fail / skip / error with a concrete hint. \
 Run it before torchrun, as a container ENTRYPOINT (gpucheck exec -- torchrun ...) or HEALTHCHECK \
-(gpucheck --profile quick --quiet), or in CI (gpucheck --junit report.xml --json report.json).",
+(gpucheck --profile health --quiet), or in CI (gpucheck --junit report.xml --json report.json).",
     after_help = EXIT_CODES_HELP,
     args_conflicts_with_subcommands = true
 )]
@@ -43,7 +44,7 @@ pub enum Command {
     List(ListArgs),
     /// Explain a check: what it checks, why it matters for DDP, how to fix it.
     Explain {
-        /// Check id, e.g. host.shm
+        /// Check id (host.shm) or group (nccl: every check of it).
         id: String,
     },
     /// Run the checks, then replace gpucheck with CMD if they pass (for ENTRYPOINT).
@@ -52,6 +53,10 @@ pub enum Command {
 signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
 --on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM, SIGHUP or another stop signal), it exits 1 without running CMD. \
 If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
+    )]
+    #[command(
+        mut_arg("json", |a| a.help("Also write the JSON report to FILE (- for stderr: stdout belongs to CMD).")),
+        mut_arg("junit", |a| a.help("Also write the JUnit XML report to FILE (- for stderr: stdout belongs to CMD)."))
     )]
     Exec(ExecArgs),
     /// Print shell completions for SHELL to stdout.
@@ -87,6 +92,7 @@ pub enum ProfileArg {
     Quick,
     Standard,
     Full,
+    Health,
 }
 
 impl From<ProfileArg> for Profile {
@@ -95,6 +101,7 @@ impl From<ProfileArg> for Profile {
             ProfileArg::Quick => Profile::Quick,
             ProfileArg::Standard => Profile::Standard,
             ProfileArg::Full => Profile::Full,
+            ProfileArg::Health => Profile::Health,
         }
     }
 }
@@ -119,12 +126,13 @@ impl From<DdpModelArg> for DdpModel {
 /// Options shared by `run` and `exec`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Which checks to run: quick (NVML and host only, for HEALTHCHECK), standard, or full
-    /// (adds the NCCL size sweep and the DDP benchmark).
+    /// Which checks to run: quick, standard, full (each adds to the one before) or health (for
+    /// HEALTHCHECK); --help lists what each holds.
     #[arg(
         long,
         value_enum,
         default_value = "standard",
+        long_help = profiles_help(),
         help_heading = "Selection"
     )]
     pub profile: ProfileArg,
@@ -146,7 +154,13 @@ pub struct RunArgs {
     )]
     pub skip: Vec<String>,
     /// Per-check timeout in seconds, overriding every check's default.
-    #[arg(long, value_name = "SECS", value_parser = parse_timeout, help_heading = "Selection")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        value_parser = parse_timeout,
+        allow_negative_numbers = true,
+        help_heading = "Selection"
+    )]
     pub timeout: Option<f64>,
 
     /// Format for stdout.
@@ -205,7 +219,13 @@ pub struct RunArgs {
     )]
     pub python: Option<PathBuf>,
     /// Fail nccl.allreduce below this bus bandwidth (GB/s) instead of the topology's expectation.
-    #[arg(long, value_name = "GBPS", value_parser = parse_positive, help_heading = "Machine")]
+    #[arg(
+        long,
+        value_name = "GBPS",
+        value_parser = parse_positive,
+        allow_negative_numbers = true,
+        help_heading = "Machine"
+    )]
     pub min_busbw: Option<f64>,
     /// Read Xid errors from this kernel log (syslog, dmesg or journalctl -k output) instead of /dev/kmsg.
     #[arg(long, value_name = "PATH", help_heading = "Machine")]
@@ -229,7 +249,13 @@ pub struct RunArgs {
     #[arg(long, value_enum, help_heading = "DDP benchmark")]
     pub ddp_device: Option<DdpDevice>,
     /// Fail the DDP benchmark when scaling efficiency is below X (0-1; default 0.5, warn below 0.8).
-    #[arg(long, value_name = "X", value_parser = parse_fraction, help_heading = "DDP benchmark")]
+    #[arg(
+        long,
+        value_name = "X",
+        value_parser = parse_fraction,
+        allow_negative_numbers = true,
+        help_heading = "DDP benchmark"
+    )]
     pub min_scaling: Option<f64>,
 }
 
@@ -254,6 +280,7 @@ pub enum ListFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
+    /// Print the list as a table or as JSON.
     #[arg(long, value_enum, default_value = "table")]
     pub format: ListFormat,
 }
@@ -299,6 +326,119 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// Each profile, what it is for, and the checks it holds, drawn from the
+/// catalog: a whole group is named once (`gpu.*`), and each level names
+/// only what it adds to the one before. `--help` and the README show these.
+pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
+    let mut rows = Vec::new();
+    let mut before: Vec<&str> = Vec::new();
+    for (profile, about) in [
+        (
+            Profile::Quick,
+            "NVML, device nodes, host, fabric and launch settings; no CUDA, no Python",
+        ),
+        (
+            Profile::Standard,
+            "the default; adds CUDA, PyTorch and NCCL",
+        ),
+        (
+            Profile::Full,
+            "adds the NCCL size sweep in nccl.allreduce and the DDP benchmark",
+        ),
+        (
+            Profile::Health,
+            "for HEALTHCHECK: is the hardware still healthy while a job runs on it? \
+             No launch preconditions (ports, launch variables), which a running job changes",
+        ),
+    ] {
+        let ids: Vec<&str> = profile.checks().iter().map(|c| c.id()).collect();
+        let shown: Vec<&str> = if profile == Profile::Health {
+            ids.clone()
+        } else {
+            ids.iter()
+                .copied()
+                .filter(|id| !before.contains(id))
+                .collect()
+        };
+        rows.push((profile, about, compact_ids(&shown)));
+        if profile != Profile::Health {
+            before = ids;
+        }
+    }
+    rows
+}
+
+/// `--profile`'s long help: [`profile_rows`].
+pub fn profiles_help() -> String {
+    let mut text = String::from("Which checks to run.\n");
+    for (profile, about, ids) in profile_rows() {
+        text.push_str(&format!("\n{} ({about}): {ids}", profile.as_str()));
+    }
+    text
+}
+
+/// `gpu.driver, gpu.count, ...` with every group that is whole written
+/// `gpu.*`.
+pub fn compact_ids(ids: &[&str]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut done: Vec<&str> = Vec::new();
+    for id in ids {
+        let group = id.split('.').next().unwrap_or(id);
+        if done.contains(&group) {
+            continue;
+        }
+        let members: Vec<&str> = gpucheck_checks::CATALOG
+            .iter()
+            .map(|c| c.id())
+            .filter(|c| c.split('.').next() == Some(group))
+            .collect();
+        if members.len() > 1 && members.iter().all(|m| ids.contains(m)) {
+            out.push(format!("{group}.*"));
+            done.push(group);
+        } else {
+            out.push(id.to_string());
+        }
+    }
+    out.join(", ")
+}
+
+/// The command line as shell completion sees it: without the hidden
+/// internal subcommand, and with every check id and group offered for
+/// `--only`, `--skip` and `explain` (only offered: the parser itself also
+/// takes globs, so it is not restricted to these).
+pub fn completion_command() -> clap::Command {
+    let mut names: Vec<&'static str> = Vec::new();
+    for c in gpucheck_checks::CATALOG {
+        for name in [c.group(), c.id()] {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let offer = |cmd: clap::Command| {
+        cmd.mut_args(|a| match a.get_id().as_str() {
+            "only" | "skip" | "id" => a.value_parser(clap::builder::PossibleValuesParser::new(
+                names.iter().copied(),
+            )),
+            _ => a,
+        })
+    };
+    let full = command();
+    let subcommands: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .cloned()
+        .map(offer)
+        .collect();
+    let mut top = clap::Command::new("gpucheck")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args_conflicts_with_subcommands(true)
+        .args(full.get_arguments().cloned())
+        .subcommands(subcommands);
+    top = offer(top);
+    top
+}
+
 /// The clap command, for the man page and completions.
 pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
@@ -311,6 +451,40 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         command().debug_assert();
+    }
+
+    fn completion_script(shell: clap_complete::Shell) -> String {
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut completion_command(), "gpucheck", &mut script);
+        String::from_utf8_lossy(&script).into_owned()
+    }
+
+    #[test]
+    fn completions_offer_check_ids_and_hide_the_internal_subcommand() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = completion_script(shell);
+            assert!(!script.contains("__child"), "{shell}");
+            assert!(script.contains("nccl.allreduce"), "{shell}");
+        }
+        // bash: `explain <TAB>` and `--only <TAB>` list the ids and groups.
+        let bash = completion_script(clap_complete::Shell::Bash);
+        let explain = &bash[bash
+            .find("gpucheck__subcmd__explain)")
+            .expect("explain case")..];
+        let explain = &explain[..explain.find(";;").unwrap_or(explain.len())];
+        assert!(
+            explain.contains("host.shm") && explain.contains(" nccl "),
+            "{explain}"
+        );
+        let only = &bash[bash.find("--only)").expect("--only case")..];
+        let only = &only[..only.find(";;").unwrap_or(only.len())];
+        assert!(only.contains("gpu.ecc"), "{only}");
+        // The parser itself still takes globs.
+        assert!(Cli::try_parse_from(["gpucheck", "--only", "*.driver"]).is_ok());
     }
 
     #[test]

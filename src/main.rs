@@ -49,6 +49,15 @@ const EXIT_NOT_READY: u8 = 1;
 /// Usage or configuration error.
 const EXIT_USAGE: u8 = 2;
 
+/// The health profile's time budget for the whole run when no --timeout is
+/// given: it ends, with its verdict, within half of the 10 s the README's
+/// HEALTHCHECK gives it (`--timeout=10s`), with room left to start and
+/// report.
+const HEALTH_BUDGET: Duration = Duration::from_millis(4500);
+/// The health profile's per-check timeout when no --timeout is given: a
+/// driver that does not answer a health check in 4 s is not healthy.
+const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// A usage or configuration error: one line on stderr, exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -67,7 +76,7 @@ fn main() -> ExitCode {
                 clap::error::ErrorKind::DisplayHelp
                 | clap::error::ErrorKind::DisplayVersion
                 | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
-                _ => EXIT_USAGE,
+                _ => usage_exit_code(),
             };
             if code == 0 {
                 let _ = e.print();
@@ -87,6 +96,7 @@ fn main() -> ExitCode {
                     }
                 }
                 first.push_str(&usage_error_extra(&e));
+                first.push_str(&misplaced_note(&e));
                 first.push_str(&env_source_note(&e));
                 say!("gpucheck: {first}");
                 say!("Run 'gpucheck --help' for usage.");
@@ -98,8 +108,28 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             say!("gpucheck: {e:#}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(usage_exit_code())
         }
+    }
+}
+
+/// The exit code of a usage or configuration error: 2, except under
+/// `--profile health`, where Docker reserves 2 and a health check that
+/// cannot run is unhealthy (1).
+fn usage_exit_code() -> u8 {
+    // Up to `--`: what follows is exec's command, not gpucheck's options.
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .collect();
+    let health = argv.iter().enumerate().any(|(i, a)| {
+        a == "--profile=health"
+            || (a == "--profile" && argv.get(i + 1).map(String::as_str) == Some("health"))
+    });
+    if health {
+        EXIT_NOT_READY
+    } else {
+        EXIT_USAGE
     }
 }
 
@@ -128,6 +158,53 @@ fn usage_error_extra(e: &clap::Error) -> String {
     match suggested.first() {
         Some(s) => format!("; did you mean '{s}'?"),
         None => String::new(),
+    }
+}
+
+/// Where the arguments should have gone, when they are in the wrong place:
+/// run options before the subcommand (`gpucheck --profile quick exec -- CMD`)
+/// or a command after `exec` without `--` (`gpucheck exec echo hi`). The
+/// suggestion is the user's own command line, reordered.
+fn misplaced_note(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let subcommands = ["run", "exec"];
+    let Some(at) = argv.iter().position(|a| subcommands.contains(&a.as_str())) else {
+        return String::new();
+    };
+    let dashes = argv.iter().position(|a| a == "--");
+    match e.kind() {
+        ErrorKind::ArgumentConflict if at > 0 && dashes.is_none_or(|d| d > at) => {
+            let mut fixed = vec![argv[at].clone()];
+            fixed.extend(argv[..at].iter().cloned());
+            fixed.extend(argv[at + 1..].iter().cloned());
+            format!(
+                "; run options go after the subcommand: gpucheck {}",
+                fixed.join(" ")
+            )
+        }
+        ErrorKind::UnknownArgument if argv[at] == "exec" && dashes.is_none() => {
+            // The command starts at the word clap did not expect.
+            let unexpected = match e.get(clap::error::ContextKind::InvalidArg) {
+                Some(clap::error::ContextValue::String(s)) => s.clone(),
+                _ => return String::new(),
+            };
+            let Some(cmd) = argv[at + 1..]
+                .iter()
+                .position(|a| *a == unexpected)
+                .map(|i| at + 1 + i)
+            else {
+                return String::new();
+            };
+            let mut fixed: Vec<String> = argv[..cmd].to_vec();
+            fixed.push("--".to_string());
+            fixed.extend(argv[cmd..].iter().cloned());
+            format!("; put -- before the command: gpucheck {}", fixed.join(" "))
+        }
+        _ => String::new(),
     }
 }
 
@@ -187,7 +264,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Completions { shell }) => {
             // Into memory first: clap_complete panics on a write error
             // (`gpucheck completions bash | head`).
-            let mut cmd = cli::command();
+            let mut cmd = cli::completion_command();
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut cmd, "gpucheck", &mut script);
             emit(&String::from_utf8_lossy(&script))?;
@@ -199,7 +276,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
 
 fn options(args: &RunArgs) -> Options {
     Options {
-        profile: args.profile.into(),
+        // Health is no level of the checks' own: they run as in quick.
+        profile: match args.profile.into() {
+            Profile::Health => Profile::Quick,
+            level => level,
+        },
         nvml_lib: args.nvml_lib.clone(),
         nccl_lib: args.nccl_lib.clone(),
         python: args.python.clone(),
@@ -221,6 +302,8 @@ struct Plan {
     checks: Vec<&'static dyn gpucheck_checks::Check>,
     options: Options,
     timeout: Option<Duration>,
+    /// The whole run's budget (the health profile's).
+    budget: Option<Duration>,
     outputs: output::Outputs,
 }
 
@@ -237,10 +320,16 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         ],
     )
     .map_err(UsageError)?;
+    let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
     Ok(Plan {
         checks,
         options: options(args),
-        timeout: args.timeout.map(Duration::from_secs_f64),
+        timeout: match args.timeout {
+            Some(t) => Some(Duration::from_secs_f64(t)),
+            None if health => Some(HEALTH_CHECK_TIMEOUT),
+            None => None,
+        },
+        budget: health.then_some(HEALTH_BUDGET),
         outputs,
     })
 }
@@ -253,7 +342,8 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         .unwrap_or(0);
     let start = Instant::now();
     let host = host_facts();
-    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout);
+    let deadline = plan.budget.map(|b| start + b);
+    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
     process::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();
@@ -302,12 +392,13 @@ fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
     }
 }
 
-/// How the main stream's table reads.
-fn style(args: &RunArgs, color: bool) -> Style {
+/// How the main stream's table reads; `stream` is where it goes.
+fn style(args: &RunArgs, color: bool, stream: impl std::os::fd::AsFd + IsTerminal) -> Style {
     Style {
         color,
         verbose: args.verbose,
         quiet: args.quiet,
+        width: terminal_width(stream),
     }
 }
 
@@ -324,6 +415,29 @@ fn annotate(run: &Run, on_stdout: bool) {
     } else {
         emit_to(std::io::stderr().lock(), "stderr", &text)
     };
+}
+
+/// Columns of a terminal whose width nobody says.
+const DEFAULT_WIDTH: usize = 80;
+
+/// The width the table wraps to: $COLUMNS, else the terminal's own width
+/// (80 when it does not say). None for a pipe or a file without $COLUMNS:
+/// what `grep` and scripts read stays one line per summary and hint.
+fn terminal_width(stream: impl std::os::fd::AsFd + IsTerminal) -> Option<usize> {
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0);
+    if columns.is_some() {
+        return columns;
+    }
+    if !stream.is_terminal() {
+        return None;
+    }
+    let size = terminal_size::terminal_size_of(&stream)
+        .map(|(w, _)| usize::from(w.0))
+        .filter(|&w| w > 0);
+    Some(size.unwrap_or(DEFAULT_WIDTH))
 }
 
 /// Print to stdout, treating a closed pipe (`gpucheck | head`) as success.
@@ -344,7 +458,9 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let plan = plan(args)?;
     let run = execute(&plan, args.strict, args.profile.into());
     let color = use_color(args.color, std::io::stdout().is_terminal());
-    let text = plan.outputs.stream_text(&run, style(args, color));
+    let text = plan
+        .outputs
+        .stream_text(&run, style(args, color, std::io::stdout()));
     // The checks have run: show their report even when a report file
     // cannot be written, then fail with that error (exit 2).
     let table_on_stdout = plan.outputs.stream_format() == Format::Table;
@@ -371,7 +487,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     // stdout belongs to CMD: the report goes to stderr.
     let run = execute(&plan, args.run.strict, args.run.profile.into());
     let color = use_color(args.run.color, std::io::stderr().is_terminal());
-    let text = plan.outputs.stream_text(&run, style(&args.run, color));
+    let text = plan
+        .outputs
+        .stream_text(&run, style(&args.run, color, std::io::stderr()));
     let files = plan.outputs.write_files(&run).map_err(UsageError);
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
@@ -388,6 +506,9 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
             "gpucheck: not running {program}: checks failed (use --on-fail warn to run it anyway)"
         );
         return Ok(EXIT_NOT_READY);
+    }
+    if run.exit_code != 0 {
+        say!("gpucheck: checks failed; running {program} anyway (--on-fail warn)");
     }
     process::stop_being_subreaper();
     runner::restore_signals_for_exec();
@@ -436,28 +557,108 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
     Ok(EXIT_READY)
 }
 
+/// Every line of `text` wrapped to `width` columns, continued under its own
+/// indent.
+fn wrap_paragraphs(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let cols = indent.chars().count();
+        for part in report::text::wrap(body, width, cols, cols) {
+            out.push_str(indent);
+            out.push_str(&part);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 fn explain(id: &str) -> anyhow::Result<u8> {
-    let Some(check) = gpucheck_checks::find(id) else {
-        let valid: Vec<&str> = CATALOG.iter().map(|c| c.id()).collect();
-        return Err(UsageError(format!(
-            "unknown check '{id}'; valid ids: {}",
-            valid.join(", ")
-        ))
-        .into());
+    let group = id.strip_suffix(".*").unwrap_or(id);
+    let checks: Vec<&dyn gpucheck_checks::Check> = match gpucheck_checks::find(id) {
+        Some(check) => vec![check],
+        None => CATALOG
+            .iter()
+            .copied()
+            .filter(|c| c.group() == group)
+            .collect(),
     };
+    if checks.is_empty() {
+        let hint = match closest_name(id) {
+            Some(name) => format!("did you mean {name}?"),
+            None => "`gpucheck list` shows every check".to_string(),
+        };
+        return Err(UsageError(format!("unknown check '{id}'; {hint}")).into());
+    }
+    let texts: Vec<String> = checks.iter().map(|c| explain_text(*c)).collect();
+    let text = texts.join("\n");
+    match terminal_width(std::io::stdout()) {
+        Some(width) => emit(&wrap_paragraphs(&text, width))?,
+        None => emit(&text)?,
+    }
+    Ok(EXIT_READY)
+}
+
+/// One check's explanation: title, facts about it, then its own text.
+fn explain_text(check: &dyn gpucheck_checks::Check) -> String {
     let needs = if check.needs().is_empty() {
         "nothing".to_string()
     } else {
         check.needs().join(", ")
     };
-    let text = format!(
+    format!(
         "{id} — {title}\n\nprofile: {profile}   isolation: {iso}   timeout: {t} s   needs: {needs}\n\n{body}\n",
+        id = check.id(),
         title = check.title(),
         profile = check.profile().as_str(),
         iso = check.isolation().as_str(),
         t = check.timeout().as_secs_f64(),
         body = check.explain().trim_end(),
-    );
-    emit(&text)?;
-    Ok(EXIT_READY)
+    )
+}
+
+/// Edits (insertions, deletions, substitutions, swaps of neighbours) within
+/// which a misspelt check id or group is taken for the nearest one.
+const MAX_TYPO_EDITS: usize = 3;
+
+/// The check id or group nearest to `typed`, if it is near enough.
+fn closest_name(typed: &str) -> Option<&'static str> {
+    let mut names: Vec<&'static str> = CATALOG.iter().map(|c| c.id()).collect();
+    for c in CATALOG {
+        if !names.contains(&c.group()) {
+            names.push(c.group());
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| (edit_distance(typed, n), n))
+        .filter(|(d, _)| *d <= MAX_TYPO_EDITS)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Optimal string alignment distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }

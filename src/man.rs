@@ -20,6 +20,72 @@ fn roff(text: &str) -> String {
         .join("\n")
 }
 
+/// Every subcommand with its own arguments, on this page: there are no
+/// separate gpucheck-SUBCOMMAND pages. `run` and `exec` also take every
+/// option above.
+fn subcommands_section() -> String {
+    let cmd = crate::cli::command();
+    let shared: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
+    let mut out = String::from(".SH SUBCOMMANDS\n");
+    for sub in cmd.get_subcommands() {
+        if sub.is_hide_set() || sub.get_name() == "help" {
+            continue;
+        }
+        let takes_run_options = shared
+            .iter()
+            .all(|id| sub.get_arguments().any(|a| a.get_id() == id));
+        let own: Vec<&clap::Arg> = sub
+            .get_arguments()
+            .filter(|a| !(takes_run_options && shared.contains(&a.get_id().as_str())))
+            .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+            .collect();
+        let positionals: Vec<String> = own
+            .iter()
+            .filter(|a| a.is_positional())
+            .map(|a| {
+                let name = a
+                    .get_value_names()
+                    .and_then(|v| v.first())
+                    .map_or_else(|| a.get_id().to_string().to_uppercase(), |v| v.to_string());
+                if a.is_last_set() {
+                    format!("\\-\\- {name}...")
+                } else {
+                    name
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            ".TP\n\\fBgpucheck {}\\fR{}{}\n{}\n",
+            sub.get_name(),
+            if takes_run_options { " [OPTIONS]" } else { "" },
+            positionals
+                .iter()
+                .map(|p| format!(" {p}"))
+                .collect::<String>(),
+            roff(&sub.get_about().map(|a| a.to_string()).unwrap_or_default()),
+        ));
+        for a in own.iter().filter(|a| !a.is_positional()) {
+            let values: Vec<String> = a
+                .get_possible_values()
+                .iter()
+                .map(|v| v.get_name().to_string())
+                .collect();
+            out.push_str(&format!(
+                ".RS\n.TP\n\\fB\\-\\-{}\\fR {}\n{}\n.RE\n",
+                a.get_long().unwrap_or_default().replace('-', "\\-"),
+                values.join("|"),
+                roff(&a.get_help().map(|h| h.to_string()).unwrap_or_default()),
+            ));
+        }
+        if let Some(after) = sub.get_after_help() {
+            if sub.get_name() == "exec" {
+                out.push_str(&format!(".RS\n.PP\n{}\n.RE\n", roff(&after.to_string())));
+            }
+        }
+    }
+    out
+}
+
 /// The whole man page as roff.
 pub fn render() -> String {
     let cmd = crate::cli::command();
@@ -31,8 +97,8 @@ pub fn render() -> String {
     let _ = man.render_synopsis_section(&mut buf);
     let _ = man.render_description_section(&mut buf);
     let _ = man.render_options_section(&mut buf);
-    let _ = man.render_subcommands_section(&mut buf);
     let mut out = String::from_utf8_lossy(&buf).into_owned();
+    out.push_str(&subcommands_section());
 
     out.push_str(".SH CHECKS\nChecks run in this order; \\fB--only\\fR and \\fB--skip\\fR take their ids, groups (\\fBgpu\\fR, \\fBnet.*\\fR) or globs.\n");
     for c in CATALOG {
@@ -48,7 +114,7 @@ pub fn render() -> String {
     for (code, text) in [
         ("0", "No check failed (warnings allowed)."),
         ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR); also when interrupted by SIGINT, SIGTERM, SIGHUP or another catchable stop signal (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU...)."),
-        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path."),
+        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path. Under \\fB--profile health\\fR such an error exits 1 (Docker reserves 2)."),
     ] {
         out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));
     }
@@ -89,6 +155,18 @@ mod tests {
     }
 
     #[test]
+    fn readme_says_what_each_profile_holds() {
+        let readme = include_str!("../README.md");
+        for (profile, about, ids) in crate::cli::profile_rows() {
+            let row = format!("| `{}` | {about} | {ids} |", profile.as_str());
+            assert!(
+                readme.contains(&row),
+                "README.md's profile table differs from the catalog; the row should read\n{row}"
+            );
+        }
+    }
+
+    #[test]
     fn man_page_lists_every_check_and_exit_code() {
         let page = render();
         for c in CATALOG {
@@ -100,5 +178,18 @@ mod tests {
         }
         assert!(page.contains(".SH EXIT STATUS"));
         assert!(page.contains("--only"));
+    }
+
+    #[test]
+    fn man_page_names_no_page_that_does_not_exist() {
+        let page = render();
+        // Only this page is installed: no gpucheck-run(1), gpucheck-exec(1).
+        assert!(!page.contains("gpucheck\\-"), "{page}");
+        assert!(page.contains("\\fB\\-\\-on\\-fail\\fR exit|warn"), "{page}");
+        assert!(
+            page.contains("\\fBgpucheck exec\\fR [OPTIONS] \\-\\- CMD..."),
+            "{page}"
+        );
+        assert!(!page.contains("__child"));
     }
 }

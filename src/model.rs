@@ -3,7 +3,8 @@
 //! the JSON report is this model serialised (its schema is generated from
 //! these types).
 
-use gpucheck_checks::{Outcome, Profile, Status};
+use gpucheck_checks::domain::text::seconds;
+use gpucheck_checks::{Cause, Outcome, Profile, Status};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,9 @@ fn duration_is_required(schema: &mut schemars::Schema) {
         }
     }
 }
+
+/// The verdict names at most this many checks to look at, then "and N more".
+const SEE_MAX: usize = 4;
 
 /// Verdict counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -124,14 +128,28 @@ impl Run {
     /// The one-line verdict every format ends with.
     pub fn verdict_line(&self) -> String {
         let c = &self.counts;
+        // A health check answers "is the hardware still healthy?", the
+        // other profiles "is it ready for a job?".
+        let (yes, no) = match self.profile {
+            Profile::Health => ("HEALTHY", "NOT HEALTHY"),
+            _ => ("READY", "NOT READY"),
+        };
         let head = match self.exit_code {
-            0 if c.warn > 0 => "READY (with warnings)",
-            0 => "READY",
-            _ if c.fail == 0 && c.error == 0 => "NOT READY (warnings under --strict)",
-            _ => "NOT READY",
+            0 if c.warn > 0 => format!("{yes} (with warnings)"),
+            0 => yes.to_string(),
+            _ if c.fail == 0 && c.error == 0 => format!("{no} (warnings under --strict)"),
+            _ => no.to_string(),
+        };
+        let reason = match self.profile {
+            Profile::Health => self.hang_reason(),
+            _ => None,
         };
         let mut line = format!(
-            "{head}: {} passed, {} warned, {} failed, {} {}, {} skipped in {:.2} s",
+            "{head}: {}{} passed, {} warned, {} failed, {} {}, {} skipped in {:.2} s",
+            reason
+                .as_ref()
+                .map(|(text, _)| format!("{text}; "))
+                .unwrap_or_default(),
             c.pass,
             c.warn,
             c.fail,
@@ -144,7 +162,9 @@ impl Run {
             line.push_str(&format!(" (interrupted by {sig})"));
         }
         if self.exit_code != 0 {
-            let firsts: Vec<&str> = self
+            // The check that hung first leads: the reason names it.
+            let hung = reason.as_ref().map(|(_, id)| *id);
+            let mut failing: Vec<&str> = self
                 .results
                 .iter()
                 .filter(|r| {
@@ -152,13 +172,37 @@ impl Run {
                         || (self.strict && r.outcome.status == Status::Warn)
                 })
                 .map(|r| r.id.as_str())
-                .take(4)
                 .collect();
+            failing.sort_by_key(|id| Some(*id) != hung);
+            let more = failing.len().saturating_sub(SEE_MAX);
+            let firsts: Vec<&str> = failing.into_iter().take(SEE_MAX).collect();
             if !firsts.is_empty() {
                 line.push_str(&format!(" — see {}", firsts.join(", ")));
             }
+            if more > 0 {
+                line.push_str(&format!(" and {more} more"));
+            }
         }
         line
+    }
+
+    /// The first check that timed out, said as the reason of a verdict
+    /// ("NVML did not answer (nvmlInit_v2 hung)"), with its id. Every NVML
+    /// function's name starts with `nvml`: such a stage is the driver's.
+    fn hang_reason(&self) -> Option<(String, &str)> {
+        self.results.iter().find_map(|r| match &r.outcome.cause {
+            Some(Cause::TimedOut { after_s, stage }) => {
+                let text = match stage {
+                    Some(call) if call.starts_with("nvml") => {
+                        format!("NVML did not answer ({call} hung)")
+                    }
+                    Some(stage) => format!("{} did not answer in {stage}", r.id),
+                    None => format!("{} did not answer in {} s", r.id, seconds(*after_s)),
+                };
+                Some((text, r.id.as_str()))
+            }
+            _ => None,
+        })
     }
 }
 

@@ -123,7 +123,7 @@ pub fn select(
         .copied()
         .filter(|c| {
             if only.is_empty() {
-                c.profile() <= profile
+                profile.includes(*c)
             } else {
                 only_p.iter().any(|p| p.selects(c.id()))
             }
@@ -239,11 +239,14 @@ pub fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
-/// Run the selected checks in order. `timeout_override` is `--timeout`.
+/// Run the selected checks in order. `timeout_override` is `--timeout`;
+/// `deadline`, when set, ends the whole run: no check waits past it, and a
+/// check whose turn comes after it is skipped.
 pub fn run_checks(
     checks: &[&'static dyn Check],
     options: &Options,
     timeout_override: Option<Duration>,
+    deadline: Option<Instant>,
 ) -> Vec<CheckResult> {
     let mut results: Vec<CheckResult> = Vec::with_capacity(checks.len());
     let mut earlier: BTreeMap<String, Outcome> = BTreeMap::new();
@@ -255,8 +258,13 @@ pub fn run_checks(
         } else if let Some((need, status)) = failed_need(*check, &earlier) {
             Outcome::skip(format!("needs {need}, which {}", past_tense(status)))
                 .with_cause(Cause::NeedsFailed { need })
+        } else if deadline.is_some_and(|d| started >= d) {
+            Outcome::skip("not run: the run's time budget was spent by the checks before it")
         } else {
-            let timeout = timeout_override.unwrap_or_else(|| check.timeout());
+            let mut timeout = timeout_override.unwrap_or_else(|| check.timeout());
+            if let Some(d) = deadline {
+                timeout = timeout.min(d - started);
+            }
             let mut options = options.clone();
             options.timeout_s = timeout.as_secs_f64();
             let ctx = Context {
@@ -353,7 +361,10 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
     loop {
         let now = Instant::now();
         if now >= deadline {
-            return timeout_outcome(check, timeout, None);
+            return timeout_outcome(check, timeout, None).with_cause(Cause::TimedOut {
+                after_s: timeout.as_secs_f64(),
+                stage: check.timeout_stage(),
+            });
         }
         match rx.recv_timeout(POLL.min(deadline - now)) {
             Ok(Ok(outcome)) => return outcome,
@@ -737,7 +748,7 @@ mod tests {
 
     #[test]
     fn a_nan_metric_never_reaches_a_report() {
-        let results = run_checks(&[&NanMetric], &Options::default(), None);
+        let results = run_checks(&[&NanMetric], &Options::default(), None, None);
         let o = &results[0].outcome;
         assert_eq!((o.status, o.summary.as_str()), (Status::Pass, "ran"));
         assert!(o.devices[0].metrics.is_empty(), "{o:?}");

@@ -8,7 +8,9 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{assert_valid_json_report, assert_valid_junit, gpucheck, stderr, stdout};
+use common::{
+    assert_valid_json_report, assert_valid_junit, build_fixture_lib, gpucheck, root, stderr, stdout,
+};
 
 /// Run gpucheck with `args` (quick profile: the reports are under test, not
 /// the checks).
@@ -413,4 +415,79 @@ fn a_rewritten_report_keeps_the_old_file_permissions() {
     let meta = std::fs::metadata(&path).expect("r.xml");
     assert_eq!(meta.permissions().mode() & 0o777, 0o640);
     assert_valid_junit(&path);
+}
+
+/// gpucheck against the fake NVML (tests/fixtures/fake_nvml.c) with a
+/// driver that is not loaded: long hints on every failing row.
+fn run_driver_not_loaded(envs: &[(&str, &str)], args: &[&str]) -> String {
+    let lib = build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let out = gpucheck()
+        .env(
+            "FAKE_NVML_SCENARIO",
+            root().join("tests/fixtures/nvml/init_driver_not_loaded.scenario"),
+        )
+        .envs(envs.iter().copied())
+        .args(["--profile", "quick", "--color", "never", "--nvml-lib"])
+        .arg(lib)
+        .args(args)
+        .output()
+        .expect("run gpucheck");
+    stdout(&out)
+}
+
+#[test]
+fn the_table_fits_80_columns_and_json_is_not_wrapped() {
+    let fits = |table: &str| {
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines.iter().any(|l| l.contains("→ fix:")),
+            "no hint in:\n{table}"
+        );
+        // The verdict stays one line, the last (`tail -1`).
+        for line in &lines[..lines.len() - 1] {
+            assert!(
+                line.chars().count() <= 80,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+    };
+    fits(&run_driver_not_loaded(&[("COLUMNS", "80")], &[]));
+    // A terminal that does not say its width (a fresh pty) gets 80.
+    let (tty, _) = run_on_tty(&["--color", "never", "--only", "host,gpu.driver"], &[]);
+    fits(&tty);
+    // A pipe without COLUMNS keeps each summary and hint on one line.
+    let piped = run_driver_not_loaded(&[], &[]);
+    assert!(piped.lines().any(|l| l.chars().count() > 100), "{piped}");
+    // A wider terminal gets longer lines.
+    let wide = run_driver_not_loaded(&[("COLUMNS", "300")], &[]);
+    assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
+    // JSON keeps each hint whole.
+    let json = run_driver_not_loaded(&[("COLUMNS", "80")], &["--format", "json"]);
+    let doc = assert_valid_json_report(&json);
+    let hint = doc["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .find(|r| r["id"] == "gpu.driver")
+        .and_then(|r| r["hint"].as_str())
+        .expect("gpu.driver has a hint")
+        .to_string();
+    assert!(hint.len() > 80 && !hint.contains('\n'), "{hint}");
+}
+
+#[test]
+fn explain_is_wrapped_to_the_terminal() {
+    for id in ["nccl.allreduce", "gpu.driver", "host.devices"] {
+        let out = gpucheck()
+            .env("COLUMNS", "80")
+            .args(["explain", id])
+            .output()
+            .expect("run gpucheck");
+        let text = stdout(&out);
+        assert!(text.lines().count() > 5, "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{id}: {line}");
+        }
+    }
 }

@@ -40,7 +40,7 @@ fn usage_errors_exit_2_with_one_line() {
         (&["--color", "sometimes"], "sometimes"),
         (
             &["--profile", "huge"],
-            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full)",
+            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health)",
         ),
         (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
         (&["--timeout", "1e-9"], "at least 0.001 seconds"),
@@ -940,5 +940,100 @@ fn nothing_an_isolated_probe_started_outlives_a_sigkilled_gpucheck() {
         survivors_after_waiting(&mark),
         Vec::new(),
         "processes survived a SIGKILLed gpucheck"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Forgiving the usual slips
+
+fn run_args(args: &[&str]) -> std::process::Output {
+    gpucheck().args(args).output().expect("run gpucheck")
+}
+
+#[test]
+fn explain_suggests_the_nearest_id_and_takes_a_group() {
+    let out = run_args(&["explain", "nccl.allredce"]);
+    assert_one_line_error(&out, "did you mean nccl.allreduce?");
+    let out = run_args(&["explain", "ncl"]);
+    assert_one_line_error(&out, "did you mean nccl?");
+    let out = run_args(&["explain", "nccl"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for id in ["nccl.library", "nccl.env", "nccl.allreduce"] {
+        assert!(text.contains(&format!("{id} — ")), "{id} in:\n{text}");
+    }
+}
+
+#[test]
+fn misplaced_arguments_are_shown_where_they_go() {
+    let out = run_args(&["exec", "--profile", "quick", "echo", "hi"]);
+    assert_one_line_error(
+        &out,
+        "put -- before the command: gpucheck exec --profile quick -- echo hi",
+    );
+    let out = run_args(&["--profile", "quick", "exec", "--", "true"]);
+    assert_one_line_error(
+        &out,
+        "run options go after the subcommand: gpucheck exec --profile quick -- true",
+    );
+    let out = run_args(&["--timeout", "-1"]);
+    assert_one_line_error(&out, "invalid value '-1' for '--timeout <SECS>'");
+}
+
+#[test]
+fn the_verdict_says_how_many_more_checks_to_see() {
+    // A driver hung in a query fails every gpu check after it.
+    let lib = build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1");
+    let out = gpucheck()
+        .env(
+            "FAKE_NVML_SCENARIO",
+            root().join("tests/fixtures/nvml/hang_ecc.scenario"),
+        )
+        .args(["--only", "gpu", "--quiet", "--timeout", "2", "--nvml-lib"])
+        .arg(lib)
+        .output()
+        .expect("run gpucheck");
+    let line = stdout(&out);
+    let failed: usize = line
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" failed"))
+        .and_then(|n| n.parse().ok())
+        .expect("a failed count");
+    assert!(failed > 4, "{line}");
+    assert!(
+        line.trim_end()
+            .ends_with(&format!(" and {} more", failed - 4)),
+        "{line}"
+    );
+}
+
+#[test]
+fn exec_on_fail_warn_says_it_runs_the_command_anyway() {
+    let out = gpucheck()
+        .args([
+            "exec",
+            "--only",
+            "net.master_port",
+            "--on-fail",
+            "warn",
+            "--",
+            "echo",
+            "ran",
+        ])
+        .env("MASTER_PORT", "not-a-port")
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ran\n");
+    assert!(
+        stderr(&out).contains("gpucheck: checks failed; running echo anyway (--on-fail warn)"),
+        "{}",
+        stderr(&out)
+    );
+    // The help says where `--json -` goes under exec.
+    let help = stdout(&run_args(&["exec", "--help"]));
+    assert!(
+        help.contains("- for stderr: stdout belongs to CMD"),
+        "{help}"
     );
 }

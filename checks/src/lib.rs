@@ -64,7 +64,8 @@ pub use options::{DdpBackend, DdpDevice};
 pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
-/// quick ⊂ standard ⊂ full.
+/// quick ⊂ standard ⊂ full. `health` stands apart: it is no level, it holds
+/// the checks whose [`Check::health`] is true.
 #[derive(
     Debug,
     Clone,
@@ -81,13 +82,17 @@ pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
-    /// NVML queries and host facts only: the HEALTHCHECK budget (< 1 s).
+    /// NVML, device nodes, host, fabric and launch settings; no CUDA, no Python (< 1 s).
     Quick,
     /// Adds CUDA contexts, the NCCL all-reduce and torch introspection (< 15 s).
     #[default]
     Standard,
     /// Adds the NCCL size sweep and the DDP benchmark (< 90 s).
     Full,
+    /// Is this node's hardware still healthy? (HEALTHCHECK: NVML, device
+    /// nodes; no launch preconditions, which a running job itself breaks.)
+    /// Never a check's own profile.
+    Health,
 }
 
 impl Profile {
@@ -96,7 +101,25 @@ impl Profile {
             Profile::Quick => "quick",
             Profile::Standard => "standard",
             Profile::Full => "full",
+            Profile::Health => "health",
         }
+    }
+
+    /// True when this profile selects `check` (without --only / --skip).
+    pub fn includes(self, check: &dyn Check) -> bool {
+        match self {
+            Profile::Health => check.health(),
+            level => check.profile() <= level,
+        }
+    }
+
+    /// The checks this profile selects, in run order.
+    pub fn checks(self) -> Vec<&'static dyn Check> {
+        CATALOG
+            .iter()
+            .copied()
+            .filter(|c| self.includes(*c))
+            .collect()
     }
 }
 
@@ -213,6 +236,18 @@ pub trait Check: Sync + Send {
     }
     /// The lowest profile that includes this check.
     fn profile(&self) -> Profile;
+    /// True when the `health` profile holds this check: it tells whether the
+    /// node's hardware still works while a job runs on it (NVML, device
+    /// nodes, Xid), never whether a job could start (ports, launch
+    /// variables), which a running job itself changes.
+    fn health(&self) -> bool {
+        false
+    }
+    /// What the check was waiting for when it timed out in-process (the NVML
+    /// call that never returned), for the report's cause and the verdict.
+    fn timeout_stage(&self) -> Option<String> {
+        None
+    }
     /// Ids that must have passed (or warned) first, or this check is skipped.
     fn needs(&self) -> &'static [&'static str] {
         &[]

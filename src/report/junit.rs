@@ -14,7 +14,7 @@
 //! allows shapes the rest: a `testcase` cannot hold `properties`, so every
 //! check's verdict (warnings included) is a suite-level property
 //! `gpucheck.status.<id>`; `testsuites` cannot hold `properties` either, so
-//! the host facts are repeated as properties on each suite. quick-junit 0.5
+//! the run's and the host's properties are on the first suite, once. quick-junit 0.5
 //! writes a `disabled` attribute on every `testsuite`, which that schema
 //! rejects: it is removed after serialising (the skip count goes into the
 //! allowed `skipped` attribute instead).
@@ -56,7 +56,7 @@ fn report(run: &Run) -> Report {
     let started =
         chrono::DateTime::from_timestamp(i64::try_from(run.started_at_unix).unwrap_or(0), 0);
     let run_properties = run_properties(run);
-    for (group, results) in run.groups() {
+    for (i, (group, results)) in run.groups().into_iter().enumerate() {
         let mut suite = TestSuite::new(xml_text(group));
         if let Some(t) = started {
             suite.set_timestamp(t);
@@ -64,7 +64,9 @@ fn report(run: &Run) -> Report {
         suite.set_time(seconds(
             results.iter().map(|r| r.outcome.duration_ms.max(0.0)).sum(),
         ));
-        suite.add_properties(run_properties.iter().map(|(k, v)| Property::new(k, v)));
+        if i == 0 {
+            suite.add_properties(run_properties.iter().map(|(k, v)| Property::new(k, v)));
+        }
         for r in &results {
             suite.add_property(Property::new(
                 format!("gpucheck.status.{}", xml_text(&r.id)),
@@ -87,7 +89,7 @@ fn report(run: &Run) -> Report {
     report
 }
 
-/// What every suite carries: the tool, the run and the host.
+/// What the first suite carries: the tool, the run and the host.
 fn run_properties(run: &Run) -> Vec<(String, String)> {
     let h = &run.host;
     let mut props = vec![
@@ -353,8 +355,11 @@ mod tests {
         assert_eq!(
             xml.matches("<property name=\"host.os\" value=\"Ubuntu 22.04.4 LTS\"/>")
                 .count(),
-            4
+            1
         );
+        // Once, on the first suite.
+        let first_suite = &xml[..xml.find("</testsuite>").unwrap_or(0)];
+        assert!(first_suite.contains("<property name=\"host.os\""), "{xml}");
         assert!(xml.contains("<property name=\"gpucheck.verdict\" value=\"NOT READY: "));
     }
 

@@ -34,6 +34,9 @@ pub struct Style {
     pub color: bool,
     pub verbose: bool,
     pub quiet: bool,
+    /// Wrap summaries, hints and the verdict to this many columns (None:
+    /// one line each).
+    pub width: Option<usize>,
 }
 
 impl Format {
@@ -55,6 +58,7 @@ impl Format {
                 color: style.color,
                 verbose: style.verbose,
                 quiet: style.quiet,
+                width: style.width,
             }
             .render(run),
             Format::Json => json::Json.render(run),

@@ -8,10 +8,13 @@
 //! - Plain aligned lines, not a boxed grid: they survive copy-paste into an
 //!   issue or a chat, `grep` finds a check with its verdict on one line, and
 //!   nothing is lost when the terminal is narrower than the table.
-//! - Summaries and hints are never wrapped: a hint is often a command, and a
-//!   command broken over two lines no longer pastes into a shell. The columns
-//!   before the summary take 37 characters at most, so a typical one-line
-//!   summary fits in 100 columns; longer ones are left to the terminal.
+//! - Summaries and hints are wrapped at spaces to the terminal
+//!   width (COLUMNS, else the terminal's size, else 80; the caller decides),
+//!   continued under their own first column. A command in backticks is
+//!   broken only when it cannot fit on a line of its own, so a command that
+//!   fits still pastes into a shell whole. The id column is as wide as the
+//!   longest selected id (16 at most: a longer id pushes its own summary
+//!   right). The verdict stays one line, the last, for `tail -1`.
 //! - The badge carries the verdict in words ("✘ FAIL"), so the table reads
 //!   the same without colour; colour is only added when the caller says so.
 //! - Data tables are drawn without `--verbose`: for the checks that have
@@ -23,7 +26,7 @@
 
 use gpucheck_checks::Status;
 
-use super::text::{badge, clean, data_table_lines, device_lines, duration_text, metric_text};
+use super::text::{badge, clean, data_table_lines, device_lines, duration_text, metric_text, wrap};
 use super::{CheckResult, Reporter, Run};
 
 pub struct Table {
@@ -33,18 +36,22 @@ pub struct Table {
     pub verbose: bool,
     /// Only the verdict line.
     pub quiet: bool,
+    /// Wrap to this many columns; None: one line per summary and hint.
+    pub width: Option<usize>,
 }
 
 /// Width of the badge column: the longest badge is "? ERROR".
 const BADGE_WIDTH: usize = 7;
 /// Ids longer than this push their own summary right instead of widening the
 /// column for every row.
-const ID_WIDTH_MAX: usize = 24;
+const ID_WIDTH_MAX: usize = 16;
 /// Indent of check rows under their group heading.
 const ROW_INDENT: &str = "  ";
 /// Indent of everything under a check row (hint, tables, verbose details):
 /// the id column.
 const DETAIL_INDENT: &str = "           ";
+/// Width of "→ fix: " before a hint.
+const HINT_MARK_WIDTH: usize = 7;
 
 impl Reporter for Table {
     fn render(&self, run: &Run) -> String {
@@ -82,7 +89,9 @@ impl Reporter for Table {
             }
         }
         push_blank(&mut lines);
-        lines.push(self.paint_verdict(run));
+        // The verdict stays one line, the table's last: scripts read it
+        // with `tail -1`, and the JUnit report carries the same line.
+        lines.push(self.paint_verdict(run, &clean(&run.verdict_line())));
         let mut out = String::new();
         for line in lines {
             out.push_str(line.trim_end());
@@ -113,29 +122,36 @@ impl Table {
     /// The row of one check and everything under it.
     fn check_lines(&self, r: &CheckResult, id_width: usize, lines: &mut Vec<String>) {
         let o = &r.outcome;
-        let mut summary = o.summary.lines();
-        let first = summary.next().unwrap_or("");
+        // One row per check: a line break in a summary is text from the
+        // machine (a process's command line), shown escaped.
+        let first = escaped_line(o.summary.trim_end_matches('\n'));
         let badge = format!("{:<BADGE_WIDTH$}", badge(o.status));
         let id = format!("{:<id_width$}", clean(&r.id));
+        let row_prefix = ROW_INDENT.len() + BADGE_WIDTH + 2 + id.chars().count() + 2;
+        let mut first_lines = self.wrapped(&first, row_prefix, row_prefix).into_iter();
         lines.push(format!(
             "{ROW_INDENT}{}  {id}  {}",
             self.paint(&badge, o.status),
-            clean(first)
+            first_lines.next().unwrap_or_default()
         ));
-        for more in summary {
-            lines.push(format!("{DETAIL_INDENT}{}", clean(more)));
+        for more in first_lines {
+            lines.push(format!("{}{more}", " ".repeat(row_prefix)));
         }
         if o.status != Status::Pass {
             match &o.hint {
                 Some(hint) => {
-                    let mut hint_lines = hint.lines();
                     let arrow = self.paint("→ fix:", o.status);
-                    lines.push(format!(
-                        "{DETAIL_INDENT}{arrow} {}",
-                        clean(hint_lines.next().unwrap_or(""))
-                    ));
-                    for more in hint_lines {
-                        lines.push(format!("{DETAIL_INDENT}       {}", clean(more)));
+                    let under = DETAIL_INDENT.len() + HINT_MARK_WIDTH;
+                    let mut first_line = true;
+                    for part in hint.lines() {
+                        for piece in self.wrapped(&clean(part), under, under) {
+                            if first_line {
+                                lines.push(format!("{DETAIL_INDENT}{arrow} {piece}"));
+                                first_line = false;
+                            } else {
+                                lines.push(format!("{DETAIL_INDENT}       {piece}"));
+                            }
+                        }
                     }
                 }
                 // A check that failed without saying how to fix it still
@@ -174,6 +190,15 @@ impl Table {
         }
     }
 
+    /// `text` as lines that fit the width after prefixes of `first` and
+    /// `rest` columns; one line when the table is not wrapped.
+    fn wrapped(&self, text: &str, first: usize, rest: usize) -> Vec<String> {
+        match self.width {
+            Some(width) => wrap(text, width, first, rest),
+            None => vec![text.to_string()],
+        }
+    }
+
     fn paint(&self, text: &str, status: Status) -> String {
         if !self.color {
             return text.to_string();
@@ -196,10 +221,9 @@ impl Table {
         text.bold().underline().to_string()
     }
 
-    fn paint_verdict(&self, run: &Run) -> String {
-        let line = clean(&run.verdict_line());
+    fn paint_verdict(&self, run: &Run, line: &str) -> String {
         if !self.color {
-            return line;
+            return line.to_string();
         }
         use colored::Colorize;
         let c = &run.counts;
@@ -211,6 +235,19 @@ impl Table {
             line.green().bold().to_string()
         }
     }
+}
+
+/// `text` as one line: line breaks and tabs escaped (`\n`), everything else
+/// as [`clean`] shows it.
+fn escaped_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.extend(c.escape_default()),
+            c => out.push_str(&clean(c.encode_utf8(&mut [0; 4]))),
+        }
+    }
+    out
 }
 
 /// One empty line, unless the last line already is one.
@@ -245,6 +282,7 @@ mod tests {
             color: false,
             verbose,
             quiet: false,
+            width: None,
         }
     }
 
@@ -397,6 +435,7 @@ mod tests {
             color: false,
             verbose: false,
             quiet: true,
+            width: None,
         };
         assert_eq!(t.render(&run), format!("{}\n", run.verdict_line()));
     }
@@ -410,6 +449,7 @@ mod tests {
             color: true,
             verbose: false,
             quiet: false,
+            width: None,
         }
         .render(&run);
         assert!(
@@ -476,5 +516,70 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_line_break_in_a_summary_is_shown_escaped_on_its_row() {
+        let run = fixtures::run(
+            vec![fixtures::result(
+                "gpu.processes",
+                gpucheck_checks::Profile::Quick,
+                gpucheck_checks::Outcome::warn(
+                    "pid 42 python -c 'import os\nos.system(1)' (1024 MiB)",
+                    "stop it",
+                ),
+            )],
+            false,
+        );
+        let out = plain(false).render(&run);
+        assert!(
+            out.contains("gpu.processes  pid 42 python -c 'import os\\nos.system(1)' (1024 MiB)\n"),
+            "{out}"
+        );
+        assert!(
+            !out.lines().any(|l| l.trim_start().starts_with("os.system")),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn wrapped_to_80_columns_with_commands_kept_whole() {
+        let hint =
+            "no GPU was passed into this container: start it with `docker run --gpus all ...` \
+                    (needs the NVIDIA Container Toolkit on the host: \
+                    `sudo nvidia-ctk runtime configure --runtime=docker`), or in Kubernetes \
+                    request the nvidia.com/gpu resource";
+        let run = fixtures::run(
+            vec![fixtures::result(
+                "host.devices",
+                gpucheck_checks::Profile::Quick,
+                gpucheck_checks::Outcome::fail("a summary ".repeat(20).trim_end(), hint),
+            )],
+            false,
+        );
+        let table = Table {
+            width: Some(80),
+            ..plain(false)
+        };
+        let out = table.render(&run);
+        let body: Vec<&str> = out.lines().collect();
+        // Every line but the verdict (one line, the last, for `tail -1`).
+        for line in &body[..body.len() - 1] {
+            assert!(line.chars().count() <= 80, "{line:?} in\n{out}");
+        }
+        assert!(
+            out.contains("`sudo nvidia-ctk runtime configure --runtime=docker`"),
+            "{out}"
+        );
+        assert!(out.contains("`docker run --gpus all ...`"), "{out}");
+        // The id column is as wide as the id, not 24.
+        assert!(out.contains("✘ FAIL   host.devices  a summary"), "{out}");
+        // Continuations start under their own first column.
+        let hint_lines: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.contains("→ fix:"))
+            .take(3)
+            .collect();
+        assert!(hint_lines[1].starts_with(&" ".repeat(18)), "{out}");
     }
 }

@@ -37,6 +37,71 @@ pub fn clean(text: &str) -> String {
     out
 }
 
+/// `text` (as it is when it fits) broken at spaces into lines of at most `width` columns, the first
+/// `first` columns and the others `rest` columns narrower (their prefixes).
+/// A span in backticks is a command: it is broken only when it cannot fit
+/// on a line of its own, so a command that fits still pastes whole.
+pub fn wrap(text: &str, width: usize, first: usize, rest: usize) -> Vec<String> {
+    if first + text.chars().count() <= width {
+        return vec![text.to_string()];
+    }
+    let mut words: Vec<String> = Vec::new();
+    let mut in_command = false;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        match words.last_mut() {
+            Some(last) if in_command => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+        if word.matches('`').count() % 2 == 1 {
+            in_command = !in_command;
+        }
+    }
+    let room = |lines: &Vec<String>| {
+        let used = if lines.is_empty() { first } else { rest };
+        width.saturating_sub(used).max(MIN_WRAP_COLUMNS)
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in words {
+        let fits = |line: &str, lines: &Vec<String>| {
+            let len = line.chars().count();
+            len + usize::from(len > 0) + word.chars().count() <= room(lines)
+        };
+        if fits(&line, &lines) {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(&word);
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if word.chars().count() <= room(&lines) || !word.contains(' ') {
+            line = word;
+        } else {
+            // A command too long for any line: broken at its spaces.
+            let used = if lines.is_empty() { first } else { rest };
+            let mut parts = wrap(&word.replace('`', "\u{0}"), width, used, rest);
+            for p in parts.iter_mut() {
+                *p = p.replace('\u{0}', "`");
+            }
+            line = parts.pop().unwrap_or_default();
+            lines.extend(parts);
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// A line never gets narrower than this, whatever the prefix.
+const MIN_WRAP_COLUMNS: usize = 20;
+
 /// A number as a person reads it: integers without a fraction, others with
 /// about three significant digits (the JSON report has the exact value).
 pub fn number_text(value: f64) -> String {

@@ -36,6 +36,9 @@ impl Check for Xid {
     fn title(&self) -> &'static str {
         "Xid errors since boot"
     }
+    fn health(&self) -> bool {
+        true
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

@@ -207,6 +207,12 @@ impl Check for Count {
     fn title(&self) -> &'static str {
         "GPU inventory"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

@@ -51,6 +51,12 @@ impl Check for Driver {
     fn title(&self) -> &'static str {
         "NVIDIA driver and NVML"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

@@ -318,6 +318,12 @@ impl Check for Ecc {
     fn title(&self) -> &'static str {
         "ECC and memory health"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

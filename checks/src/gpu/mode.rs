@@ -171,6 +171,12 @@ impl Check for Mode {
     fn title(&self) -> &'static str {
         "Compute, persistence and MIG modes"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

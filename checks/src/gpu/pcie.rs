@@ -165,6 +165,12 @@ impl Check for Pcie {
     fn title(&self) -> &'static str {
         "PCIe link"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

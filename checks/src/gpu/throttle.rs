@@ -119,6 +119,12 @@ impl Check for Throttle {
     fn title(&self) -> &'static str {
         "Clock throttling"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

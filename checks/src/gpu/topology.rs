@@ -543,6 +543,12 @@ impl Check for Topology {
     fn title(&self) -> &'static str {
         "GPU topology (P2P, NVLink)"
     }
+    fn health(&self) -> bool {
+        true
+    }
+    fn timeout_stage(&self) -> Option<String> {
+        crate::probe::nvml::hung_call().map(str::to_string)
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }

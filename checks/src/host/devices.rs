@@ -30,6 +30,9 @@ impl Check for Devices {
     fn title(&self) -> &'static str {
         "NVIDIA device nodes"
     }
+    fn health(&self) -> bool {
+        true
+    }
     fn profile(&self) -> Profile {
         Profile::Quick
     }
