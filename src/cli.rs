@@ -176,6 +176,12 @@ pub struct RunArgs {
     /// Also write the JUnit XML report to FILE (- for stdout).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub junit: Option<PathBuf>,
+    /// Also write the Prometheus text report to FILE, for node_exporter's textfile collector (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub prom: Option<PathBuf>,
+    /// Also write the Markdown report to FILE, e.g. $GITHUB_STEP_SUMMARY (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub markdown: Option<PathBuf>,
     /// Colour in the table: auto (only on a terminal, never with NO_COLOR), always, never.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
     pub color: ColorChoice,

@@ -317,6 +317,8 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         &[
             (Format::Json, args.json.as_deref()),
             (Format::Junit, args.junit.as_deref()),
+            (Format::Prom, args.prom.as_deref()),
+            (Format::Markdown, args.markdown.as_deref()),
         ],
     )
     .map_err(UsageError)?;
@@ -402,6 +404,21 @@ fn style(args: &RunArgs, color: bool, stream: impl std::os::fd::AsFd + IsTermina
     }
 }
 
+/// Under GitHub Actions (`GITHUB_ACTIONS=true`), the checks that need
+/// attention as workflow commands: on stdout beside the table, else on
+/// stderr (report/annotations.rs says why).
+fn annotate(run: &Run, on_stdout: bool) {
+    if std::env::var_os("GITHUB_ACTIONS").is_none_or(|v| v != "true") {
+        return;
+    }
+    let text = report::annotations::render(run);
+    let _ = if on_stdout {
+        emit(&text)
+    } else {
+        emit_to(std::io::stderr().lock(), "stderr", &text)
+    };
+}
+
 /// Columns of a terminal whose width nobody says.
 const DEFAULT_WIDTH: usize = 80;
 
@@ -448,8 +465,10 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
         .stream_text(&run, style(args, color, std::io::stdout()));
     // The checks have run: show their report even when a report file
     // cannot be written, then fail with that error (exit 2).
+    let table_on_stdout = plan.outputs.stream_format() == Format::Table;
     let files = plan.outputs.write_files(&run).map_err(UsageError);
     emit(&text)?;
+    annotate(&run, table_on_stdout);
     files?;
     Ok(run.exit_code as u8)
 }
@@ -486,6 +505,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
     // The report is advice here: a stderr that cannot be written must not
     // keep CMD from running.
     let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
+    annotate(&run, false);
     files?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.

@@ -102,6 +102,8 @@ fn title(format: Format) -> &'static str {
         Format::Table => "table",
         Format::Json => "JSON",
         Format::Junit => "JUnit",
+        Format::Prom => "Prometheus",
+        Format::Markdown => "Markdown",
     }
 }
 
@@ -204,6 +206,11 @@ impl Outputs {
     /// The main stream's report.
     pub fn stream_text(&self, run: &Run, style: Style) -> String {
         self.stream.render(run, style)
+    }
+
+    /// The format on the main stream.
+    pub fn stream_format(&self) -> Format {
+        self.stream
     }
 
     /// Write the file reports; the error names the file that failed.

@@ -4,8 +4,11 @@
 
 pub use crate::model::{CheckResult, Run, FORMAT_VERSION};
 
+pub mod annotations;
 pub mod json;
 pub mod junit;
+pub mod markdown;
+pub mod prom;
 pub mod table;
 pub mod text;
 
@@ -21,6 +24,8 @@ pub enum Format {
     Table,
     Json,
     Junit,
+    Prom,
+    Markdown,
 }
 
 /// How the table reads; JSON and JUnit have no options.
@@ -41,6 +46,8 @@ impl Format {
             Format::Table => "table",
             Format::Json => "json",
             Format::Junit => "junit",
+            Format::Prom => "prom",
+            Format::Markdown => "markdown",
         }
     }
 
@@ -56,6 +63,8 @@ impl Format {
             .render(run),
             Format::Json => json::Json.render(run),
             Format::Junit => junit::Junit.render(run),
+            Format::Prom => prom::Prom.render(run),
+            Format::Markdown => markdown::Markdown.render(run),
         }
     }
 }

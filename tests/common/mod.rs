@@ -39,6 +39,7 @@ const SCRUBBED: &[&str] = &[
     "NO_COLOR",
     "CUDA_HOME",
     "CUDA_PATH",
+    "GITHUB_ACTIONS",
 ];
 
 /// A `Command` for the real binary with a scrubbed environment (also every

@@ -1,0 +1,328 @@
+//! The Prometheus report (`--prom FILE`): the run in the text exposition
+//! format 0.0.4, for node_exporter's textfile collector
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>).
+//!
+//! Names follow the Prometheus naming rules
+//! (<https://prometheus.io/docs/practices/naming/>): a `gpucheck_` prefix,
+//! base units in the name (seconds, bytes, ratio), and a verdict as an enum
+//! of labelled 0/1 series (one per status, the one that holds is 1), so a
+//! rule reads `gpucheck_check_status{status="fail"} == 1`. Per-GPU series
+//! carry `gpu` (the index) and `uuid` labels as DCGM exporter's do. No
+//! sample carries a timestamp: the textfile collector refuses them.
+
+use std::fmt::Write as _;
+
+use gpucheck_checks::Status;
+
+use super::{Reporter, Run};
+
+pub struct Prom;
+
+/// Every verdict, in the order the series are written.
+const STATUSES: [Status; 5] = [
+    Status::Pass,
+    Status::Warn,
+    Status::Fail,
+    Status::Skip,
+    Status::Error,
+];
+
+/// nccl.allreduce reports its bus bandwidth as `busbw_gbps` in GB/s, the
+/// decimal gigabytes nccl-tests uses (1 GB/s = 1e9 bytes/s).
+const BUSBW_METRIC: (&str, &str) = ("nccl.allreduce", "busbw_gbps");
+const BYTES_PER_GB: f64 = 1e9;
+/// ddp.benchmark reports its multi-GPU scaling as `scaling_efficiency`, a
+/// ratio (1.0 = perfect linear scaling).
+const SCALING_METRIC: (&str, &str) = ("ddp.benchmark", "scaling_efficiency");
+
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Pass => "pass",
+        Status::Warn => "warn",
+        Status::Fail => "fail",
+        Status::Skip => "skip",
+        Status::Error => "error",
+    }
+}
+
+/// A label value escaped as the format asks: backslash, double quote and
+/// line feed.
+pub fn label_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A sample value as Go's strconv writes it: `+Inf`, `-Inf`, `NaN` spelt out.
+fn value_text(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value == f64::INFINITY {
+        "+Inf".into()
+    } else if value == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{value}")
+    }
+}
+
+/// One metric family: its HELP and TYPE lines, then its samples.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
+        self.samples.push((labels, value));
+    }
+
+    fn write(&self, out: &mut String) {
+        if self.samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} gauge", self.name);
+        for (labels, value) in &self.samples {
+            out.push_str(self.name);
+            if !labels.is_empty() {
+                let inner: Vec<String> = labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}=\"{}\"", label_value(v)))
+                    .collect();
+                let _ = write!(out, "{{{}}}", inner.join(","));
+            }
+            let _ = writeln!(out, " {}", value_text(*value));
+        }
+    }
+}
+
+/// A check's metric, when the check ran and reported it.
+fn metric(run: &Run, (check, name): (&str, &str)) -> Option<f64> {
+    run.results
+        .iter()
+        .find(|r| r.id == check)
+        .and_then(|r| r.outcome.metric(name))
+}
+
+impl Reporter for Prom {
+    fn render(&self, run: &Run) -> String {
+        let mut info = Family::new(
+            "gpucheck_info",
+            "gpucheck's version and the profile of the run (always 1).",
+        );
+        info.add(
+            vec![
+                ("version", run.tool_version.clone()),
+                ("profile", run.profile.as_str().into()),
+            ],
+            1.0,
+        );
+        let mut ready = Family::new(
+            "gpucheck_ready",
+            "1 when the machine is ready for multi-GPU training (exit code 0), else 0.",
+        );
+        ready.add(Vec::new(), f64::from(u8::from(run.exit_code == 0)));
+        let mut exit = Family::new(
+            "gpucheck_exit_code",
+            "gpucheck's exit code: 0 ready, 1 not ready, 2 usage error.",
+        );
+        exit.add(Vec::new(), f64::from(run.exit_code));
+        let mut stamp = Family::new(
+            "gpucheck_last_run_timestamp_seconds",
+            "When the run started, in seconds since the Unix epoch.",
+        );
+        stamp.add(Vec::new(), run.started_at_unix as f64);
+        let mut took = Family::new(
+            "gpucheck_run_duration_seconds",
+            "Wall time of the whole run in seconds.",
+        );
+        took.add(Vec::new(), run.duration_ms / 1000.0);
+        let mut status = Family::new(
+            "gpucheck_check_status",
+            "A check's verdict: 1 on the series whose status label holds, 0 on the others.",
+        );
+        let mut duration = Family::new(
+            "gpucheck_check_duration_seconds",
+            "How long a check took, in seconds.",
+        );
+        let mut gpu = Family::new(
+            "gpucheck_gpu_check_status",
+            "A check's verdict for one GPU: 1 on the series whose status label holds, 0 on the others.",
+        );
+        for r in &run.results {
+            let ids = || vec![("check", r.id.clone()), ("group", r.group.clone())];
+            for s in STATUSES {
+                let mut labels = ids();
+                labels.push(("status", status_name(s).into()));
+                status.add(labels, f64::from(u8::from(r.outcome.status == s)));
+            }
+            duration.add(ids(), r.outcome.duration_ms / 1000.0);
+            // GPUs by NVML index only: rows a check labels itself ("rank 1",
+            // "cuda:0") count ranks or CUDA ordinals, and a second row for
+            // the same GPU would repeat a series, which makes the textfile
+            // collector drop the whole file.
+            let mut seen = std::collections::BTreeSet::new();
+            let gpus = r.outcome.devices.iter().filter(|d| d.label.is_none());
+            for d in gpus.filter(|d| seen.insert(d.index)) {
+                for s in STATUSES {
+                    let labels = vec![
+                        ("check", r.id.clone()),
+                        ("gpu", d.index.to_string()),
+                        ("uuid", d.uuid.clone().unwrap_or_default()),
+                        ("status", status_name(s).into()),
+                    ];
+                    gpu.add(labels, f64::from(u8::from(d.status == s)));
+                }
+            }
+        }
+        let mut busbw = Family::new(
+            "gpucheck_nccl_allreduce_busbw_bytes_per_second",
+            "NCCL all-reduce bus bandwidth across the GPUs, in bytes per second.",
+        );
+        if let Some(gbps) = metric(run, BUSBW_METRIC) {
+            busbw.add(Vec::new(), gbps * BYTES_PER_GB);
+        }
+        let mut scaling = Family::new(
+            "gpucheck_ddp_scaling_efficiency_ratio",
+            "DDP throughput on all GPUs over N times one GPU's (1 = linear scaling).",
+        );
+        if let Some(ratio) = metric(run, SCALING_METRIC) {
+            scaling.add(Vec::new(), ratio);
+        }
+        let mut out = String::new();
+        for family in [
+            info, ready, exit, stamp, took, status, duration, gpu, busbw, scaling,
+        ] {
+            family.write(&mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures;
+
+    #[test]
+    fn every_check_has_one_status_series_set_to_one() {
+        let text = Prom.render(&fixtures::every_status());
+        assert!(text.contains(
+            "gpucheck_check_status{check=\"gpu.ecc\",group=\"gpu\",status=\"fail\"} 1\n"
+        ));
+        assert!(text.contains(
+            "gpucheck_check_status{check=\"gpu.ecc\",group=\"gpu\",status=\"pass\"} 0\n"
+        ));
+        assert!(text.contains("gpucheck_ready 0\n"), "{text}");
+        assert!(text.contains("gpucheck_exit_code 1\n"));
+        assert!(text.contains("gpucheck_last_run_timestamp_seconds 1767225600\n"));
+        assert!(text.contains(
+            "gpucheck_gpu_check_status{check=\"gpu.ecc\",gpu=\"1\",uuid=\"\",status=\"fail\"} 1\n"
+        ));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        let text = Prom.render(&fixtures::hostile());
+        for line in text.lines() {
+            assert!(!line.contains('\n'));
+        }
+        assert!(text.contains("uuid=\"\u{1}\u{1b}[31m]]><x>&\\\"' \u{FFFF}\""));
+    }
+
+    /// The hostile run read back by prometheus_client's parser (the test
+    /// venv's): every escaped label value comes back as it went in.
+    #[test]
+    fn hostile_text_survives_the_prometheus_parser() {
+        use std::io::Write;
+        let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+        let mut child = std::process::Command::new(python)
+            .args([
+                "-c",
+                "import sys, json\n\
+                 from prometheus_client.parser import text_string_to_metric_families as p\n\
+                 print(json.dumps([s.labels.get('uuid') for f in p(sys.stdin.read()) for s in f.samples]))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the test venv's python (scripts/setup-venv.sh)");
+        let mut run = fixtures::hostile();
+        run.results[0].outcome.devices[0].uuid = Some("a\\b\"c\nd".into());
+        let text = Prom.render(&run);
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(text.as_bytes()).expect("write to python");
+        }
+        let out = child.wait_with_output().expect("python");
+        assert!(out.status.success(), "does not parse:\n{text}");
+        let uuids: Vec<Option<String>> = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert!(uuids.contains(&Some("a\\b\"c\nd".into())), "{uuids:?}");
+    }
+
+    #[test]
+    fn busbw_is_in_bytes_per_second_and_scaling_a_ratio() {
+        use gpucheck_checks::{Outcome, Profile};
+        let run = fixtures::run(
+            vec![
+                fixtures::result(
+                    "nccl.allreduce",
+                    Profile::Standard,
+                    Outcome::pass("busbw 460 GB/s").with_metric("busbw_gbps", 460.0, "GB/s"),
+                ),
+                fixtures::result(
+                    "ddp.benchmark",
+                    Profile::Full,
+                    Outcome::pass("93% scaling").with_metric("scaling_efficiency", 0.93, "ratio"),
+                ),
+            ],
+            false,
+        );
+        let text = Prom.render(&run);
+        assert!(text.contains("gpucheck_nccl_allreduce_busbw_bytes_per_second 460000000000\n"));
+        assert!(text.contains("gpucheck_ddp_scaling_efficiency_ratio 0.93\n"));
+        assert!(text.contains("gpucheck_ready 1\n"));
+    }
+
+    #[test]
+    fn per_gpu_series_are_gpus_by_index_and_never_repeat() {
+        let mut run = fixtures::every_status();
+        let ecc = &mut run.results[1].outcome.devices;
+        let mut rank = ecc[0].clone();
+        rank.label = Some("rank 0".into());
+        let again = ecc[1].clone();
+        ecc.push(rank);
+        ecc.push(again);
+        let text = Prom.render(&run);
+        let gpu1_fail =
+            "gpucheck_gpu_check_status{check=\"gpu.ecc\",gpu=\"1\",uuid=\"\",status=\"fail\"} 1\n";
+        assert_eq!(text.matches(gpu1_fail).count(), 1, "{text}");
+        let per_gpu = text.matches("gpucheck_gpu_check_status{").count();
+        assert_eq!(per_gpu, 2 * STATUSES.len(), "{text}");
+    }
+
+    #[test]
+    fn values_spell_infinities_as_go_does() {
+        assert_eq!(value_text(f64::INFINITY), "+Inf");
+        assert_eq!(value_text(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(value_text(f64::NAN), "NaN");
+        assert_eq!(value_text(4.6e11), "460000000000");
+    }
+}
