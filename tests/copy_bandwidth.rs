@@ -75,7 +75,7 @@ fn steady_copies_near_the_link_rate_pass_with_a_table() {
 
 #[test]
 fn a_gpu_with_slow_copies_warns_naming_it_and_its_numa_node() {
-    let (out, doc) = run("slow-copy-gpu1", "gen1_x8_pair");
+    let (out, doc) = run("slow-copy-gpu1", "gen1_x2_pair");
     assert_eq!(field(&doc, "status"), "warn", "{doc}");
     let summary = field(&doc, "summary");
     assert!(summary.starts_with("GPU 1: copies "), "{summary}");
