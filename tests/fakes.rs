@@ -378,6 +378,9 @@ print(gbps(0) > 2 * slow)
     );
     let slow: f64 = lines[0].parse().expect("a number");
     // Never faster than the scenario says; slower only by scheduling delays.
-    assert!((0.04..=0.101).contains(&slow), "GPU 1 copied at {slow} GB/s");
+    assert!(
+        (0.04..=0.101).contains(&slow),
+        "GPU 1 copied at {slow} GB/s"
+    );
     assert_eq!(lines[1], "True", "GPU 0 is not limited: {lines:?}");
 }
