@@ -596,6 +596,26 @@ fn net_checks_never_echo_a_password_in_master_addr() {
     }
 }
 
+#[test]
+fn env_torchrun_never_echoes_a_password_in_master_addr() {
+    let out = gpucheck()
+        .env("MASTER_ADDR", "alice:hunter2@127.0.0.1")
+        .env("MASTER_PORT", "29500")
+        .args(["--only", "env.torchrun", "--json", "-"])
+        .output()
+        .expect("run gpucheck");
+    let json = stdout(&out);
+    let doc = assert_valid_json_report(&json);
+    assert!(
+        !json.contains("hunter2"),
+        "env.torchrun echoes the password: {json}"
+    );
+    let summary = result(&doc, "env.torchrun")["summary"]
+        .as_str()
+        .unwrap_or("");
+    assert!(summary.contains("alice:***@127.0.0.1"), "{summary}");
+}
+
 // ---------------------------------------------------------------- env.cuda_visible_devices
 
 #[test]

@@ -3,6 +3,7 @@
 //! valid where set and consistent with each other.
 
 use crate::domain::launch::parse_master_port;
+use crate::domain::redact::redact_url_credentials;
 use crate::domain::text::{plain_or_quoted, quote_value};
 use crate::findings::{Finding, Findings};
 use crate::probe::host::env_lossy;
@@ -54,7 +55,8 @@ impl Check for Torchrun {
             world_size: env_lossy("WORLD_SIZE"),
             local_rank: env_lossy("LOCAL_RANK"),
             local_world_size: env_lossy("LOCAL_WORLD_SIZE"),
-            master_addr: env_lossy("MASTER_ADDR"),
+            // Credentials in the address never reach a report.
+            master_addr: env_lossy("MASTER_ADDR").map(|a| redact_url_credentials(&a)),
             master_port: env_lossy("MASTER_PORT"),
         })
     }
