@@ -40,8 +40,14 @@ pub fn redact_url_credentials(addr: &str) -> String {
         Some(i) => addr.split_at(i + 3),
         None => ("", addr),
     };
-    // The credentials end at the last '@' of the authority (before any path).
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    // The credentials end at the last '@' of the authority: before any path
+    // of a URL; a bare `user:pass@host` has no path, so a '/' there is part
+    // of the password.
+    let authority_end = if scheme.is_empty() {
+        rest.len()
+    } else {
+        rest.find(['/', '?', '#']).unwrap_or(rest.len())
+    };
     let (authority, path) = rest.split_at(authority_end);
     let Some((userinfo, host)) = authority.rsplit_once('@') else {
         return addr.to_string();
@@ -90,6 +96,7 @@ mod tests {
         );
         // A password with an '@' in it is still hidden whole.
         assert_eq!(redact_url_credentials("u:p@ss@host"), "u:***@host");
+        assert_eq!(redact_url_credentials("u:pa/ss@host"), "u:***@host");
         for plain in ["10.0.0.1", "node1:29500", "[::1]:29500", "tcp://host/a@b"] {
             assert_eq!(redact_url_credentials(plain), plain);
         }

@@ -3,8 +3,6 @@
 //! CUDA_DEVICE_ORDER silently hide. The parsing and mapping rules live in
 //! [`crate::domain::visible_devices`]; this file judges what they say.
 
-use std::time::Duration;
-
 use super::device_text::{
     device_rows, devices_text, distinct_models, gpu_count_text, gpu_models, gpu_of, target_long,
     target_short, targets_short, targets_summary, SUMMARY_MAX_DEVICES,
@@ -14,7 +12,7 @@ use crate::domain::visible_devices::{
     map_visible_devices, parse_cuda_visible_devices, repaired_visible_devices,
     repaired_visible_devices_on, DeviceToken, Mapping, NvmlGpu, Target, Unresolved, VisibleDevices,
 };
-use crate::facts::nvml::{inventory_for_run, nvml_hung, NVML_WAIT};
+use crate::facts::nvml::{inventory_for_run, nvml_hung, wait_for};
 use crate::findings::{Finding, Findings};
 use crate::probe::host::env_lossy;
 use crate::probe::nvml;
@@ -42,18 +40,6 @@ const FACT_MAX_DEVICES: usize = 64;
 /// The summary note when NVML could not be asked.
 const NOT_CROSS_CHECKED: &str = "not checked against the GPUs: NVML not usable";
 
-/// How long the shared NVML query waits for NVML before this check judges
-/// the variables alone: the gpu.* checks' budget ([`NVML_WAIT`]), cut to 80%
-/// of this check's timeout. NVML starts in well under a second with
-/// persistence mode on; without it the first call initialises every GPU and
-/// can take seconds (NVIDIA, "Driver Persistence"), which gpu.driver reports.
-fn nvml_wait(ctx: &Context) -> Duration {
-    Duration::try_from_secs_f64(ctx.options.timeout_s * 0.8)
-        .ok()
-        .filter(|w| !w.is_zero())
-        .map_or(NVML_WAIT, |w| w.min(NVML_WAIT))
-}
-
 /// The GPUs NVML reports, or why the cross-check is not possible. NVML is
 /// not asked when gpu.driver already found it unusable; otherwise the GPU
 /// list is the one gpu.count published, or asked now under the shared hang
@@ -73,7 +59,7 @@ fn nvml_gpus(ctx: &Context) -> Result<Vec<NvmlGpu>, String> {
         // hung: this check's own query timed out in it.
         Err(_) if nvml_hung(ctx).is_none() && nvml::hung_call().is_some() => Err(format!(
             "not possible: NVML did not answer within {} s{} (see gpu.driver)",
-            seconds(nvml_wait(ctx).as_secs_f64()),
+            seconds(wait_for(ctx).as_secs_f64()),
             nvml::hung_call()
                 .map(|c| format!(", stuck in {c}"))
                 .unwrap_or_default()

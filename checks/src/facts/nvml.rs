@@ -88,17 +88,22 @@ pub fn driver_for_run(ctx: &Context) -> Result<DriverInfo, NvmlFailure> {
     bounded(ctx, |lib| nvml::driver(lib.as_deref()))
 }
 
+/// How long a check waits for NVML: [`NVML_WAIT`], cut to 80% of the
+/// check's own timeout so it has room to report. `--timeout` is the user's
+/// number, so an absurd one falls back to the default wait.
+pub fn wait_for(ctx: &Context) -> Duration {
+    Duration::try_from_secs_f64(ctx.options.timeout_s * 0.8)
+        .ok()
+        .filter(|w| !w.is_zero())
+        .map_or(NVML_WAIT, |w| w.min(NVML_WAIT))
+}
+
 /// Run an NVML query on a thread and wait for it at most the NVML budget.
 fn bounded<T: Send + 'static>(
     ctx: &Context,
     query: impl FnOnce(Option<std::path::PathBuf>) -> Result<T, NvmlFailure> + Send + 'static,
 ) -> Result<T, NvmlFailure> {
-    // Leave the check's own timeout room to report; `--timeout` is the
-    // user's number, so an absurd one falls back to the default wait.
-    let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.8)
-        .ok()
-        .filter(|w| !w.is_zero())
-        .map_or(NVML_WAIT, |w| w.min(NVML_WAIT));
+    let wait = wait_for(ctx);
     let lib = ctx.options.nvml_lib.clone();
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()

@@ -1,6 +1,7 @@
 //! `net.master_addr`: MASTER_ADDR resolves, binds where it names this
 //! machine, and can be reached by the other nodes.
 
+use crate::domain::redact::redact_url_credentials;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::domain::text::{plain_or_quoted, quote_value};
@@ -72,7 +73,7 @@ pub fn evaluate_master_addr(f: &MasterAddrFacts) -> Outcome {
             "MASTER_ADDR unset: torchrun sets it for its workers (localhost with --standalone)",
         );
     };
-    let redacted = redact_credentials(value);
+    let redacted = redact_url_credentials(value);
     let shown = quote_value(&redacted);
     if value.is_empty() {
         return Outcome::fail(
@@ -216,26 +217,6 @@ fn loopback_across_nodes(
     )
 }
 
-/// MASTER_ADDR as a report may show it: the password of a
-/// `user:password@host` (or `scheme://user:password@host`) address replaced
-/// by `***`, a user part without a password (a token) replaced whole.
-/// Reports end up in CI logs, which keep them for good.
-pub(super) fn redact_credentials(addr: &str) -> String {
-    let (scheme, rest) = match addr.find("://") {
-        Some(i) => addr.split_at(i + 3),
-        None => ("", addr),
-    };
-    let Some(at) = rest.rfind('@') else {
-        return addr.to_string();
-    };
-    let (userinfo, host) = rest.split_at(at);
-    let user = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_string(),
-    };
-    format!("{scheme}{user}{host}")
-}
-
 /// (WORLD_SIZE, LOCAL_WORLD_SIZE) when both parse and the job spans nodes.
 fn multi_node(f: &MasterAddrFacts) -> Option<(u64, u64)> {
     let world: u64 = f.world_size.as_deref()?.trim().parse().ok()?;
@@ -278,15 +259,18 @@ mod tests {
 
     #[test]
     fn credentials_in_an_address_are_redacted() {
-        assert_eq!(redact_credentials("alice:hunter2@node0"), "alice:***@node0");
-        assert_eq!(redact_credentials("tok3n@10.0.0.1"), "***@10.0.0.1");
         assert_eq!(
-            redact_credentials("tcp://bob:p@ss:w0rd@node0:29500"),
+            redact_url_credentials("alice:hunter2@node0"),
+            "alice:***@node0"
+        );
+        assert_eq!(redact_url_credentials("tok3n@10.0.0.1"), "***@10.0.0.1");
+        assert_eq!(
+            redact_url_credentials("tcp://bob:p@ss:w0rd@node0:29500"),
             "tcp://bob:***@node0:29500"
         );
-        assert_eq!(redact_credentials("node0"), "node0");
-        assert_eq!(redact_credentials("fe80::1%eth0"), "fe80::1%eth0");
-        assert_eq!(redact_credentials(""), "");
+        assert_eq!(redact_url_credentials("node0"), "node0");
+        assert_eq!(redact_url_credentials("fe80::1%eth0"), "fe80::1%eth0");
+        assert_eq!(redact_url_credentials(""), "");
     }
 
     #[test]

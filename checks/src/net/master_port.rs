@@ -2,8 +2,8 @@
 
 use std::net::IpAddr;
 
-use super::master_addr::redact_credentials;
 use crate::domain::launch::{parse_master_port, DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT};
+use crate::domain::redact::redact_url_credentials;
 use crate::domain::text::quote_value;
 use crate::probe::host::env_lossy;
 use crate::probe::net::{self as np, lookup_addr, AddrLookup, BindError, PortHolder};
@@ -144,7 +144,7 @@ pub fn evaluate_master_port(f: &MasterPortFacts) -> Outcome {
         format!("port {port} (torchrun's default)")
     };
     let addr_shown = match f.master_addr.as_deref() {
-        Some(a) => format!("MASTER_ADDR={}", quote_value(&redact_credentials(a))),
+        Some(a) => format!("MASTER_ADDR={}", quote_value(&redact_url_credentials(a))),
         None => format!("MASTER_ADDR (unset, so {DEFAULT_MASTER_ADDR})"),
     };
     match &f.location {
