@@ -229,14 +229,28 @@ k8s_daemonset_writes_valid_report() {
     mapfile -t env_vars < <("$PY" -c 'import json,sys; [print("%s=%s" % (e["name"], e["value"])) for e in json.loads(sys.argv[1])]' \
         "$(k8s_field "$K8S/daemonset.yaml" gpucheck env)")
     env_vars=("${env_vars[@]/#GPUCHECK_REPORT_DIR=*/GPUCHECK_REPORT_DIR=$report_dir}")
-    on_node ecc_remap "${env_vars[@]}" -- setsid "${argv[@]}" >/dev/null 2>&1 &
-    local pid=$! i
+    # The loop runs in a session of its own whose leader writes its pid (=
+    # its process group) first, so the whole loop, gpucheck and its sleep
+    # included, is stopped afterwards: nothing of the test stays running.
+    local pgid_file=$WORK/k8s-daemonset.pgid
+    on_node ecc_remap "${env_vars[@]}" -- \
+        setsid sh -c 'echo $$ >"$0"; exec "$@"' "$pgid_file" "${argv[@]}" >/dev/null 2>&1 &
+    local pid=$! i pgid=
     for i in $(seq 100); do
         [[ -s $report_dir/gpucheck.json ]] && break
         sleep 0.1
     done
-    kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+    pgid=$(cat "$pgid_file" 2>/dev/null || true)
+    [[ -n $pgid ]] && kill -KILL -- -"$pgid" 2>/dev/null
+    kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+    [[ -n $pgid ]] || fail "the DaemonSet's loop never started"
+    # Gone, or zombies only (this machine's init may not reap them).
+    for i in $(seq 20); do
+        ps -o stat= -g "$pgid" 2>/dev/null | grep -qv '^Z' || break
+        sleep 0.1
+    done
+    ! ps -o stat= -g "$pgid" 2>/dev/null | grep -qv '^Z' || fail "the DaemonSet's loop is still running"
     [[ -s $report_dir/gpucheck.json ]] || fail "no $report_dir/gpucheck.json after 10 s"
     [[ ! -e $report_dir/gpucheck.json.tmp ]] || fail "the temporary report was left behind"
     "$PY" - "$report_dir/gpucheck.json" "$ROOT/schema/report.schema.json" <<'EOF' || fail "report does not validate"
