@@ -71,9 +71,9 @@ impl std::fmt::Display for DriverVersion {
 }
 
 /// CUDA toolkit release -> minimum Linux x86-64 driver at its GA. Source:
-/// CUDA release notes "Table 3", as collected in
-/// ../shared/reference/facts.md ("CUDA toolkit -> minimum Linux driver").
-/// 13.1's figure is inferred from the cuda-compat packages there.
+/// the CUDA Toolkit release notes, "Table 3: CUDA Toolkit and Corresponding
+/// Driver Versions" (docs.nvidia.com/cuda/cuda-toolkit-release-notes).
+/// 13.1's figure is inferred from NVIDIA's cuda-compat packages.
 pub const TOOLKIT_MIN_DRIVER: &[(CudaVersion, &str)] = &[
     (CudaVersion::new(11, 0), "450.36.06"),
     (CudaVersion::new(11, 4), "470.42.01"),
