@@ -28,9 +28,9 @@ if [[ ! -e $NVML_DIR/libnvidia-ml.so.1 || tests/fixtures/fake_nvml.c -nt $NVML_D
     mv -f "$NVML_DIR/.libnvidia-ml.so.1.$$" "$NVML_DIR/libnvidia-ml.so.1"
 fi
 PY=$ROOT/.tools/venv/bin/python
-if ! "$PY" -c 'import kubernetes_validate, yaml, jsonschema' 2>/dev/null; then
-    python3 -m venv .tools/venv
-    .tools/venv/bin/pip install --quiet kubernetes-validate pyyaml jsonschema
+if ! "$PY" -c 'import kubernetes_validate, yaml, jsonschema, prometheus_client' 2>/dev/null; then
+    [[ -x $PY ]] || python3 -m venv .tools/venv
+    .tools/venv/bin/pip install --quiet kubernetes-validate pyyaml jsonschema prometheus-client
 fi
 
 WORK=$(mktemp -d)
@@ -221,14 +221,18 @@ k8s_manifests_validate() {
             "$K8S/daemonset.yaml" "$K8S/training-job.yaml" || fail "not valid against Kubernetes $v"
     done
 }
-k8s_daemonset_writes_valid_report() {
-    local argv env_vars report_dir=$WORK/k8s-reports
-    mkdir -p "$report_dir"
+k8s_daemonset_writes_prometheus_file() {
+    local argv env_vars mount textfile_dir=$WORK/textfile_collector
+    mkdir -p "$textfile_dir"
     mapfile -d '' argv < <(k8s_argv "$K8S/daemonset.yaml" gpucheck)
     # The container's env, with the volume's mountPath mapped to a temporary folder.
     mapfile -t env_vars < <("$PY" -c 'import json,sys; [print("%s=%s" % (e["name"], e["value"])) for e in json.loads(sys.argv[1])]' \
         "$(k8s_field "$K8S/daemonset.yaml" gpucheck env)")
-    env_vars=("${env_vars[@]/#GPUCHECK_REPORT_DIR=*/GPUCHECK_REPORT_DIR=$report_dir}")
+    mount=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])[0]["mountPath"])' \
+        "$(k8s_field "$K8S/daemonset.yaml" gpucheck volumeMounts)")
+    [[ " ${env_vars[*]} " == *" GPUCHECK_TEXTFILE_DIR=$mount "* ]] ||
+        fail "GPUCHECK_TEXTFILE_DIR is not the volume's mountPath $mount: ${env_vars[*]}"
+    env_vars=("${env_vars[@]/#GPUCHECK_TEXTFILE_DIR=*/GPUCHECK_TEXTFILE_DIR=$textfile_dir}")
     # The loop runs in a session of its own whose leader writes its pid (=
     # its process group) first, so the whole loop, gpucheck and its sleep
     # included, is stopped afterwards: nothing of the test stays running.
@@ -237,7 +241,7 @@ k8s_daemonset_writes_valid_report() {
         setsid sh -c 'echo $$ >"$0"; exec "$@"' "$pgid_file" "${argv[@]}" >/dev/null 2>&1 &
     local pid=$! i pgid=
     for i in $(seq 100); do
-        [[ -s $report_dir/gpucheck.json ]] && break
+        [[ -s $textfile_dir/gpucheck.prom ]] && break
         sleep 0.1
     done
     pgid=$(cat "$pgid_file" 2>/dev/null || true)
@@ -251,14 +255,23 @@ k8s_daemonset_writes_valid_report() {
         sleep 0.1
     done
     ! ps -o stat= -g "$pgid" 2>/dev/null | grep -qv '^Z' || fail "the DaemonSet's loop is still running"
-    [[ -s $report_dir/gpucheck.json ]] || fail "no $report_dir/gpucheck.json after 10 s"
-    [[ ! -e $report_dir/gpucheck.json.tmp ]] || fail "the temporary report was left behind"
-    "$PY" - "$report_dir/gpucheck.json" "$ROOT/schema/report.schema.json" <<'EOF' || fail "report does not validate"
-import json, sys, jsonschema
-report, schema = (json.load(open(p)) for p in sys.argv[1:3])
-jsonschema.validate(report, schema)
-assert report["profile"] == "health", report["profile"]
-assert report["exit_code"] == 1, report["exit_code"]
+    [[ -s $textfile_dir/gpucheck.prom ]] || fail "no $textfile_dir/gpucheck.prom after 10 s"
+    # node_exporter reads every *.prom file in the folder: gpucheck's only,
+    # no temporary file left behind.
+    [[ $(ls -A "$textfile_dir") == gpucheck.prom ]] || fail "the folder holds: $(ls -A "$textfile_dir" | tr '\n' ' ')"
+    "$PY" - "$textfile_dir/gpucheck.prom" <<'EOF' || fail "the metrics do not parse or say the wrong thing"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for fam in text_string_to_metric_families(open(sys.argv[1]).read()) for s in fam.samples}
+def value(name, **labels):
+    return samples[(name, tuple(sorted(labels.items())))]
+info = [dict(labels) for name, labels in samples if name == "gpucheck_info"]
+assert [i["profile"] for i in info] == ["health"], info
+assert value("gpucheck_ready") == 0
+assert value("gpucheck_exit_code") == 1
+assert value("gpucheck_check_status", check="gpu.ecc", group="gpu", status="fail") == 1
+assert value("gpucheck_check_status", check="gpu.ecc", group="gpu", status="pass") == 0
 EOF
 }
 k8s_init_container_stops_training() {
@@ -300,7 +313,7 @@ npd_exit_codes_match() {
 }
 
 t "k8s: daemonset.yaml and training-job.yaml validate (kubernetes-validate --strict)" k8s_manifests_validate
-t "k8s: the DaemonSet's command writes a report that validates" k8s_daemonset_writes_valid_report
+t "k8s: the DaemonSet's command writes node_exporter's gpucheck.prom (prometheus_client parses it)" k8s_daemonset_writes_prometheus_file
 t "k8s: the init container's command fails on a bad node" k8s_init_container_stops_training
 t "k8s: node-problem-detector.json is consistent" npd_config_consistent
 t "k8s: node-problem-detector's rule exits 0/1/other as NPD reads them" npd_exit_codes_match
