@@ -9,6 +9,11 @@
 #     the quick profile's JSON (validated against schema/report.schema.json);
 #   - each .deb has its control fields and files, unpacks (dpkg-deb -x into a
 #     temporary root) and its gpucheck --version answers.
+# Then lints --prom's output with promtool check metrics, Prometheus's own
+# linter (tests/formats.rs promtool_accepts_the_metrics, ignored in plain
+# cargo test): promtool comes from Debian's prometheus package, downloaded
+# and unpacked here (19 MB, a few seconds), not installed: that package is a
+# whole server with a user and a service.
 # Then runs scripts/test-contrib.sh against the x86_64 release binary.
 # Usage: scripts/test-release.sh [OUTDIR]  (default: a temporary folder)
 set -euo pipefail
@@ -166,6 +171,18 @@ deb_installs() {
     [[ $out == "gpucheck $version" ]] || fail "gpucheck --version: $out"
 }
 
+# promtool on PATH, or else unpacked from Debian's prometheus package.
+promtool_lints_metrics() {
+    local dir=$WORK/prometheus
+    if ! command -v promtool >/dev/null; then
+        apt-cache show prometheus >/dev/null 2>&1 || apt-get update -qq
+        (cd "$WORK" && apt-get download -qq -o APT::Sandbox::User=root prometheus) || fail "apt-get download prometheus"
+        dpkg-deb -x "$WORK"/prometheus_*.deb "$dir" || fail "cannot unpack the prometheus package"
+    fi
+    PATH=$PATH:$dir/usr/bin cargo test --locked --quiet --test formats -- --ignored --exact promtool_accepts_the_metrics ||
+        fail "promtool check metrics rejects --prom's output"
+}
+
 t "SHA256SUMS verifies every archive and package" sums_verify
 for target in $TARGETS; do
     t "$target: the archive holds binary, man page, completions, README, licences" archive_complete "$target"
@@ -173,6 +190,7 @@ for target in $TARGETS; do
     t "$target: --version, list, explain and --profile quick --json - (schema-valid) run" binary_runs "$target"
     t "$target: the .deb unpacks and its gpucheck --version answers" deb_installs "$target"
 done
+t "promtool check metrics accepts --prom's output (Debian's promtool)" promtool_lints_metrics
 
 echo
 for name in "${FAILURES[@]}"; do echo "failed: $name"; done

@@ -32,8 +32,8 @@ fn run_gpu(scenario: &str, envs: &[(&str, &str)], args: &[&str]) -> Output {
 }
 
 /// Python that parses Prometheus text from stdin with prometheus_client,
-/// applies the naming rules `promtool check metrics` lints (Debian's
-/// prometheus package is a whole server: the rules are checked here instead)
+/// applies the naming rules `promtool check metrics` lints (promtool itself
+/// runs in `promtool_accepts_the_metrics` where it is on PATH)
 /// and prints the samples as JSON: [[name, labels, value], ...].
 const PROM_PARSE: &str = r##"
 import json, re, sys
@@ -305,10 +305,11 @@ fn under_github_actions_a_machine_report_on_stdout_stays_whole() {
 }
 
 /// `promtool check metrics`, Prometheus's own linter, on a real run. Debian's
-/// `prometheus` package (a whole server) carries it; without it on PATH the
-/// naming rules are still checked by `parse_prom` above.
+/// `prometheus` package (a whole server) carries it; scripts/test-release.sh,
+/// which CI runs, unpacks promtool from it and runs this test. Without it on
+/// PATH the naming rules are still checked by `parse_prom` above.
 #[test]
-#[ignore = "needs promtool on PATH (Debian's prometheus package); run with --ignored"]
+#[ignore = "needs promtool on PATH: scripts/test-release.sh (CI) unpacks it from Debian's prometheus package and runs this with --ignored"]
 fn promtool_accepts_the_metrics() {
     use std::io::Write;
     for scenario in ["h100x8", "ecc_remap"] {
