@@ -282,9 +282,11 @@ k8s_init_container_stops_training() {
     [[ $rc == 1 ]] || fail "exit $rc, want 1 (init container fails, training does not start)"
     [[ $(tail -n 1 <<<"$out") == "NOT READY: "*gpu.ecc* ]] || fail "verdict: $(tail -n 1 <<<"$out")"
 }
+# The rule's command line, its path taken from contrib/k8s (where the plugin
+# script is kept), NUL-separated.
 npd_rule_argv() {
-    "$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1]))["rules"][0]; [print(a, end="\0") for a in [os.path.basename(r["path"])] + r["args"]]' \
-        "$K8S/node-problem-detector.json"
+    "$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1]))["rules"][0]; [print(a, end="\0") for a in [os.path.join(sys.argv[2], os.path.basename(r["path"]))] + r["args"]]' \
+        "$K8S/node-problem-detector.json" "$K8S"
 }
 npd_config_consistent() {
     "$PY" - "$K8S/node-problem-detector.json" <<'EOF' || fail "inconsistent plugin config"
@@ -294,29 +296,65 @@ secs = lambda s: int(s.rstrip("s"))
 assert c["plugin"] == "custom"
 rule = c["rules"][0]
 assert rule["condition"] in [x["type"] for x in c["conditions"]]
-assert rule["path"] == "/usr/local/bin/gpucheck", rule["path"]
+# The plugin script, kept beside the config, where node-problem-detector keeps its own.
+assert rule["path"] == "/config/plugin/gpucheck-npd.sh", rule["path"]
+assert rule["args"] == ["--profile", "health", "--quiet"], rule["args"]
 # The rule's timeout fits in the plugin's, which fits in the interval.
 assert secs(rule["timeout"]) < secs(c["pluginConfig"]["timeout"]) <= secs(c["pluginConfig"]["invoke_interval"])
 EOF
+    [[ -x $K8S/gpucheck-npd.sh ]] || fail "contrib/k8s/gpucheck-npd.sh is not executable"
 }
-npd_exit_codes_match() {
-    # node-problem-detector reads 0 as OK, 1 as a problem, anything else as unknown.
-    local argv out rc=0 max
+# node-problem-detector reads 0 as OK, 1 as a problem, anything else as
+# unknown, and the condition's message from stdout, cut at max_output_length.
+# Usage: npd_run SCENARIO [VAR=value ...] [-- EXTRA_ARGS...]; sets NPD_RC and NPD_MESSAGE.
+npd_run() {
+    local scenario=$1 argv vars=() max out
+    shift
+    while [[ $# -gt 0 && $1 != -- ]]; do
+        vars+=("$1")
+        shift
+    done
+    [[ $# -gt 0 ]] && shift
     mapfile -d '' argv < <(npd_rule_argv)
-    out=$(on_node ecc_remap -- "${argv[@]}") || rc=$?
-    [[ $rc == 1 ]] || fail "failing node: exit $rc, want 1 (problem)"
     max=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pluginConfig"]["max_output_length"])' "$K8S/node-problem-detector.json")
-    [[ ${out:0:max} == "NOT READY: "*gpu.ecc* ]] || fail "condition message: ${out:0:max}"
-    rc=0
-    on_node h100x8 GPUCHECK_EXPECT_GPUS=eight -- "${argv[@]}" >/dev/null 2>&1 || rc=$?
-    [[ $rc == 2 ]] || fail "bad configuration: exit $rc, want 2 (unknown)"
+    NPD_RC=0
+    out=$(on_node "$scenario" "${vars[@]}" -- "${argv[@]}" "$@" 2>/dev/null) || NPD_RC=$?
+    NPD_MESSAGE=${out:0:max}
+}
+npd_bad_node_is_a_problem() {
+    npd_run ecc_remap
+    [[ $NPD_RC == 1 ]] || fail "exit $NPD_RC, want 1 (problem)"
+    [[ $NPD_MESSAGE == "NOT HEALTHY: "*"see host.devices, gpu.ecc" ]] || fail "condition message: $NPD_MESSAGE"
+}
+npd_healthy_node_is_ok() {
+    npd_run h100x8 -- --skip host.devices
+    [[ $NPD_RC == 0 ]] || fail "exit $NPD_RC, want 0 (OK)"
+    [[ $NPD_MESSAGE == "HEALTHY: "* ]] || fail "condition message: $NPD_MESSAGE"
+}
+npd_hung_driver_is_a_problem() {
+    local start=$SECONDS rule_timeout
+    rule_timeout=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["rules"][0]["timeout"].rstrip("s"))' "$K8S/node-problem-detector.json")
+    npd_run hang_init
+    [[ $NPD_RC == 1 ]] || fail "exit $NPD_RC, want 1 (problem)"
+    ((SECONDS - start < 10 && 10 < rule_timeout)) || fail "took $((SECONDS - start)) s; the rule allows $rule_timeout s"
+    [[ $NPD_MESSAGE == "NOT HEALTHY: NVML did not answer"* ]] || fail "condition message: $NPD_MESSAGE"
+}
+npd_misconfigured_is_unknown() {
+    npd_run h100x8 GPUCHECK_EXPECT_GPUS=eight
+    [[ $NPD_RC == 2 ]] || fail "bad setting: exit $NPD_RC, want 2 (unknown)"
+    [[ $NPD_MESSAGE == "gpucheck could not run (exit 1): "*GPUCHECK_EXPECT_GPUS* ]] || fail "condition message: $NPD_MESSAGE"
+    npd_run h100x8 GPUCHECK=/nonexistent/gpucheck
+    [[ $NPD_RC == 2 ]] || fail "no binary: exit $NPD_RC, want 2 (unknown)"
 }
 
 t "k8s: daemonset.yaml and training-job.yaml validate (kubernetes-validate --strict)" k8s_manifests_validate
 t "k8s: the DaemonSet's command writes node_exporter's gpucheck.prom (prometheus_client parses it)" k8s_daemonset_writes_prometheus_file
 t "k8s: the init container's command fails on a bad node" k8s_init_container_stops_training
 t "k8s: node-problem-detector.json is consistent" npd_config_consistent
-t "k8s: node-problem-detector's rule exits 0/1/other as NPD reads them" npd_exit_codes_match
+t "k8s: node-problem-detector's rule: 1 (problem) with the failing ids on a bad node" npd_bad_node_is_a_problem
+t "k8s: node-problem-detector's rule: 0 (OK) on a healthy node" npd_healthy_node_is_ok
+t "k8s: node-problem-detector's rule: a hung driver is a problem, within the health budget" npd_hung_driver_is_a_problem
+t "k8s: node-problem-detector's rule: a run that cannot start is unknown (2), with the reason" npd_misconfigured_is_unknown
 
 # --- Docker --------------------------------------------------------------------
 DOCKERFILE=$ROOT/contrib/docker/Dockerfile
