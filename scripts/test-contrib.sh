@@ -166,6 +166,18 @@ slurm_usage_error_leaves_node() {
     [[ $rc == 2 ]] || fail "exit $rc, want 2"
     [[ -z $(scontrol_calls) ]] || fail "scontrol called: $(scontrol_calls)"
 }
+slurm_bad_setting_leaves_node() {
+    # The health profile exits 1 for a run it cannot start: no verdict, no drain.
+    slurm_node none
+    local rc=0
+    on_node h100x8 GPUCHECK_EXPECT_GPUS=eight -- "$HC" 2>/dev/null || rc=$?
+    [[ $rc == 2 ]] || fail "health check: exit $rc, want 2"
+    [[ -z $(scontrol_calls) ]] || fail "scontrol called: $(scontrol_calls)"
+    rc=0
+    on_node h100x8 GPUCHECK_EXPECT_GPUS=eight SLURM_JOB_ID=42 -- "$PROLOG" 2>/dev/null || rc=$?
+    [[ $rc == 0 ]] || fail "prolog: exit $rc, want 0 (the job runs)"
+    [[ -z $(scontrol_calls) ]] || fail "scontrol called: $(scontrol_calls)"
+}
 slurm_prolog_stops_job_on_bad_node() {
     slurm_node none
     local rc=0
@@ -188,6 +200,7 @@ t "slurm: an administrator's reason is never overwritten" slurm_admin_drain_kept
 t "slurm: a hung driver drains the node within GPUCHECK_TIMEOUT" slurm_hung_driver_drained_within_limit
 t "slurm: the default timeout is under SLURM's 60 s" slurm_default_timeout_under_60s
 t "slurm: a usage error leaves the node as it is (exit 2)" slurm_usage_error_leaves_node
+t "slurm: a bad GPUCHECK_* setting leaves the node as it is (exit 2, the job runs)" slurm_bad_setting_leaves_node
 t "slurm: the prolog drains a bad node and stops the job" slurm_prolog_stops_job_on_bad_node
 t "slurm: the prolog lets the job run on a good node" slurm_prolog_lets_job_run
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SLURM HealthCheckProgram: runs gpucheck's quick profile on this node.
+# SLURM HealthCheckProgram: runs gpucheck's health profile on this node.
 #   slurm.conf:  HealthCheckProgram=/usr/local/sbin/gpucheck-healthcheck.sh
 #                HealthCheckInterval=300
 # On failure it drains the node with the reason "gpucheck: <failing check ids>";
@@ -10,7 +10,8 @@
 # driver no longer answers) drains the node too.
 #
 # Exit status: 0 healthy, 1 unhealthy (drained, or an administrator's drain kept),
-# 2 gpucheck could not judge (not found, bad arguments): the node is left as it is.
+# 2 gpucheck could not judge (not found, bad arguments or settings): the node is
+# left as it is.
 #
 # Environment (all optional):
 #   GPUCHECK          the binary (default: gpucheck on PATH)
@@ -59,11 +60,18 @@ resume_if_ours() {
 }
 
 main() {
-    local verdict rc ids
+    local out verdict rc exit_code ids
     # shellcheck disable=SC2086 # GPUCHECK_ARGS is a list of words
-    verdict=$(timeout "$GPUCHECK_TIMEOUT" "$GPUCHECK" $GPUCHECK_ARGS 2>/dev/null)
+    out=$(timeout "$GPUCHECK_TIMEOUT" "$GPUCHECK" $GPUCHECK_ARGS 2>&1)
     rc=$?
-    verdict=$(printf '%s\n' "$verdict" | tail -n 1)
+    exit_code=$rc
+    # The verdict line ("NOT HEALTHY: ... — see gpu.ecc"), gpucheck's last on
+    # stdout. The health profile exits 1 also for a run it cannot start (a bad
+    # GPUCHECK_* setting), with no verdict, only the reason on stderr: no
+    # verdict, no drain.
+    verdict=$(printf '%s\n' "$out" | grep -E '^(NOT )?(HEALTHY|READY): ' | tail -n 1)
+    [[ $rc == 1 && -z $verdict ]] && rc=2
+    [[ -n $verdict ]] || verdict=$(printf '%s\n' "$out" | head -n 1)
     case $rc in
     0)
         resume_if_ours
@@ -81,7 +89,7 @@ main() {
         return 1
         ;;
     *)
-        log "gpucheck could not run (exit $rc): ${verdict:-no output}; $NODE left as it is"
+        log "gpucheck could not run (exit $exit_code): ${verdict:-no output}; $NODE left as it is"
         return 2
         ;;
     esac

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# SLURM Prolog: runs gpucheck's quick profile before each job on this node.
+# SLURM Prolog: runs gpucheck's health profile before each job on this node.
 #   slurm.conf:  Prolog=/usr/local/sbin/gpucheck-prolog.sh
 #                (install gpucheck-healthcheck.sh in the same directory)
 # A node that fails is drained with the reason "gpucheck: <failing check ids>"
 # and the prolog exits non-zero, so SLURM requeues the job instead of starting
 # it on a bad node. A node whose checks pass again is resumed only while its
 # reason starts with "gpucheck:" (an administrator's drain is never undone).
-# If gpucheck cannot judge (not installed, bad GPUCHECK_ARGS) the job runs.
+# If gpucheck cannot judge (not installed, bad GPUCHECK_ARGS or GPUCHECK_*
+# settings) the job runs.
 # Same environment as gpucheck-healthcheck.sh (GPUCHECK, GPUCHECK_ARGS,
 # GPUCHECK_TIMEOUT, GPUCHECK_NODE).
 set -u
