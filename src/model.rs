@@ -9,7 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON report layout. Bump on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: a result's `facts` carry counts and yes/no as JSON numbers and
+/// booleans (1 had every fact as a string).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One check's result in a run: the check's identity followed by its outcome
 /// (status, summary, hint, metrics, devices, facts, tables, duration_ms).

@@ -529,7 +529,9 @@ fn torch_checks_report_the_real_torch() {
         fact(imp, "arch_list"),
         "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
     );
-    assert_eq!(fact(imp, "cuda_available"), "no");
+    // Yes/no and counts keep their JSON types.
+    assert_eq!(imp["facts"]["cuda_available"], false, "{imp}");
+    assert_eq!(imp["facts"]["cuda_device_count"], 0, "{imp}");
     assert!(
         fact(imp, "cuda_unavailable_reason").contains("Found no NVIDIA driver"),
         "{imp}"

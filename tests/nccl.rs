@@ -882,7 +882,10 @@ fn allreduce_nccl_errors_carry_nccls_own_words() {
          (fake: bootstrap could not find a socket interface)"
     );
     assert!(hint(&doc, "nccl.allreduce").contains("NCCL_DEBUG=WARN"));
-    assert_eq!(fact(&doc, "nccl.allreduce", "nccl_error_code"), "2");
+    assert_eq!(
+        common::result(&doc, "nccl.allreduce")["facts"]["nccl_error_code"],
+        2
+    );
     assert_eq!(out.status.code(), Some(1));
 
     let (_, doc) = allreduce(

@@ -62,7 +62,7 @@ pub mod torch;
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
 pub use options::{DdpBackend, DdpDevice};
-pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
+pub use outcome::{DataTable, DeviceResult, FactValue, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
 /// quick ⊂ standard ⊂ full. `health` stands apart: it is no level, it holds

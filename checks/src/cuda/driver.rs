@@ -163,7 +163,7 @@ fn driver_facts(probe: &DriverProbe) -> Outcome {
             );
         }
     }
-    out.with_fact("device_count", probe.device_count.to_string())
+    out.with_fact("device_count", probe.device_count)
 }
 
 /// Free memory below this share of the GPU's total warns: a training job
@@ -566,7 +566,7 @@ mod tests {
         );
         assert_eq!(o.devices.len(), 8);
         assert_eq!(o.facts["cuda_driver_version"], "12.8");
-        assert_eq!(o.facts["device_count"], "8");
+        assert_eq!(o.facts["device_count"], crate::FactValue::Integer(8));
         assert_eq!(o.hint, None);
     }
 
@@ -937,7 +937,9 @@ mod tests {
         ));
         let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
         assert_eq!(o.status, Status::Pass);
-        assert!(o.facts["forward_compat"].contains("/usr/local/cuda-13.0/compat"));
+        assert!(o.facts["forward_compat"]
+            .to_string()
+            .contains("/usr/local/cuda-13.0/compat"));
     }
 
     #[test]
