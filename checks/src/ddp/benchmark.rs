@@ -143,7 +143,7 @@ fn run_benchmark(options: &Options) -> Outcome {
         probe::BenchRun::Failed(failure) => evaluate_failure(&failure),
     };
     judged
-        .with_fact("python", py.path.display().to_string())
+        .with_fact("python", python::name_of(&py.path).display().to_string())
         .with_fact("launcher", launched.launcher)
 }
 
