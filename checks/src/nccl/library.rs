@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::INSTALL_HINT;
+use super::NcclWheel;
 use crate::facts::nccl::NcclChoice;
 use crate::facts::torch::TorchInfo;
 use crate::probe::libs::LibSource;
@@ -70,7 +70,13 @@ fn copies_table(facts: &LibraryFacts) -> DataTable {
 /// Judge what was found. `torch_nccl` is the NCCL version torch reports
 /// (torch.import's `nccl_version`), when torch was looked at.
 pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outcome {
-    let chosen = match usable_copy(facts) {
+    judge_library(facts, torch_nccl, &NcclWheel::default())
+}
+
+/// [`evaluate_library`], with the install hint for what this run knows of
+/// the training Python's torch and the driver (`wheel`).
+pub fn judge_library(facts: &LibraryFacts, torch_nccl: Option<&str>, wheel: &NcclWheel) -> Outcome {
+    let chosen = match usable_copy(facts, &wheel.install_hint()) {
         Ok(c) => c,
         Err(o) => return *o,
     };
@@ -95,7 +101,7 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
 /// The copy a job gets, or the failure that there is none it can use: an
 /// explicit path that is not a file, nothing found, an explicit copy or
 /// every copy that does not load.
-fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
+fn usable_copy(facts: &LibraryFacts, install: &str) -> Result<NcclChoice, Box<Outcome>> {
     if let (Some(explicit), true) = (&facts.explicit, facts.explicit_missing) {
         return Err(Box::new(Outcome::fail(
             format!("--nccl-lib {} is not a file", explicit.display()),
@@ -115,7 +121,7 @@ fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
                 "no libnccl.so.2 found (searched LD_LIBRARY_PATH, the ldconfig cache, system \
                  library folders, CUDA_HOME, /usr/local/cuda*, {searched_python})"
             ),
-            INSTALL_HINT,
+            install,
         )));
     }
     let explicit_copy = facts
@@ -150,12 +156,12 @@ fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
             source: source_name(*source).to_string(),
             copies: facts.copies.len(),
         }),
-        _ => Err(Box::new(none_loads(facts))),
+        _ => Err(Box::new(none_loads(facts, install))),
     }
 }
 
 /// Copies were found but none answers ncclGetVersion.
-fn none_loads(facts: &LibraryFacts) -> Outcome {
+fn none_loads(facts: &LibraryFacts, install: &str) -> Outcome {
     let first_error = facts
         .copies
         .iter()
@@ -170,7 +176,7 @@ fn none_loads(facts: &LibraryFacts) -> Outcome {
         ),
         format!(
             "a missing dependency or a library for another architecture; check with `ldd \
-             {}`, then reinstall: {INSTALL_HINT}",
+             {}`, then reinstall: {install}",
             facts
                 .copies
                 .first()
@@ -283,8 +289,10 @@ Why it matters for DDP: torch's NCCL backend cannot start without NCCL, and two 
 one job (torch's own copy plus an older one on LD_LIBRARY_PATH picked up by an extension or by \
 other ranks) are a classic cause of hangs at init. When torch.nccl ran, the version torch reports \
 is compared with the one found first, and a difference warns.\n\n\
-Fixes: no NCCL -> `pip install nvidia-nccl-cu12` (nvidia-nccl-cu13 for CUDA 13 builds) in the \
-training environment, or `apt install libnccl2`, or --nccl-lib PATH. A copy that does not load -> \
+Fixes: no NCCL -> `pip install nvidia-nccl-cu12` (nvidia-nccl-cu13 for CUDA 13 builds; the \
+hint names the one for the torch build, else for the driver) in the training environment, or \
+`apt install libnccl2`, or --nccl-lib PATH; with no torch in the training Python, install torch \
+(its CUDA wheels bring NCCL) with the command torch.import gives. A copy that does not load -> \
 check it with `ldd`, reinstall it. Version mismatch with torch -> put torch's copy first on \
 LD_LIBRARY_PATH, remove the stale one, or install the matching version."
     }
@@ -293,7 +301,13 @@ LD_LIBRARY_PATH, remove the stale one, or install the matching version."
             ctx.options.nccl_lib.as_deref(),
             ctx.options.python.as_deref(),
         );
-        evaluate_library(&facts, torch_nccl_version(ctx).as_deref())
+        // The install hint may ask NVML for the driver: only when needed.
+        let wheel = if usable_copy(&facts, "").is_err() {
+            NcclWheel::for_run(ctx)
+        } else {
+            NcclWheel::default()
+        };
+        judge_library(&facts, torch_nccl_version(ctx).as_deref(), &wheel)
     }
 }
 

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{first_sentence, run_for, TorchInfo};
-use crate::domain::compat::{wheel_for_driver, CudaVersion};
+use crate::domain::compat::{install_torch_command, CudaVersion};
 use crate::domain::text::{plural, timed_out};
+use crate::facts::torch::TorchMissing;
 use crate::probe::python::{FindPythonError, PythonSource};
 use crate::probe::torch::TorchProbeError;
 use crate::{Check, Context, FactValue, Isolation, Outcome, Profile};
@@ -77,14 +78,7 @@ pub fn report_facts(info: &TorchInfo) -> BTreeMap<String, FactValue> {
 /// The command that installs the torch build this driver runs into the
 /// training Python (a plain `pip install torch` without a known driver).
 pub fn install_torch_hint(python: &Path, driver_cuda: Option<CudaVersion>) -> String {
-    let pip = format!("{} -m pip install torch", python.display());
-    let cmd = match driver_cuda.and_then(|d| wheel_for_driver(d).map(|w| (d, w))) {
-        Some((d, w)) => format!(
-            "`{pip} --index-url https://download.pytorch.org/whl/{}` (CUDA {}, which this CUDA {d} driver runs)",
-            w.index, w.cuda
-        ),
-        None => format!("`{pip}`"),
-    };
+    let cmd = install_torch_command(python, driver_cuda);
     format!(
         "install PyTorch into the Python that will train: {cmd}; or point gpucheck at the Python that has it with --python PATH"
     )
@@ -108,7 +102,10 @@ pub fn probe_failure(e: &TorchProbeError, driver_cuda: Option<CudaVersion>) -> O
             format!("torch is not installed for {} ({detail})", python.display()),
             install_torch_hint(python, driver_cuda),
         )
-        .with_fact("python", python.display().to_string()),
+        .with_fact("python", python.display().to_string())
+        .publish(&TorchMissing {
+            python: python.clone(),
+        }),
         TorchProbeError::ImportFailed { python, detail } => import_failed(python, detail),
         TorchProbeError::Crashed {
             python,
