@@ -190,7 +190,7 @@ fn one_missing_driver_is_fixed_once_and_its_dependents_point_to_it() {
         );
         assert_eq!(
             field(r, "hint"),
-            "fix host.devices first: this failure follows from it and goes away with it"
+            "see host.devices: its fix clears this failure too"
         );
         assert_eq!(r["cause"]["kind"], "same_cause", "{r}");
         assert_eq!(r["cause"]["check"], "host.devices", "{r}");

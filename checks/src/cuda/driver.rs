@@ -598,7 +598,7 @@ mod tests {
             "libcuda.so.1 not found — same cause as gpu.driver (no NVIDIA driver library here)"
         );
         let hint = o.hint.clone().unwrap_or_default();
-        assert!(hint.starts_with("fix gpu.driver first"), "{hint}");
+        assert!(hint.starts_with("see gpu.driver: its fix"), "{hint}");
         assert!(!hint.contains("docker run"), "{hint}");
         assert_eq!(
             o.cause,

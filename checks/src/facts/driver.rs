@@ -35,10 +35,7 @@ impl NoDriverHere {
     pub fn follows(&self, found: &str) -> Outcome {
         Outcome::fail(
             format!("{found} — same cause as {} ({})", self.check, self.reason),
-            format!(
-                "fix {} first: this failure follows from it and goes away with it",
-                self.check
-            ),
+            format!("see {}: its fix clears this failure too", self.check),
         )
         .with_cause(Cause::SameCause {
             check: self.check.clone(),
@@ -66,7 +63,7 @@ mod tests {
         );
         assert_eq!(
             o.hint.as_deref(),
-            Some("fix host.devices first: this failure follows from it and goes away with it")
+            Some("see host.devices: its fix clears this failure too")
         );
         assert_eq!(
             o.cause,

@@ -214,7 +214,7 @@ mod tests {
              GPU was passed into this docker container)"
         );
         assert!(
-            hint(&o).starts_with("fix host.devices first"),
+            hint(&o).starts_with("see host.devices: its fix"),
             "{}",
             hint(&o)
         );
