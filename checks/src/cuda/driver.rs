@@ -115,6 +115,10 @@ fn driver_fact(
     }
 }
 
+/// cuInit's answer when no device is visible to the process (CUDA Driver
+/// API, CUresult).
+const CUDA_ERROR_NO_DEVICE: i32 = 100;
+
 /// The verdict when the driver could not be probed at all.
 fn probe_error(e: &DriverProbeError, cvd: Option<&str>, first: Option<&NoDriverHere>) -> Outcome {
     match e {
@@ -124,7 +128,13 @@ fn probe_error(e: &DriverProbeError, cvd: Option<&str>, first: Option<&NoDriverH
             library,
             cuda_driver_version,
         } => {
-            let mut o = call_failure(error, cvd);
+            let mut o = match first {
+                // No device node at all: CUDA can see no device either.
+                Some(first) if error.code == CUDA_ERROR_NO_DEVICE => {
+                    first.follows(&format!("{} failed: {}", error.call, error_label(error)))
+                }
+                _ => call_failure(error, cvd),
+            };
             if let Some(v) = cuda_driver_version {
                 o = o.with_fact("cuda_driver_version", v.to_string());
             }
@@ -615,6 +625,31 @@ mod tests {
             o.fact::<NoDriverHere>().map(|c| c.check),
             Some("cuda.driver".into())
         );
+    }
+
+    #[test]
+    fn no_device_after_no_device_node_at_all_points_to_host_devices() {
+        let mut f = facts(
+            call_failed(call_err("cuInit", 100)),
+            Expectation::Unknown { why: String::new() },
+        );
+        f.first_cause = Some(NoDriverHere {
+            check: "host.devices".into(),
+            reason: "no GPU was passed into this docker container".into(),
+        });
+        let o = evaluate_driver(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "cuInit failed: CUDA_ERROR_NO_DEVICE (100) — same cause as host.devices (no GPU was \
+             passed into this docker container)"
+        );
+        assert!(!o.hint.clone().unwrap_or_default().contains("docker run"));
+        assert_eq!(o.facts["cuda_driver_version"], "12.8");
+        // Another cuInit error has a cause of its own.
+        f.probe = call_failed(call_err("cuInit", 802));
+        assert!(evaluate_driver(&f).summary.contains("802"));
+        assert_eq!(evaluate_driver(&f).cause, None);
     }
 
     #[test]
