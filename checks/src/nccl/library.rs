@@ -81,7 +81,7 @@ pub fn judge_library(facts: &LibraryFacts, torch_nccl: Option<&str>, wheel: &Ncc
         Err(o) => return *o,
     };
     let mut outcome = match torch_nccl.and_then(NcclVersion::parse) {
-        Some(torch) if torch != chosen.version => torch_mismatch(facts, &chosen, torch),
+        Some(torch) if torch != chosen.version => torch_mismatch(facts, &chosen, torch, wheel),
         _ => Outcome::pass(found_summary(facts, &chosen)),
     };
     outcome = outcome
@@ -213,7 +213,12 @@ fn found_summary(facts: &LibraryFacts, chosen: &NcclChoice) -> String {
 
 /// The copy found first is not the NCCL torch reports: warn, and say how to
 /// make them agree.
-fn torch_mismatch(facts: &LibraryFacts, chosen: &NcclChoice, torch: NcclVersion) -> Outcome {
+fn torch_mismatch(
+    facts: &LibraryFacts,
+    chosen: &NcclChoice,
+    torch: NcclVersion,
+    wheel: &NcclWheel,
+) -> Outcome {
     let version = chosen.version;
     let torch_copy = facts
         .copies
@@ -224,11 +229,18 @@ fn torch_mismatch(facts: &LibraryFacts, chosen: &NcclChoice, torch: NcclVersion)
             "put {} first on LD_LIBRARY_PATH (or remove the other copy)",
             c.path.parent().unwrap_or(Path::new("")).display()
         ),
-        None => format!(
-            "remove or upgrade the NCCL {version} copy, or install the matching one \
-             (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
-             a CUDA 13 build of torch)"
-        ),
+        None => match wheel.torch_cuda {
+            Some(cuda) => format!(
+                "remove or upgrade the NCCL {version} copy, or install the matching one \
+                 (`pip install nvidia-nccl-cu{}=={torch}`: this torch is a CUDA {cuda} build)",
+                cuda.major
+            ),
+            None => format!(
+                "remove or upgrade the NCCL {version} copy, or install the matching one \
+                 (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
+                 a CUDA 13 build of torch)"
+            ),
+        },
     };
     Outcome::warn(
         format!(
@@ -301,11 +313,12 @@ LD_LIBRARY_PATH, remove the stale one, or install the matching version."
             ctx.options.nccl_lib.as_deref(),
             ctx.options.python.as_deref(),
         );
-        // The install hint may ask NVML for the driver: only when needed.
+        // The install hint may ask NVML for the driver: only when needed;
+        // torch's build is read from torch.import's facts.
         let wheel = if usable_copy(&facts, "").is_err() {
             NcclWheel::for_run(ctx)
         } else {
-            NcclWheel::default()
+            NcclWheel::of_torch(ctx)
         };
         judge_library(&facts, torch_nccl_version(ctx).as_deref(), &wheel)
     }
@@ -530,8 +543,25 @@ mod tests {
             ),
             "{hint}"
         );
-        // Torch's version is nowhere on disk: suggest installing it.
-        let f = lib_facts(vec![copy(WHEEL, LibSource::PythonWheel, Ok(v(2, 21, 5)))]);
+        // Torch's version is nowhere on disk: install it, the wheel of
+        // torch's CUDA major when torch.import said which.
+        let lone = lib_facts(vec![copy(WHEEL, LibSource::PythonWheel, Ok(v(2, 21, 5)))]);
+        let cu13 = NcclWheel {
+            torch_cuda: Some(crate::domain::compat::CudaVersion::new(13, 2)),
+            ..NcclWheel::default()
+        };
+        let hint = judge_library(&lone, Some("2.27.7"), &cu13)
+            .hint
+            .unwrap_or_default();
+        assert!(
+            hint.ends_with(
+                "install the matching one (`pip install nvidia-nccl-cu13==2.27.7`: this torch \
+                 is a CUDA 13.2 build)"
+            ),
+            "{hint}"
+        );
+        assert!(!hint.contains("cu12"), "{hint}");
+        let f = lone;
         let o = evaluate_library(&f, Some("(2, 27, 7)"));
         assert_eq!(o.status, Status::Warn);
         let hint = o.hint.unwrap();

@@ -50,13 +50,24 @@ pub struct NcclWheel {
 
 impl NcclWheel {
     /// What torch.import and the driver checks found in this run (the
-    /// driver's CUDA version as torch.import's install hint reads it).
+    /// driver's CUDA version as torch.import's install hint reads it, which
+    /// may ask NVML).
     pub fn for_run(ctx: &Context) -> Self {
-        let torch = ctx.fact::<TorchInfo>();
+        NcclWheel {
+            driver_cuda: known_driver(ctx).0.map(|(cuda, _)| cuda),
+            ..Self::of_torch(ctx)
+        }
+    }
+
+    /// What torch.import found in this run: no torch, or torch's CUDA build.
+    pub fn of_torch(ctx: &Context) -> Self {
         NcclWheel {
             torch_missing: ctx.fact::<TorchMissing>().map(|m| m.python),
-            torch_cuda: torch.as_ref().and_then(TorchInfo::cuda_version),
-            driver_cuda: known_driver(ctx).0.map(|(cuda, _)| cuda),
+            torch_cuda: ctx
+                .fact::<TorchInfo>()
+                .as_ref()
+                .and_then(TorchInfo::cuda_version),
+            driver_cuda: None,
         }
     }
 
