@@ -552,7 +552,7 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
                     serde_json::json!({
                         "id": c.id(),
                         "group": c.group(),
-                        "profile": c.profile(),
+                        "profile": listed_profile(c),
                         "isolation": c.isolation(),
                         "timeout_s": c.timeout().as_secs_f64(),
                         "needs": c.needs(),
@@ -566,17 +566,24 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
             let mut t = comfy_table::Table::new();
             t.load_preset(comfy_table::presets::NOTHING);
             t.set_header(["ID", "GROUP", "PROFILE", "TITLE"]);
-            for c in CATALOG {
-                t.add_row([c.id(), c.group(), c.profile().as_str(), c.title()]);
-            }
-            for c in fleet_checks() {
-                t.add_row([c.id(), c.group(), "cluster", c.title()]);
+            for c in CATALOG.iter().copied().chain(fleet_checks()) {
+                t.add_row([c.id(), c.group(), listed_profile(c), c.title()]);
             }
             format!("{t}\n")
         }
     };
     emit(&text)?;
     Ok(EXIT_READY)
+}
+
+/// What `list` shows as a check's profile: the lowest profile that runs it,
+/// or `cluster` for a fleet check, which only `gpucheck cluster` runs.
+fn listed_profile(check: &dyn gpucheck_checks::Check) -> &'static str {
+    if gpucheck_checks::fleet::find(check.id()).is_some() {
+        "cluster"
+    } else {
+        check.profile().as_str()
+    }
 }
 
 /// The fleet checks of `gpucheck cluster`, as checks (for list and explain).

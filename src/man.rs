@@ -110,6 +110,15 @@ pub fn render() -> String {
             roff(c.explain().split("\n\n").next().unwrap_or("").trim())
         ));
     }
+    out.push_str(".SS Fleet checks\n\\fBgpucheck cluster\\fR runs these on node rank 0, over every node's report, after each node ran its own checks; no profile of \\fBgpucheck run\\fR selects them.\n");
+    for c in gpucheck_checks::fleet::FLEET_CATALOG {
+        out.push_str(&format!(
+            ".TP\n\\fB{}\\fR ({}, gpucheck cluster)\n{}\n",
+            c.id(),
+            c.title(),
+            roff(c.explain().split("\n\n").next().unwrap_or("").trim())
+        ));
+    }
     out.push_str(".SH EXIT STATUS\n");
     for (code, text) in [
         ("0", "No check failed (warnings allowed)."),
@@ -172,6 +181,17 @@ mod tests {
         for c in CATALOG {
             assert!(
                 page.contains(&format!("\\fB{}\\fR", c.id())),
+                "{} missing",
+                c.id()
+            );
+        }
+        for c in gpucheck_checks::fleet::FLEET_CATALOG {
+            assert!(
+                page.contains(&format!(
+                    "\\fB{}\\fR ({}, gpucheck cluster)",
+                    c.id(),
+                    c.title()
+                )),
                 "{} missing",
                 c.id()
             );

@@ -9,7 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON report layout. Bump on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: a result's `facts` carry counts and yes/no as JSON numbers and
+/// booleans (1 had every fact as a string).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One check's result in a run: the check's identity followed by its outcome
 /// (status, summary, hint, metrics, devices, facts, tables, duration_ms).
@@ -173,7 +175,14 @@ impl Run {
                 })
                 .map(|r| r.id.as_str())
                 .collect();
-            failing.sort_by_key(|id| Some(*id) != hung);
+            // A failure that follows from another's (same cause) comes after
+            // the independent ones: they are what there is to fix.
+            let follows = |id: &str| {
+                self.results
+                    .iter()
+                    .any(|r| r.id == id && matches!(r.outcome.cause, Some(Cause::SameCause { .. })))
+            };
+            failing.sort_by_key(|id| (Some(*id) != hung, follows(id)));
             let more = failing.len().saturating_sub(SEE_MAX);
             let firsts: Vec<&str> = failing.into_iter().take(SEE_MAX).collect();
             if !firsts.is_empty() {
@@ -412,5 +421,50 @@ pub(crate) mod fixtures {
         r.host.container = Some(HOSTILE.into());
         r.interrupted = Some(HOSTILE.into());
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{result, run};
+    use super::*;
+
+    #[test]
+    fn the_verdict_names_independent_failures_before_those_that_follow_from_them() {
+        let follows = |summary: &str| {
+            Outcome::fail(summary, "see host.devices: its fix clears this failure too").with_cause(
+                Cause::SameCause {
+                    check: "host.devices".into(),
+                },
+            )
+        };
+        let r = run(
+            vec![
+                result(
+                    "host.devices",
+                    Profile::Quick,
+                    Outcome::fail("no nodes", "x"),
+                ),
+                result("gpu.driver", Profile::Quick, follows("no libnvidia-ml")),
+                result("cuda.driver", Profile::Standard, follows("no libcuda")),
+                result(
+                    "torch.import",
+                    Profile::Standard,
+                    Outcome::fail("no torch", "x"),
+                ),
+                result(
+                    "nccl.library",
+                    Profile::Standard,
+                    Outcome::fail("no nccl", "x"),
+                ),
+            ],
+            false,
+        );
+        assert!(
+            r.verdict_line()
+                .ends_with("— see host.devices, torch.import, nccl.library, gpu.driver and 1 more"),
+            "{}",
+            r.verdict_line()
+        );
     }
 }

@@ -476,7 +476,7 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
     let with_tail = |mut o: Outcome| {
         let tail = stderr_tail(&err);
         if !tail.is_empty() {
-            o.facts.insert("stderr_tail".to_string(), tail);
+            o.facts.insert("stderr_tail".to_string(), tail.into());
         }
         o
     };
@@ -506,7 +506,8 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
                     "{pgid}: still there {} s after SIGKILL, so stuck in the kernel \
                      (a hung driver: look for Xid errors in `dmesg`); gpucheck left it behind",
                     KILL_GRACE.as_secs()
-                ),
+                )
+                .into(),
             );
         }
     }

@@ -163,6 +163,41 @@ fn cuda_driver_without_libcuda_fails_cleanly() {
 }
 
 #[test]
+fn one_missing_driver_is_fixed_once_and_its_dependents_point_to_it() {
+    require_no_nvidia_driver();
+    let (out, doc) = run_plain(&["--only", "host.devices,gpu.driver,cuda.driver"]);
+    assert_eq!(out.status.code(), Some(1));
+    // host.devices finds it first (no device node at all) and carries the fix.
+    let first = result(&doc, "host.devices");
+    assert_eq!(first["status"], "fail", "{first}");
+    let fix = field(first, "hint");
+    assert!(
+        fix.contains("--gpus all") || fix.contains("install the driver"),
+        "{first}"
+    );
+    for (id, found) in [
+        (
+            "gpu.driver",
+            "NVIDIA driver library libnvidia-ml.so.1 not found",
+        ),
+        ("cuda.driver", "libcuda.so.1 not found"),
+    ] {
+        let r = result(&doc, id);
+        assert_eq!(r["status"], "fail", "{r}");
+        assert!(
+            field(r, "summary").starts_with(&format!("{found} — same cause as host.devices (")),
+            "{r}"
+        );
+        assert_eq!(
+            field(r, "hint"),
+            "see host.devices: its fix clears this failure too"
+        );
+        assert_eq!(r["cause"]["kind"], "same_cause", "{r}");
+        assert_eq!(r["cause"]["check"], "host.devices", "{r}");
+    }
+}
+
+#[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn cuda_driver_on_this_machines_gpus_passes() {
     // The counterpart of the no-driver test on a GPU host: the real libcuda.
@@ -494,7 +529,9 @@ fn torch_checks_report_the_real_torch() {
         fact(imp, "arch_list"),
         "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
     );
-    assert_eq!(fact(imp, "cuda_available"), "no");
+    // Yes/no and counts keep their JSON types.
+    assert_eq!(imp["facts"]["cuda_available"], false, "{imp}");
+    assert_eq!(imp["facts"]["cuda_device_count"], 0, "{imp}");
     assert!(
         fact(imp, "cuda_unavailable_reason").contains("Found no NVIDIA driver"),
         "{imp}"

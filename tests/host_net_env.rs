@@ -434,11 +434,10 @@ fn net_master_port_taken_names_this_process_and_a_free_port() {
         "{}",
         r.summary
     );
-    let suggested: u16 = r
-        .fact("suggested_port")
-        .parse()
-        .unwrap_or_else(|_| panic!("no suggested port in {}", r.json));
-    assert_ne!(suggested, port);
+    let suggested = r.json["facts"]["suggested_port"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no suggested port (a number) in {}", r.json));
+    assert_ne!(suggested, u64::from(port));
     assert!(
         r.hint.contains(&format!("export MASTER_PORT={suggested}")),
         "{}",

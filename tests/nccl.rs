@@ -257,6 +257,93 @@ fn no_nccl_anywhere_fails_with_the_install_hint() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// pyenv's layout without torch: `shims/python3` runs
+/// `versions/3.11.7/bin/python3`, which names itself (`sys.executable`) when
+/// asked where it is, and has no torch. Returns (shim, the real interpreter).
+fn pyenv_shim_without_torch(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let env = dir.join("versions/3.11.7");
+    let real = env.join("bin/python3");
+    std::fs::create_dir_all(env.join("lib/python3.11/site-packages")).unwrap();
+    std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+    std::fs::write(&real, "#!/bin/sh\nexit 0\n").unwrap();
+    let shim = dir.join("shims/python3");
+    std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
+    let (env, real_s) = (env.display(), real.display());
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\n\
+             case \"$*\" in\n\
+             *-c*) echo 'GPUCHECK_PREFIX {env}'; echo 'GPUCHECK_EXECUTABLE {real_s}' ;;\n\
+             *) echo 'GPUCHECK_TORCH_INFO {{\"python\": \"{real_s}\", \"not_installed\": true, \
+             \"import_error\": \"ModuleNotFoundError: No module named torch\"}}' ;;\n\
+             esac\n"
+        ),
+    )
+    .unwrap();
+    for p in [&shim, &real] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (shim, real)
+}
+
+#[test]
+fn without_torch_every_check_names_the_python_alike_and_nccl_says_install_torch() {
+    assert!(
+        !system_nccl_present(),
+        "this test needs a host without a system libnccl.so.2 (CI is one), and this one has one"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (shim, real) = pyenv_shim_without_torch(dir.path());
+    let (out, doc) = run(
+        &[
+            "--only",
+            "torch.import,nccl.library",
+            "--python",
+            shim.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let real = real.display().to_string();
+    // torch.import and nccl.library name the interpreter the shim runs.
+    assert!(
+        summary(&doc, "torch.import").starts_with(&format!("torch is not installed for {real} (")),
+        "{}",
+        summary(&doc, "torch.import")
+    );
+    assert!(
+        summary(&doc, "nccl.library").ends_with(&format!("{real}'s site-packages)")),
+        "{}",
+        summary(&doc, "nccl.library")
+    );
+    let shim = shim.display().to_string();
+    for id in ["torch.import", "nccl.library"] {
+        assert!(
+            !summary(&doc, id).contains(&shim),
+            "{id}: {}",
+            summary(&doc, id)
+        );
+        assert!(!hint(&doc, id).contains(&shim), "{id}: {}", hint(&doc, id));
+    }
+    // NCCL comes with torch: install torch, with torch.import's own command,
+    // not an NCCL wheel for a CUDA version nothing here has.
+    let install = hint(&doc, "torch.import")
+        .split('`')
+        .nth(1)
+        .expect("torch.import's hint quotes its command")
+        .to_string();
+    assert!(
+        install.starts_with(&format!("{real} -m pip install torch")),
+        "{install}"
+    );
+    let h = hint(&doc, "nccl.library");
+    assert!(h.starts_with("the training Python has no torch"), "{h}");
+    assert!(h.contains(&format!("`{install}`")), "{h}");
+    assert!(!h.contains("nvidia-nccl-cu12"), "{h}");
+}
+
 // ---------------------------------------------------------------------------
 // nccl.env, against this machine's interfaces (`lo` always exists)
 // ---------------------------------------------------------------------------
@@ -882,7 +969,10 @@ fn allreduce_nccl_errors_carry_nccls_own_words() {
          (fake: bootstrap could not find a socket interface)"
     );
     assert!(hint(&doc, "nccl.allreduce").contains("NCCL_DEBUG=WARN"));
-    assert_eq!(fact(&doc, "nccl.allreduce", "nccl_error_code"), "2");
+    assert_eq!(
+        common::result(&doc, "nccl.allreduce")["facts"]["nccl_error_code"],
+        2
+    );
     assert_eq!(out.status.code(), Some(1));
 
     let (_, doc) = allreduce(

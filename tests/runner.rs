@@ -672,6 +672,39 @@ fn list_and_explain_cover_the_catalog() {
 }
 
 #[test]
+fn list_says_fleet_checks_run_only_under_gpucheck_cluster() {
+    let out = gpucheck()
+        .args(["list", "--format", "json"])
+        .output()
+        .unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let (fleet, node): (Vec<_>, Vec<_>) = rows
+        .iter()
+        .partition(|r| r["group"].as_str() == Some("fleet"));
+    assert!(!fleet.is_empty());
+    for row in fleet {
+        assert_eq!(row["profile"], "cluster", "{row}");
+    }
+    for row in node {
+        let profile = row["profile"].as_str().unwrap_or("");
+        assert!(["quick", "standard", "full"].contains(&profile), "{row}");
+    }
+    let table = stdout(&gpucheck().arg("list").output().unwrap());
+    let line = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("fleet.torch "))
+        .unwrap_or_else(|| panic!("no fleet.torch in:\n{table}"));
+    assert_eq!(line.split_whitespace().nth(2), Some("cluster"), "{line}");
+    let explain = stdout(
+        &gpucheck()
+            .args(["explain", "fleet.torch"])
+            .output()
+            .unwrap(),
+    );
+    assert!(explain.contains("runs in: gpucheck cluster"), "{explain}");
+}
+
+#[test]
 fn help_documents_exit_codes_and_completions_work() {
     let out = gpucheck().arg("--help").output().unwrap();
     assert_eq!(out.status.code(), Some(0));

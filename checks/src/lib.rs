@@ -12,11 +12,12 @@
 //!
 //! ```text
 //! lib.rs        Check, Context, Options, CATALOG (run order)
-//! outcome.rs    Outcome, Status, Metric, DeviceResult, DataTable
+//! outcome.rs    Outcome, Status, Metric, DeviceResult, DataTable, FactValue
 //! findings.rs   Finding/Findings: worst verdict wins, hints joined once
 //! facts/        typed facts a check publishes and later checks read by type
-//!               (NVML's driver and GPUs, the CUDA driver, torch, NCCL) and
-//!               the runner's Cause (timed out in a stage, a signal, ...)
+//!               (NVML's driver and GPUs, the CUDA driver, torch, NCCL, the
+//!               first check to find no driver here) and the Cause (timed
+//!               out in a stage, a signal, ..., same cause as another check)
 //! domain/       pure knowledge no check owns: text helpers, CUDA_VISIBLE_DEVICES
 //!               rules, driver/CUDA/wheel tables, launcher defaults, Xid
 //!               catalog, redaction of secrets
@@ -62,7 +63,7 @@ pub mod torch;
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
 pub use options::{DdpBackend, DdpDevice};
-pub use outcome::{DataTable, DeviceResult, Metric, Outcome, Status};
+pub use outcome::{DataTable, DeviceResult, FactValue, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
 /// quick ⊂ standard ⊂ full. `health` stands apart: it is no level, it holds

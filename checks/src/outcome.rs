@@ -101,6 +101,98 @@ pub struct DataTable {
     pub legend: Option<String>,
 }
 
+/// The value of a report fact: text (versions, paths, lists as people read
+/// them), or a number or yes/no that JSON carries with its own type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum FactValue {
+    Bool(bool),
+    Integer(i64),
+    Number(f64),
+    Text(String),
+}
+
+impl FactValue {
+    /// The text, for a textual fact.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            FactValue::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A number JSON cannot carry (NaN, infinity) is no fact.
+    fn is_finite(&self) -> bool {
+        !matches!(self, FactValue::Number(v) if !v.is_finite())
+    }
+}
+
+/// As the table, JUnit and Markdown show it: the text, or the number or
+/// `true`/`false` written out.
+impl std::fmt::Display for FactValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FactValue::Bool(b) => write!(f, "{b}"),
+            FactValue::Integer(i) => write!(f, "{i}"),
+            FactValue::Number(v) => write!(f, "{v}"),
+            FactValue::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<String> for FactValue {
+    fn from(s: String) -> Self {
+        FactValue::Text(s)
+    }
+}
+
+impl From<&str> for FactValue {
+    fn from(s: &str) -> Self {
+        FactValue::Text(s.to_string())
+    }
+}
+
+impl From<&String> for FactValue {
+    fn from(s: &String) -> Self {
+        FactValue::Text(s.clone())
+    }
+}
+
+impl From<bool> for FactValue {
+    fn from(b: bool) -> Self {
+        FactValue::Bool(b)
+    }
+}
+
+impl From<f64> for FactValue {
+    fn from(v: f64) -> Self {
+        FactValue::Number(v)
+    }
+}
+
+macro_rules! integer_fact {
+    ($($t:ty),*) => {$(
+        impl From<$t> for FactValue {
+            fn from(v: $t) -> Self {
+                i64::try_from(v).map_or(FactValue::Number(v as f64), FactValue::Integer)
+            }
+        }
+    )*};
+}
+integer_fact!(i32, i64, u16, u32, u64, usize);
+
+impl PartialEq<str> for FactValue {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == Some(other)
+    }
+}
+
+impl PartialEq<&str> for FactValue {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == Some(*other)
+    }
+}
+
 /// Everything a check found out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Outcome {
@@ -114,9 +206,10 @@ pub struct Outcome {
     pub metrics: Vec<Metric>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceResult>,
-    /// Textual facts (versions, paths) worth keeping in reports.
+    /// Facts worth keeping in reports: versions and paths as text, counts
+    /// and yes/no as JSON numbers and booleans.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub facts: BTreeMap<String, String>,
+    pub facts: BTreeMap<String, FactValue>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<DataTable>,
     /// Typed facts this check published for later checks (and for the fleet
@@ -190,8 +283,13 @@ impl Outcome {
         self
     }
 
-    pub fn with_fact(mut self, key: &str, value: impl Into<String>) -> Self {
-        self.facts.insert(key.to_string(), value.into());
+    /// Add a report fact: text, a count, a number or a yes/no. A
+    /// non-finite number is left out, as for metrics.
+    pub fn with_fact(mut self, key: &str, value: impl Into<FactValue>) -> Self {
+        let value = value.into();
+        if value.is_finite() {
+            self.facts.insert(key.to_string(), value);
+        }
         self
     }
 
@@ -232,6 +330,7 @@ impl Outcome {
     /// result of a child-isolated check on its way back to the runner.
     pub fn drop_non_finite_metrics(&mut self) {
         self.metrics.retain(|m| m.value.is_finite());
+        self.facts.retain(|_, v| v.is_finite());
         for d in &mut self.devices {
             d.metrics.retain(|m| m.value.is_finite());
         }
@@ -324,6 +423,35 @@ mod tests {
         let back: Outcome = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
         assert_eq!(back.fact::<DriverSeen>(), Some(fact));
         assert_eq!(Outcome::pass("x").fact::<DriverSeen>(), None);
+    }
+
+    #[test]
+    fn facts_keep_their_json_type_and_read_as_text() {
+        let o = Outcome::pass("ok")
+            .with_fact("driver", "570.86.15")
+            .with_fact("device_count", 8u32)
+            .with_fact("ratio", 0.5)
+            .with_fact("persistence", true)
+            .with_fact("nan", f64::NAN);
+        let json = serde_json::to_value(&o).unwrap();
+        assert_eq!(
+            json["facts"],
+            serde_json::json!({
+                "driver": "570.86.15",
+                "device_count": 8,
+                "ratio": 0.5,
+                "persistence": true
+            })
+        );
+        let back: Outcome = serde_json::from_value(json).unwrap();
+        assert_eq!(back, o);
+        let shown: Vec<String> = o.facts.values().map(ToString::to_string).collect();
+        assert_eq!(shown, ["8", "570.86.15", "true", "0.5"]);
+        assert_eq!(o.facts["driver"], "570.86.15");
+        // A whole number written as a float stays a float.
+        let two: FactValue = serde_json::from_str("2.0").unwrap();
+        assert_eq!(two, FactValue::Number(2.0));
+        assert_eq!(two.to_string(), "2");
     }
 
     #[test]

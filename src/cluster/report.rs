@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::model::{CheckResult, Counts, Run};
 
 /// Version of the fleet report layout. Bump on any incompatible change.
-pub const FLEET_FORMAT_VERSION: u32 = 1;
+/// 2: the node results' `facts` are typed as in the node report's format 2.
+pub const FLEET_FORMAT_VERSION: u32 = 2;
 
 /// One node in the fleet report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -100,7 +100,7 @@ mod tests {
         assert_eq!(doc["counts"]["total"], 5);
         assert_eq!(doc["exit_code"], 1);
         // format_version leads the document, so `head` shows it.
-        assert!(Json.render(&run).starts_with("{\n  \"format_version\": 1,"));
+        assert!(Json.render(&run).starts_with("{\n  \"format_version\": 2,"));
     }
 
     #[test]
@@ -154,7 +154,7 @@ mod tests {
                 "bad id",
                 broken(&|d| d["results"][0]["id"] = json!("GPU ecc")),
             ),
-            ("format 2", broken(&|d| d["format_version"] = json!(2))),
+            ("format 1", broken(&|d| d["format_version"] = json!(1))),
             ("exit 3", broken(&|d| d["exit_code"] = json!(3))),
             (
                 "no counts",

@@ -169,7 +169,11 @@ impl Table {
                 lines.push(format!("{DETAIL_INDENT}{}", metric_text(m)));
             }
             for (k, v) in &o.facts {
-                lines.push(format!("{DETAIL_INDENT}{}: {}", clean(k), clean(v)));
+                lines.push(format!(
+                    "{DETAIL_INDENT}{}: {}",
+                    clean(k),
+                    clean(&v.to_string())
+                ));
             }
             for line in device_lines(&o.devices) {
                 lines.push(format!("{DETAIL_INDENT}{line}"));

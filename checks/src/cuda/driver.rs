@@ -10,6 +10,7 @@ use crate::domain::compat::{
 use crate::domain::cuda_devices::{gpus_cuda_does_not_enumerate, predict_devices, Expectation};
 use crate::domain::text::{list_cut, plural};
 use crate::facts::cuda::{DriverCuda, DriverFailure};
+use crate::facts::driver::NoDriverHere;
 use crate::facts::nvml::{driver_for_run, gpus_for_run};
 use crate::probe::cuda::{
     self as cuda_probe, CudaCallError, DeviceProbe, DriverProbe, DriverProbeError, RoundTrip,
@@ -30,6 +31,9 @@ pub struct DriverFacts {
     pub driver_version: Option<String>,
     /// Whether contexts and copies were asked for (standard profile).
     pub contexts: bool,
+    /// An earlier check's finding that no driver reaches this environment:
+    /// a libcuda that is not found follows from it.
+    pub first_cause: Option<NoDriverHere>,
 }
 
 const NO_LIBCUDA_HINT: &str = "libcuda.so.1 comes with the NVIDIA driver, not with CUDA or PyTorch. In a container, start it with the NVIDIA runtime (`docker run --gpus all ...` with the NVIDIA Container Toolkit; Kubernetes: the NVIDIA device plugin) and keep NVIDIA_DRIVER_CAPABILITIES including `compute`; on a host, install the driver (e.g. `sudo apt install nvidia-driver-570-server` or the cuda-drivers package) and check `nvidia-smi`";
@@ -54,11 +58,29 @@ fn call_failure(e: &CudaCallError, cvd: Option<&str>) -> Outcome {
 pub fn evaluate_driver(f: &DriverFacts) -> Outcome {
     let cvd = f.cuda_visible_devices.as_deref();
     let (outcome, usable) = match &f.probe {
-        Err(e) => (probe_error(e, cvd), false),
+        Err(e) => (probe_error(e, cvd, f.first_cause.as_ref()), false),
         Ok(p) => judge_probe(f, p, cvd),
     };
     let fact = driver_fact(&f.probe, &outcome, usable);
     outcome.publish(&fact)
+}
+
+/// No libcuda.so.1: the same cause as an earlier check's missing driver,
+/// or the first cause (this check carries the fix and says so for later
+/// checks).
+fn no_libcuda(first: Option<&NoDriverHere>) -> Outcome {
+    const FOUND: &str = "libcuda.so.1 not found";
+    match first {
+        Some(first) => first.follows(FOUND),
+        None => Outcome::fail(
+            format!("{FOUND}: no NVIDIA driver is usable in this environment"),
+            NO_LIBCUDA_HINT,
+        )
+        .publish(&NoDriverHere {
+            check: "cuda.driver".to_string(),
+            reason: "no NVIDIA driver library here".to_string(),
+        }),
+    }
 }
 
 /// The typed fact behind the verdict. `usable`: the devices CUDA enumerates
@@ -93,19 +115,26 @@ fn driver_fact(
     }
 }
 
+/// cuInit's answer when no device is visible to the process (CUDA Driver
+/// API, CUresult).
+const CUDA_ERROR_NO_DEVICE: i32 = 100;
+
 /// The verdict when the driver could not be probed at all.
-fn probe_error(e: &DriverProbeError, cvd: Option<&str>) -> Outcome {
+fn probe_error(e: &DriverProbeError, cvd: Option<&str>, first: Option<&NoDriverHere>) -> Outcome {
     match e {
-        DriverProbeError::LibraryNotFound { .. } => Outcome::fail(
-            "libcuda.so.1 not found: no NVIDIA driver is usable in this environment",
-            NO_LIBCUDA_HINT,
-        ),
+        DriverProbeError::LibraryNotFound { .. } => no_libcuda(first),
         DriverProbeError::Call {
             error,
             library,
             cuda_driver_version,
         } => {
-            let mut o = call_failure(error, cvd);
+            let mut o = match first {
+                // No device node at all: CUDA can see no device either.
+                Some(first) if error.code == CUDA_ERROR_NO_DEVICE => {
+                    first.follows(&format!("{} failed: {}", error.call, error_label(error)))
+                }
+                _ => call_failure(error, cvd),
+            };
             if let Some(v) = cuda_driver_version {
                 o = o.with_fact("cuda_driver_version", v.to_string());
             }
@@ -144,7 +173,7 @@ fn driver_facts(probe: &DriverProbe) -> Outcome {
             );
         }
     }
-    out.with_fact("device_count", probe.device_count.to_string())
+    out.with_fact("device_count", probe.device_count)
 }
 
 /// Free memory below this share of the GPU's total warns: a training job
@@ -460,6 +489,7 @@ The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is 
                 .map(|d| d.driver_version)
                 .or_else(cuda_probe::kernel_driver_version),
             contexts,
+            first_cause: NoDriverHere::in_run(ctx),
         };
         evaluate_driver(&facts)
     }
@@ -507,6 +537,7 @@ mod tests {
             cuda_visible_devices: None,
             driver_version: None,
             contexts: true,
+            first_cause: None,
         }
     }
 
@@ -545,7 +576,7 @@ mod tests {
         );
         assert_eq!(o.devices.len(), 8);
         assert_eq!(o.facts["cuda_driver_version"], "12.8");
-        assert_eq!(o.facts["device_count"], "8");
+        assert_eq!(o.facts["device_count"], crate::FactValue::Integer(8));
         assert_eq!(o.hint, None);
     }
 
@@ -558,6 +589,67 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert!(o.summary.contains("libcuda.so.1 not found"));
         assert!(o.hint.unwrap().contains("docker run --gpus all"));
+    }
+
+    #[test]
+    fn missing_libcuda_after_an_earlier_missing_driver_points_to_it() {
+        let mut f = facts(
+            Err(DriverProbeError::LibraryNotFound { tried: vec![] }),
+            Expectation::Unknown { why: String::new() },
+        );
+        f.first_cause = Some(NoDriverHere {
+            check: "gpu.driver".into(),
+            reason: "no NVIDIA driver library here".into(),
+        });
+        let o = evaluate_driver(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "libcuda.so.1 not found — same cause as gpu.driver (no NVIDIA driver library here)"
+        );
+        let hint = o.hint.clone().unwrap_or_default();
+        assert!(hint.starts_with("see gpu.driver: its fix"), "{hint}");
+        assert!(!hint.contains("docker run"), "{hint}");
+        assert_eq!(
+            o.cause,
+            Some(Cause::SameCause {
+                check: "gpu.driver".into()
+            })
+        );
+        // Later checks still learn that the driver is unusable.
+        assert!(o.fact::<DriverCuda>().unwrap().failure.is_some());
+        // Alone, it is the first cause and says so for the checks after it.
+        f.first_cause = None;
+        let o = evaluate_driver(&f);
+        assert_eq!(
+            o.fact::<NoDriverHere>().map(|c| c.check),
+            Some("cuda.driver".into())
+        );
+    }
+
+    #[test]
+    fn no_device_after_no_device_node_at_all_points_to_host_devices() {
+        let mut f = facts(
+            call_failed(call_err("cuInit", 100)),
+            Expectation::Unknown { why: String::new() },
+        );
+        f.first_cause = Some(NoDriverHere {
+            check: "host.devices".into(),
+            reason: "no GPU was passed into this docker container".into(),
+        });
+        let o = evaluate_driver(&f);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "cuInit failed: CUDA_ERROR_NO_DEVICE (100) — same cause as host.devices (no GPU was \
+             passed into this docker container)"
+        );
+        assert!(!o.hint.clone().unwrap_or_default().contains("docker run"));
+        assert_eq!(o.facts["cuda_driver_version"], "12.8");
+        // Another cuInit error has a cause of its own.
+        f.probe = call_failed(call_err("cuInit", 802));
+        assert!(evaluate_driver(&f).summary.contains("802"));
+        assert_eq!(evaluate_driver(&f).cause, None);
     }
 
     #[test]
@@ -880,7 +972,9 @@ mod tests {
         ));
         let o = evaluate_driver(&facts(Ok(p), Expectation::Unknown { why: String::new() }));
         assert_eq!(o.status, Status::Pass);
-        assert!(o.facts["forward_compat"].contains("/usr/local/cuda-13.0/compat"));
+        assert!(o.facts["forward_compat"]
+            .to_string()
+            .contains("/usr/local/cuda-13.0/compat"));
     }
 
     #[test]

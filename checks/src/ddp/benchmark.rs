@@ -143,7 +143,7 @@ fn run_benchmark(options: &Options) -> Outcome {
         probe::BenchRun::Failed(failure) => evaluate_failure(&failure),
     };
     judged
-        .with_fact("python", py.path.display().to_string())
+        .with_fact("python", python::name_of(&py.path).display().to_string())
         .with_fact("launcher", launched.launcher)
 }
 
@@ -753,7 +753,9 @@ mod tests {
         );
         assert_eq!(o.devices[3].name, "cuda:3 NVIDIA H100 80GB HBM3");
         assert_eq!(o.devices[3].label.as_deref(), Some("rank 3"));
-        assert!(o.facts["sync_verification"].starts_with("passed: parameters identical on all 8"));
+        assert!(o.facts["sync_verification"]
+            .to_string()
+            .starts_with("passed: parameters identical on all 8"));
         assert_eq!(o.tables[0].rows[1][0], "8");
         assert_eq!(o.tables[1].rows.len(), 8);
     }
@@ -870,7 +872,9 @@ mod tests {
         );
         assert!(hint(&o).contains("all_reduce_perf -c 1"), "{}", hint(&o));
         assert_eq!(o.devices[2].status, Status::Fail);
-        assert!(o.facts["sync_verification"].starts_with("failed: rank 2"));
+        assert!(o.facts["sync_verification"]
+            .to_string()
+            .starts_with("failed: rank 2"));
 
         let mut facts = cpu_run(0.6);
         facts.ranks[1].param_sum = facts.ranks[1].param_sum.map(|s| s + 1e-9);

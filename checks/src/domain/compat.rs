@@ -296,6 +296,21 @@ pub fn replace_torch_command(index: &str) -> String {
     )
 }
 
+/// The command that installs torch into `python`, a Python without it: the
+/// build for the driver's CUDA version when it is known (the newest wheel
+/// the driver runs, with why), else a plain `pip install torch`. Shared by
+/// every hint that says to install torch (torch.import, nccl.library).
+pub fn install_torch_command(python: &std::path::Path, driver_cuda: Option<CudaVersion>) -> String {
+    let pip = format!("{} -m pip install torch", python.display());
+    match driver_cuda.and_then(|d| wheel_for_driver(d).map(|w| (d, w))) {
+        Some((d, w)) => format!(
+            "`{pip} --index-url https://download.pytorch.org/whl/{}` (CUDA {}, which this CUDA {d} driver runs)",
+            w.index, w.cuda
+        ),
+        None => format!("`{pip}`"),
+    }
+}
+
 /// The wheel to suggest for a driver supporting CUDA `driver`: the newest
 /// one it runs natively, else the newest of the same major (minor-version
 /// compatibility).

@@ -927,7 +927,7 @@ mod tests {
         assert!(
             o.facts
                 .get("also")
-                .is_some_and(|a| a.contains("CUDA_DEVICE_ORDER")),
+                .is_some_and(|a| a.to_string().contains("CUDA_DEVICE_ORDER")),
             "{:?}",
             o.facts
         );
@@ -1047,7 +1047,9 @@ mod tests {
         let o = vis(None, Some("all"), None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(
-            o.facts.get("nvidia_visible_devices").map(String::as_str),
+            o.facts
+                .get("nvidia_visible_devices")
+                .and_then(|v| v.as_str()),
             Some(r#""all""#)
         );
     }
@@ -1086,7 +1088,8 @@ mod tests {
         let effective = o
             .facts
             .get("cuda_visible_effective")
-            .map_or("", |s| s.as_str());
+            .and_then(|s| s.as_str())
+            .unwrap_or_default();
         assert!(
             effective.starts_with("cuda:0 -> 0, cuda:1 -> 1"),
             "{effective}"
@@ -1220,7 +1223,7 @@ mod tests {
             format!("cuda:3 -> GPU 3 ({H100}, {})", gpu_uuid(3))
         );
         assert_eq!(
-            o.facts.get("gpu_cross_check").map(String::as_str),
+            o.facts.get("gpu_cross_check").and_then(|v| v.as_str()),
             Some("8 GPUs (0-7) from NVML")
         );
     }
@@ -1279,7 +1282,9 @@ mod tests {
         assert_eq!(o.devices[1].index, 1);
         assert_eq!(o.metric("visible_devices"), Some(2.0));
         assert_eq!(
-            o.facts.get("cuda_visible_effective").map(String::as_str),
+            o.facts
+                .get("cuda_visible_effective")
+                .and_then(|v| v.as_str()),
             Some("cuda:0 -> GPU 2, cuda:1 -> GPU 5")
         );
     }
@@ -1647,7 +1652,9 @@ mod tests {
             assert_eq!(o.metric("visible_devices"), Some(0.0));
             assert!(o.devices.is_empty());
             assert_eq!(
-                o.facts.get("cuda_visible_effective").map(String::as_str),
+                o.facts
+                    .get("cuda_visible_effective")
+                    .and_then(|v| v.as_str()),
                 Some("none")
             );
         }
@@ -1714,7 +1721,7 @@ mod tests {
         assert!(o
             .facts
             .get("gpu_cross_check")
-            .is_some_and(|f| f.starts_with("not possible")));
+            .is_some_and(|f| f.to_string().starts_with("not possible")));
         // Unset: the summary stays as it was, the fact says why.
         let o = vis(None, None, None);
         assert_eq!(o.summary, "CUDA_VISIBLE_DEVICES unset: all GPUs visible");

@@ -10,6 +10,7 @@
 //! every node). Report text is derived from facts, never parsed back.
 
 pub mod cuda;
+pub mod driver;
 pub mod nccl;
 pub mod nvml;
 pub mod torch;
@@ -25,7 +26,8 @@ pub trait Fact: Serialize + DeserializeOwned {
     const KEY: &'static str;
 }
 
-/// Why an outcome is what it is, when the runner (not the check) decided it.
+/// Why an outcome is what it is, when the runner (not the check) decided it,
+/// or when the check's failure follows from an earlier check's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Cause {
@@ -44,6 +46,9 @@ pub enum Cause {
     NeedsFailed { need: String },
     /// The check panicked or its worker could not be started.
     Internal { message: String },
+    /// The failure has the same cause as `check`'s, an earlier check that
+    /// carries the fix (no NVIDIA driver reaches this environment).
+    SameCause { check: String },
 }
 
 impl Cause {

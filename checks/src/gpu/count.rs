@@ -12,7 +12,7 @@ use crate::domain::text::{gpu_count, gpus_phrase};
 use crate::facts::nvml::NvmlInventory;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{self, GpuError, GpuInfo};
-use crate::{Check, Context, DeviceResult, Metric, Outcome, Profile, Status};
+use crate::{Check, Context, DeviceResult, FactValue, Metric, Outcome, Profile, Status};
 
 fn gpu_line(g: &GpuInfo) -> String {
     let memory = if g.memory_total_mib > 0 {
@@ -40,7 +40,7 @@ pub fn evaluate_count(inventory: &[Result<GpuInfo, GpuError>], expect: Option<u3
             Ok(g) => {
                 outcome_facts.insert(
                     format!("gpu{}", g.index),
-                    format!("{} {}", gpu_line(g), g.uuid),
+                    FactValue::from(format!("{} {}", gpu_line(g), g.uuid)),
                 );
                 devices.push(described_row(g));
             }
@@ -285,7 +285,7 @@ mod tests {
             "NVIDIA H100 80GB HBM3, 81559 MiB, cc 9.0, 00000000:19:00.0"
         );
         assert_eq!(o.facts["gpu_models"], "8x NVIDIA H100 80GB HBM3");
-        assert!(o.facts["gpu1"].ends_with("GPU-1"));
+        assert!(o.facts["gpu1"].to_string().ends_with("GPU-1"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::common::{lib, nvml_failure_outcome, nvml_timeout_hint};
+use crate::facts::driver::NoDriverHere;
 use crate::facts::nvml::NvmlDriver;
 use crate::probe::nvml::{self, DriverInfo, NvmlFailure};
 use crate::{Check, Context, Outcome, Profile};
@@ -39,6 +40,39 @@ pub fn evaluate_driver(facts: &Result<DriverInfo, NvmlFailure>, lib: Option<&Pat
             .with_fact("cuda_driver_version", cuda)
             .with_fact("nvml_library", library)
         }
+    }
+}
+
+/// [`evaluate_driver`], with a missing driver said once. When an earlier
+/// check found that no driver reaches this environment (`first`), a driver
+/// library that is not found, or a kernel module that is not loaded,
+/// follows from it; when none did, a library that is not found is the first
+/// cause, and this check publishes it for the checks after it. A library
+/// given with --nvml-lib is judged on its own: the user asked about it.
+pub fn judge_driver(
+    facts: &Result<DriverInfo, NvmlFailure>,
+    lib: Option<&Path>,
+    first: Option<&NoDriverHere>,
+) -> Outcome {
+    let found = match (facts, lib) {
+        (Err(NvmlFailure::LibraryNotFound { .. }), None) => {
+            format!("NVIDIA driver library {} not found", nvml::DEFAULT_LIBRARY)
+        }
+        (Err(NvmlFailure::DriverNotLoaded), None) if first.is_some() => {
+            "the NVIDIA kernel driver is not loaded (NVML_ERROR_DRIVER_NOT_LOADED)".to_string()
+        }
+        _ => return evaluate_driver(facts, lib),
+    };
+    match first {
+        Some(first) => {
+            let mut o = first.follows(&found);
+            o.facts = evaluate_driver(facts, lib).facts;
+            o
+        }
+        None => evaluate_driver(facts, lib).publish(&NoDriverHere {
+            check: "gpu.driver".to_string(),
+            reason: "no NVIDIA driver library here".to_string(),
+        }),
     }
 }
 
@@ -88,7 +122,8 @@ No permission: the /dev/nvidia* device nodes are not accessible to this user or 
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let facts = nvml::driver(lib(ctx));
-        evaluate_driver(&facts, lib(ctx)).publish(&NvmlDriver(facts))
+        let first = NoDriverHere::in_run(ctx);
+        judge_driver(&facts, lib(ctx), first.as_ref()).publish(&NvmlDriver(facts))
     }
 }
 
@@ -160,6 +195,59 @@ mod tests {
             o.facts["nvml_error"],
             "libnvidia-ml.so.1: cannot open shared object file"
         );
+    }
+
+    #[test]
+    fn a_missing_driver_found_earlier_is_not_fixed_twice() {
+        let first = NoDriverHere {
+            check: "host.devices".into(),
+            reason: "no GPU was passed into this docker container".into(),
+        };
+        let not_found = Err(NvmlFailure::LibraryNotFound {
+            detail: "libnvidia-ml.so.1: cannot open shared object file".into(),
+        });
+        let o = judge_driver(&not_found, None, Some(&first));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "NVIDIA driver library libnvidia-ml.so.1 not found — same cause as host.devices (no \
+             GPU was passed into this docker container)"
+        );
+        assert!(
+            hint(&o).starts_with("see host.devices: its fix"),
+            "{}",
+            hint(&o)
+        );
+        assert!(!hint(&o).contains("docker run"), "{}", hint(&o));
+        assert_eq!(o.facts["nvml_library"], "libnvidia-ml.so.1");
+        assert_eq!(o.fact::<NoDriverHere>(), None);
+        let o = judge_driver(&Err(NvmlFailure::DriverNotLoaded), None, Some(&first));
+        assert!(
+            o.summary.starts_with(
+                "the NVIDIA kernel driver is not loaded (NVML_ERROR_DRIVER_NOT_LOADED) — same \
+                 cause as host.devices"
+            ),
+            "{}",
+            o.summary
+        );
+        // A --nvml-lib that points at nothing is the flag's fault; one
+        // that loads is judged on its own.
+        let given = Some(Path::new("/opt/x.so"));
+        let o = judge_driver(&not_found, given, Some(&first));
+        assert!(hint(&o).starts_with("check the path given to --nvml-lib"));
+        let o = judge_driver(&Err(NvmlFailure::DriverNotLoaded), given, Some(&first));
+        assert!(hint(&o).contains("sudo modprobe nvidia"), "{}", hint(&o));
+        // Found first here: the full fix, published for the checks after.
+        let o = judge_driver(&not_found, None, None);
+        assert!(hint(&o).contains("docker run --gpus all"), "{}", hint(&o));
+        assert_eq!(
+            o.fact::<NoDriverHere>().map(|c| c.check),
+            Some("gpu.driver".into())
+        );
+        // Not loaded, with nothing found before: its own fix, no first cause.
+        let o = judge_driver(&Err(NvmlFailure::DriverNotLoaded), None, None);
+        assert!(hint(&o).contains("sudo modprobe nvidia"), "{}", hint(&o));
+        assert_eq!(o.fact::<NoDriverHere>(), None);
     }
 
     #[test]

@@ -31,7 +31,7 @@ mod topology;
 
 pub use common::nvml_failure_outcome;
 pub use count::{evaluate_count, Count};
-pub use driver::{evaluate_driver, Driver};
+pub use driver::{evaluate_driver, judge_driver, Driver};
 pub use ecc::{
     evaluate_ecc, Ecc, EccThresholds, MAX_RETIRED_PAGES, MAX_UNCORRECTABLE_ROW_REMAPS,
     MAX_VOLATILE_UNCORRECTED_ECC, WARN_RETIRED_PAGES, WARN_VOLATILE_CORRECTED_ECC,

@@ -1,6 +1,7 @@
 //! `host.devices`: the NVIDIA device nodes every CUDA process opens.
 
 use crate::domain::text::counted;
+use crate::facts::driver::NoDriverHere;
 use crate::probe::host::{self as hp, DeviceNode, DeviceNodes, NodeState};
 use crate::probe::system;
 use crate::{Check, Context, Finding, Findings, Outcome, Profile, Status};
@@ -138,7 +139,36 @@ pub fn evaluate_devices(f: &DevicesFacts) -> Outcome {
              nodes; gpu.driver tells whether the driver answers",
         );
     }
-    with_count(node_findings(f, &problems).conclude("", vec![]))
+    let outcome = with_count(node_findings(f, &problems).conclude("", vec![]));
+    match no_driver_here(f) {
+        Some(cause) => outcome.publish(&cause),
+        None => outcome,
+    }
+}
+
+/// No device node at all, in a container (no GPU passed in) or on a host
+/// without the kernel module (no driver): the first cause of the driver
+/// library checks' failures too, published so they point here.
+fn no_driver_here(f: &DevicesFacts) -> Option<NoDriverHere> {
+    if !no_nodes_at_all(&f.nodes) {
+        return None;
+    }
+    let reason = match (f.container.as_deref(), &f.kernel_module) {
+        (Some("kubernetes"), _) => "no GPU was assigned to this pod".to_string(),
+        (Some(c), _) => format!("no GPU was passed into this {c} container"),
+        (None, None) => "the NVIDIA kernel module is not loaded".to_string(),
+        (None, Some(_)) => return None,
+    };
+    Some(NoDriverHere {
+        check: "host.devices".to_string(),
+        reason,
+    })
+}
+
+fn no_nodes_at_all(nodes: &DeviceNodes) -> bool {
+    nodes.control.state == NodeState::Missing
+        && nodes.uvm.state == NodeState::Missing
+        && nodes.gpus.is_empty()
 }
 
 /// Bare metal with the driver loaded: the first CUDA or NVML call runs the
@@ -178,10 +208,7 @@ fn node_findings(f: &DevicesFacts, p: &NodeProblems) -> Findings {
         };
         findings.push(Finding::new(None, Status::Fail, text).hint(hint));
     };
-    let none_at_all = f.nodes.control.state == NodeState::Missing
-        && f.nodes.uvm.state == NodeState::Missing
-        && f.nodes.gpus.is_empty();
-    if none_at_all {
+    if no_nodes_at_all(&f.nodes) {
         fail(
             format!(
                 "no NVIDIA device nodes{place}: /dev/nvidiactl, /dev/nvidia-uvm and \
@@ -417,6 +444,31 @@ mod tests {
             "{}",
             hint(&o)
         );
+    }
+
+    #[test]
+    fn no_node_at_all_is_published_as_the_first_cause_of_a_missing_driver() {
+        let reason = |o: &Outcome| o.fact::<NoDriverHere>().map(|f| (f.check, f.reason));
+        let first = |r: &str| Some(("host.devices".to_string(), r.to_string()));
+        assert_eq!(
+            reason(&devices(missing_nodes(), Some("docker"), false)),
+            first("no GPU was passed into this docker container")
+        );
+        assert_eq!(
+            reason(&devices(missing_nodes(), Some("kubernetes"), false)),
+            first("no GPU was assigned to this pod")
+        );
+        assert_eq!(
+            reason(&devices(missing_nodes(), None, false)),
+            first("the NVIDIA kernel module is not loaded")
+        );
+        // A loaded driver without nodes is a problem of its own; nodes that
+        // exist say the driver is reached.
+        assert_eq!(reason(&devices(missing_nodes(), None, true)), None);
+        let mut nodes = healthy_nodes(2);
+        nodes.uvm.state = NodeState::Missing;
+        assert_eq!(reason(&devices(nodes, Some("docker"), true)), None);
+        assert_eq!(reason(&devices(healthy_nodes(2), None, true)), None);
     }
 
     #[test]

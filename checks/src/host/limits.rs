@@ -296,7 +296,7 @@ mod tests {
             o.summary
         );
         assert_eq!(
-            o.facts.get("rdma_devices").map(String::as_str),
+            o.facts.get("rdma_devices").and_then(|v| v.as_str()),
             Some("none")
         );
     }

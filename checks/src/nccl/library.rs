@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::INSTALL_HINT;
+use super::NcclWheel;
 use crate::facts::nccl::NcclChoice;
 use crate::facts::torch::TorchInfo;
 use crate::probe::libs::LibSource;
@@ -70,12 +70,18 @@ fn copies_table(facts: &LibraryFacts) -> DataTable {
 /// Judge what was found. `torch_nccl` is the NCCL version torch reports
 /// (torch.import's `nccl_version`), when torch was looked at.
 pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outcome {
-    let chosen = match usable_copy(facts) {
+    judge_library(facts, torch_nccl, &NcclWheel::default())
+}
+
+/// [`evaluate_library`], with the install hint for what this run knows of
+/// the training Python's torch and the driver (`wheel`).
+pub fn judge_library(facts: &LibraryFacts, torch_nccl: Option<&str>, wheel: &NcclWheel) -> Outcome {
+    let chosen = match usable_copy(facts, &wheel.install_hint()) {
         Ok(c) => c,
         Err(o) => return *o,
     };
     let mut outcome = match torch_nccl.and_then(NcclVersion::parse) {
-        Some(torch) if torch != chosen.version => torch_mismatch(facts, &chosen, torch),
+        Some(torch) if torch != chosen.version => torch_mismatch(facts, &chosen, torch, wheel),
         _ => Outcome::pass(found_summary(facts, &chosen)),
     };
     outcome = outcome
@@ -95,7 +101,7 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
 /// The copy a job gets, or the failure that there is none it can use: an
 /// explicit path that is not a file, nothing found, an explicit copy or
 /// every copy that does not load.
-fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
+fn usable_copy(facts: &LibraryFacts, install: &str) -> Result<NcclChoice, Box<Outcome>> {
     if let (Some(explicit), true) = (&facts.explicit, facts.explicit_missing) {
         return Err(Box::new(Outcome::fail(
             format!("--nccl-lib {} is not a file", explicit.display()),
@@ -115,7 +121,7 @@ fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
                 "no libnccl.so.2 found (searched LD_LIBRARY_PATH, the ldconfig cache, system \
                  library folders, CUDA_HOME, /usr/local/cuda*, {searched_python})"
             ),
-            INSTALL_HINT,
+            install,
         )));
     }
     let explicit_copy = facts
@@ -150,12 +156,12 @@ fn usable_copy(facts: &LibraryFacts) -> Result<NcclChoice, Box<Outcome>> {
             source: source_name(*source).to_string(),
             copies: facts.copies.len(),
         }),
-        _ => Err(Box::new(none_loads(facts))),
+        _ => Err(Box::new(none_loads(facts, install))),
     }
 }
 
 /// Copies were found but none answers ncclGetVersion.
-fn none_loads(facts: &LibraryFacts) -> Outcome {
+fn none_loads(facts: &LibraryFacts, install: &str) -> Outcome {
     let first_error = facts
         .copies
         .iter()
@@ -170,7 +176,7 @@ fn none_loads(facts: &LibraryFacts) -> Outcome {
         ),
         format!(
             "a missing dependency or a library for another architecture; check with `ldd \
-             {}`, then reinstall: {INSTALL_HINT}",
+             {}`, then reinstall: {install}",
             facts
                 .copies
                 .first()
@@ -207,7 +213,12 @@ fn found_summary(facts: &LibraryFacts, chosen: &NcclChoice) -> String {
 
 /// The copy found first is not the NCCL torch reports: warn, and say how to
 /// make them agree.
-fn torch_mismatch(facts: &LibraryFacts, chosen: &NcclChoice, torch: NcclVersion) -> Outcome {
+fn torch_mismatch(
+    facts: &LibraryFacts,
+    chosen: &NcclChoice,
+    torch: NcclVersion,
+    wheel: &NcclWheel,
+) -> Outcome {
     let version = chosen.version;
     let torch_copy = facts
         .copies
@@ -218,11 +229,18 @@ fn torch_mismatch(facts: &LibraryFacts, chosen: &NcclChoice, torch: NcclVersion)
             "put {} first on LD_LIBRARY_PATH (or remove the other copy)",
             c.path.parent().unwrap_or(Path::new("")).display()
         ),
-        None => format!(
-            "remove or upgrade the NCCL {version} copy, or install the matching one \
-             (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
-             a CUDA 13 build of torch)"
-        ),
+        None => match wheel.torch_cuda {
+            Some(cuda) => format!(
+                "remove or upgrade the NCCL {version} copy, or install the matching one \
+                 (`pip install nvidia-nccl-cu{}=={torch}`: this torch is a CUDA {cuda} build)",
+                cuda.major
+            ),
+            None => format!(
+                "remove or upgrade the NCCL {version} copy, or install the matching one \
+                 (`pip install nvidia-nccl-cu12=={torch}`, or nvidia-nccl-cu13=={torch} for \
+                 a CUDA 13 build of torch)"
+            ),
+        },
     };
     Outcome::warn(
         format!(
@@ -283,8 +301,10 @@ Why it matters for DDP: torch's NCCL backend cannot start without NCCL, and two 
 one job (torch's own copy plus an older one on LD_LIBRARY_PATH picked up by an extension or by \
 other ranks) are a classic cause of hangs at init. When torch.nccl ran, the version torch reports \
 is compared with the one found first, and a difference warns.\n\n\
-Fixes: no NCCL -> `pip install nvidia-nccl-cu12` (nvidia-nccl-cu13 for CUDA 13 builds) in the \
-training environment, or `apt install libnccl2`, or --nccl-lib PATH. A copy that does not load -> \
+Fixes: no NCCL -> `pip install nvidia-nccl-cu12` (nvidia-nccl-cu13 for CUDA 13 builds; the \
+hint names the one for the torch build, else for the driver) in the training environment, or \
+`apt install libnccl2`, or --nccl-lib PATH; with no torch in the training Python, install torch \
+(its CUDA wheels bring NCCL) with the command torch.import gives. A copy that does not load -> \
 check it with `ldd`, reinstall it. Version mismatch with torch -> put torch's copy first on \
 LD_LIBRARY_PATH, remove the stale one, or install the matching version."
     }
@@ -293,7 +313,14 @@ LD_LIBRARY_PATH, remove the stale one, or install the matching version."
             ctx.options.nccl_lib.as_deref(),
             ctx.options.python.as_deref(),
         );
-        evaluate_library(&facts, torch_nccl_version(ctx).as_deref())
+        // The install hint may ask NVML for the driver: only when needed;
+        // torch's build is read from torch.import's facts.
+        let wheel = if usable_copy(&facts, "").is_err() {
+            NcclWheel::for_run(ctx)
+        } else {
+            NcclWheel::of_torch(ctx)
+        };
+        judge_library(&facts, torch_nccl_version(ctx).as_deref(), &wheel)
     }
 }
 
@@ -516,8 +543,25 @@ mod tests {
             ),
             "{hint}"
         );
-        // Torch's version is nowhere on disk: suggest installing it.
-        let f = lib_facts(vec![copy(WHEEL, LibSource::PythonWheel, Ok(v(2, 21, 5)))]);
+        // Torch's version is nowhere on disk: install it, the wheel of
+        // torch's CUDA major when torch.import said which.
+        let lone = lib_facts(vec![copy(WHEEL, LibSource::PythonWheel, Ok(v(2, 21, 5)))]);
+        let cu13 = NcclWheel {
+            torch_cuda: Some(crate::domain::compat::CudaVersion::new(13, 2)),
+            ..NcclWheel::default()
+        };
+        let hint = judge_library(&lone, Some("2.27.7"), &cu13)
+            .hint
+            .unwrap_or_default();
+        assert!(
+            hint.ends_with(
+                "install the matching one (`pip install nvidia-nccl-cu13==2.27.7`: this torch \
+                 is a CUDA 13.2 build)"
+            ),
+            "{hint}"
+        );
+        assert!(!hint.contains("cu12"), "{hint}");
+        let f = lone;
         let o = evaluate_library(&f, Some("(2, 27, 7)"));
         assert_eq!(o.status, Status::Warn);
         let hint = o.hint.unwrap();

@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(o.status, Status::Pass);
         assert!(o.summary.contains("another machine"), "{}", o.summary);
         assert_eq!(
-            o.facts.get("master_addr_resolved").map(String::as_str),
+            o.facts.get("master_addr_resolved").and_then(|v| v.as_str()),
             Some("10.0.0.1")
         );
     }

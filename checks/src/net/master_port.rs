@@ -185,7 +185,7 @@ pub fn evaluate_master_port(f: &MasterPortFacts) -> Outcome {
         ),
     };
     match f.suggestion {
-        Some(p) => taken.with_fact("suggested_port", p.to_string()),
+        Some(p) => taken.with_fact("suggested_port", p),
         None => taken,
     }
 }
@@ -351,10 +351,7 @@ mod tests {
             hint(&o)
         );
         assert!(hint(&o).contains("--master-port=29501"), "{}", hint(&o));
-        assert_eq!(
-            o.facts.get("suggested_port").map(String::as_str),
-            Some("29501")
-        );
+        assert_eq!(o.facts["suggested_port"], crate::FactValue::Integer(29501));
     }
 
     #[test]

@@ -119,7 +119,8 @@ pub struct LibraryFacts {
     pub explicit: Option<PathBuf>,
     /// The explicit path is not a file.
     pub explicit_missing: bool,
-    /// The Python whose site-packages were searched, or why none was.
+    /// The Python whose site-packages were searched (as it names itself:
+    /// [`python::PythonEnv::name`]), or why none was.
     pub python: Result<PathBuf, String>,
     pub copies: Vec<NcclCopy>,
 }
@@ -129,13 +130,14 @@ pub struct LibraryFacts {
 /// torch/lib) and read each one's version. Loads each copy: run it in a
 /// child-isolated check.
 pub fn library_facts(explicit: Option<&Path>, python_path: Option<&Path>) -> LibraryFacts {
-    let python = python::find_python(python_path)
-        .map(|c| c.path)
+    let env = python::find_python(python_path)
+        .map(|c| python::python_env(&c.path))
         .map_err(|e| e.to_string());
-    let site = python
+    let site = env
         .as_ref()
-        .map(|p| python::site_packages(p))
+        .map(|e| e.site_packages.clone())
         .unwrap_or_default();
+    let python = env.map(|e| e.name);
     let places = SearchPlaces::from_env(explicit, &site);
     let copies = libs::find(&places, NCCL_STEM)
         .into_iter()

@@ -377,36 +377,65 @@ pub enum PayloadError {
 /// adds a shell and `pyenv exec`.
 const PREFIX_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Start of the line that carries the interpreter's answer.
+/// Start of the lines that carry the interpreter's answers.
 const PREFIX_MARK: &str = "GPUCHECK_PREFIX ";
+const EXECUTABLE_MARK: &str = "GPUCHECK_EXECUTABLE ";
 
-/// The environment folder the interpreter itself reports (`sys.prefix`):
-/// the only way to see through a launcher such as a pyenv shim
-/// (`~/.pyenv/shims/python3`), whose own folder holds no environment.
-/// `-S` skips `site` (faster, and no `.pth` code runs); `None` when the
-/// interpreter does not answer in time.
-fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
+/// What the interpreter says of itself: `sys.prefix`, its environment
+/// folder, and `sys.executable`, the interpreter it really is. Only the
+/// interpreter can see through a launcher such as a pyenv shim
+/// (`~/.pyenv/shims/python3`), whose own folder holds no environment and
+/// which runs another file. `-S` skips `site` (faster, and no `.pth` code
+/// runs); both `None` when the interpreter does not answer in time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct SelfReport {
+    prefix: Option<PathBuf>,
+    executable: Option<PathBuf>,
+}
+
+fn ask_interpreter(python: &Path) -> SelfReport {
     let mut cmd = python_command(python);
     cmd.args([
         "-S",
         "-c",
-        &format!("import sys; sys.stdout.write({PREFIX_MARK:?} + sys.prefix + '\\n')"),
+        &format!(
+            "import sys; sys.stdout.write({PREFIX_MARK:?} + sys.prefix + '\\n' + \
+             {EXECUTABLE_MARK:?} + (sys.executable or '') + '\\n')"
+        ),
     ]);
-    let out = run_bounded(cmd, PREFIX_QUERY_TIMEOUT).ok()?;
-    let prefix = out
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix(PREFIX_MARK))?;
-    Some(PathBuf::from(prefix)).filter(|p| p.is_absolute())
+    let Ok(out) = run_bounded(cmd, PREFIX_QUERY_TIMEOUT) else {
+        return SelfReport::default();
+    };
+    let answer = |mark: &str| {
+        out.stdout
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(mark))
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    SelfReport {
+        prefix: answer(PREFIX_MARK),
+        executable: answer(EXECUTABLE_MARK),
+    }
 }
 
-/// The site-packages folders of a Python environment:
-/// `<prefix>/lib/python3*/site-packages` and `<prefix>/lib64/...`, for the
-/// prefix the interpreter reports (`sys.prefix`) and the folder above its
-/// `bin/` (all there is when the interpreter does not answer).
-pub fn site_packages(python: &Path) -> Vec<PathBuf> {
-    let mut prefixes: Vec<PathBuf> = interpreter_prefix(python).into_iter().collect();
+/// The training Python's environment, as every check names and searches
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonEnv {
+    /// The interpreter as it names itself (`sys.executable`, what torch's
+    /// payload reports too): a pyenv shim is named by the Python it runs.
+    /// The path as chosen when the interpreter does not answer.
+    pub name: PathBuf,
+    /// Its site-packages folders (see [`site_packages`]).
+    pub site_packages: Vec<PathBuf>,
+}
+
+/// Ask `python` once where it is and what it runs.
+pub fn python_env(python: &Path) -> PythonEnv {
+    let answer = ask_interpreter(python);
+    let mut prefixes: Vec<PathBuf> = answer.prefix.into_iter().collect();
     if let Some(beside) = python.parent().and_then(|bin| bin.parent()) {
         prefixes.push(beside.to_path_buf());
     }
@@ -418,7 +447,26 @@ pub fn site_packages(python: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    found
+    PythonEnv {
+        name: answer.executable.unwrap_or_else(|| python.to_path_buf()),
+        site_packages: found,
+    }
+}
+
+/// How every report names the training Python `python`: as it names
+/// itself (see [`PythonEnv::name`]).
+pub fn name_of(python: &Path) -> PathBuf {
+    ask_interpreter(python)
+        .executable
+        .unwrap_or_else(|| python.to_path_buf())
+}
+
+/// The site-packages folders of a Python environment:
+/// `<prefix>/lib/python3*/site-packages` and `<prefix>/lib64/...`, for the
+/// prefix the interpreter reports (`sys.prefix`) and the folder above its
+/// `bin/` (all there is when the interpreter does not answer).
+pub fn site_packages(python: &Path) -> Vec<PathBuf> {
+    python_env(python).site_packages
 }
 
 /// `<prefix>/lib{,64}/python3*/site-packages`, resolved, in order.
@@ -714,6 +762,8 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(site_packages(&shim), [site.canonicalize().unwrap()]);
+        // It did not say what it runs: it is named as chosen.
+        assert_eq!(python_env(&shim).name, shim);
         // An interpreter that says nothing: the folder above bin/ is all.
         let venv = dir.path().join("venv");
         let venv_site = venv.join("lib/python3.12/site-packages");
@@ -721,5 +771,33 @@ mod tests {
         let quiet = venv.join("bin/python");
         exe(&quiet);
         assert_eq!(site_packages(&quiet), [venv_site.canonicalize().unwrap()]);
+    }
+
+    #[test]
+    fn a_shim_is_named_by_the_interpreter_it_runs() {
+        // pyenv's layout: ~/.pyenv/shims/python3 runs
+        // ~/.pyenv/versions/3.11.7/bin/python3, which names itself.
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("versions/3.11.7");
+        let real = env.join("bin/python3");
+        exe(&real);
+        let site = env.join("lib/python3.11/site-packages");
+        std::fs::create_dir_all(&site).unwrap();
+        let shim = dir.path().join("shims/python3");
+        std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\necho 'GPUCHECK_PREFIX {}'\necho 'GPUCHECK_EXECUTABLE {}'\n",
+                env.display(),
+                real.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let found = python_env(&shim);
+        assert_eq!(found.name, real);
+        assert_eq!(found.site_packages, [site.canonicalize().unwrap()]);
+        assert_eq!(name_of(&shim), real);
     }
 }

@@ -7,75 +7,70 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{first_sentence, run_for, TorchInfo};
-use crate::domain::compat::{wheel_for_driver, CudaVersion};
+use crate::domain::compat::{install_torch_command, CudaVersion};
 use crate::domain::text::{plural, timed_out};
+use crate::facts::torch::TorchMissing;
 use crate::probe::python::{FindPythonError, PythonSource};
 use crate::probe::torch::TorchProbeError;
-use crate::{Check, Context, Isolation, Outcome, Profile};
+use crate::{Check, Context, FactValue, Isolation, Outcome, Profile};
 
 const CPU_ONLY: &str = "none (CPU-only build)";
 
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
-
-/// The facts torch.import reports, in words, from what it found.
-pub fn report_facts(info: &TorchInfo) -> BTreeMap<String, String> {
+/// The facts torch.import reports from what it found: words, counts and
+/// yes/no (a JSON boolean).
+pub fn report_facts(info: &TorchInfo) -> BTreeMap<String, FactValue> {
     let mut f = BTreeMap::new();
-    let mut put = |k: &str, v: String| {
+    let mut put = |k: &str, v: FactValue| {
         f.insert(k.to_string(), v);
     };
-    put("python", info.python.display().to_string());
+    put("python", info.python.display().to_string().into());
     if let Some(v) = &info.python_version {
-        put("python_version", v.clone());
+        put("python_version", v.into());
     }
-    put("torch_version", info.torch_version.clone());
+    put("torch_version", (&info.torch_version).into());
     if let Some(p) = &info.torch_path {
-        put("torch_path", p.clone());
+        put("torch_path", p.into());
     }
     put(
         "torch_cuda",
         info.cuda_build
             .clone()
-            .unwrap_or_else(|| CPU_ONLY.to_string()),
+            .unwrap_or_else(|| CPU_ONLY.to_string())
+            .into(),
     );
-    put("cuda_available", yes_no(info.cuda_available).to_string());
+    put("cuda_available", info.cuda_available.into());
     if let Some(r) = &info.unavailable_reason {
-        put("cuda_unavailable_reason", r.clone());
+        put("cuda_unavailable_reason", r.into());
     }
-    put("cuda_device_count", info.device_count.to_string());
+    put("cuda_device_count", info.device_count.into());
     for d in &info.devices {
         put(
             &format!("cuda_device_{}", d.index),
             format!(
                 "{}, compute capability {}.{}",
                 d.name, d.capability.0, d.capability.1
-            ),
+            )
+            .into(),
         );
     }
-    put("arch_list", info.arch_list.join(" "));
+    put("arch_list", info.arch_list.join(" ").into());
     if let Some(v) = &info.cudnn_version {
-        put("cudnn_version", v.clone());
+        put("cudnn_version", v.into());
     }
-    put(
-        "nccl_available",
-        info.nccl_available
-            .map(yes_no)
-            .unwrap_or("unknown")
-            .to_string(),
-    );
+    if let Some(nccl) = info.nccl_available {
+        put("nccl_available", nccl.into());
+    }
     if let Some(v) = &info.nccl_version {
-        put("nccl_version", v.clone());
+        put("nccl_version", v.into());
     }
     if !info.loaded_libraries.is_empty() {
-        put("cuda_libraries_loaded", info.loaded_libraries.join(", "));
+        put(
+            "cuda_libraries_loaded",
+            info.loaded_libraries.join(", ").into(),
+        );
     }
     if !info.query_errors.is_empty() {
-        put("torch_query_errors", info.query_errors.join("; "));
+        put("torch_query_errors", info.query_errors.join("; ").into());
     }
     f
 }
@@ -83,14 +78,7 @@ pub fn report_facts(info: &TorchInfo) -> BTreeMap<String, String> {
 /// The command that installs the torch build this driver runs into the
 /// training Python (a plain `pip install torch` without a known driver).
 pub fn install_torch_hint(python: &Path, driver_cuda: Option<CudaVersion>) -> String {
-    let pip = format!("{} -m pip install torch", python.display());
-    let cmd = match driver_cuda.and_then(|d| wheel_for_driver(d).map(|w| (d, w))) {
-        Some((d, w)) => format!(
-            "`{pip} --index-url https://download.pytorch.org/whl/{}` (CUDA {}, which this CUDA {d} driver runs)",
-            w.index, w.cuda
-        ),
-        None => format!("`{pip}`"),
-    };
+    let cmd = install_torch_command(python, driver_cuda);
     format!(
         "install PyTorch into the Python that will train: {cmd}; or point gpucheck at the Python that has it with --python PATH"
     )
@@ -114,7 +102,10 @@ pub fn probe_failure(e: &TorchProbeError, driver_cuda: Option<CudaVersion>) -> O
             format!("torch is not installed for {} ({detail})", python.display()),
             install_torch_hint(python, driver_cuda),
         )
-        .with_fact("python", python.display().to_string()),
+        .with_fact("python", python.display().to_string())
+        .publish(&TorchMissing {
+            python: python.clone(),
+        }),
         TorchProbeError::ImportFailed { python, detail } => import_failed(python, detail),
         TorchProbeError::Crashed {
             python,
@@ -318,7 +309,8 @@ mod tests {
             o.facts["cuda_device_0"],
             "NVIDIA H100 80GB HBM3, compute capability 9.0"
         );
-        assert_eq!(o.facts["cuda_available"], "yes");
+        assert_eq!(o.facts["cuda_available"], FactValue::Bool(true));
+        assert_eq!(o.facts["cuda_device_count"], FactValue::Integer(2));
         // A CPU-only build says so in words.
         let cpu = TorchInfo {
             cuda_build: None,

@@ -501,7 +501,7 @@ pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistor
                  install (nccl.library), NCCL_* settings naming interfaces that do not exist \
                  (nccl.env)",
             )
-            .with_fact("nccl_error_code", code.to_string())
+            .with_fact("nccl_error_code", *code)
         }
         AllReduceFailure::NoMemory { gpu, free_bytes } => Outcome::fail(
             format!(
