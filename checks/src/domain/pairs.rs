@@ -16,6 +16,36 @@
 /// the far NUMA node) costs a third or more, so 70 % separates the two.
 pub const SLOW_FRACTION: f64 = 0.7;
 
+/// The first pass runs at most this many rounds of disjoint pairs: with
+/// three partners each, a slow node is slow three times over and each of its
+/// partners is measured with two other nodes, enough to tell a node from a
+/// link; every pair is one all-reduce time, so more rounds cost more than
+/// they tell. Fewer nodes need fewer rounds (`nodes - 1` covers every pair).
+pub const PAIR_ROUNDS: usize = 3;
+
+/// Below this many nodes there is nothing to localise: with two nodes the
+/// one pair is the whole fleet's all-reduce.
+pub const MIN_NODES: u32 = 3;
+
+/// The pass-th plan of pair rounds (pass 1, 2, ...), given what the earlier
+/// passes measured: pass 1 is the first [`PAIR_ROUNDS`] rounds, pass 2 the
+/// [`retest`] round (when it has pairs), and then nothing.
+pub fn plan(nodes: u32, pass: u32, results: &[PairBandwidth]) -> Vec<Vec<(u32, u32)>> {
+    match pass {
+        _ if nodes < MIN_NODES => Vec::new(),
+        1 => rounds(nodes, PAIR_ROUNDS.min(nodes as usize - 1)),
+        2 => {
+            let second = retest(results);
+            if second.is_empty() {
+                Vec::new()
+            } else {
+                vec![second]
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// One measured pair: the all-reduce bus bandwidth between nodes `a` and `b`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PairBandwidth {
@@ -354,6 +384,38 @@ mod tests {
                 busbw: vec![40.0, 41.0]
             }]
         );
+    }
+
+    #[test]
+    fn the_plan_is_a_few_rounds_then_the_retest_then_nothing() {
+        assert!(
+            plan(2, 1, &[]).is_empty(),
+            "two nodes: one pair, nothing to localise"
+        );
+        assert_eq!(
+            plan(3, 1, &[]).len(),
+            2,
+            "three nodes: every pair in two rounds"
+        );
+        assert_eq!(plan(4, 1, &[]).len(), 3);
+        assert_eq!(plan(64, 1, &[]).len(), PAIR_ROUNDS);
+        let pairs = first_rounds(8, 3);
+        let healthy = table(&pairs, |_, _| 180.0);
+        assert!(plan(8, 2, &healthy).is_empty(), "nothing to retest");
+        let suspects = vec![
+            PairBandwidth {
+                a: 0,
+                b: 1,
+                busbw_gbps: 40.0,
+            },
+            PairBandwidth {
+                a: 2,
+                b: 3,
+                busbw_gbps: 180.0,
+            },
+        ];
+        assert_eq!(plan(4, 2, &suspects), vec![vec![(0, 2), (1, 3)]]);
+        assert!(plan(4, 3, &suspects).is_empty());
     }
 
     #[test]

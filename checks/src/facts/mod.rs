@@ -10,6 +10,7 @@
 //! every node). Report text is derived from facts, never parsed back.
 
 pub mod cuda;
+pub mod fabric;
 pub mod nccl;
 pub mod nvml;
 pub mod torch;
