@@ -50,6 +50,8 @@ SAMPLES = 7
 POLL_S = 0.02
 # Timed all-reduces after the warm-up; the fastest counts.
 REPEATS = 3
+# What node 0 waits for a step's results beyond the ranks' own timeouts.
+STEP_SLACK_S = 5
 
 
 def emit(event):
@@ -238,9 +240,11 @@ def worker():
 
 
 def worker_budget(cfg):
-    """How long a worker may live: the all-reduce (setup and collective) and
-    every pair step, each bounded by allreduce_timeout_s twice over."""
-    return cfg["allreduce_timeout_s"] * 2 * (1 + cfg.get("pair_steps", 0)) + 10
+    """How long a worker may live: the all-reduce and every pair step, each
+    bounded by allreduce_timeout_s twice over (setup, collective) plus the
+    STEP_SLACK_S node 0 waits for the results (gpucheck's collective_budget)."""
+    steps = 1 + cfg.get("pair_steps", 0)
+    return (2 * cfg["allreduce_timeout_s"] + STEP_SLACK_S) * steps + 10
 
 
 def start_workers(cfg, go, backend):
@@ -330,7 +334,7 @@ def combine(results, nbytes, world):
 def full_allreduce(cfg, store, go, backend):
     """Node 0: the all-reduce over every rank of every node; per node."""
     nbytes = (64 << 20) if backend == "nccl" else (8 << 20)
-    deadline = time.monotonic() + 2 * cfg["allreduce_timeout_s"] + 5
+    deadline = time.monotonic() + 2 * cfg["allreduce_timeout_s"] + STEP_SLACK_S
     stage("waiting for every rank's all-reduce result")
     results = collect(store, 0, list(range(go["world"])), deadline)
     reduced = {}
@@ -366,7 +370,7 @@ def pair_rounds(cfg, store, go, nbytes):
             store.set("gpucheck/step/%d" % step, json.dumps({"kind": "pairs", "pairs": pairs}))
             stage("pair round %d: %d pairs" % (step, len(pairs)))
             ranks = [r for a, b in pairs for r in ranks_of(go, a) + ranks_of(go, b)]
-            deadline = time.monotonic() + 2 * cfg["allreduce_timeout_s"] + 5
+            deadline = time.monotonic() + 2 * cfg["allreduce_timeout_s"] + STEP_SLACK_S
             results = collect(store, step, ranks, deadline)
             failed = False
             for a, b in pairs:
