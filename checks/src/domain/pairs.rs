@@ -20,7 +20,7 @@ pub const SLOW_FRACTION: f64 = 0.7;
 /// three partners each, a slow node is slow three times over and each of its
 /// partners is measured with two other nodes, enough to tell a node from a
 /// link; every pair is one all-reduce time, so more rounds cost more than
-/// they tell. Fewer nodes need fewer rounds (`nodes - 1` covers every pair).
+/// they tell.
 pub const PAIR_ROUNDS: usize = 3;
 
 /// Below this many nodes there is nothing to localise: with two nodes the
@@ -29,11 +29,12 @@ pub const MIN_NODES: u32 = 3;
 
 /// The pass-th plan of pair rounds (pass 1, 2, ...), given what the earlier
 /// passes measured: pass 1 is the first [`PAIR_ROUNDS`] rounds, pass 2 the
-/// [`retest`] round (when it has pairs), and then nothing.
+/// [`retest`] round (when it has pairs), and then nothing. Fewer nodes
+/// need fewer rounds: [`rounds`] stops once every pair has met.
 pub fn plan(nodes: u32, pass: u32, results: &[PairBandwidth]) -> Vec<Vec<(u32, u32)>> {
     match pass {
         _ if nodes < MIN_NODES => Vec::new(),
-        1 => rounds(nodes, PAIR_ROUNDS.min(nodes as usize - 1)),
+        1 => rounds(nodes, PAIR_ROUNDS),
         2 => {
             let second = retest(results);
             if second.is_empty() {
@@ -393,9 +394,9 @@ mod tests {
             "two nodes: one pair, nothing to localise"
         );
         assert_eq!(
-            plan(3, 1, &[]).len(),
-            2,
-            "three nodes: every pair in two rounds"
+            plan(3, 1, &[]).concat(),
+            vec![(1, 2), (0, 1), (0, 2)],
+            "three nodes: every pair, one per round"
         );
         assert_eq!(plan(4, 1, &[]).len(), 3);
         assert_eq!(plan(64, 1, &[]).len(), PAIR_ROUNDS);

@@ -3,7 +3,7 @@
 use super::{Fleet, FleetCheck, FleetNode};
 use crate::domain::text;
 use crate::facts::fabric::NicLinks;
-use crate::Outcome;
+use crate::{DataTable, Outcome};
 
 /// The all-reduce warns below this share of the per-node NIC line rate.
 /// NCCL's inter-node ring all-reduce moves 2(n-1)/n of the data through
@@ -100,7 +100,8 @@ fn evaluate(fleet: &Fleet) -> Outcome {
     } else {
         String::new()
     };
-    let out = judge_busbw(fleet, &first.backend, busbw, format!("{what}{bw}"));
+    let out = judge_busbw(fleet, &first.backend, busbw, format!("{what}{bw}"))
+        .with_table(per_node(fleet));
     let out = match first.world_size {
         Some(w) => out.with_metric("world_size", w as f64, "count"),
         None => out,
@@ -109,6 +110,43 @@ fn evaluate(fleet: &Fleet) -> Outcome {
         out.with_metric("busbw", busbw, "GB/s")
     } else {
         out
+    }
+}
+
+/// One row per node: its ranks, whether they verified, its slowest rank's
+/// time and the bus bandwidth that time gives.
+fn per_node(fleet: &Fleet) -> DataTable {
+    let rows = fleet
+        .nodes
+        .iter()
+        .map(|n| {
+            let a = n.allreduce.clone().unwrap_or_default();
+            let opt = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
+            vec![
+                n.label(),
+                opt(a.local_ranks.map(|r| r.to_string())),
+                match (a.error.is_none(), a.verified) {
+                    (true, Some(true)) => "yes".to_string(),
+                    _ => "no".to_string(),
+                },
+                opt(a.seconds.map(|s| format!("{:.2}", s * 1000.0))),
+                opt(a.busbw_gbps.map(|b| format!("{b:.2}"))),
+            ]
+        })
+        .collect();
+    DataTable {
+        title: "All-reduce per node".into(),
+        header: [
+            "node",
+            "ranks",
+            "verified",
+            "time (ms)",
+            "bus bandwidth (GB/s)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+        legend: Some("time: the node's slowest rank, fastest of 3 timed all-reduces".into()),
     }
 }
 
@@ -279,6 +317,10 @@ mod tests {
              GB/s bus bandwidth"
         );
         assert_eq!(o.metric("world_size"), Some(12.0));
+        assert_eq!(
+            o.tables[0].rows[1],
+            ["node 1 (n1)", "4", "yes", "10.00", "2.00"].map(String::from)
+        );
     }
 
     #[test]
