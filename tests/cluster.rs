@@ -148,7 +148,7 @@ impl Cluster {
         while codes.iter().any(Option::is_none) {
             for (i, (_, child, _)) in children.iter_mut().enumerate() {
                 if codes[i].is_none() {
-                    for pid in children_of(child.id() as i32) {
+                    for pid in descendants_of(child.id() as i32) {
                         if !payloads.contains(&pid) {
                             payloads.push(pid);
                         }
@@ -222,6 +222,21 @@ fn children_of(pid: i32) -> Vec<i32> {
         }
     }
     kids
+}
+
+/// Every live descendant of `pid`: the payload and its rank workers.
+fn descendants_of(pid: i32) -> Vec<i32> {
+    let mut all = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for kid in children_of(p) {
+            if !all.contains(&kid) {
+                all.push(kid);
+                todo.push(kid);
+            }
+        }
+    }
+    all
 }
 
 /// Established TCP connections to 127.0.0.1:`port` (from /proc/net/tcp and
@@ -318,11 +333,20 @@ fn three_healthy_nodes_are_ready_and_node_0_reports_all_three() {
     let reduce = fleet_result(&doc, "fleet.allreduce");
     assert_eq!(reduce["status"], "pass", "{reduce}");
     assert!(
-        reduce["summary"]
+        reduce["summary"].as_str().unwrap_or_default().starts_with(
+            "gloo all-reduce of 8 MiB across 3 nodes verified: 3 ranks (1 per node), "
+        ),
+        "{reduce}"
+    );
+    // Three nodes: every pair once, one pair per round.
+    let pairs = fleet_result(&doc, "fleet.pairs");
+    assert_eq!(pairs["status"], "pass", "{pairs}");
+    assert!(
+        pairs["summary"]
             .as_str()
             .unwrap_or_default()
-            .starts_with("gloo all-reduce of 8 MiB across 3 nodes verified: "),
-        "{reduce}"
+            .starts_with("3 pairs in 3 rounds: "),
+        "{pairs}"
     );
     let xml_path = cluster.json.with_extension("xml");
     assert_valid_junit(&xml_path);
@@ -662,4 +686,133 @@ fn node_0_on_a_busy_port_fails_the_rendezvous_and_still_judges_itself() {
     assert_eq!(doc["missing_node_ranks"], serde_json::json!([1]));
     drop(busy);
     assert_nothing_left(&payloads);
+}
+
+#[test]
+fn four_nodes_of_two_ranks_reduce_over_all_eight_and_measure_every_pair() {
+    let _one = lock();
+    let mut cluster = Cluster::new(4, 60);
+    cluster.extra.extend(["--nproc".into(), "2".into()]);
+    let (results, payloads) = cluster.run(&healthy(0..4));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+    }
+    let doc = cluster.report();
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["status"], "pass", "{reduce}");
+    let summary = reduce["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with(
+            "gloo all-reduce of 8 MiB across 4 nodes verified: 8 ranks (2 per node), "
+        ),
+        "{summary}"
+    );
+    let per_node = &reduce["tables"][0]["rows"];
+    assert_eq!(per_node.as_array().map(Vec::len), Some(4), "{reduce}");
+    for row in per_node.as_array().into_iter().flatten() {
+        assert_eq!(row[1], "2", "{row}");
+        assert_eq!(row[2], "yes", "{row}");
+    }
+    // Three rounds of two disjoint pairs: all six pairs of four nodes.
+    let pairs = fleet_result(&doc, "fleet.pairs");
+    assert_eq!(pairs["status"], "pass", "{pairs}");
+    assert!(
+        pairs["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("6 pairs in 3 rounds: "),
+        "{pairs}"
+    );
+    let rows = pairs["tables"][0]["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut met: Vec<String> = rows
+        .iter()
+        .map(|r| r[0].as_str().unwrap_or_default().to_string())
+        .collect();
+    met.sort();
+    assert_eq!(
+        met,
+        ["0 + 1", "0 + 2", "0 + 3", "1 + 2", "1 + 3", "2 + 3"],
+        "{pairs}"
+    );
+    for r in &rows {
+        let bw: f64 = r[2].as_str().unwrap_or_default().parse().unwrap_or(0.0);
+        assert!(bw > 0.0, "a pair without a bandwidth: {r}");
+    }
+    for n in doc["nodes"].as_array().into_iter().flatten() {
+        assert_eq!(n["exit_code"], 0, "{n}");
+    }
+    // Node 0's payload and 2 rank workers per node were seen, and are gone.
+    assert!(payloads.len() >= 4 + 8, "{payloads:?}");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_killed_mid_run_fails_the_others_naming_it() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let setup = NodeSetup::default();
+    let mut nodes: Vec<Child> = (0..3).map(|r| cluster.spawn(r, &setup)).collect();
+    let started = Instant::now();
+    // Node 2 is mid-run once its payload has started its rank worker: it
+    // joined and the go signal came.
+    let mut seen: Vec<i32> = Vec::new();
+    while descendants_of(nodes[2].id() as i32).len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "node 2 never started its all-reduce rank"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for n in &nodes {
+        seen.extend(descendants_of(n.id() as i32));
+    }
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(nodes[2].id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let killed = Instant::now();
+    let mut codes = Vec::new();
+    for n in nodes.iter_mut().take(2) {
+        let code = loop {
+            for pid in descendants_of(n.id() as i32) {
+                if !seen.contains(&pid) {
+                    seen.push(pid);
+                }
+            }
+            if let Some(s) = n.try_wait().expect("wait") {
+                break s.code().unwrap_or(-1);
+            }
+            if killed.elapsed() > LIVENESS {
+                let _ = n.kill();
+                panic!("a node did not end within {LIVENESS:?} of node 2's death");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        codes.push(code);
+    }
+    let _ = nodes[2].wait();
+    let mut outs = Vec::new();
+    for n in nodes.iter_mut().take(2) {
+        let mut out = String::new();
+        let _ = n.stdout.take().map(|mut o| o.read_to_string(&mut out));
+        outs.push(out);
+    }
+    let all = outs.join("\n---\n");
+    assert_eq!(codes, vec![1, 1], "{all}");
+    assert!(outs[1].contains("FLEET NOT READY"), "{all}");
+    let doc = cluster.report();
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["status"], "fail", "{all}");
+    let summary = reduce["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("node 2 ("), "{summary}");
+    eprintln!("{summary}");
+    eprintln!(
+        "nodes 0 and 1 ended {:.1} s after node 2 was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    assert_nothing_left(&seen);
 }

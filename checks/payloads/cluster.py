@@ -302,13 +302,17 @@ def busbw(nbytes, seconds, n):
 
 
 def collect(store, step, ranks, deadline):
-    """Every rank's result of one step (None for a rank that gave none)."""
+    """Every rank's result of one step (None for a rank that gave none).
+    Once a rank reports an error (its peers' timeout: a rank died), the
+    others get STEP_SLACK_S more, not the whole deadline."""
     got = {}
     while len(got) < len(ranks) and time.monotonic() < deadline:
         for r in ranks:
             k = "gpucheck/r/%d/%d" % (step, r)
             if r not in got and store.check([k]):
                 got[r] = json.loads(store.get(k).decode())
+                if got[r].get("error"):
+                    deadline = min(deadline, time.monotonic() + STEP_SLACK_S)
         time.sleep(POLL_S)
     return {r: got.get(r) for r in ranks}
 
