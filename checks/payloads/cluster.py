@@ -320,15 +320,17 @@ def collect(store, step, ranks, deadline):
 def combine(results, nbytes, world):
     """One node's (or pair's) result from its ranks': verified when every
     rank verified; the time of the slowest rank."""
-    errors = []
-    for r, res in sorted(results.items()):
-        if res is None:
-            errors.append("rank %d gave no result (timed out?)" % r)
-        elif res.get("error"):
-            errors.append("rank %d: %s" % (r, res["error"]))
-    out = {"verified": not errors}
+    silent = sorted(r for r, res in results.items() if res is None)
+    errors = [
+        "rank %d: %s" % (r, res["error"])
+        for r, res in sorted(results.items())
+        if res is not None and res.get("error")
+    ]
+    out = {"verified": not errors and not silent, "silent_ranks": silent}
     if errors:
-        out["error"] = "; ".join(errors[:3]) + (" (%d ranks in all)" % len(errors) if len(errors) > 3 else "")
+        more = " (%d ranks in all)" % len(errors) if len(errors) > 3 else ""
+        out["error"] = "; ".join(errors[:3]) + more
+    if errors or silent:
         return out
     seconds = max(res["seconds"] for res in results.values())
     out.update({"seconds": seconds, "busbw_gbps": busbw(nbytes, seconds, world), "error": None})
@@ -380,9 +382,11 @@ def pair_rounds(cfg, store, go, nbytes):
             for a, b in pairs:
                 mine = {r: results[r] for r in ranks_of(go, a) + ranks_of(go, b)}
                 res = combine(mine, nbytes, len(mine))
-                table.append(
-                    {"a": a, "b": b, "busbw_gbps": res.get("busbw_gbps"), "error": res.get("error")}
-                )
+                error = res.get("error")
+                if res["silent_ranks"]:
+                    silent = ", ".join(str(r) for r in res["silent_ranks"])
+                    error = "no result from rank %s" % silent + ("; " + error if error else "")
+                table.append({"a": a, "b": b, "busbw_gbps": res.get("busbw_gbps"), "error": error})
                 failed = failed or bool(res.get("error"))
             if failed:
                 # A broken pair leaves its ranks out of step: stop here.
@@ -452,7 +456,10 @@ def serve(cfg, store, wrapped, started, backend):
     if not line.strip():
         return
     store.set("gpucheck/verdict", line.strip())
-    joined = [r for r in range(1, nnodes) if r not in waiting]
+    # A node whose ranks all went silent in the all-reduce is gone (killed,
+    # or hung): do not hold the others for its acknowledgement.
+    gone = [r for r, res in reduced.items() if len(res.get("silent_ranks") or []) == res.get("local_ranks")]
+    joined = [r for r in range(1, nnodes) if r not in waiting and r not in gone]
     acked = set()
     deadline = time.monotonic() + cfg["ack_timeout_s"]
     stage("waiting for every node to read the verdict")

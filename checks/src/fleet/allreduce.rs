@@ -64,17 +64,7 @@ fn evaluate(fleet: &Fleet) -> Outcome {
     let hint = "check that the nodes reach each other on every port, and the interfaces \
                 NCCL/gloo use (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA); rerun \
                 with NCCL_DEBUG=INFO";
-    let mut broken: Vec<String> = Vec::new();
-    for n in &fleet.nodes {
-        match &n.allreduce {
-            None => broken.push(format!("{}: no result (timed out?)", n.label())),
-            Some(a) => match (&a.error, a.verified) {
-                (Some(e), _) => broken.push(format!("{}: {e}", n.label())),
-                (None, Some(true)) => {}
-                (None, _) => broken.push(format!("{}: the sum was not verified", n.label())),
-            },
-        }
-    }
+    let broken = broken_nodes(fleet);
     if !broken.is_empty() {
         return Outcome::fail(
             format!(
@@ -111,6 +101,37 @@ fn evaluate(fleet: &Fleet) -> Outcome {
     } else {
         out
     }
+}
+
+/// What went wrong on which node, the nodes whose ranks gave no result at
+/// all (a node that died or hung: the others only time out waiting for
+/// it) first.
+fn broken_nodes(fleet: &Fleet) -> Vec<String> {
+    let mut silent: Vec<String> = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
+    for n in &fleet.nodes {
+        let Some(a) = &n.allreduce else {
+            failed.push(format!("{}: no result (timed out?)", n.label()));
+            continue;
+        };
+        if !a.silent_ranks.is_empty() {
+            let ranks: Vec<String> = a.silent_ranks.iter().map(u32::to_string).collect();
+            silent.push(format!(
+                "{}: no result from {} {} (the node died or hung)",
+                n.label(),
+                if ranks.len() == 1 { "rank" } else { "ranks" },
+                text::list_cut(&ranks, 4)
+            ));
+        }
+        match (&a.error, a.verified) {
+            (Some(e), _) => failed.push(format!("{}: {e}", n.label())),
+            (None, Some(true)) => {}
+            (None, _) if !a.silent_ranks.is_empty() => {}
+            (None, _) => failed.push(format!("{}: the sum was not verified", n.label())),
+        }
+    }
+    silent.extend(failed);
+    silent
 }
 
 /// One row per node: its ranks, whether they verified, its slowest rank's
@@ -233,6 +254,7 @@ mod tests {
             error: None,
             world_size: None,
             local_ranks: None,
+            silent_ranks: Vec::new(),
         });
         n
     }
@@ -270,6 +292,35 @@ mod tests {
             o.summary,
             "the all-reduce across nodes failed: node 1 (n1): DistBackendError: connection \
              refused, node 2 (n2): no result (timed out?)"
+        );
+    }
+
+    #[test]
+    fn a_node_that_died_is_named_first() {
+        let timed_out = |r: u32| {
+            let mut n = reduced(r, 0.0);
+            if let Some(a) = n.allreduce.as_mut() {
+                a.verified = Some(false);
+                a.error = Some(format!(
+                    "rank {r}: DistStoreError: wait timeout after 30000ms"
+                ));
+            }
+            n
+        };
+        let mut dead = reduced(2, 0.0);
+        if let Some(a) = dead.allreduce.as_mut() {
+            a.verified = Some(false);
+            a.silent_ranks = vec![4, 5];
+        }
+        let o = evaluate(&fleet(vec![timed_out(0), timed_out(1), dead]));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.starts_with(
+                "the all-reduce across nodes failed: node 2 (n2): no result from ranks 4, 5 (the \
+                 node died or hung), node 0 (n0): rank 0: DistStoreError"
+            ),
+            "{}",
+            o.summary
         );
     }
 

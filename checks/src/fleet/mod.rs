@@ -112,6 +112,10 @@ pub struct NodeAllReduce {
     /// This node's ranks in it.
     #[serde(default)]
     pub local_ranks: Option<u32>,
+    /// Its global ranks that gave no result at all before node 0 stopped
+    /// waiting (died, or hung past the timeout).
+    #[serde(default)]
+    pub silent_ranks: Vec<u32>,
 }
 
 /// The pair all-reduces of the slow-node search: every pair measured, the
