@@ -406,12 +406,13 @@ def allreduce_stage(cfg, store, backend):
     if go["world"] < 2:
         return {}, [], 0
     store.set("gpucheck/allreduce/go", json.dumps(go))
-    procs = start_workers(cfg, go, backend)
-    step = 0
+    procs, step = [], 0
     try:
+        procs.extend(start_workers(cfg, go, backend))
         reduced, nbytes = full_allreduce(cfg, store, go, backend)
         table = []
-        if n >= 3 and all(r.get("verified") for r in reduced.values()):
+        if all(r.get("verified") for r in reduced.values()):
+            # gpucheck decides whether pairs are worth it (not below 3 nodes).
             table, step = pair_rounds(cfg, store, go, nbytes)
     finally:
         store.set("gpucheck/step/%d" % (step + 1), json.dumps({"kind": "stop"}))

@@ -1,8 +1,10 @@
 //! `gpucheck cluster`: every node of a job runs the same command; each runs
 //! its local checks exactly as `gpucheck run` does, then the nodes meet
 //! through torch.distributed's TCPStore at the master (the payload in
-//! `rendezvous.rs`), node rank 0 gathers every node's report, judges the
-//! fleet checks (`gpucheck_checks::fleet`), prints the fleet report and
+//! `rendezvous.rs`), run the all-reduce over every GPU of every node and,
+//! with 3 nodes or more, the pair rounds node rank 0 plans
+//! (`domain::pairs::plan`); node rank 0 gathers every node's report, judges
+//! the fleet checks (`gpucheck_checks::fleet`), prints the fleet report and
 //! publishes the verdict, which every other node reads and prints. Every
 //! node exits 1 when the fleet is not ready.
 //!

@@ -1,8 +1,10 @@
 //! The rendezvous: checks/payloads/cluster.py run with the training Python,
 //! in a process group of its own that dies with gpucheck, talking JSON
-//! lines: this node's message on its stdin (and, on node 0, the fleet
-//! verdict once judged), marker lines ("GPUCHECK_CLUSTER {json}") back on
-//! its stdout. The exchange itself is torch.distributed's TCPStore.
+//! lines: this node's message on its stdin (and, on node 0, a [`PairPlan`]
+//! for each "pairs" event, then the fleet verdict once judged), marker lines
+//! ("GPUCHECK_CLUSTER {json}") back on its stdout. The exchange itself is
+//! torch.distributed's TCPStore; the all-reduce's ranks are the payload's
+//! own worker processes, in its process group.
 //!
 //! Every wait here has a deadline, and the payload's whole group is killed
 //! when the session ends, whatever the reason (done, a timeout, Ctrl-C).
