@@ -207,6 +207,18 @@ pub fn retest(results: &[PairBandwidth]) -> Vec<(u32, u32)> {
     plan
 }
 
+/// A bus bandwidth as a person reads it: "185" from 10 GB/s up, "0.42"
+/// below (gloo on CPU), "failed" for a failed pair.
+pub fn gbps(v: f64) -> String {
+    if v.is_nan() {
+        "failed".to_string()
+    } else if v >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// "node 7 (gpu-007): 38 GB/s against 3 healthy partners, others 180-190
 /// GB/s"; `host` names a node rank.
 pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> String) -> String {
@@ -220,10 +232,10 @@ pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> 
         fast.iter().copied().reduce(f64::min),
         fast.iter().copied().reduce(f64::max),
     ) {
-        (Some(lo), Some(hi)) if (hi - lo).round() >= 1.0 => {
-            format!(", others {:.0}-{:.0} GB/s", lo, hi)
+        (Some(lo), Some(hi)) if gbps(lo) != gbps(hi) => {
+            format!(", others {}-{} GB/s", gbps(lo), gbps(hi))
         }
-        (Some(lo), _) => format!(", others {lo:.0} GB/s"),
+        (Some(lo), _) => format!(", others {} GB/s", gbps(lo)),
         _ => String::new(),
     };
     let name = |n: u32| format!("node {n} ({})", host(n));
@@ -231,9 +243,9 @@ pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> 
         Diagnosis::SlowNode { node, busbw } => {
             let worst = busbw.iter().copied().fold(f64::INFINITY, f64::min);
             format!(
-                "{}: {:.0} GB/s against {} healthy {}{others}",
+                "{}: {} GB/s against {} healthy {}{others}",
                 name(*node),
-                worst,
+                gbps(worst),
                 busbw.len(),
                 if busbw.len() == 1 {
                     "partner"
@@ -243,9 +255,10 @@ pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> 
             )
         }
         Diagnosis::SlowLink { a, b, busbw_gbps } => format!(
-            "the link between {} and {}: {busbw_gbps:.0} GB/s, both fast with others{others}",
+            "the link between {} and {}: {} GB/s, both fast with others{others}",
             name(*a),
-            name(*b)
+            name(*b),
+            gbps(*busbw_gbps)
         ),
         Diagnosis::Suspect { node } => format!(
             "{}: slow with every partner measured, none known healthy: retest it{others}",
@@ -417,6 +430,24 @@ mod tests {
         ];
         assert_eq!(plan(4, 2, &suspects), vec![vec![(0, 2), (1, 3)]]);
         assert!(plan(4, 3, &suspects).is_empty());
+    }
+
+    #[test]
+    fn small_bandwidths_keep_two_decimals() {
+        let pairs = first_rounds(4, 3);
+        let results = table(&pairs, |a, b| {
+            if a == 3 || b == 3 {
+                0.012
+            } else {
+                0.15 + 0.1 * a as f64
+            }
+        });
+        let d = diagnose(&results);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            describe(&d[0], &results, &|_| "vm".to_string()),
+            "node 3 (vm): 0.01 GB/s against 3 healthy partners, others 0.15-0.25 GB/s"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! 3 healthy partners, others 180-190 GB/s".
 
 use super::{Fleet, FleetCheck};
-use crate::domain::pairs::{self, Diagnosis, PairBandwidth};
+use crate::domain::pairs::{self, gbps, Diagnosis, PairBandwidth};
 use crate::domain::text;
 use crate::{DataTable, Outcome};
 
@@ -32,17 +32,6 @@ the two nodes; rerun with NCCL_DEBUG=INFO to see the transport NCCL chose."
 impl FleetCheck for Pairs {
     fn judge(&self, fleet: &Fleet) -> Outcome {
         evaluate(fleet)
-    }
-}
-
-/// "185", "2.41": GB/s as a person reads them.
-fn gbps(v: f64) -> String {
-    if v.is_nan() {
-        "failed".to_string()
-    } else if v >= 10.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
     }
 }
 
