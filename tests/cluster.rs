@@ -823,3 +823,135 @@ fn a_node_killed_mid_run_fails_the_others_naming_it() {
     assert!(took < Duration::from_secs(100), "{took:?}");
     assert_nothing_left(&seen);
 }
+
+/// Run inside `unshare --user --map-root-user --net`: node ranks 0..N-1,
+/// each gpucheck in a network namespace of its own whose `eth0` (10.9.0.R+1)
+/// hangs off one bridge, as nodes hang off a switch; node SLOW's link is
+/// shaped to RATE both ways (`tc tbf`). Arguments: OUTDIR N SLOW RATE, then
+/// the gpucheck command line (node rank, master and, on node 0, --json are
+/// added). Each node's output lands in OUTDIR/outR.
+const SLOW_LINK_SH: &str = r#"
+set -eu
+D=$1; N=$2; SLOW=$3; RATE=$4; shift 4
+ip link set lo up
+ip link add br0 type bridge
+ip link set br0 up
+pids=""
+for i in $(seq 0 $((N-1))); do
+  extra=""
+  [ "$i" = 0 ] && extra="--json $D/fleet.json"
+  unshare --net sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done; shift; exec "$@"' "$D/ready$i" _ \
+    "$@" --nnodes "$N" --node-rank "$i" --master-addr 10.9.0.1 $extra >"$D/out$i" 2>&1 &
+  pid=$!
+  pids="$pids $pid"
+  while [ "$(readlink /proc/$pid/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do sleep 0.02; done
+  ip link add "h$i" type veth peer name eth0 netns "$pid"
+  ip link set "h$i" master br0
+  ip link set "h$i" up
+  nsenter -t "$pid" -n sh -ec "ip link set lo up; ip addr add 10.9.0.$((i+1))/24 dev eth0; ip link set eth0 up"
+  if [ "$i" = "$SLOW" ]; then
+    tc qdisc add dev "h$i" root tbf rate "$RATE" burst 64kb latency 2s
+    nsenter -t "$pid" -n tc qdisc add dev eth0 root tbf rate "$RATE" burst 64kb latency 2s
+  fi
+  touch "$D/ready$i"
+done
+for p in $pids; do wait "$p" || true; done
+"#;
+
+#[test]
+fn a_node_behind_a_slow_link_is_named_by_the_pair_rounds() {
+    let _one = lock();
+    let probe = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--net", "sh", "-ec"])
+        .arg(
+            "ip link add v0 type veth peer name v1; ip link add b0 type bridge; \
+             tc qdisc add dev v0 root tbf rate 100mbit burst 64kb latency 2s",
+        )
+        .output()
+        .expect("run unshare (util-linux)");
+    assert!(
+        probe.status.success(),
+        "this test needs unprivileged user and network namespaces with veth, bridge and the tbf \
+         qdisc (`unshare --user --map-root-user --net`): {}",
+        String::from_utf8_lossy(&probe.stderr).trim()
+    );
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--user",
+        "--map-root-user",
+        "--net",
+        "sh",
+        "-c",
+        SLOW_LINK_SH,
+        "sh",
+    ])
+    .arg(dir.path())
+    .args(["4", "3", "100mbit"])
+    .arg(common::bin())
+    .args([
+        "cluster",
+        "--master-port",
+        "29400",
+        "--rdzv-timeout",
+        "60",
+        "--only",
+        "gpu",
+    ])
+    .arg("--nvml-lib")
+    .arg(fake_nvml())
+    .arg("--python")
+    .arg(venv_python())
+    .env("FAKE_NVML_SCENARIO", scenario("h100x8"))
+    .env("GLOO_SOCKET_IFNAME", "eth0")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("start the namespaced cluster");
+    let mut seen: Vec<i32> = Vec::new();
+    let status = loop {
+        for pid in descendants_of(child.id() as i32) {
+            if !seen.contains(&pid) {
+                seen.push(pid);
+            }
+        }
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if started.elapsed() > LIVENESS {
+            let _ = child.kill();
+            panic!("the cluster did not end within {LIVENESS:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    let outs: Vec<String> = (0..4)
+        .map(|r| std::fs::read_to_string(dir.path().join(format!("out{r}"))).unwrap_or_default())
+        .collect();
+    let all = format!("{err}\n{}", outs.join("\n---\n"));
+    assert!(status.success(), "{all}");
+    let text = std::fs::read_to_string(dir.path().join("fleet.json")).expect("node 0 wrote --json");
+    let doc: Value = serde_json::from_str(&text).expect("the fleet report is JSON");
+    assert_eq!(
+        fleet_result(&doc, "fleet.allreduce")["status"],
+        "pass",
+        "{all}"
+    );
+    // gloo on CPU: reported, not judged; but the slow node is found.
+    let pairs = fleet_result(&doc, "fleet.pairs");
+    let summary = pairs["summary"].as_str().unwrap_or_default();
+    assert_eq!(pairs["status"], "pass", "{all}");
+    assert!(
+        summary.starts_with("6 pairs in 3 rounds: ")
+            && summary.contains("(gloo on CPU: reported, not judged): node 3 (")
+            && summary.contains(" against 3 healthy partners, others "),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("node 0 (") && !summary.contains("link between"),
+        "{summary}"
+    );
+    assert_nothing_left(&seen);
+}
