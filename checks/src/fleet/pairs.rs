@@ -14,12 +14,13 @@ fleet_check!(
     "Slow node or link between nodes",
     "After the all-reduce across every node passes, with 3 nodes or more, node rank 0 pairs the \
 nodes up and every pair runs an all-reduce over the GPUs of its two nodes, all pairs of a \
-round at once (disjoint pairs; min(nodes - 1, 3) rounds, so each node meets up to 3 \
-partners). A pair below 70 % of the median pair is slow. A node slow with every partner while \
-those partners are fast with others is a slow node; a slow pair of two nodes fast elsewhere is \
-a slow link. A node slow with partners that are themselves unproven is retested in a second \
-pass against a node that passed. With gloo on CPU the figures are reported, not judged \
-(the CPUs, not the network, set them).
+round at once (disjoint pairs, 3 rounds, or fewer when that covers every pair, so each node \
+meets up to 3 partners). A second pass retests each node that was slow with every partner \
+against a node that passed and that it has not met. A pair below 70 % of the median pair is \
+slow. A node slow with every partner while those partners are fast with others is a slow node \
+(fails); a slow pair of two nodes fast elsewhere is a slow link (fails); a node slow only with \
+partners that are unproven themselves is a suspect (warns). With gloo on CPU the figures are \
+reported, not judged (the CPUs, not the network, set them).
 
 Why it matters: one slow node or link sets the pace of every step of a data-parallel job: \
 the all-reduce across the whole fleet only says the cluster is slow; the pairs say where.
