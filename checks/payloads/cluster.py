@@ -133,12 +133,16 @@ def die_with_parent():
 
 
 def wait_json(store, k, deadline):
-    """The JSON value of key k, polling until deadline; None when it never came."""
-    while time.monotonic() < deadline:
-        if store.check([k]):
-            return json.loads(store.get(k).decode())
-        time.sleep(POLL_S)
-    return None
+    """The JSON value of key k, waited for in the store (no polling: every
+    rank waits here) until deadline; None when it never came."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    try:
+        store.wait([k], datetime.timedelta(seconds=left))
+        return json.loads(store.get(k).decode())
+    except BaseException:
+        return None
 
 
 def measure(torch, dist, device, nbytes, fill, want, group):
