@@ -760,7 +760,12 @@ fn a_node_killed_mid_run_fails_the_others_naming_it() {
     // Node 2 is mid-run once its payload has started its rank worker: it
     // joined and the go signal came.
     let mut seen: Vec<i32> = Vec::new();
-    while descendants_of(nodes[2].id() as i32).len() < 2 {
+    let is_worker = |pid: &i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| c.split(|b| *b == 0).any(|arg| arg == b"--worker"))
+            .unwrap_or(false)
+    };
+    while !descendants_of(nodes[2].id() as i32).iter().any(is_worker) {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "node 2 never started its all-reduce rank"
