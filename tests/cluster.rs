@@ -148,7 +148,7 @@ impl Cluster {
         while codes.iter().any(Option::is_none) {
             for (i, (_, child, _)) in children.iter_mut().enumerate() {
                 if codes[i].is_none() {
-                    for pid in children_of(child.id() as i32) {
+                    for pid in descendants_of(child.id() as i32) {
                         if !payloads.contains(&pid) {
                             payloads.push(pid);
                         }
@@ -222,6 +222,21 @@ fn children_of(pid: i32) -> Vec<i32> {
         }
     }
     kids
+}
+
+/// Every live descendant of `pid`: the payload and its rank workers.
+fn descendants_of(pid: i32) -> Vec<i32> {
+    let mut all = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for kid in children_of(p) {
+            if !all.contains(&kid) {
+                all.push(kid);
+                todo.push(kid);
+            }
+        }
+    }
+    all
 }
 
 /// Established TCP connections to 127.0.0.1:`port` (from /proc/net/tcp and
@@ -318,11 +333,20 @@ fn three_healthy_nodes_are_ready_and_node_0_reports_all_three() {
     let reduce = fleet_result(&doc, "fleet.allreduce");
     assert_eq!(reduce["status"], "pass", "{reduce}");
     assert!(
-        reduce["summary"]
+        reduce["summary"].as_str().unwrap_or_default().starts_with(
+            "gloo all-reduce of 8 MiB across 3 nodes verified: 3 ranks (1 per node), "
+        ),
+        "{reduce}"
+    );
+    // Three nodes: every pair once, one pair per round.
+    let pairs = fleet_result(&doc, "fleet.pairs");
+    assert_eq!(pairs["status"], "pass", "{pairs}");
+    assert!(
+        pairs["summary"]
             .as_str()
             .unwrap_or_default()
-            .starts_with("gloo all-reduce of 8 MiB across 3 nodes verified: "),
-        "{reduce}"
+            .starts_with("3 pairs in 3 rounds: "),
+        "{pairs}"
     );
     let xml_path = cluster.json.with_extension("xml");
     assert_valid_junit(&xml_path);
@@ -662,4 +686,277 @@ fn node_0_on_a_busy_port_fails_the_rendezvous_and_still_judges_itself() {
     assert_eq!(doc["missing_node_ranks"], serde_json::json!([1]));
     drop(busy);
     assert_nothing_left(&payloads);
+}
+
+#[test]
+fn four_nodes_of_two_ranks_reduce_over_all_eight_and_measure_every_pair() {
+    let _one = lock();
+    let mut cluster = Cluster::new(4, 60);
+    cluster.extra.extend(["--nproc".into(), "2".into()]);
+    let (results, payloads) = cluster.run(&healthy(0..4));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+    }
+    let doc = cluster.report();
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["status"], "pass", "{reduce}");
+    let summary = reduce["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with(
+            "gloo all-reduce of 8 MiB across 4 nodes verified: 8 ranks (2 per node), "
+        ),
+        "{summary}"
+    );
+    let per_node = &reduce["tables"][0]["rows"];
+    assert_eq!(per_node.as_array().map(Vec::len), Some(4), "{reduce}");
+    for row in per_node.as_array().into_iter().flatten() {
+        assert_eq!(row[1], "2", "{row}");
+        assert_eq!(row[2], "yes", "{row}");
+    }
+    // Three rounds of two disjoint pairs: all six pairs of four nodes.
+    let pairs = fleet_result(&doc, "fleet.pairs");
+    assert_eq!(pairs["status"], "pass", "{pairs}");
+    assert!(
+        pairs["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("6 pairs in 3 rounds: "),
+        "{pairs}"
+    );
+    let rows = pairs["tables"][0]["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut met: Vec<String> = rows
+        .iter()
+        .map(|r| r[0].as_str().unwrap_or_default().to_string())
+        .collect();
+    met.sort();
+    assert_eq!(
+        met,
+        ["0 + 1", "0 + 2", "0 + 3", "1 + 2", "1 + 3", "2 + 3"],
+        "{pairs}"
+    );
+    for r in &rows {
+        let bw: f64 = r[2].as_str().unwrap_or_default().parse().unwrap_or(0.0);
+        assert!(bw > 0.0, "a pair without a bandwidth: {r}");
+    }
+    for n in doc["nodes"].as_array().into_iter().flatten() {
+        assert_eq!(n["exit_code"], 0, "{n}");
+    }
+    // Node 0's payload and 2 rank workers per node were seen, and are gone.
+    assert!(payloads.len() >= 4 + 8, "{payloads:?}");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_killed_mid_run_fails_the_others_naming_it() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    let setup = NodeSetup::default();
+    let mut nodes: Vec<Child> = (0..3).map(|r| cluster.spawn(r, &setup)).collect();
+    let started = Instant::now();
+    // Node 2 is mid-run once its payload has started its rank worker: it
+    // joined and the go signal came.
+    let mut seen: Vec<i32> = Vec::new();
+    let is_worker = |pid: &i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| c.split(|b| *b == 0).any(|arg| arg == b"--worker"))
+            .unwrap_or(false)
+    };
+    while !descendants_of(nodes[2].id() as i32).iter().any(is_worker) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "node 2 never started its all-reduce rank"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for n in &nodes {
+        seen.extend(descendants_of(n.id() as i32));
+    }
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(nodes[2].id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let killed = Instant::now();
+    let mut codes = Vec::new();
+    for n in nodes.iter_mut().take(2) {
+        let code = loop {
+            for pid in descendants_of(n.id() as i32) {
+                if !seen.contains(&pid) {
+                    seen.push(pid);
+                }
+            }
+            if let Some(s) = n.try_wait().expect("wait") {
+                break s.code().unwrap_or(-1);
+            }
+            if killed.elapsed() > LIVENESS {
+                let _ = n.kill();
+                panic!("a node did not end within {LIVENESS:?} of node 2's death");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        codes.push(code);
+    }
+    let _ = nodes[2].wait();
+    let mut outs = Vec::new();
+    for n in nodes.iter_mut().take(2) {
+        let mut out = String::new();
+        let _ = n.stdout.take().map(|mut o| o.read_to_string(&mut out));
+        outs.push(out);
+    }
+    let all = outs.join("\n---\n");
+    assert_eq!(codes, vec![1, 1], "{all}");
+    assert!(outs[1].contains("FLEET NOT READY"), "{all}");
+    let doc = cluster.report();
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["status"], "fail", "{all}");
+    let summary = reduce["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("the all-reduce across nodes failed: node 2 (")
+            && summary.contains("no result from rank 2 (the node died or hung)"),
+        "{summary}"
+    );
+    // Bounded by the all-reduce's timeout (30 s for the process group and
+    // the collective each), not by the 60 s rendezvous timeout.
+    let took = killed.elapsed();
+    eprintln!(
+        "nodes 0 and 1 ended {:.1} s after node 2 was killed",
+        took.as_secs_f64()
+    );
+    assert!(took < Duration::from_secs(100), "{took:?}");
+    assert_nothing_left(&seen);
+}
+
+/// Run inside `unshare --user --map-root-user --net`: node ranks 0..N-1,
+/// each gpucheck in a network namespace of its own whose `eth0` (10.9.0.R+1)
+/// hangs off one bridge, as nodes hang off a switch; node SLOW's link is
+/// shaped to RATE both ways (`tc tbf`). Arguments: OUTDIR N SLOW RATE, then
+/// the gpucheck command line (node rank, master and, on node 0, --json are
+/// added). Each node's output lands in OUTDIR/outR.
+const SLOW_LINK_SH: &str = r#"
+set -eu
+D=$1; N=$2; SLOW=$3; RATE=$4; shift 4
+ip link set lo up
+ip link add br0 type bridge
+ip link set br0 up
+pids=""
+for i in $(seq 0 $((N-1))); do
+  extra=""
+  [ "$i" = 0 ] && extra="--json $D/fleet.json"
+  unshare --net sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done; shift; exec "$@"' "$D/ready$i" _ \
+    "$@" --nnodes "$N" --node-rank "$i" --master-addr 10.9.0.1 $extra >"$D/out$i" 2>&1 &
+  pid=$!
+  pids="$pids $pid"
+  while [ "$(readlink /proc/$pid/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do sleep 0.02; done
+  ip link add "h$i" type veth peer name eth0 netns "$pid"
+  ip link set "h$i" master br0
+  ip link set "h$i" up
+  nsenter -t "$pid" -n sh -ec "ip link set lo up; ip addr add 10.9.0.$((i+1))/24 dev eth0; ip link set eth0 up"
+  if [ "$i" = "$SLOW" ]; then
+    tc qdisc add dev "h$i" root tbf rate "$RATE" burst 64kb latency 2s
+    nsenter -t "$pid" -n tc qdisc add dev eth0 root tbf rate "$RATE" burst 64kb latency 2s
+  fi
+  touch "$D/ready$i"
+done
+for p in $pids; do wait "$p" || true; done
+"#;
+
+#[test]
+fn a_node_behind_a_slow_link_is_named_by_the_pair_rounds() {
+    let _one = lock();
+    let probe = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--net", "sh", "-ec"])
+        .arg(
+            "ip link add v0 type veth peer name v1; ip link add b0 type bridge; \
+             tc qdisc add dev v0 root tbf rate 100mbit burst 64kb latency 2s",
+        )
+        .output()
+        .expect("run unshare (util-linux)");
+    assert!(
+        probe.status.success(),
+        "this test needs unprivileged user and network namespaces with veth, bridge and the tbf \
+         qdisc (`unshare --user --map-root-user --net`): {}",
+        String::from_utf8_lossy(&probe.stderr).trim()
+    );
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--user",
+        "--map-root-user",
+        "--net",
+        "sh",
+        "-c",
+        SLOW_LINK_SH,
+        "sh",
+    ])
+    .arg(dir.path())
+    .args(["4", "3", "100mbit"])
+    .arg(common::bin())
+    .args([
+        "cluster",
+        "--master-port",
+        "29400",
+        "--rdzv-timeout",
+        "60",
+        "--only",
+        "gpu",
+    ])
+    .arg("--nvml-lib")
+    .arg(fake_nvml())
+    .arg("--python")
+    .arg(venv_python())
+    .env("FAKE_NVML_SCENARIO", scenario("h100x8"))
+    .env("GLOO_SOCKET_IFNAME", "eth0")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("start the namespaced cluster");
+    let mut seen: Vec<i32> = Vec::new();
+    let status = loop {
+        for pid in descendants_of(child.id() as i32) {
+            if !seen.contains(&pid) {
+                seen.push(pid);
+            }
+        }
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if started.elapsed() > LIVENESS {
+            let _ = child.kill();
+            panic!("the cluster did not end within {LIVENESS:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    let outs: Vec<String> = (0..4)
+        .map(|r| std::fs::read_to_string(dir.path().join(format!("out{r}"))).unwrap_or_default())
+        .collect();
+    let all = format!("{err}\n{}", outs.join("\n---\n"));
+    assert!(status.success(), "{all}");
+    let text = std::fs::read_to_string(dir.path().join("fleet.json")).expect("node 0 wrote --json");
+    let doc: Value = serde_json::from_str(&text).expect("the fleet report is JSON");
+    assert_eq!(
+        fleet_result(&doc, "fleet.allreduce")["status"],
+        "pass",
+        "{all}"
+    );
+    // gloo on CPU: reported, not judged; but the slow node is found.
+    let pairs = fleet_result(&doc, "fleet.pairs");
+    let summary = pairs["summary"].as_str().unwrap_or_default();
+    assert_eq!(pairs["status"], "pass", "{all}");
+    assert!(
+        summary.starts_with("6 pairs in 3 rounds: ")
+            && summary.contains("(gloo on CPU: reported, not judged): node 3 (")
+            && summary.contains(" against 3 healthy partners, others "),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("node 0 (") && !summary.contains("link between"),
+        "{summary}"
+    );
+    assert_nothing_left(&seen);
 }

@@ -1,8 +1,10 @@
 //! `gpucheck cluster`: every node of a job runs the same command; each runs
 //! its local checks exactly as `gpucheck run` does, then the nodes meet
 //! through torch.distributed's TCPStore at the master (the payload in
-//! `rendezvous.rs`), node rank 0 gathers every node's report, judges the
-//! fleet checks (`gpucheck_checks::fleet`), prints the fleet report and
+//! `rendezvous.rs`), run the all-reduce over every GPU of every node and,
+//! with 3 nodes or more, the pair rounds node rank 0 plans
+//! (`domain::pairs::plan`); node rank 0 gathers every node's report, judges
+//! the fleet checks (`gpucheck_checks::fleet`), prints the fleet report and
 //! publishes the verdict, which every other node reads and prints. Every
 //! node exits 1 when the fleet is not ready.
 //!
@@ -14,7 +16,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gpucheck_checks::fleet::{self, Fleet, FleetNode};
+use gpucheck_checks::domain::pairs;
+use gpucheck_checks::fleet::{self, Fleet, FleetNode, PairTable};
 use gpucheck_checks::probe::python::find_python;
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +31,7 @@ pub mod rendezvous;
 pub mod report;
 
 use identity::IdentityFlags;
-use rendezvous::{Config, Event, Joined, Session, Verdict};
+use rendezvous::{Config, Event, Joined, PairPlan, PairResult, Session, Verdict};
 use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
 
 pub const CLUSTER_HELP: &str = "\
@@ -153,10 +156,6 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
 /// Run this node's part of the cluster check; the text goes to stdout, or
 /// to stderr when `to_stderr`. Returns the exit code.
 fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::Result<u8> {
-    let args = ClusterArgs {
-        run: run_args.clone(),
-        cluster: cluster.clone(),
-    };
     let flags = IdentityFlags {
         nnodes: cluster.nnodes,
         node_rank: cluster.node_rank,
@@ -164,88 +163,126 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         master_port: cluster.master_port,
     };
     let id = identity::resolve(&flags, &|k| std::env::var(k).ok()).map_err(UsageError)?;
-    let python = find_python(args.run.python.as_deref())
+    let python = find_python(run_args.python.as_deref())
         .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
-    let dash = Some(std::path::Path::new("-"));
-    let stream = match (
-        args.run.json.as_deref() == dash,
-        args.run.junit.as_deref() == dash,
-    ) {
-        (true, true) => {
-            return Err(UsageError(
-                "--json - and --junit - both ask for stdout; write one of them to a file".into(),
-            )
-            .into())
-        }
-        (true, false) => Format::Json,
-        (false, true) => Format::Junit,
-        (false, false) => args.run.format,
-    };
-    let planned = |p: &Option<PathBuf>| match p {
-        Some(p) if id.node_rank.value == 0 && p.as_path() != std::path::Path::new("-") => {
-            ReportOut::plan(p).map(Some)
-        }
-        _ => Ok(None),
-    };
-    let json_out = planned(&args.run.json)?;
-    let junit_out = planned(&args.run.junit)?;
-    let mut local = args.run.clone();
-    local.json = None;
-    local.junit = None;
-    local.format = Format::Table;
-    let plan = crate::plan(&local)?;
-    let run = crate::execute(&plan, local.strict, local.profile.into());
-    let message = NodeMessage {
-        node_rank: id.node_rank.value,
+    let node_rank = id.node_rank.value;
+    let outputs = Outputs::plan(run_args, node_rank == 0)?;
+    let run = run_local(run_args)?;
+    let own = NodeMessage {
+        node_rank,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         report: run.clone(),
         env: fleet_env(),
     };
-    let own = message;
-    let message = serde_json::to_string(&own)?;
-    let config = Config {
+    let config = session_config(&id, run_args, cluster);
+    let session = Session::start(&python.path, &config, &serde_json::to_string(&own)?);
+    if node_rank == 0 {
+        let report = lead(session, &config, &own, run_args.min_busbw, run_args.strict);
+        outputs.finish(&report, &run, run_args, to_stderr)?;
+        Ok(report.exit_code.clamp(0, 255) as u8)
+    } else {
+        let verdict = follow(session, &config);
+        let text = format!("{}\n{}\n", report::node_line(node_rank, &run), verdict.line);
+        show(&text, to_stderr)?;
+        Ok(verdict.exit_code.max(run.exit_code).clamp(0, 255) as u8)
+    }
+}
+
+/// This node's local checks, as `gpucheck run` runs them (its reports go
+/// into the fleet report, not to files of their own).
+fn run_local(run_args: &RunArgs) -> anyhow::Result<Run> {
+    let mut local = run_args.clone();
+    local.json = None;
+    local.junit = None;
+    local.format = Format::Table;
+    let plan = crate::plan(&local)?;
+    Ok(crate::execute(&plan, local.strict, local.profile.into()))
+}
+
+/// What the payload is told.
+fn session_config(id: &identity::Identity, run_args: &RunArgs, cluster: &ClusterFlags) -> Config {
+    Config {
         node_rank: id.node_rank.value,
         nnodes: id.nnodes.value,
         master_addr: id.master_addr.value.clone(),
         master_port: id.master_port.value,
-        rdzv_timeout_s: args.cluster.rdzv_timeout,
+        rdzv_timeout_s: cluster.rdzv_timeout,
         margin_s: rendezvous::VERDICT_MARGIN.as_secs_f64(),
         ack_timeout_s: rendezvous::ACK_TIMEOUT.as_secs_f64(),
         allreduce: true,
-        backend: match (args.run.ddp_backend, args.run.ddp_device) {
+        backend: match (run_args.ddp_backend, run_args.ddp_device) {
             (_, Some(gpucheck_checks::DdpDevice::Cpu)) => Some("gloo".to_string()),
             (Some(b), _) => Some(format!("{b:?}").to_lowercase()),
             (None, _) => None,
         },
         allreduce_timeout_s: rendezvous::ALLREDUCE_TIMEOUT.as_secs_f64(),
-    };
-    let session = Session::start(&python.path, &config, &message);
-    if id.node_rank.value == 0 {
-        let report = lead(session, &config, &own, args.run.min_busbw, args.run.strict);
-        let json = serde_json::to_string_pretty(&report)? + "\n";
-        let xml = report::junit(&report, &run);
-        let text = match stream {
+        nproc: run_args.nproc,
+        pair_steps: rendezvous::PAIR_STEPS,
+    }
+}
+
+/// Where node rank 0's fleet report goes: the format on stdout (`--json -`
+/// or `--junit -` ask for it there) and the report files, checked before
+/// the checks run.
+struct Outputs {
+    stream: Format,
+    json: Option<ReportOut>,
+    junit: Option<ReportOut>,
+}
+
+impl Outputs {
+    fn plan(run_args: &RunArgs, node_0: bool) -> Result<Outputs, UsageError> {
+        let dash = Some(std::path::Path::new("-"));
+        let stream = match (
+            run_args.json.as_deref() == dash,
+            run_args.junit.as_deref() == dash,
+        ) {
+            (true, true) => {
+                return Err(UsageError(
+                    "--json - and --junit - both ask for stdout; write one of them to a file"
+                        .into(),
+                ))
+            }
+            (true, false) => Format::Json,
+            (false, true) => Format::Junit,
+            (false, false) => run_args.format,
+        };
+        let planned = |p: &Option<PathBuf>| match p {
+            Some(p) if node_0 && p.as_path() != std::path::Path::new("-") => {
+                ReportOut::plan(p).map(Some)
+            }
+            _ => Ok(None),
+        };
+        Ok(Outputs {
+            stream,
+            json: planned(&run_args.json)?,
+            junit: planned(&run_args.junit)?,
+        })
+    }
+
+    /// Print the fleet report and write its files.
+    fn finish(
+        self,
+        report: &FleetReport,
+        run: &Run,
+        run_args: &RunArgs,
+        to_stderr: bool,
+    ) -> anyhow::Result<()> {
+        let json = serde_json::to_string_pretty(report)? + "\n";
+        let xml = report::junit(report, run);
+        let text = match self.stream {
             Format::Json => json.clone(),
             Format::Junit => xml.clone(),
-            _ if args.run.quiet => report.verdict_line() + "\n",
-            _ => report.render_text(args.run.verbose),
+            _ if run_args.quiet => report.verdict_line() + "\n",
+            _ => report.render_text(run_args.verbose),
         };
-        let written: Result<Vec<()>, UsageError> = [(json_out, json), (junit_out, xml)]
+        let written: Result<Vec<()>, UsageError> = [(self.json, json), (self.junit, xml)]
             .into_iter()
             .filter_map(|(out, text)| out.map(|o| o.write(&text)))
             .collect();
         show(&text, to_stderr)?;
         written?;
-        Ok(report.exit_code.clamp(0, 255) as u8)
-    } else {
-        let verdict = follow(session, &config);
-        let text = format!(
-            "{}\n{}\n",
-            report::node_line(id.node_rank.value, &run),
-            verdict.line
-        );
-        show(&text, to_stderr)?;
-        Ok(verdict.exit_code.max(run.exit_code).clamp(0, 255) as u8)
+        Ok(())
     }
 }
 
@@ -268,10 +305,9 @@ fn lead(
     min_busbw_gbps: Option<f64>,
     strict: bool,
 ) -> FleetReport {
-    let master = format!("{}:{}", config.master_addr, config.master_port);
     let mut fleet = Fleet {
         nnodes: config.nnodes,
-        master: master.clone(),
+        master: format!("{}:{}", config.master_addr, config.master_port),
         min_busbw_gbps,
         ..Default::default()
     };
@@ -288,13 +324,14 @@ fn lead(
             + rendezvous::IMPORT_BUDGET
             + Duration::from_secs_f64(config.rdzv_timeout_s)
             + rendezvous::VERDICT_MARGIN
-            + rendezvous::ALLREDUCE_TIMEOUT * 2;
-        match gathered(s, deadline) {
-            Ok((nodes, missing, unreadable)) => {
-                raw = nodes;
-                fleet.missing = missing;
-                if !unreadable.is_empty() {
-                    fleet.rendezvous_error = Some(unreadable.join("; "));
+            + rendezvous::collective_budget();
+        match gathered(s, deadline, config.nnodes) {
+            Ok(g) => {
+                raw = g.nodes;
+                fleet.missing = g.missing;
+                fleet.pairs = g.pairs;
+                if !g.unreadable.is_empty() {
+                    fleet.rendezvous_error = Some(g.unreadable.join("; "));
                 }
             }
             Err(e) => fleet.rendezvous_error = Some(e),
@@ -314,47 +351,99 @@ fn lead(
     fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
     let report = judge(&fleet, &raw, strict);
     if let Some(s) = session.as_mut() {
-        let verdict = Verdict {
-            exit_code: report.exit_code,
-            line: report.verdict_line(),
-        };
-        s.send(serde_json::to_string(&verdict).unwrap_or_default());
-        let _ = s.next(
-            Instant::now() + rendezvous::ACK_TIMEOUT + Duration::from_secs(5),
-            "the nodes to read the verdict",
-        );
+        publish_verdict(s, &report);
     }
     report
 }
 
-type Gathered = (Vec<(u32, Joined, NodeMessage)>, Vec<u32>, Vec<String>);
+/// Hand node 0's payload the verdict and wait (bounded) while the other
+/// nodes read it.
+fn publish_verdict(session: &mut Session, report: &FleetReport) {
+    let verdict = Verdict {
+        exit_code: report.exit_code,
+        line: report.verdict_line(),
+    };
+    session.send(serde_json::to_string(&verdict).unwrap_or_default());
+    let _ = session.next(
+        Instant::now() + rendezvous::ACK_TIMEOUT + Duration::from_secs(5),
+        "the nodes to read the verdict",
+    );
+}
 
-/// Wait for node 0's payload to gather every node's entry.
-fn gathered(session: &mut Session, deadline: Instant) -> Result<Gathered, String> {
+/// What node 0's payload gathered.
+struct Gathered {
+    nodes: Vec<(u32, Joined, NodeMessage)>,
+    missing: Vec<u32>,
+    unreadable: Vec<String>,
+    pairs: Option<PairTable>,
+}
+
+/// Wait for node 0's payload to gather every node's entry, answering its
+/// requests for pair rounds on the way (`domain::pairs::plan`).
+fn gathered(session: &mut Session, deadline: Instant, nnodes: u32) -> Result<Gathered, String> {
     loop {
         match session.next(deadline, "every node to join")? {
             Event::Joined { .. } | Event::Done { .. } | Event::Verdict { .. } => continue,
             Event::Error { stage, detail, .. } => return Err(format!("{stage}: {detail}")),
-            Event::Gathered { nodes, missing } => {
-                let mut joined = Vec::new();
-                let mut unreadable = Vec::new();
-                for (rank, value) in nodes {
-                    let parsed = serde_json::from_value::<Joined>(value).and_then(|j| {
-                        serde_json::from_value::<NodeMessage>(j.message.clone()).map(|m| (j, m))
-                    });
-                    match (rank.parse::<u32>(), parsed) {
-                        (Ok(r), Ok((j, m))) => joined.push((r, j, m)),
-                        (_, Err(e)) => unreadable.push(format!(
-                            "node {rank} sent a report this gpucheck cannot read (another \
-                             gpucheck version?): {e}"
-                        )),
-                        (Err(_), _) => unreadable.push(format!("a node sent rank '{rank}'")),
-                    }
-                }
-                return Ok((joined, missing, unreadable));
+            Event::Pairs { pass, results } => {
+                let table: Vec<_> = results.iter().map(PairResult::bandwidth).collect();
+                let plan = PairPlan {
+                    rounds: pairs::plan(nnodes, pass, &table),
+                };
+                session.send(serde_json::to_string(&plan).unwrap_or_default());
+            }
+            Event::Gathered {
+                nodes,
+                missing,
+                pairs,
+                pair_rounds,
+            } => {
+                let (nodes, unreadable) = read_entries(nodes);
+                return Ok(Gathered {
+                    nodes,
+                    missing,
+                    unreadable,
+                    pairs: pair_table(&pairs, pair_rounds),
+                });
             }
         }
     }
+}
+
+type Entries = (Vec<(u32, Joined, NodeMessage)>, Vec<String>);
+
+/// Every node's store entry, read; what cannot be read is said.
+fn read_entries(nodes: BTreeMap<String, serde_json::Value>) -> Entries {
+    let mut joined = Vec::new();
+    let mut unreadable = Vec::new();
+    for (rank, value) in nodes {
+        let parsed = serde_json::from_value::<Joined>(value)
+            .and_then(|j| serde_json::from_value::<NodeMessage>(j.message.clone()).map(|m| (j, m)));
+        match (rank.parse::<u32>(), parsed) {
+            (Ok(r), Ok((j, m))) => joined.push((r, j, m)),
+            (_, Err(e)) => unreadable.push(format!(
+                "node {rank} sent a report this gpucheck cannot read (another gpucheck \
+                 version?): {e}"
+            )),
+            (Err(_), _) => unreadable.push(format!("a node sent rank '{rank}'")),
+        }
+    }
+    (joined, unreadable)
+}
+
+/// The pair table for `fleet.pairs`; None when no pair round ran.
+fn pair_table(results: &[PairResult], rounds: u32) -> Option<PairTable> {
+    if rounds == 0 && results.is_empty() {
+        return None;
+    }
+    Some(PairTable {
+        pairs: results.iter().map(PairResult::bandwidth).collect(),
+        rounds,
+        errors: results
+            .iter()
+            .filter_map(|p| Some(format!("pair ({}, {}): {}", p.a, p.b, p.error.as_ref()?)))
+            .collect(),
+    })
 }
 
 fn fleet_node(rank: u32, joined: &Joined, m: &NodeMessage) -> FleetNode {
@@ -435,7 +524,7 @@ fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
         + rendezvous::IMPORT_BUDGET
         + Duration::from_secs_f64(config.rdzv_timeout_s)
         + rendezvous::VERDICT_MARGIN * 2
-        + rendezvous::ALLREDUCE_TIMEOUT * 2;
+        + rendezvous::collective_budget();
     loop {
         match session.next(deadline, "node 0's verdict") {
             Ok(Event::Verdict { verdict }) => return verdict,

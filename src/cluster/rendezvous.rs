@@ -1,8 +1,10 @@
 //! The rendezvous: checks/payloads/cluster.py run with the training Python,
 //! in a process group of its own that dies with gpucheck, talking JSON
-//! lines: this node's message on its stdin (and, on node 0, the fleet
-//! verdict once judged), marker lines ("GPUCHECK_CLUSTER {json}") back on
-//! its stdout. The exchange itself is torch.distributed's TCPStore.
+//! lines: this node's message on its stdin (and, on node 0, a [`PairPlan`]
+//! for each "pairs" event, then the fleet verdict once judged), marker lines
+//! ("GPUCHECK_CLUSTER {json}") back on its stdout. The exchange itself is
+//! torch.distributed's TCPStore; the all-reduce's ranks are the payload's
+//! own worker processes, in its process group.
 //!
 //! Every wait here has a deadline, and the payload's whole group is killed
 //! when the session ends, whatever the reason (done, a timeout, Ctrl-C).
@@ -15,6 +17,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gpucheck_checks::domain::pairs::{self, PairBandwidth};
 use gpucheck_checks::fleet::{ClockReading, NodeAllReduce, PayloadTorch};
 use gpucheck_checks::probe::process::{
     capture, isolate, kill_group, wait_killed, Capture, KILL_GRACE,
@@ -38,6 +41,18 @@ pub const VERDICT_MARGIN: Duration = Duration::from_secs(10);
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound of the cross-node process group's setup and of each all-reduce.
 pub const ALLREDUCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most pair steps after the all-reduce: the first pass's rounds and
+/// the retest round (`domain::pairs::plan`).
+pub const PAIR_STEPS: u32 = pairs::PAIR_ROUNDS as u32 + 1;
+
+/// The longest the all-reduce and the pair steps may take once every node
+/// joined: each step's process-group setup and collective are bounded by
+/// [`ALLREDUCE_TIMEOUT`], and node 0 waits 5 s more per step for the ranks'
+/// results (the payload's `worker_budget`, the same sum).
+pub fn collective_budget() -> Duration {
+    let steps = 1 + PAIR_STEPS;
+    ALLREDUCE_TIMEOUT * 2 * steps + Duration::from_secs(5) * steps + Duration::from_secs(10)
+}
 
 /// What the payload is told (as JSON in $GPUCHECK_CLUSTER_CONFIG).
 #[derive(Debug, Clone, Serialize)]
@@ -55,6 +70,42 @@ pub struct Config {
     pub backend: Option<String>,
     /// Bound of the process group's setup and of each collective.
     pub allreduce_timeout_s: f64,
+    /// Ranks per node instead of one per GPU (`--nproc`; gloo's default 1).
+    pub nproc: Option<u32>,
+    /// The most pair steps node 0 may publish ([`PAIR_STEPS`]).
+    pub pair_steps: u32,
+}
+
+/// One pair all-reduce as node 0's payload measured it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PairResult {
+    pub a: u32,
+    pub b: u32,
+    #[serde(default)]
+    pub busbw_gbps: Option<f64>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl PairResult {
+    /// The pair for `domain::pairs`: a failed pair is NaN (slow).
+    pub fn bandwidth(&self) -> PairBandwidth {
+        PairBandwidth {
+            a: self.a,
+            b: self.b,
+            busbw_gbps: match (&self.error, self.busbw_gbps) {
+                (None, Some(b)) => b,
+                _ => f64::NAN,
+            },
+        }
+    }
+}
+
+/// What node 0 answers a "pairs" event with: the rounds of disjoint pairs
+/// to run next (none: the search is over).
+#[derive(Debug, Clone, Serialize)]
+pub struct PairPlan {
+    pub rounds: Vec<Vec<(u32, u32)>>,
 }
 
 /// One node's entry in the store: its message (what gpucheck handed over),
@@ -84,9 +135,19 @@ pub struct Verdict {
 pub enum Event {
     /// This node is in the store.
     Joined {},
+    /// Node 0, after the all-reduce: the pairs measured so far; it waits
+    /// for a [`PairPlan`] line.
+    Pairs {
+        pass: u32,
+        results: Vec<PairResult>,
+    },
     Gathered {
         nodes: BTreeMap<String, serde_json::Value>,
         missing: Vec<u32>,
+        #[serde(default)]
+        pairs: Vec<PairResult>,
+        #[serde(default)]
+        pair_rounds: u32,
     },
     Verdict {
         verdict: Verdict,
@@ -147,7 +208,7 @@ impl Session {
         Ok(session)
     }
 
-    /// Hand the payload one more line (node 0's verdict).
+    /// Hand the payload one more line (a pair plan, node 0's verdict).
     pub fn send(&self, line: String) {
         if let Some(input) = &self.input {
             let _ = input.send(line);

@@ -130,6 +130,14 @@ impl FleetReport {
                 }
             }
         }
+        if verbose {
+            for t in self.fleet.iter().flat_map(|r| &r.outcome.tables) {
+                out.push('\n');
+                for line in crate::report::text::data_table_lines(t) {
+                    out.push_str(&format!("  {line}\n"));
+                }
+            }
+        }
         out.push_str("\nnodes\n");
         for n in &self.nodes {
             let failing: Vec<&str> = n

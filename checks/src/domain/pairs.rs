@@ -16,6 +16,37 @@
 /// the far NUMA node) costs a third or more, so 70 % separates the two.
 pub const SLOW_FRACTION: f64 = 0.7;
 
+/// The first pass runs at most this many rounds of disjoint pairs: with
+/// three partners each, a slow node is slow three times over and each of its
+/// partners is measured with two other nodes, enough to tell a node from a
+/// link; every pair is one all-reduce time, so more rounds cost more than
+/// they tell.
+pub const PAIR_ROUNDS: usize = 3;
+
+/// Below this many nodes there is nothing to localise: with two nodes the
+/// one pair is the whole fleet's all-reduce.
+pub const MIN_NODES: u32 = 3;
+
+/// The pass-th plan of pair rounds (pass 1, 2, ...), given what the earlier
+/// passes measured: pass 1 is the first [`PAIR_ROUNDS`] rounds, pass 2 the
+/// [`retest`] round (when it has pairs), and then nothing. Fewer nodes
+/// need fewer rounds: [`rounds`] stops once every pair has met.
+pub fn plan(nodes: u32, pass: u32, results: &[PairBandwidth]) -> Vec<Vec<(u32, u32)>> {
+    match pass {
+        _ if nodes < MIN_NODES => Vec::new(),
+        1 => rounds(nodes, PAIR_ROUNDS),
+        2 => {
+            let second = retest(results);
+            if second.is_empty() {
+                Vec::new()
+            } else {
+                vec![second]
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// One measured pair: the all-reduce bus bandwidth between nodes `a` and `b`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PairBandwidth {
@@ -176,6 +207,18 @@ pub fn retest(results: &[PairBandwidth]) -> Vec<(u32, u32)> {
     plan
 }
 
+/// A bus bandwidth as a person reads it: "185" from 10 GB/s up, "0.42"
+/// below (gloo on CPU), "failed" for a failed pair.
+pub fn gbps(v: f64) -> String {
+    if v.is_nan() {
+        "failed".to_string()
+    } else if v >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// "node 7 (gpu-007): 38 GB/s against 3 healthy partners, others 180-190
 /// GB/s"; `host` names a node rank.
 pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> String) -> String {
@@ -189,10 +232,10 @@ pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> 
         fast.iter().copied().reduce(f64::min),
         fast.iter().copied().reduce(f64::max),
     ) {
-        (Some(lo), Some(hi)) if (hi - lo).round() >= 1.0 => {
-            format!(", others {:.0}-{:.0} GB/s", lo, hi)
+        (Some(lo), Some(hi)) if gbps(lo) != gbps(hi) => {
+            format!(", others {}-{} GB/s", gbps(lo), gbps(hi))
         }
-        (Some(lo), _) => format!(", others {lo:.0} GB/s"),
+        (Some(lo), _) => format!(", others {} GB/s", gbps(lo)),
         _ => String::new(),
     };
     let name = |n: u32| format!("node {n} ({})", host(n));
@@ -200,9 +243,9 @@ pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> 
         Diagnosis::SlowNode { node, busbw } => {
             let worst = busbw.iter().copied().fold(f64::INFINITY, f64::min);
             format!(
-                "{}: {:.0} GB/s against {} healthy {}{others}",
+                "{}: {} GB/s against {} healthy {}{others}",
                 name(*node),
-                worst,
+                gbps(worst),
                 busbw.len(),
                 if busbw.len() == 1 {
                     "partner"
@@ -212,9 +255,10 @@ pub fn describe(d: &Diagnosis, results: &[PairBandwidth], host: &dyn Fn(u32) -> 
             )
         }
         Diagnosis::SlowLink { a, b, busbw_gbps } => format!(
-            "the link between {} and {}: {busbw_gbps:.0} GB/s, both fast with others{others}",
+            "the link between {} and {}: {} GB/s, both fast with others{others}",
             name(*a),
-            name(*b)
+            name(*b),
+            gbps(*busbw_gbps)
         ),
         Diagnosis::Suspect { node } => format!(
             "{}: slow with every partner measured, none known healthy: retest it{others}",
@@ -353,6 +397,56 @@ mod tests {
                 node: 1,
                 busbw: vec![40.0, 41.0]
             }]
+        );
+    }
+
+    #[test]
+    fn the_plan_is_a_few_rounds_then_the_retest_then_nothing() {
+        assert!(
+            plan(2, 1, &[]).is_empty(),
+            "two nodes: one pair, nothing to localise"
+        );
+        assert_eq!(
+            plan(3, 1, &[]).concat(),
+            vec![(1, 2), (0, 1), (0, 2)],
+            "three nodes: every pair, one per round"
+        );
+        assert_eq!(plan(4, 1, &[]).len(), 3);
+        assert_eq!(plan(64, 1, &[]).len(), PAIR_ROUNDS);
+        let pairs = first_rounds(8, 3);
+        let healthy = table(&pairs, |_, _| 180.0);
+        assert!(plan(8, 2, &healthy).is_empty(), "nothing to retest");
+        let suspects = vec![
+            PairBandwidth {
+                a: 0,
+                b: 1,
+                busbw_gbps: 40.0,
+            },
+            PairBandwidth {
+                a: 2,
+                b: 3,
+                busbw_gbps: 180.0,
+            },
+        ];
+        assert_eq!(plan(4, 2, &suspects), vec![vec![(0, 2), (1, 3)]]);
+        assert!(plan(4, 3, &suspects).is_empty());
+    }
+
+    #[test]
+    fn small_bandwidths_keep_two_decimals() {
+        let pairs = first_rounds(4, 3);
+        let results = table(&pairs, |a, b| {
+            if a == 3 || b == 3 {
+                0.012
+            } else {
+                0.15 + 0.1 * a as f64
+            }
+        });
+        let d = diagnose(&results);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            describe(&d[0], &results, &|_| "vm".to_string()),
+            "node 3 (vm): 0.01 GB/s against 3 healthy partners, others 0.15-0.25 GB/s"
         );
     }
 

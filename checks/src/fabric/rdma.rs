@@ -234,10 +234,23 @@ pub fn evaluate(f: &RdmaFacts) -> Outcome {
         counted(active.len(), "RDMA port", "RDMA ports"),
         describe_active(&active)
     );
+    let links = crate::facts::fabric::NicLinks {
+        links: active
+            .iter()
+            .filter_map(|p| {
+                Some(crate::facts::fabric::NicLink {
+                    port: port_name(p),
+                    link_layer: p.link_layer.clone(),
+                    rate_gbps: rate_gbps(p.rate.as_deref()?)?,
+                })
+            })
+            .collect(),
+    };
     findings
         .conclude(pass, Vec::new())
         .with_metric("rdma_ports_active", active.len() as f64, "count")
         .with_table(port_table(ports, filter.as_ref()))
+        .publish(&links)
 }
 
 /// No RDMA device: sockets only, unless NCCL_IB_HCA asks for ports (fail)
@@ -579,6 +592,11 @@ mod tests {
         );
         assert_eq!(o.hint, None);
         assert_eq!(o.metric("rdma_ports_active"), Some(2.0));
+        let links = o
+            .fact::<crate::facts::fabric::NicLinks>()
+            .expect("the active ports are published for the fleet checks");
+        assert_eq!(links.links.len(), 2);
+        assert_eq!(links.aggregate_gbytes_per_s(), 100.0);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 pub mod cuda;
 pub mod driver;
+pub mod fabric;
 pub mod nccl;
 pub mod nvml;
 pub mod torch;

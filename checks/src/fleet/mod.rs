@@ -46,6 +46,7 @@ mod clock;
 mod gpus;
 mod hosts;
 mod nccl_env;
+mod pairs;
 mod rendezvous;
 mod verdicts;
 mod versions;
@@ -55,6 +56,7 @@ pub use clock::Clock;
 pub use gpus::Gpus;
 pub use hosts::Hosts;
 pub use nccl_env::NcclEnv;
+pub use pairs::Pairs;
 pub use rendezvous::Rendezvous;
 pub use verdicts::LocalVerdicts;
 pub use versions::{CudaDriver, Driver, Nccl, Torch};
@@ -84,8 +86,9 @@ pub struct ClockReading {
     pub uncertainty_s: f64,
 }
 
-/// One node's part of the cross-node all-reduce (one rank per node), as
-/// the payload measured it.
+/// One node's part of the cross-node all-reduce over every rank of every
+/// node (one rank per GPU with NCCL, `--nproc` ranks with gloo on CPU), as
+/// node 0's payload gathered it from the node's ranks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeAllReduce {
     /// "nccl" or "gloo".
@@ -94,7 +97,8 @@ pub struct NodeAllReduce {
     /// Every element held the expected sum afterwards.
     #[serde(default)]
     pub verified: Option<bool>,
-    /// The fastest of the timed all-reduces, seconds.
+    /// The fastest of the timed all-reduces on this node's slowest rank,
+    /// seconds.
     #[serde(default)]
     pub seconds: Option<f64>,
     /// Bus bandwidth as nccl-tests defines it: bytes / time * 2(n-1)/n.
@@ -102,6 +106,27 @@ pub struct NodeAllReduce {
     pub busbw_gbps: Option<f64>,
     #[serde(default)]
     pub error: Option<String>,
+    /// Ranks in the all-reduce, every node's together.
+    #[serde(default)]
+    pub world_size: Option<u32>,
+    /// This node's ranks in it.
+    #[serde(default)]
+    pub local_ranks: Option<u32>,
+    /// Its global ranks that gave no result at all before node 0 stopped
+    /// waiting (died, or hung past the timeout).
+    #[serde(default)]
+    pub silent_ranks: Vec<u32>,
+}
+
+/// The pair all-reduces of the slow-node search: every pair measured, the
+/// rounds they ran in (the retest included), and why any stopped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PairTable {
+    /// A failed pair has a NaN bandwidth (slow, for the reading).
+    pub pairs: Vec<crate::domain::pairs::PairBandwidth>,
+    pub rounds: u32,
+    /// "pair (1, 2): rank 3: DistBackendError: ...".
+    pub errors: Vec<String>,
 }
 
 /// One node's gathered report, as the fleet checks read it.
@@ -149,6 +174,9 @@ pub struct Fleet {
     pub master: String,
     /// `--min-busbw`: the all-reduce's floor, GB/s.
     pub min_busbw_gbps: Option<f64>,
+    /// The pair rounds, when they ran (3 nodes or more, after a verified
+    /// all-reduce).
+    pub pairs: Option<PairTable>,
 }
 
 /// A fleet check: a [`Check`] (for list and explain) that is judged over the
@@ -170,6 +198,7 @@ pub static FLEET_CATALOG: &[&dyn FleetCheck] = &[
     &Hosts,
     &Clock,
     &AllReduce,
+    &Pairs,
 ];
 
 /// Look a fleet check up by id.
