@@ -29,8 +29,9 @@ nccl-tests defines it, bytes / time x 2(n-1)/n with n the world size. It fails b
 --min-busbw when given; with NCCL it warns below half of what the nodes' links carry together \
 (the slowest node's sum): its RDMA ports (fabric.rdma's active ports) when it has any, else the \
 network interfaces NCCL's sockets use (those NCCL_SOCKET_IFNAME selects, or NCCL's own choice, \
-as nccl.env found them) at their Ethernet link speeds (/sys/class/net/<if>/speed); a node with \
-an interface of unknown speed (down, or virtual) is not judged. A healthy inter-node ring \
+as nccl.env found them) at their Ethernet link speeds (/sys/class/net/<if>/speed). When a \
+node's interface has no known speed (down, or virtual) that node may be the slowest, so the \
+figure is not judged against the links at all. A healthy inter-node ring \
 reaches most of the per-node NIC line rate. With gloo on CPU the figure is reported, not \
 judged against the NICs.
 
@@ -210,23 +211,37 @@ struct NodeLinks {
     /// "node 1 (n1)".
     node: String,
     /// None: its RDMA ports; Some: the interfaces NCCL's sockets use,
-    /// "eth0, eth1 at 100 Gb/s".
+    /// "eth0 100 Gb/s, eth1 100 Gb/s".
     sockets: Option<String>,
 }
 
+/// What a node said about its links.
+#[derive(Debug, Clone, PartialEq)]
+enum Reported {
+    Links(NodeLinks),
+    /// Socket interfaces, one of them of unknown speed: the node's rate is
+    /// unknown.
+    Unknown,
+    /// Neither RDMA ports nor socket interfaces (the checks did not run).
+    Nothing,
+}
+
 /// A node's RDMA ports when it reports any (NCCL prefers them), else the
-/// interfaces its sockets use when every one has a known speed; None when
-/// neither is known.
-fn node_links(n: &FleetNode) -> Option<NodeLinks> {
+/// interfaces its sockets use.
+fn node_links(n: &FleetNode) -> Reported {
     if let Some(links) = n.fact::<NicLinks>().filter(|l| !l.links.is_empty()) {
-        return Some(NodeLinks {
+        return Reported::Links(NodeLinks {
             gbytes_per_s: links.aggregate_gbytes_per_s(),
             node: n.label(),
             sockets: None,
         });
     }
-    let links = n.fact::<SocketLinks>()?;
-    let gbytes_per_s = links.aggregate_gbytes_per_s()?;
+    let Some(links) = n.fact::<SocketLinks>().filter(|l| !l.links.is_empty()) else {
+        return Reported::Nothing;
+    };
+    let Some(gbytes_per_s) = links.aggregate_gbytes_per_s() else {
+        return Reported::Unknown;
+    };
     let each: Vec<String> = links
         .links
         .iter()
@@ -238,7 +253,7 @@ fn node_links(n: &FleetNode) -> Option<NodeLinks> {
             )
         })
         .collect();
-    Some(NodeLinks {
+    Reported::Links(NodeLinks {
         gbytes_per_s,
         node: n.label(),
         sockets: Some(text::list_cut(&each, 4)),
@@ -264,13 +279,25 @@ fn gbytes(x: f64) -> String {
 }
 
 /// The slowest node's links, over the nodes that reported theirs; None when
-/// none did.
+/// none did, or when a node's rate is unknown (it may be the slowest: the
+/// bound is then unknown, and not guessed).
 fn slowest_links(fleet: &Fleet) -> Option<NodeLinks> {
-    fleet
-        .nodes
-        .iter()
-        .filter_map(node_links)
-        .min_by(|a, b| a.gbytes_per_s.total_cmp(&b.gbytes_per_s))
+    let mut slowest: Option<NodeLinks> = None;
+    for n in &fleet.nodes {
+        match node_links(n) {
+            Reported::Unknown => return None,
+            Reported::Nothing => {}
+            Reported::Links(l) => {
+                if slowest
+                    .as_ref()
+                    .is_none_or(|s| l.gbytes_per_s < s.gbytes_per_s)
+                {
+                    slowest = Some(l);
+                }
+            }
+        }
+    }
+    slowest
 }
 
 /// --min-busbw is the hard floor; with NCCL, half the NICs' rate warns.
@@ -570,8 +597,13 @@ mod tests {
             "{}",
             o.summary
         );
-        // A node that says nothing leaves the others judged.
-        let o = evaluate(&fleet(vec![node(0), sockets(nccl(1, 1.0), TWO_100GBE)]));
+        // One node of unknown rate may be the slowest: no judgement at all.
+        let known = sockets(nccl(1, 1.0), TWO_100GBE);
+        let o = evaluate(&fleet(vec![node(0), known.clone()]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        // A node that reported no links (nccl.env did not run) leaves the
+        // others judged.
+        let o = evaluate(&fleet(vec![nccl(0, 1.0), known]));
         assert_eq!(o.status, Status::Warn, "{}", o.summary);
         assert!(o.summary.contains("on node 1 (n1)"), "{}", o.summary);
         // --min-busbw stays the floor.
