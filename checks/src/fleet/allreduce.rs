@@ -26,8 +26,8 @@ with NCCL, or --nproc ranks per node (default 1) on the CPU with gloo; --ddp-bac
 nodes report, so nodes with different GPU counts work. Every rank checks that every element \
 holds the expected sum; the time is the slowest rank's. Bus bandwidth is reported as \
 nccl-tests defines it, bytes / time x 2(n-1)/n with n the world size. It fails below \
---min-busbw when given; with NCCL it warns below half of what the nodes' links carry together \
-(the slowest node's sum): its RDMA ports (fabric.rdma's active ports) when it has any, else the \
+--min-busbw when given; with NCCL it warns below half of what the slowest node's links carry \
+together: a node's RDMA ports (fabric.rdma's active ports) when it has any, else the \
 network interfaces NCCL's sockets use (those NCCL_SOCKET_IFNAME selects, or NCCL's own choice, \
 as nccl.env found them) at their Ethernet link speeds (/sys/class/net/<if>/speed). When a \
 node's interface has no known speed (down, or virtual) that node may be the slowest, so the \
