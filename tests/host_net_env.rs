@@ -812,3 +812,51 @@ fn torchrun_hostile_bytes_are_echoed_safely() {
     );
     assert!(!r.summary.contains('\u{1b}') && !r.summary.contains('\n'));
 }
+
+// ---------------------------------------------------------------- nccl.env: socket links
+
+/// nccl.env publishes the interfaces NCCL's sockets would use with their
+/// link speed from sysfs (a fixture tree through GPUCHECK_SYSFS_ROOT), for
+/// `gpucheck cluster`'s fleet.allreduce; its own verdict is unchanged. `lo`
+/// is on every host, and NCCL uses it when NCCL_SOCKET_IFNAME names it.
+#[test]
+fn nccl_env_publishes_the_socket_interfaces_and_their_link_speed() {
+    let sysfs = tempfile::tempdir().expect("a temporary folder");
+    let net = sysfs.path().join("class/net/lo");
+    std::fs::create_dir_all(&net).expect("make the fixture tree");
+    std::fs::write(net.join("speed"), "25000\n").expect("write the speed");
+    let root = sysfs.path().to_string_lossy().into_owned();
+    let env = [
+        ("NCCL_SOCKET_IFNAME", "=lo"),
+        ("GPUCHECK_SYSFS_ROOT", &root),
+    ];
+    let r = check("nccl.env", &env);
+    assert_eq!(r.status, "pass", "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "1 NCCL setting looks right: NCCL_SOCKET_IFNAME==lo"
+    );
+    assert_eq!(
+        r.json["data"]["socket_links"],
+        serde_json::json!({"links": [{"interface": "lo", "speed_gbps": 25.0}]})
+    );
+
+    // -1 is the kernel's "unknown": kept unknown, never guessed.
+    std::fs::write(net.join("speed"), "-1\n").expect("write the speed");
+    let r = check("nccl.env", &env);
+    assert_eq!(
+        r.json["data"]["socket_links"],
+        serde_json::json!({"links": [{"interface": "lo", "speed_gbps": null}]})
+    );
+
+    // An interface that matches nothing: no links to publish, same failure.
+    let r = check(
+        "nccl.env",
+        &[
+            ("NCCL_SOCKET_IFNAME", "=nosuch0"),
+            ("GPUCHECK_SYSFS_ROOT", &root),
+        ],
+    );
+    assert_eq!(r.status, "fail", "{}", r.summary);
+    assert!(r.json["data"].get("socket_links").is_none(), "{}", r.json);
+}

@@ -1,6 +1,8 @@
-//! The RDMA ports NCCL will send through between nodes, as `fabric.rdma`
-//! found them: published for the fleet checks of `gpucheck cluster`, which
-//! judge the cross-node all-reduce against what these links can carry.
+//! The links NCCL will send through between nodes: the RDMA ports
+//! `fabric.rdma` found, and the interfaces NCCL's socket transport uses as
+//! `nccl.env` found them. Published for the fleet checks of `gpucheck
+//! cluster`, which judge the cross-node all-reduce against what these links
+//! can carry.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,4 +35,41 @@ impl NicLinks {
 
 impl Fact for NicLinks {
     const KEY: &'static str = "nic_links";
+}
+
+/// One network interface NCCL's socket transport sends through between
+/// nodes, as `nccl.env` found it: those NCCL_SOCKET_IFNAME selects, or NCCL's
+/// own choice without it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SocketLink {
+    /// "eth0".
+    pub interface: String,
+    /// The link speed, Gb/s (sysfs `class/net/<if>/speed`, Mb/s: 100000 ->
+    /// 100); `None` when the kernel does not say (a link that is down, a
+    /// virtual device such as lo).
+    pub speed_gbps: Option<f64>,
+}
+
+/// Every interface with an address that NCCL's sockets would use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SocketLinks {
+    pub links: Vec<SocketLink>,
+}
+
+impl SocketLinks {
+    /// What the node can send between nodes at once, GB/s (bytes): the sum
+    /// of its interfaces' link speeds, as NCCL's socket transport opens
+    /// connections over every interface it found. `None` when there is none,
+    /// or when any of them has no known speed: the total is then unknown.
+    pub fn aggregate_gbytes_per_s(&self) -> Option<f64> {
+        if self.links.is_empty() {
+            return None;
+        }
+        let speeds: Option<Vec<f64>> = self.links.iter().map(|l| l.speed_gbps).collect();
+        Some(speeds?.iter().sum::<f64>() / 8.0)
+    }
+}
+
+impl Fact for SocketLinks {
+    const KEY: &'static str = "socket_links";
 }

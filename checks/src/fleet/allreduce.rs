@@ -2,7 +2,7 @@
 
 use super::{Fleet, FleetCheck, FleetNode};
 use crate::domain::text;
-use crate::facts::fabric::NicLinks;
+use crate::facts::fabric::{NicLinks, SocketLinks};
 use crate::{DataTable, Outcome};
 
 /// The all-reduce warns below this share of the per-node NIC line rate.
@@ -26,8 +26,12 @@ with NCCL, or --nproc ranks per node (default 1) on the CPU with gloo; --ddp-bac
 nodes report, so nodes with different GPU counts work. Every rank checks that every element \
 holds the expected sum; the time is the slowest rank's. Bus bandwidth is reported as \
 nccl-tests defines it, bytes / time x 2(n-1)/n with n the world size. It fails below \
---min-busbw when given; with NCCL it warns below half of what the nodes' RDMA ports carry \
-together (fabric.rdma's active ports, the slowest node's sum): a healthy inter-node ring \
+--min-busbw when given; with NCCL it warns below half of what the slowest node's links carry \
+together: a node's RDMA ports (fabric.rdma's active ports) when it has any, else the \
+network interfaces NCCL's sockets use (those NCCL_SOCKET_IFNAME selects, or NCCL's own choice, \
+as nccl.env found them) at their Ethernet link speeds (/sys/class/net/<if>/speed). When a \
+node's interface has no known speed (down, or virtual) that node may be the slowest, so the \
+figure is not judged against the links at all. A healthy inter-node ring \
 reaches most of the per-node NIC line rate. With gloo on CPU the figure is reported, not \
 judged against the NICs.
 
@@ -199,17 +203,101 @@ fn world_phrase(fleet: &Fleet) -> String {
     )
 }
 
-/// The slowest node's RDMA line rate, GB/s, over the nodes that reported
-/// their ports; None when none did.
-fn nic_gbytes_per_s(fleet: &Fleet) -> Option<(f64, String)> {
-    fleet
-        .nodes
+/// The links a node sends through to the other nodes, and what they carry
+/// together, GB/s.
+#[derive(Debug, Clone, PartialEq)]
+struct NodeLinks {
+    gbytes_per_s: f64,
+    /// "node 1 (n1)".
+    node: String,
+    /// None: its RDMA ports; Some: the interfaces NCCL's sockets use,
+    /// "eth0 100 Gb/s, eth1 100 Gb/s".
+    sockets: Option<String>,
+}
+
+/// What a node said about its links.
+#[derive(Debug, Clone, PartialEq)]
+enum Reported {
+    Links(NodeLinks),
+    /// Socket interfaces, one of them of unknown speed: the node's rate is
+    /// unknown.
+    Unknown,
+    /// Neither RDMA ports nor socket interfaces (the checks did not run).
+    Nothing,
+}
+
+/// A node's RDMA ports when it reports any (NCCL prefers them), else the
+/// interfaces its sockets use.
+fn node_links(n: &FleetNode) -> Reported {
+    if let Some(links) = n.fact::<NicLinks>().filter(|l| !l.links.is_empty()) {
+        return Reported::Links(NodeLinks {
+            gbytes_per_s: links.aggregate_gbytes_per_s(),
+            node: n.label(),
+            sockets: None,
+        });
+    }
+    let Some(links) = n.fact::<SocketLinks>().filter(|l| !l.links.is_empty()) else {
+        return Reported::Nothing;
+    };
+    let Some(gbytes_per_s) = links.aggregate_gbytes_per_s() else {
+        return Reported::Unknown;
+    };
+    let each: Vec<String> = links
+        .links
         .iter()
-        .filter_map(|n| {
-            let links = n.fact::<NicLinks>().filter(|l| !l.links.is_empty())?;
-            Some((links.aggregate_gbytes_per_s(), n.label()))
+        .map(|l| {
+            format!(
+                "{} {}",
+                l.interface,
+                gbits(l.speed_gbps.unwrap_or_default())
+            )
         })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .collect();
+    Reported::Links(NodeLinks {
+        gbytes_per_s,
+        node: n.label(),
+        sockets: Some(text::list_cut(&each, 4)),
+    })
+}
+
+/// "100 Gb/s", "2.5 Gb/s".
+fn gbits(gbps: f64) -> String {
+    if gbps.fract() == 0.0 {
+        format!("{gbps:.0} Gb/s")
+    } else {
+        format!("{gbps} Gb/s")
+    }
+}
+
+/// "25 GB/s", "1.25 GB/s": whole numbers from 10 up.
+fn gbytes(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.0} GB/s")
+    } else {
+        format!("{x:.2} GB/s")
+    }
+}
+
+/// The slowest node's links, over the nodes that reported theirs; None when
+/// none did, or when a node's rate is unknown (it may be the slowest: the
+/// bound is then unknown, and not guessed).
+fn slowest_links(fleet: &Fleet) -> Option<NodeLinks> {
+    let mut slowest: Option<NodeLinks> = None;
+    for n in &fleet.nodes {
+        match node_links(n) {
+            Reported::Unknown => return None,
+            Reported::Nothing => {}
+            Reported::Links(l) => {
+                if slowest
+                    .as_ref()
+                    .is_none_or(|s| l.gbytes_per_s < s.gbytes_per_s)
+                {
+                    slowest = Some(l);
+                }
+            }
+        }
+    }
+    slowest
 }
 
 /// --min-busbw is the hard floor; with NCCL, half the NICs' rate warns.
@@ -219,20 +307,42 @@ fn judge_busbw(fleet: &Fleet, backend: &str, busbw: f64, said: String) -> Outcom
     if let Some(min) = fleet.min_busbw_gbps.filter(|min| busbw < *min) {
         return Outcome::fail(format!("{said}, below --min-busbw {min}"), hint);
     }
-    let on_cpu = backend.eq_ignore_ascii_case("gloo");
-    match nic_gbytes_per_s(fleet) {
-        Some((nic, node)) if !on_cpu && busbw < MIN_NIC_FRACTION * nic => Outcome::warn(
+    if backend.eq_ignore_ascii_case("gloo") {
+        return Outcome::pass(said);
+    }
+    let Some(links) = slowest_links(fleet) else {
+        return Outcome::pass(said);
+    };
+    let nic = links.gbytes_per_s;
+    let slow = busbw < MIN_NIC_FRACTION * nic;
+    match (&links.sockets, slow) {
+        (None, true) => Outcome::warn(
             format!(
-                "{said}, below half of the {nic:.0} GB/s the RDMA ports of {node} carry \
-                 together"
+                "{said}, below half of the {nic:.0} GB/s the RDMA ports of {} carry together",
+                links.node
             ),
             hint,
         ),
-        Some((nic, _)) if !on_cpu => Outcome::pass(format!(
+        (None, false) => Outcome::pass(format!(
             "{said} ({:.0} % of the NICs' {nic:.0} GB/s)",
             100.0 * busbw / nic
         )),
-        _ => Outcome::pass(said),
+        (Some(each), true) => Outcome::warn(
+            format!(
+                "{said}, below half of the {} the network interfaces NCCL's sockets use on {} \
+                 carry together ({each}; no RDMA port)",
+                gbytes(nic),
+                links.node
+            ),
+            "find the slow link: the interfaces' speeds and errors (ethtool, ip -s link), \
+             NCCL_SOCKET_IFNAME (every fast interface, the same on every node), NCCL_DEBUG=INFO \
+             for the transport NCCL chose",
+        ),
+        (Some(_), false) => Outcome::pass(format!(
+            "{said} ({:.0} % of the {} of the network interfaces NCCL's sockets use)",
+            100.0 * busbw / nic,
+            gbytes(nic)
+        )),
     }
 }
 
@@ -405,5 +515,108 @@ mod tests {
         let mut f = fleet(vec![node(0, 360.0), node(1, 350.0)]);
         f.min_busbw_gbps = Some(370.0);
         assert_eq!(evaluate(&f).status, Status::Fail);
+    }
+
+    fn sockets(n: FleetNode, links: &[(&str, Option<f64>)]) -> FleetNode {
+        let links = SocketLinks {
+            links: links
+                .iter()
+                .map(|(interface, speed)| crate::facts::fabric::SocketLink {
+                    interface: interface.to_string(),
+                    speed_gbps: *speed,
+                })
+                .collect(),
+        };
+        with_fact(n, "nccl.env", &links)
+    }
+
+    fn nccl(r: u32, bw: f64) -> FleetNode {
+        with_world(reduced(r, bw), 16, 8, "nccl")
+    }
+
+    const TWO_100GBE: &[(&str, Option<f64>)] = &[("eth0", Some(100.0)), ("eth1", Some(100.0))];
+
+    #[test]
+    fn rdma_ports_win_over_socket_interfaces() {
+        // 8 x 400 Gb/s NDR and 2 x 100 GbE: NCCL goes over the RDMA ports.
+        let node = |r, bw| sockets(nic(nccl(r, bw), 8, 400.0), TWO_100GBE);
+        let o = evaluate(&fleet(vec![node(0, 100.0), node(1, 100.0)]));
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(
+            o.summary.ends_with(
+                "below half of the 400 GB/s the RDMA ports of node 0 (n0) carry together"
+            ),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn without_rdma_busbw_is_judged_against_the_socket_interfaces() {
+        let node = |r, bw| sockets(nccl(r, bw), TWO_100GBE);
+        let o = evaluate(&fleet(vec![node(0, 20.0), node(1, 22.0)]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary.ends_with(
+                "20.00 GB/s bus bandwidth (80 % of the 25 GB/s of the network interfaces \
+                 NCCL's sockets use)"
+            ),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn slow_busbw_over_two_100gbe_warns_naming_the_node_and_the_rate() {
+        let fast = sockets(nccl(0, 11.0), &[("eth0", Some(400.0))]);
+        let slow = sockets(nccl(1, 11.0), TWO_100GBE);
+        let o = evaluate(&fleet(vec![fast, slow]));
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(
+            o.summary.ends_with(
+                "11.00 GB/s bus bandwidth, below half of the 25 GB/s the network interfaces \
+                 NCCL's sockets use on node 1 (n1) carry together (eth0 100 Gb/s, eth1 100 \
+                 Gb/s; no RDMA port)"
+            ),
+            "{}",
+            o.summary
+        );
+        assert!(o.hint.unwrap().contains("NCCL_SOCKET_IFNAME"));
+        // gloo on CPU: reported only.
+        let cpu = |r| sockets(with_world(reduced(r, 0.5), 2, 1, "gloo"), TWO_100GBE);
+        assert_eq!(evaluate(&fleet(vec![cpu(0), cpu(1)])).status, Status::Pass);
+    }
+
+    #[test]
+    fn a_socket_interface_of_unknown_speed_is_not_judged() {
+        let node = |r| sockets(nccl(r, 1.0), &[("eth0", Some(100.0)), ("lo", None)]);
+        let o = evaluate(&fleet(vec![node(0), node(1)]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary.ends_with("1.00 GB/s bus bandwidth"),
+            "{}",
+            o.summary
+        );
+        // One node of unknown rate may be the slowest: no judgement at all.
+        let known = sockets(nccl(1, 1.0), TWO_100GBE);
+        let o = evaluate(&fleet(vec![node(0), known.clone()]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        // A node that reported no links (nccl.env did not run) leaves the
+        // others judged.
+        let o = evaluate(&fleet(vec![nccl(0, 1.0), known]));
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(o.summary.contains("on node 1 (n1)"), "{}", o.summary);
+        // --min-busbw stays the floor.
+        let mut f = fleet(vec![node(0), node(1)]);
+        f.min_busbw_gbps = Some(5.0);
+        assert_eq!(evaluate(&f).status, Status::Fail);
+    }
+
+    #[test]
+    fn link_rates_are_written_readably() {
+        assert_eq!(gbits(100.0), "100 Gb/s");
+        assert_eq!(gbits(2.5), "2.5 Gb/s");
+        assert_eq!(gbytes(25.0), "25 GB/s");
+        assert_eq!(gbytes(1.25), "1.25 GB/s");
     }
 }

@@ -298,6 +298,20 @@ fn interfaces() -> Result<(Vec<String>, Vec<String>), String> {
     Ok((with_address, all))
 }
 
+/// The link speed of network interface `name`, Mb/s, from
+/// `<sysfs>/class/net/<name>/speed` (`sysfs` stands for /sys: see
+/// [`crate::probe::sysfs::sysfs_root`]). `None` when the kernel does not
+/// say: the read fails (EINVAL for a link that is down or a virtual device
+/// such as lo) or gives -1 (SPEED_UNKNOWN) or another value that is not a
+/// positive number.
+pub fn interface_speed_mbps(sysfs: &Path, name: &str) -> Option<u32> {
+    let path = sysfs.join("class/net").join(name).join("speed");
+    crate::probe::sysfs::attr(&path)?
+        .parse::<u32>()
+        .ok()
+        .filter(|&mbps| mbps > 0)
+}
+
 /// The InfiniBand/RoCE devices under `root` (normally /sys/class/infiniband).
 pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
     let Ok(entries) = std::fs::read_dir(root) else {
@@ -1503,6 +1517,20 @@ mod tests {
             ]
         );
         assert!(ib_devices(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn interface_speed_from_sysfs_and_unknown_without_guessing() {
+        let dir = tempfile::tempdir().unwrap();
+        for (iface, speed) in [("eth0", "100000\n"), ("eth1", "-1\n"), ("eth2", "fast")] {
+            let d = dir.path().join("class/net").join(iface);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("speed"), speed).unwrap();
+        }
+        assert_eq!(interface_speed_mbps(dir.path(), "eth0"), Some(100_000));
+        assert_eq!(interface_speed_mbps(dir.path(), "eth1"), None, "down");
+        assert_eq!(interface_speed_mbps(dir.path(), "eth2"), None);
+        assert_eq!(interface_speed_mbps(dir.path(), "lo"), None, "no file");
     }
 
     #[test]

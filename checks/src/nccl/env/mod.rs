@@ -2,10 +2,12 @@
 
 mod filter;
 mod names;
+mod sockets;
 
 pub use filter::NameFilter;
 pub use names::{closest, edit_distance, KNOWN_NCCL_VARS};
 use names::{other_tool, NCCL_TESTS_PREFIX, TORCH_RENAMED};
+pub use sockets::{socket_interfaces, socket_links};
 
 use crate::domain::redact::redact_value;
 use crate::domain::text::{plain_or_quoted, plural, quote_value};
@@ -506,6 +508,23 @@ fn with_env_facts(mut outcome: Outcome, facts: &EnvFacts) -> Outcome {
     outcome
 }
 
+/// Publish the interfaces NCCL's sockets would use and their link speeds
+/// (for `gpucheck cluster`'s fleet.allreduce); the verdict is unchanged.
+fn with_socket_links(outcome: Outcome, facts: &EnvFacts) -> Outcome {
+    let Some(interfaces) = socket_interfaces(facts).filter(|i| !i.is_empty()) else {
+        return outcome;
+    };
+    let sysfs = crate::probe::sysfs::sysfs_root();
+    let speeds = interfaces
+        .into_iter()
+        .map(|i| {
+            let mbps = probe::interface_speed_mbps(&sysfs, &i);
+            (i, mbps)
+        })
+        .collect();
+    outcome.publish(&socket_links(speeds))
+}
+
 impl Check for Env {
     fn id(&self) -> &'static str {
         "nccl.env"
@@ -524,7 +543,11 @@ Settings come from the environment and from NCCL's configuration files (NCCL_CON
 least one network interface of this host that has an IP address (NCCL's socket transport skips \
 the others; a typo there is a hang or an error at init), using \
 NCCL's syntax: comma-separated prefixes, `^` to exclude, `=` for exact names. NCCL_IB_HCA is \
-matched the same way, with optional :port, against /sys/class/infiniband.\n\n\
+matched the same way, with optional :port, against /sys/class/infiniband. The interfaces NCCL's \
+sockets will use (those NCCL_SOCKET_IFNAME selects, or NCCL's own choice: ib* first, else any \
+but docker* and lo) are recorded with their link speeds (/sys/class/net/<if>/speed) for \
+`gpucheck cluster`, whose fleet.allreduce judges the all-reduce against them when a node has no \
+RDMA port.\n\n\
 Settings that work but cost speed warn: NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC, \
 NCCL_SHM_DISABLE=1, NCCL_IB_DISABLE=1 on a host with InfiniBand, a forced NCCL_ALGO or \
 NCCL_PROTO, and NCCL_DEBUG=INFO/TRACE outside debugging. NCCL ignores variables it does not know \
@@ -538,7 +561,8 @@ unset the variable and let NCCL choose; remove workaround settings once the unde
 (ACS/IOMMU for P2P, /dev/shm size for SHM) is fixed; correct misspelled names."
     }
     fn run(&self, _ctx: &Context) -> Outcome {
-        evaluate_env(&probe::env_facts())
+        let facts = probe::env_facts();
+        with_socket_links(evaluate_env(&facts), &facts)
     }
 }
 
