@@ -222,7 +222,7 @@ pub struct RunArgs {
         help_heading = "Machine"
     )]
     pub python: Option<PathBuf>,
-    /// Fail nccl.allreduce below this bus bandwidth (GB/s) instead of the topology's expectation.
+    /// Fail nccl.allreduce (and, under `cluster`, fleet.allreduce) below this bus bandwidth (GB/s) instead of the topology's expectation.
     #[arg(
         long,
         value_name = "GBPS",
@@ -235,7 +235,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", help_heading = "Machine")]
     pub kernel_log: Option<PathBuf>,
 
-    /// DDP benchmark world size (default: the visible GPU count).
+    /// DDP benchmark world size (default: the visible GPU count); under `cluster`, the ranks each node brings to the cross-node all-reduce.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "DDP benchmark")]
     pub nproc: Option<u32>,
     /// DDP benchmark model size.

@@ -27,7 +27,8 @@ nodes report, so nodes with different GPU counts work. Every rank checks that ev
 holds the expected sum; the time is the slowest rank's. Bus bandwidth is reported as \
 nccl-tests defines it, bytes / time x 2(n-1)/n with n the world size. It fails below \
 --min-busbw when given; with NCCL it warns below half of what the slowest node's links carry \
-together: a node's RDMA ports (fabric.rdma's active ports) when it has any, else the \
+together: a node's RDMA ports (fabric.rdma's active ports) when it has any and NCCL may use them (not \
+with NCCL_IB_DISABLE=1 or NCCL_NET=Socket), else the \
 network interfaces NCCL's sockets use (those NCCL_SOCKET_IFNAME selects, or NCCL's own choice, \
 as nccl.env found them) at their Ethernet link speeds (/sys/class/net/<if>/speed). When a \
 node's interface has no known speed (down, or virtual) that node may be the slowest, so the \
@@ -226,10 +227,27 @@ enum Reported {
     Nothing,
 }
 
-/// A node's RDMA ports when it reports any (NCCL prefers them), else the
-/// interfaces its sockets use.
+/// NCCL on this node goes over sockets although it may have RDMA ports:
+/// NCCL_IB_DISABLE set to a non-zero number ("NCCL will fall back to using
+/// IP sockets"), or NCCL_NET=Socket (NCCL's environment variables docs).
+fn rdma_turned_off(n: &FleetNode) -> bool {
+    let ib_disabled = n
+        .env
+        .get("NCCL_IB_DISABLE")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .is_some_and(|v| v != 0);
+    let socket_net = n
+        .env
+        .get("NCCL_NET")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("socket"));
+    ib_disabled || socket_net
+}
+
+/// A node's RDMA ports when it reports any and NCCL may use them (NCCL
+/// prefers them), else the interfaces its sockets use.
 fn node_links(n: &FleetNode) -> Reported {
-    if let Some(links) = n.fact::<NicLinks>().filter(|l| !l.links.is_empty()) {
+    let rdma = n.fact::<NicLinks>().filter(|l| !l.links.is_empty());
+    if let Some(links) = rdma.filter(|_| !rdma_turned_off(n)) {
         return Reported::Links(NodeLinks {
             gbytes_per_s: links.aggregate_gbytes_per_s(),
             node: n.label(),
@@ -549,6 +567,35 @@ mod tests {
             "{}",
             o.summary
         );
+    }
+
+    #[test]
+    fn with_ib_disabled_the_socket_interfaces_carry_the_traffic() {
+        // NCCL_IB_DISABLE=1 (or NCCL_NET=Socket) on a node with 8 x 400 Gb/s
+        // NDR: NCCL uses its 2 x 100 GbE, and 20 GB/s is most of those.
+        for (name, value) in [("NCCL_IB_DISABLE", "1"), ("NCCL_NET", "Socket")] {
+            let node = |r, bw| {
+                let mut n = sockets(nic(nccl(r, bw), 8, 400.0), TWO_100GBE);
+                n.env.insert(name.to_string(), value.to_string());
+                n
+            };
+            let o = evaluate(&fleet(vec![node(0, 20.0), node(1, 22.0)]));
+            assert_eq!(o.status, Status::Pass, "{name}={value}: {}", o.summary);
+            assert!(
+                o.summary
+                    .ends_with("of the 25 GB/s of the network interfaces NCCL's sockets use)"),
+                "{}",
+                o.summary
+            );
+        }
+        // NCCL_IB_DISABLE=0 leaves the RDMA ports in use.
+        let node = |r, bw| {
+            let mut n = sockets(nic(nccl(r, bw), 8, 400.0), TWO_100GBE);
+            n.env.insert("NCCL_IB_DISABLE".into(), "0".into());
+            n
+        };
+        let o = evaluate(&fleet(vec![node(0, 20.0), node(1, 22.0)]));
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
     }
 
     #[test]
