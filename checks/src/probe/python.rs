@@ -742,6 +742,16 @@ mod tests {
         assert!(safe);
     }
 
+    /// A pyenv-style shim, `<dir>/shims/python3`: a shell script that runs
+    /// `body` (the lines the payload would print).
+    fn fake_shim(dir: &Path, body: &str) -> PathBuf {
+        let shim = dir.join("shims/python3");
+        std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
+        std::fs::write(&shim, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        shim
+    }
+
     #[test]
     fn a_launcher_in_another_folder_is_asked_where_its_environment_is() {
         // A pyenv-style shim: a script in a folder of its own that runs the
@@ -750,17 +760,13 @@ mod tests {
         let env = dir.path().join("versions/3.11.7");
         let site = env.join("lib/python3.11/site-packages");
         std::fs::create_dir_all(&site).unwrap();
-        let shim = dir.path().join("shims/python3");
-        std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
-        std::fs::write(
-            &shim,
-            format!(
-                "#!/bin/sh\necho 'pyenv: note'\necho 'GPUCHECK_PREFIX {}'\n",
+        let shim = fake_shim(
+            dir.path(),
+            &format!(
+                "echo 'pyenv: note'\necho 'GPUCHECK_PREFIX {}'",
                 env.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         assert_eq!(site_packages(&shim), [site.canonicalize().unwrap()]);
         // It did not say what it runs: it is named as chosen.
         assert_eq!(python_env(&shim).name, shim);
@@ -783,18 +789,14 @@ mod tests {
         exe(&real);
         let site = env.join("lib/python3.11/site-packages");
         std::fs::create_dir_all(&site).unwrap();
-        let shim = dir.path().join("shims/python3");
-        std::fs::create_dir_all(shim.parent().unwrap()).unwrap();
-        std::fs::write(
-            &shim,
-            format!(
-                "#!/bin/sh\necho 'GPUCHECK_PREFIX {}'\necho 'GPUCHECK_EXECUTABLE {}'\n",
+        let shim = fake_shim(
+            dir.path(),
+            &format!(
+                "echo 'GPUCHECK_PREFIX {}'\necho 'GPUCHECK_EXECUTABLE {}'",
                 env.display(),
                 real.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         let found = python_env(&shim);
         assert_eq!(found.name, real);
         assert_eq!(found.site_packages, [site.canonicalize().unwrap()]);

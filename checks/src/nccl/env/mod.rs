@@ -574,7 +574,8 @@ mod tests {
 
     // ---- nccl.env ---------------------------------------------------------
 
-    fn env(vars: &[(&str, &str)]) -> EnvFacts {
+    /// A host with docker0, eth0 and lo, and these NCCL variables.
+    pub(super) fn env(vars: &[(&str, &str)]) -> EnvFacts {
         EnvFacts {
             vars: vars
                 .iter()

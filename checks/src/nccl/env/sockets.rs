@@ -66,20 +66,11 @@ pub fn socket_links(speeds: Vec<(String, Option<u32>)>) -> SocketLinks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::nccl::{NcclVar, VarOrigin};
 
     fn host(interfaces: &[&str], vars: &[(&str, &str)]) -> EnvFacts {
         EnvFacts {
-            vars: vars
-                .iter()
-                .map(|(n, v)| NcclVar {
-                    name: n.to_string(),
-                    value: v.to_string(),
-                    origin: VarOrigin::Environment,
-                })
-                .collect(),
             interfaces: interfaces.iter().map(|i| i.to_string()).collect(),
-            ..Default::default()
+            ..super::super::tests::env(vars)
         }
     }
 
