@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use gpucheck_checks::domain::text::list_cut;
 use gpucheck_checks::Status;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -172,28 +173,60 @@ impl FleetReport {
         out
     }
 
-    /// What failed on which node (and, verbose, what warned).
+    /// What failed on which node (and, verbose, what warned). A failure
+    /// that several nodes report word for word (the same missing driver on
+    /// every node of a bad image) is shown once, naming those nodes.
     fn details(&self, verbose: bool) -> String {
-        let mut out = String::new();
+        let mut seen: Vec<(&CheckResult, Vec<(u32, &str)>)> = Vec::new();
         for n in &self.nodes {
             for r in &n.results {
                 let o = &r.outcome;
-                if o.status.is_failure() || (verbose && o.status == Status::Warn) {
-                    out.push_str(&format!(
-                        "  node {} ({}) {} {}: {}\n",
-                        n.node_rank,
-                        n.host,
-                        symbol(o.status).trim(),
-                        r.id,
-                        o.summary
-                    ));
-                    if let Some(h) = &o.hint {
-                        out.push_str(&format!("      → fix: {h}\n"));
-                    }
+                if !(o.status.is_failure() || (verbose && o.status == Status::Warn)) {
+                    continue;
+                }
+                let same = |(first, _): &&mut (&CheckResult, Vec<(u32, &str)>)| {
+                    first.id == r.id
+                        && first.outcome.status == o.status
+                        && first.outcome.summary == o.summary
+                        && first.outcome.hint == o.hint
+                };
+                match seen.iter_mut().find(same) {
+                    Some((_, nodes)) => nodes.push((n.node_rank, &n.host)),
+                    None => seen.push((r, vec![(n.node_rank, &n.host)])),
                 }
             }
         }
+        let mut out = String::new();
+        for (r, nodes) in seen {
+            let o = &r.outcome;
+            out.push_str(&format!(
+                "  {} {} {}: {}\n",
+                nodes_named(&nodes),
+                symbol(o.status).trim(),
+                r.id,
+                o.summary
+            ));
+            if let Some(h) = &o.hint {
+                out.push_str(&format!("      → fix: {h}\n"));
+            }
+        }
         out
+    }
+}
+
+/// "node 1 (gpu-001)", "nodes 0, 1, 2 (vm)" when they share a host name,
+/// else "nodes 0 (gpu-000), 3 (gpu-003)"; at most 8 named.
+fn nodes_named(nodes: &[(u32, &str)]) -> String {
+    match nodes {
+        [(rank, host)] => format!("node {rank} ({host})"),
+        [(_, host), rest @ ..] if rest.iter().all(|(_, h)| h == host) => {
+            let ranks: Vec<String> = nodes.iter().map(|(r, _)| r.to_string()).collect();
+            format!("nodes {} ({host})", list_cut(&ranks, 8))
+        }
+        _ => {
+            let each: Vec<String> = nodes.iter().map(|(r, h)| format!("{r} ({h})")).collect();
+            format!("nodes {}", list_cut(&each, 8))
+        }
     }
 }
 
@@ -300,6 +333,32 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("FLEET NOT READY: 2 of 3 nodes joined, 1 ready — see fleet.local\n"));
+    }
+
+    #[test]
+    fn a_failure_every_node_shares_is_shown_once_naming_the_nodes() {
+        let mut r = report();
+        let bad = r.nodes[1].clone();
+        for rank in [2, 3] {
+            r.nodes.push(NodeEntry {
+                node_rank: rank,
+                host: format!("gpu-00{rank}"),
+                ..bad.clone()
+            });
+        }
+        r.missing_node_ranks.clear();
+        let text = r.render_text(false);
+        assert!(
+            text.contains(
+                "  nodes 1 (gpu-001), 2 (gpu-002), 3 (gpu-003) ✘ FAIL gpu.ecc: GPU1 has 3 uncorrectable"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("FAIL gpu.ecc:").count(), 1, "{text}");
+        assert_eq!(
+            nodes_named(&[(0, "vm"), (1, "vm"), (2, "vm")]),
+            "nodes 0, 1, 2 (vm)"
+        );
     }
 
     #[test]
