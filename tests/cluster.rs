@@ -754,8 +754,25 @@ fn four_nodes_of_two_ranks_reduce_over_all_eight_and_measure_every_pair() {
 fn a_node_killed_mid_run_fails_the_others_naming_it() {
     let _one = lock();
     let cluster = Cluster::new(3, 60);
+    // Node 2's Python starts its rank worker slowly (a sitecustomize that
+    // sleeps 3 s in worker mode, as a cold network filesystem does), so the
+    // all-reduce cannot end before node 2 is killed, however fast the other
+    // ranks are; its worker then wakes with its payload gone and must end
+    // on its own.
+    let slow_start = tempfile::tempdir().expect("a temporary folder");
+    std::fs::write(
+        slow_start.path().join("sitecustomize.py"),
+        "import os, time\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    time.sleep(3)\n",
+    )
+    .expect("write sitecustomize.py");
     let setup = NodeSetup::default();
-    let mut nodes: Vec<Child> = (0..3).map(|r| cluster.spawn(r, &setup)).collect();
+    let slow = NodeSetup {
+        env: vec![("PYTHONPATH".into(), slow_start.path().display().to_string())],
+        ..NodeSetup::default()
+    };
+    let mut nodes: Vec<Child> = (0..3)
+        .map(|r| cluster.spawn(r, if r == 2 { &slow } else { &setup }))
+        .collect();
     let started = Instant::now();
     // Node 2 is mid-run once its payload has started its rank worker: it
     // joined and the go signal came.

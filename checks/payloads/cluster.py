@@ -120,9 +120,12 @@ def measure_clock(store):
     return {"offset_s": (best[0] + best[1]) / 2, "uncertainty_s": (best[1] - best[0]) / 2}
 
 
-def die_with_parent():
+def die_with_parent(parent):
     """A worker dies with its node's payload (SIGKILL on the parent's death,
-    as gpucheck sets for the payload), so nothing outlives a killed node."""
+    as gpucheck sets for the payload), so nothing outlives a killed node.
+    A parent that died before the worker got here (its Python was still
+    starting) fires no signal, so the worker checks that its parent is still
+    the payload that started it, and ends when it is not."""
     try:
         import ctypes
         import signal
@@ -130,6 +133,8 @@ def die_with_parent():
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except BaseException:
         pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def wait_json(store, k, deadline):
@@ -198,8 +203,8 @@ def worker():
     per process, as torch.distributed wants), started by its node's payload.
     Step 0 is the all-reduce over every rank; later steps are the pair rounds
     node 0 publishes, until it says stop or the budget runs out."""
-    die_with_parent()
     w = json.loads(os.environ["GPUCHECK_CLUSTER_WORKER"])
+    die_with_parent(w["parent"])
     import torch
     import torch.distributed as dist
     from torch.distributed import TCPStore
@@ -272,6 +277,7 @@ def start_workers(cfg, go, backend):
             "bytes": (64 << 20) if device == "cuda" else (8 << 20),
             "timeout_s": cfg["allreduce_timeout_s"],
             "budget_s": worker_budget(cfg),
+            "parent": os.getpid(),
         }
         env = dict(os.environ, GPUCHECK_CLUSTER_WORKER=json.dumps(w))
         env.pop("GPUCHECK_CLUSTER_CONFIG", None)
