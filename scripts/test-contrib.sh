@@ -57,28 +57,8 @@ cat "$FAKE_SLURM/reason" 2>/dev/null || echo none
 EOF
 chmod +x "$WORK/bin/scontrol" "$WORK/bin/sinfo"
 
-PASSED=0
-FAILED=0
-FAILURES=()
-TEST_FAILED=0
-fail() {
-    echo "    $*" >&2
-    TEST_FAILED=1
-    return 1
-}
-t() {
-    local name=$1 start=$SECONDS
-    shift
-    TEST_FAILED=0
-    if "$@" && [[ $TEST_FAILED == 0 ]]; then
-        PASSED=$((PASSED + 1))
-        echo "ok   $name ($((SECONDS - start)) s)"
-    else
-        FAILED=$((FAILED + 1))
-        FAILURES+=("$name")
-        echo "FAIL $name"
-    fi
-}
+# shellcheck source=scripts/lib/harness.sh
+source "$ROOT/scripts/lib/harness.sh"
 
 # Run a command as a node would: a clean environment, gpucheck and the fake
 # SLURM tools on PATH, the fake NVML as the system's libnvidia-ml.so.1.
@@ -423,6 +403,4 @@ t "docker: gpucheck exec runs CMD on a good node" docker_entrypoint_runs_command
 t "docker: the HEALTHCHECK exits 1 when unhealthy, never 2" docker_healthcheck_exit_codes
 
 echo
-for name in "${FAILURES[@]}"; do echo "failed: $name"; done
-echo "contrib: $PASSED passed, $FAILED failed"
-[[ $FAILED == 0 ]]
+summary contrib

@@ -44,28 +44,8 @@ PY=$ROOT/.tools/venv/bin/python
 "$PY" -c 'import jsonschema' 2>/dev/null || .tools/venv/bin/pip install --quiet jsonschema
 version=$(cargo pkgid -p gpucheck | sed 's/.*[#@]//')
 
-PASSED=0
-FAILED=0
-FAILURES=()
-TEST_FAILED=0
-fail() {
-    echo "    $*" >&2
-    TEST_FAILED=1
-    return 1
-}
-t() {
-    local name=$1
-    shift
-    TEST_FAILED=0
-    if "$@" && [[ $TEST_FAILED == 0 ]]; then
-        PASSED=$((PASSED + 1))
-        echo "ok   $name"
-    else
-        FAILED=$((FAILED + 1))
-        FAILURES+=("$name")
-        echo "FAIL $name"
-    fi
-}
+# shellcheck source=scripts/lib/harness.sh
+source "$ROOT/scripts/lib/harness.sh"
 
 deb_arch() { case $1 in x86_64-*) echo amd64 ;; aarch64-*) echo arm64 ;; esac }
 elf_machine() { case $1 in x86_64-*) echo "Advanced Micro Devices X86-64" ;; aarch64-*) echo AArch64 ;; esac }
@@ -196,8 +176,6 @@ done
 t "promtool check metrics accepts --prom's output (Debian's promtool)" promtool_lints_metrics
 
 echo
-for name in "${FAILURES[@]}"; do echo "failed: $name"; done
-echo "release: $PASSED passed, $FAILED failed"
-[[ $FAILED == 0 ]] || exit 1
+summary release || exit 1
 
 bash scripts/test-contrib.sh "$WORK/x86_64-unknown-linux-gnu/gpucheck-$version-x86_64-unknown-linux-gnu/gpucheck"
