@@ -437,6 +437,53 @@ pub fn repaired_visible_devices_on(value: &str, gpus: &[NvmlGpu]) -> Option<Stri
     )
 }
 
+/// GPUs as NVML lists them, for the tests of CUDA_VISIBLE_DEVICES here and
+/// in env.cuda_visible_devices.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::NvmlGpu;
+
+    pub const H100: &str = "NVIDIA H100 80GB HBM3";
+
+    pub fn gpu_uuid(i: u32) -> String {
+        format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0xfa4e_0000u32 + i, i)
+    }
+
+    pub fn mig_uuid(gpu: u32, slot: u32) -> String {
+        format!(
+            "MIG-{:08x}-aaaa-4bbb-8ccc-{:012x}",
+            0xfa4e_0000u32 + gpu,
+            slot
+        )
+    }
+
+    pub fn gpus_named(names: &[&str]) -> Vec<NvmlGpu> {
+        names
+            .iter()
+            .zip(0u32..)
+            .map(|(name, i)| NvmlGpu {
+                index: i,
+                name: name.to_string(),
+                uuid: Some(gpu_uuid(i)),
+                mig_enabled: false,
+                mig_uuids: Vec::new(),
+            })
+            .collect()
+    }
+
+    pub fn h100s(n: usize) -> Vec<NvmlGpu> {
+        gpus_named(&vec![H100; n])
+    }
+
+    /// 2x A100 40GB, GPU 1 in MIG mode with two MIG devices (the mig scenario).
+    pub fn mig_box() -> Vec<NvmlGpu> {
+        let mut g = gpus_named(&["NVIDIA A100-SXM4-40GB"; 2]);
+        g[1].mig_enabled = true;
+        g[1].mig_uuids = vec![mig_uuid(1, 0), mig_uuid(1, 1)];
+        g
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,45 +638,7 @@ mod tests {
 
     // ---- mapping onto the GPUs
 
-    const H100: &str = "NVIDIA H100 80GB HBM3";
-
-    fn gpu_uuid(i: u32) -> String {
-        format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0xfa4e_0000u32 + i, i)
-    }
-
-    fn mig_uuid(gpu: u32, slot: u32) -> String {
-        format!(
-            "MIG-{:08x}-aaaa-4bbb-8ccc-{:012x}",
-            0xfa4e_0000u32 + gpu,
-            slot
-        )
-    }
-
-    fn gpus_named(names: &[&str]) -> Vec<NvmlGpu> {
-        names
-            .iter()
-            .zip(0u32..)
-            .map(|(name, i)| NvmlGpu {
-                index: i,
-                name: name.to_string(),
-                uuid: Some(gpu_uuid(i)),
-                mig_enabled: false,
-                mig_uuids: Vec::new(),
-            })
-            .collect()
-    }
-
-    fn h100s(n: usize) -> Vec<NvmlGpu> {
-        gpus_named(&vec![H100; n])
-    }
-
-    /// 2x A100 40GB, GPU 1 in MIG mode with two MIG devices (the mig scenario).
-    fn mig_box() -> Vec<NvmlGpu> {
-        let mut g = gpus_named(&["NVIDIA A100-SXM4-40GB"; 2]);
-        g[1].mig_enabled = true;
-        g[1].mig_uuids = vec![mig_uuid(1, 0), mig_uuid(1, 1)];
-        g
-    }
+    use super::fixtures::{gpu_uuid, h100s, mig_box, mig_uuid};
 
     #[test]
     fn mapping_stops_at_the_first_entry_naming_nothing() {

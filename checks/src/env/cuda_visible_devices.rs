@@ -1128,46 +1128,10 @@ mod tests {
 
     // ---- the cross-check against the GPUs NVML reports
 
-    const H100: &str = "NVIDIA H100 80GB HBM3";
+    use crate::domain::visible_devices::fixtures::{
+        gpu_uuid, gpus_named, h100s, mig_box, mig_uuid, H100,
+    };
     const A100: &str = "NVIDIA A100-SXM4-80GB";
-
-    fn gpu_uuid(i: u32) -> String {
-        format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0xfa4e_0000u32 + i, i)
-    }
-
-    fn mig_uuid(gpu: u32, slot: u32) -> String {
-        format!(
-            "MIG-{:08x}-aaaa-4bbb-8ccc-{:012x}",
-            0xfa4e_0000u32 + gpu,
-            slot
-        )
-    }
-
-    fn gpus_named(names: &[&str]) -> Vec<NvmlGpu> {
-        names
-            .iter()
-            .zip(0u32..)
-            .map(|(name, i)| NvmlGpu {
-                index: i,
-                name: name.to_string(),
-                uuid: Some(gpu_uuid(i)),
-                mig_enabled: false,
-                mig_uuids: Vec::new(),
-            })
-            .collect()
-    }
-
-    fn h100s(n: usize) -> Vec<NvmlGpu> {
-        gpus_named(&vec![H100; n])
-    }
-
-    /// 2x A100 40GB, GPU 1 in MIG mode with two MIG devices (the mig scenario).
-    fn mig_box() -> Vec<NvmlGpu> {
-        let mut g = gpus_named(&["NVIDIA A100-SXM4-40GB"; 2]);
-        g[1].mig_enabled = true;
-        g[1].mig_uuids = vec![mig_uuid(1, 0), mig_uuid(1, 1)];
-        g
-    }
 
     fn on(gpus: &[NvmlGpu], cvd: Option<&str>, order: Option<&str>) -> Outcome {
         evaluate_visibility(&VisibilityFacts {
