@@ -190,8 +190,8 @@ fn first_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::ddp::{interpret, parse_records, BenchRun, GOOD_STDOUT, MARK};
-    use crate::probe::process::{Output, RunError};
+    use crate::probe::ddp::{exited, failed, interpret, parse_records, GOOD_STDOUT, MARK};
+    use crate::probe::process::RunError;
     use crate::Status;
 
     fn hint(o: &Outcome) -> &str {
@@ -372,22 +372,6 @@ mod tests {
             "cannot start the benchmark: /x/python: Permission denied"
         );
         assert!(hint(&o).contains("--python PATH"));
-    }
-
-    fn exited(code: i32, stdout: &str, stderr: &str) -> Result<Output, RunError> {
-        Ok(Output {
-            stdout: stdout.to_string(),
-            stderr: stderr.to_string(),
-            code: Some(code),
-            signal: None,
-        })
-    }
-
-    fn failed(run: BenchRun) -> RunFailure {
-        match run {
-            BenchRun::Failed(f) => f,
-            BenchRun::Finished(f) => panic!("expected a failure, got {f:?}"),
-        }
     }
 
     #[test]

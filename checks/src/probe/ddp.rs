@@ -490,6 +490,26 @@ pub const GOOD_STDOUT: &str = r#"some torch noise
 @@gpucheck-ddp@@ {"stage":"finished","kind":"stage","rank":0}
 "#;
 
+/// What a finished torchrun run gives: exit `code` with this output.
+#[cfg(test)]
+pub fn exited(code: i32, stdout: &str, stderr: &str) -> Result<Output, RunError> {
+    Ok(Output {
+        stdout: stdout.to_string(),
+        stderr: stderr.to_string(),
+        code: Some(code),
+        signal: None,
+    })
+}
+
+/// The failure of a run the test expects to have failed.
+#[cfg(test)]
+pub fn failed(run: BenchRun) -> RunFailure {
+    match run {
+        BenchRun::Failed(f) => f,
+        BenchRun::Finished(f) => panic!("expected a failure, got {f:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,22 +618,6 @@ mod tests {
         // The last stage per rank, also from a line torch prefixed.
         assert_eq!(p.stages.get(&0).map(String::as_str), Some("finished"));
         assert_eq!(p.stages.get(&1).map(String::as_str), Some("finished"));
-    }
-
-    fn exited(code: i32, stdout: &str, stderr: &str) -> Result<Output, RunError> {
-        Ok(Output {
-            stdout: stdout.to_string(),
-            stderr: stderr.to_string(),
-            code: Some(code),
-            signal: None,
-        })
-    }
-
-    fn failed(run: BenchRun) -> RunFailure {
-        match run {
-            BenchRun::Failed(f) => f,
-            BenchRun::Finished(f) => panic!("expected a failure, got {f:?}"),
-        }
     }
 
     #[test]
