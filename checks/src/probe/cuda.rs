@@ -72,8 +72,8 @@ pub enum RoundTrip {
     Mismatch { bytes: usize, first_bad: usize },
 }
 
-/// One CUDA device as the driver API sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One CUDA device as the driver API sees it (Default: nothing known yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceProbe {
     pub ordinal: u32,
     pub name: Option<String>,
@@ -269,13 +269,7 @@ fn probe_device(ordinal: u32, contexts: bool) -> DeviceProbe {
     stage(&format!("cuDeviceGet (device {ordinal})"));
     let mut dev = DeviceProbe {
         ordinal,
-        name: None,
-        compute_capability: None,
-        total_mem_mib: None,
-        uuid: None,
-        pci_bus_id: None,
-        free_mem_mib: None,
-        context: None,
+        ..DeviceProbe::default()
     };
     let cu_device = match result::device::get(ordinal as i32) {
         Ok(d) => d,
@@ -467,13 +461,7 @@ mod soname {
             stage(&format!("cuDeviceGet (device {ordinal})"));
             let mut dev = DeviceProbe {
                 ordinal,
-                name: None,
-                compute_capability: None,
-                total_mem_mib: None,
-                uuid: None,
-                pci_bus_id: None,
-                free_mem_mib: None,
-                context: None,
+                ..DeviceProbe::default()
             };
             let get: Result<unsafe extern "C" fn(*mut c_int, c_int) -> c_int, _> =
                 self.sym("cuDeviceGet");
