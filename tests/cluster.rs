@@ -14,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{assert_valid_junit, build_fixture_lib, gpucheck, root, venv_python};
+use common::{assert_valid_junit, fake_nvml, gpucheck, nvml_scenario, root, venv_python};
 use serde_json::Value;
 
 /// One simulated cluster at a time: each node imports torch, and the
@@ -23,16 +23,6 @@ static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
 /// A run that does not end within this is the bug under test (a hang).
 const LIVENESS: Duration = Duration::from_secs(240);
-
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
-
-fn scenario(name: &str) -> PathBuf {
-    root()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.scenario"))
-}
 
 /// A port nothing listens on right now (the kernel's pick for port 0).
 fn free_port() -> u16 {
@@ -102,7 +92,10 @@ impl Cluster {
             .args(&self.extra)
             .env(
                 "FAKE_NVML_SCENARIO",
-                setup.scenario.clone().unwrap_or_else(|| scenario("h100x8")),
+                setup
+                    .scenario
+                    .clone()
+                    .unwrap_or_else(|| nvml_scenario("h100x8")),
             )
             .envs(setup.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -366,7 +359,7 @@ fn a_node_failing_a_local_check_fails_every_node_and_is_named() {
     let _one = lock();
     let cluster = Cluster::new(3, 60);
     let mut nodes = healthy(0..3);
-    nodes[2].1.scenario = Some(scenario("ecc_remap"));
+    nodes[2].1.scenario = Some(nvml_scenario("ecc_remap"));
     let (results, payloads) = cluster.run(&nodes);
     let all = show(&results);
     for (_, f) in &results {
@@ -393,7 +386,7 @@ fn a_node_on_another_driver_is_named_with_both_versions() {
     let _one = lock();
     let cluster = Cluster::new(3, 60);
     let old = cluster._dir.path().join("old-driver.scenario");
-    let text = std::fs::read_to_string(scenario("h100x8")).expect("h100x8 scenario");
+    let text = std::fs::read_to_string(nvml_scenario("h100x8")).expect("h100x8 scenario");
     std::fs::write(
         &old,
         text.replace(
@@ -633,7 +626,7 @@ fn exec_cluster_runs_the_command_on_every_node_only_when_all_are_ready() {
     let mut cluster = Cluster::new(2, 60);
     cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
     let mut nodes = healthy(0..2);
-    nodes[1].1.scenario = Some(scenario("ecc_remap"));
+    nodes[1].1.scenario = Some(nvml_scenario("ecc_remap"));
     let (results, payloads) = cluster.run(&nodes);
     let all = show(&results);
     for (_, f) in &results {
@@ -924,7 +917,7 @@ fn a_node_behind_a_slow_link_is_named_by_the_pair_rounds() {
     .arg(fake_nvml())
     .arg("--python")
     .arg(venv_python())
-    .env("FAKE_NVML_SCENARIO", scenario("h100x8"))
+    .env("FAKE_NVML_SCENARIO", nvml_scenario("h100x8"))
     .env("GLOO_SOCKET_IFNAME", "eth0")
     .stdin(Stdio::null())
     .stdout(Stdio::piped())

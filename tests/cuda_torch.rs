@@ -696,18 +696,6 @@ fn a_hanging_torch_is_reported_with_the_stage_it_hung_in() {
 // ---------------------------------------------------------------- with the fake NVML
 
 /// The fake NVML from the gpu tests (tests/fixtures/fake_nvml.c).
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
-
-fn nvml_scenario(name: &str) -> PathBuf {
-    let p = root()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.scenario"));
-    assert!(p.exists(), "{} missing", p.display());
-    p
-}
-
 /// `--nvml-lib` and FAKE_NVML_SCENARIO for a run.
 fn with_nvml(cmd: &mut std::process::Command, scenario: &Path) {
     cmd.arg("--nvml-lib")

@@ -9,13 +9,9 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use common::{
-    assert_valid_json_report, build_fixture_lib, gpucheck, result, root, status_of, stderr, stdout,
+    assert_valid_json_report, fake_nvml, gpucheck, result, root, status_of, stderr, stdout,
 };
 use serde_json::Value;
-
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
 
 fn fixture(rel: &str) -> PathBuf {
     let p = root().join("tests/fixtures").join(rel);

@@ -5,15 +5,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
-use common::{build_fixture_lib, gpucheck, root, stderr, stdout, venv_python};
+use common::{fake_nvml, gpucheck, root, stderr, stdout, venv_python};
 use serde_json::Value;
-
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
 
 /// The gpu checks against the fake NVML in `scenario`, with `args`.
 fn run_gpu(scenario: &str, envs: &[(&str, &str)], args: &[&str]) -> Output {

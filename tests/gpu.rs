@@ -11,8 +11,8 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_valid_json_report, assert_valid_junit, build_fixture_lib, gpucheck, result, root,
-    status_of, stderr, stdout,
+    assert_valid_json_report, assert_valid_junit, build_fixture_lib, fake_nvml, gpucheck,
+    nvml_scenario, result, root, status_of, stderr, stdout,
 };
 use serde_json::Value;
 
@@ -27,11 +27,6 @@ const GPU_CHECKS: [&str; 8] = [
     "gpu.topology",
 ];
 
-/// The fake NVML, built from tests/fixtures/fake_nvml.c.
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
-
 /// The fake NVML as an old driver (fake_nvml_old.c includes fake_nvml.c,
 /// which build_fixture_lib's freshness check does not see: drop a stale copy).
 fn fake_nvml_old() -> PathBuf {
@@ -43,14 +38,6 @@ fn fake_nvml_old() -> PathBuf {
         }
     }
     build_fixture_lib("fake_nvml_old.c", "nvml-old", "libnvidia-ml.so.1")
-}
-
-fn scenario(name: &str) -> PathBuf {
-    let p = root()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.scenario"));
-    assert!(p.exists(), "{} missing", p.display());
-    p
 }
 
 /// Wait for a spawned gpucheck; a run that does not end within a minute is
@@ -102,7 +89,7 @@ fn run_with_env(
 ) -> (Output, Value) {
     let child = gpucheck()
         .envs(envs.iter().copied())
-        .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario(scenario_name))
         .arg("--nvml-lib")
         .arg(lib)
         .args(["--format", "json", "--color", "never"])
@@ -163,7 +150,7 @@ fn junit_of(scenario_name: &str, args: &[&str]) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("report.xml");
     let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario(scenario_name))
         .arg("--nvml-lib")
         .arg(fake_nvml())
         .args(["--only", "gpu", "--quiet", "--junit"])
@@ -278,7 +265,7 @@ fn default_library_name_is_found_through_the_loader_path() {
     // it, and the loader finds the fake first on LD_LIBRARY_PATH.
     let lib = fake_nvml();
     let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", scenario("a800x4"))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("a800x4"))
         .env("LD_LIBRARY_PATH", lib.parent().expect("fixture dir"))
         .args(["--only", "gpu.driver,gpu.count", "--format", "json"])
         .output()
@@ -835,7 +822,7 @@ fn fewer_gpus_than_expected_fail() {
     assert!(hint(&doc, "gpu.count").starts_with("4 of the expected GPUs are missing"));
     // The environment variable works the same way.
     let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", scenario("a800x4"))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("a800x4"))
         .env("GPUCHECK_EXPECT_GPUS", "4")
         .arg("--nvml-lib")
         .arg(fake_nvml())

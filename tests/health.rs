@@ -8,22 +8,10 @@
 mod common;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{build_fixture_lib, gpucheck, root, stderr, stdout};
-
-/// The fake NVML, built from tests/fixtures/fake_nvml.c.
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
-
-fn scenario(name: &str) -> PathBuf {
-    root()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.scenario"))
-}
+use common::{fake_nvml, gpucheck, nvml_scenario, root, stderr, stdout};
 
 /// The README Dockerfile's HEALTHCHECK: its `--timeout` in seconds and the
 /// gpucheck arguments of its CMD (exec form, a JSON array).
@@ -52,7 +40,7 @@ fn healthcheck(scenario_name: &str) -> (Output, Duration, f64) {
     let (timeout, args) = readme_healthcheck();
     let started = Instant::now();
     let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario(scenario_name))
         .args(&args)
         .arg("--nvml-lib")
         .arg(fake_nvml())

@@ -8,31 +8,18 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Output;
 
-use common::{assert_valid_json_report, build_fixture_lib, gpucheck, result, root, stdout};
+use common::{assert_valid_json_report, fake_nvml, gpucheck, nvml_scenario, result, stdout};
 use serde_json::Value;
 
 const ID: &str = "env.cuda_visible_devices";
-
-fn fake_nvml() -> PathBuf {
-    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
-}
-
-fn scenario(name: &str) -> PathBuf {
-    let p = root()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.scenario"));
-    assert!(p.exists(), "{} missing", p.display());
-    p
-}
 
 /// gpucheck `--only only` against the fake NVML in `scenario_name`, with
 /// `env` set, in `format` on stdout.
 fn gpucheck_in(scenario_name: &str, env: &[(&str, &str)], only: &str, format: &str) -> Output {
     gpucheck()
-        .env("FAKE_NVML_SCENARIO", scenario(scenario_name))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario(scenario_name))
         .envs(env.iter().copied())
         .arg("--nvml-lib")
         .arg(fake_nvml())
@@ -157,7 +144,7 @@ fn indices_map_onto_the_gpus_in_the_table_a_user_reads() {
     assert!(table.contains(&expected), "{table}");
     // --verbose adds a row per CUDA device, named by its cuda ordinal.
     let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", scenario("h100x8"))
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("h100x8"))
         .envs([("CUDA_VISIBLE_DEVICES", "6"), PCI])
         .arg("--nvml-lib")
         .arg(fake_nvml())

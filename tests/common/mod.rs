@@ -126,6 +126,20 @@ pub fn build_fixture_lib(source: &str, dir: &str, soname: &str) -> PathBuf {
     out
 }
 
+/// The fake NVML, built from tests/fixtures/fake_nvml.c.
+pub fn fake_nvml() -> PathBuf {
+    build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
+}
+
+/// A committed fake NVML scenario: tests/fixtures/nvml/<name>.scenario.
+pub fn nvml_scenario(name: &str) -> PathBuf {
+    let p = root()
+        .join("tests/fixtures/nvml")
+        .join(format!("{name}.scenario"));
+    assert!(p.exists(), "{} missing", p.display());
+    p
+}
+
 /// Validate a JUnit XML file against the vendored schema/junit-10.xsd.
 /// Panics with the validator's message when it does not validate.
 pub fn assert_valid_junit(xml_path: &Path) {
