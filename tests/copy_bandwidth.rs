@@ -8,7 +8,9 @@ mod common;
 use std::path::PathBuf;
 use std::process::Output;
 
-use common::{assert_valid_json_report, build_fixture_lib, gpucheck, result, root, stdout};
+use common::{
+    assert_valid_json_report, build_fixture_lib, gpucheck, result, root, stdout, text_field,
+};
 use serde_json::Value;
 
 fn fixture(rel: &str) -> PathBuf {
@@ -51,10 +53,7 @@ fn run(cuda_scenario: &str, nvml_scenario: &str) -> (Output, Value) {
 }
 
 fn field(doc: &Value, name: &str) -> String {
-    result(doc, "cuda.copy_bandwidth")[name]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
+    text_field(doc, "cuda.copy_bandwidth", name)
 }
 
 #[test]

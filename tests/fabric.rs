@@ -10,6 +10,7 @@ use std::process::Output;
 
 use common::{
     assert_valid_json_report, fake_nvml, gpucheck, result, root, status_of, stderr, stdout,
+    text_field,
 };
 use serde_json::Value;
 
@@ -36,10 +37,6 @@ fn run(only: &str, scenario: &str, envs: &[(&str, PathBuf)], args: &[&str]) -> (
         .expect("run gpucheck");
     let doc = assert_valid_json_report(&stdout(&out));
     (out, doc)
-}
-
-fn text(doc: &Value, id: &str, field: &str) -> String {
-    result(doc, id)[field].as_str().unwrap_or("").to_string()
 }
 
 fn code(o: &Output) -> i32 {
@@ -77,7 +74,7 @@ fn fallen_off_the_bus_since_boot_fails_naming_the_gpu_and_the_older_boot() {
     let (out, doc) = xid_with_log("h100x8", "kern.log");
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(status_of(&doc, "fabric.xid"), "fail");
-    let summary = text(&doc, "fabric.xid", "summary");
+    let summary = text_field(&doc, "fabric.xid", "summary");
     assert!(
         summary.starts_with(
             "GPU 2: Xid 79 (GPU has fallen off the bus) 2 times, last at Dec 1 10:31:22, on 00000000:3A:00.0 (GPU-fa4e0002-"
@@ -89,7 +86,7 @@ fn fallen_off_the_bus_since_boot_fails_naming_the_gpu_and_the_older_boot() {
         summary.ends_with("; 1 Xid event of earlier boots ignored"),
         "{summary}"
     );
-    let hint = text(&doc, "fabric.xid", "hint");
+    let hint = text_field(&doc, "fabric.xid", "hint");
     assert!(
         hint.starts_with("drain the node and reboot it: GPU 2 fell off the bus"),
         "{hint}"
@@ -102,12 +99,13 @@ fn fallen_off_the_bus_since_boot_fails_naming_the_gpu_and_the_older_boot() {
 fn a_gpu_nvml_no_longer_lists_is_named_by_its_pci_address() {
     let (_, doc) = xid_with_log("gpu_lost", "kern.log");
     assert_eq!(status_of(&doc, "fabric.xid"), "fail");
-    let summary = text(&doc, "fabric.xid", "summary");
+    let summary = text_field(&doc, "fabric.xid", "summary");
     assert!(
         summary.starts_with("Xid 79 (GPU has fallen off the bus) 2 times, last at Dec 1 10:31:22, on GPU at PCI 0000:3a:00 (not listed by NVML)"),
         "{summary}"
     );
-    assert!(text(&doc, "fabric.xid", "hint").contains("the GPU at PCI 0000:3a:00 fell off the bus"));
+    assert!(text_field(&doc, "fabric.xid", "hint")
+        .contains("the GPU at PCI 0000:3a:00 fell off the bus"));
 }
 
 #[test]
@@ -115,7 +113,7 @@ fn journal_output_with_ecc_and_gsp_errors_fails_with_the_reset_command() {
     let (out, doc) = xid_with_log("h100x8", "journal.txt");
     assert_eq!(code(&out), 1);
     assert_eq!(status_of(&doc, "fabric.xid"), "fail");
-    let summary = text(&doc, "fabric.xid", "summary");
+    let summary = text_field(&doc, "fabric.xid", "summary");
     assert!(
         summary.contains("GPU 3: Xid 48 (double-bit ECC error) once, last at 3022.9 s after boot"),
         "{summary}"
@@ -124,7 +122,7 @@ fn journal_output_with_ecc_and_gsp_errors_fails_with_the_reset_command() {
         summary.contains("GPU 7: Xid 119 (GSP RPC timeout) once"),
         "{summary}"
     );
-    let hint = text(&doc, "fabric.xid", "hint");
+    let hint = text_field(&doc, "fabric.xid", "hint");
     assert!(
         hint.starts_with("reset GPUs 3, 7 while no job uses it (`nvidia-smi -r -i 3,7`)"),
         "{hint}"
@@ -136,7 +134,7 @@ fn informational_xids_pass_with_a_note() {
     let (out, doc) = xid_with_log("h100x8", "dmesg.txt");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(status_of(&doc, "fabric.xid"), "pass");
-    let summary = text(&doc, "fabric.xid", "summary");
+    let summary = text_field(&doc, "fabric.xid", "summary");
     assert!(
         summary.starts_with("no Xid errors that need action since boot (read from "),
         "{summary}"
@@ -153,7 +151,7 @@ fn a_log_whose_only_xid_is_from_an_earlier_boot_passes() {
     let (out, doc) = xid_with_log("h100x8", "clean.log");
     assert_eq!(code(&out), 0);
     assert_eq!(status_of(&doc, "fabric.xid"), "pass");
-    let summary = text(&doc, "fabric.xid", "summary");
+    let summary = text_field(&doc, "fabric.xid", "summary");
     assert!(
         summary.starts_with("no Xid errors since boot (read from "),
         "{summary}"
@@ -175,7 +173,7 @@ fn a_missing_kernel_log_is_an_error_and_garbage_is_no_panic() {
     assert_eq!(code(&out), 1);
     assert_eq!(status_of(&doc, "fabric.xid"), "error");
     assert_eq!(
-        text(&doc, "fabric.xid", "summary"),
+        text_field(&doc, "fabric.xid", "summary"),
         "cannot read --kernel-log /nonexistent/kern.log: No such file or directory (os error 2)"
     );
 
@@ -192,7 +190,7 @@ fn a_missing_kernel_log_is_an_error_and_garbage_is_no_panic() {
     );
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_eq!(status_of(&doc, "fabric.xid"), "warn");
-    assert!(text(&doc, "fabric.xid", "summary")
+    assert!(text_field(&doc, "fabric.xid", "summary")
         .starts_with("GPU 0: Xid 31 (GPU memory page fault) once"));
 }
 
@@ -204,7 +202,7 @@ fn four_active_ndr_ports_pass() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(status_of(&doc, "fabric.rdma"), "pass");
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "4 RDMA ports active at 400 Gb/sec (4X NDR): mlx5_0/1, mlx5_1/1, mlx5_2/1, mlx5_3/1"
     );
     let table = &result(&doc, "fabric.rdma")["tables"][0];
@@ -216,10 +214,10 @@ fn a_port_in_init_fails_naming_the_subnet_manager() {
     let (out, doc) = rdma("port_init", &[]);
     assert_eq!(code(&out), 1);
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "mlx5_1/1 is INIT (LinkUp): no subnet manager"
     );
-    assert!(text(&doc, "fabric.rdma", "hint").contains("`opensm`"));
+    assert!(text_field(&doc, "fabric.rdma", "hint").contains("`opensm`"));
 }
 
 #[test]
@@ -227,10 +225,10 @@ fn a_down_port_fails_and_leaving_it_out_of_nccl_ib_hca_passes() {
     let (out, doc) = rdma("port_down", &[]);
     assert_eq!(code(&out), 1);
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "mlx5_3/1 is DOWN (Polling)"
     );
-    let hint = text(&doc, "fabric.rdma", "hint");
+    let hint = text_field(&doc, "fabric.rdma", "hint");
     assert!(
         hint.contains("cable") && hint.contains("NCCL_IB_HCA=^=mlx5_3:1"),
         "{hint}"
@@ -245,7 +243,7 @@ fn a_down_port_fails_and_leaving_it_out_of_nccl_ib_hca_passes() {
     let doc = assert_valid_json_report(&stdout(&out));
     assert_eq!(status_of(&doc, "fabric.rdma"), "pass");
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "3 RDMA ports active (NCCL_IB_HCA=\"^=mlx5_3:1\") at 400 Gb/sec (4X NDR): mlx5_0/1, mlx5_1/1, mlx5_2/1"
     );
 }
@@ -256,10 +254,10 @@ fn a_slower_port_warns_naming_both_rates() {
     assert_eq!(code(&out), 0);
     assert_eq!(status_of(&doc, "fabric.rdma"), "warn");
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "mlx5_2/1 runs at 200 Gb/sec (4X HDR), mlx5_0/1 at 400 Gb/sec (4X NDR)"
     );
-    assert!(text(&doc, "fabric.rdma", "hint").contains("`mlxlink -d mlx5_2 -p 1`"));
+    assert!(text_field(&doc, "fabric.rdma", "hint").contains("`mlxlink -d mlx5_2 -p 1`"));
 }
 
 #[test]
@@ -267,11 +265,11 @@ fn roce_without_a_v2_gid_and_with_a_small_mtu_warns() {
     let (_, doc) = rdma("roce_no_v2", &[]);
     assert_eq!(status_of(&doc, "fabric.rdma"), "warn");
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "mlx5_0/1 (RoCE) has no RoCE v2 GID with an IP address; mlx5_0/1 (RoCE) runs over \
          ens1f0np0 with MTU 1500: RoCE frames smaller than 4096 bytes"
     );
-    let hint = text(&doc, "fabric.rdma", "hint");
+    let hint = text_field(&doc, "fabric.rdma", "hint");
     assert!(
         hint.contains("give ens1f0np0 an IP address") && hint.contains("mtu 9000"),
         "{hint}"
@@ -291,7 +289,7 @@ fn nccl_ib_hca_naming_a_missing_device_fails() {
     let doc = assert_valid_json_report(&stdout(&out));
     assert_eq!(code(&out), 1);
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "NCCL_IB_HCA names mlx5_9:1, which matches no RDMA port (this machine has mlx5_0/1, \
          mlx5_1/1, mlx5_2/1, mlx5_3/1)"
     );
@@ -313,7 +311,7 @@ fn no_rdma_in_a_multi_node_run_on_h100s_warns() {
     let doc = assert_valid_json_report(&stdout(&out));
     assert_eq!(status_of(&doc, "fabric.rdma"), "warn");
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "no RDMA devices in a multi-node run (WORLD_SIZE=16 > LOCAL_WORLD_SIZE=8) on NVIDIA H100 \
          80GB HBM3: NCCL will send the gradients between nodes over TCP sockets, far below what \
          these GPUs need"
@@ -327,7 +325,7 @@ fn gpudirect_passes_with_peermem_loaded() {
     let (out, doc) = gpudirect("ndr_active", "proprietary");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(
-        text(&doc, "fabric.gpudirect", "summary"),
+        text_field(&doc, "fabric.gpudirect", "summary"),
         "nvidia_peermem is loaded: mlx5_0, mlx5_1, mlx5_2, mlx5_3 can read and write GPU memory directly"
     );
 }
@@ -337,7 +335,7 @@ fn gpudirect_warns_without_peermem_on_the_proprietary_module() {
     let (out, doc) = gpudirect("no_peermem", "proprietary");
     assert_eq!(code(&out), 0);
     assert_eq!(status_of(&doc, "fabric.gpudirect"), "warn");
-    let summary = text(&doc, "fabric.gpudirect", "summary");
+    let summary = text_field(&doc, "fabric.gpudirect", "summary");
     assert!(
         summary.contains(
             "nvidia_peermem is not loaded, the NVIDIA kernel module is the proprietary one"
@@ -348,7 +346,7 @@ fn gpudirect_warns_without_peermem_on_the_proprietary_module() {
         summary.contains("stage inter-node traffic through host memory"),
         "{summary}"
     );
-    assert!(text(&doc, "fabric.gpudirect", "hint")
+    assert!(text_field(&doc, "fabric.gpudirect", "hint")
         .starts_with("load the peer-memory module: `sudo modprobe nvidia-peermem`"));
 }
 
@@ -356,7 +354,7 @@ fn gpudirect_warns_without_peermem_on_the_proprietary_module() {
 fn gpudirect_passes_through_dma_buf_with_the_open_module() {
     let (_, doc) = gpudirect("no_peermem", "open");
     assert_eq!(status_of(&doc, "fabric.gpudirect"), "pass");
-    assert!(text(&doc, "fabric.gpudirect", "summary")
+    assert!(text_field(&doc, "fabric.gpudirect", "summary")
         .starts_with("DMA-BUF: kernel 6.8.0-45-generic, open GPU kernel module 570.86.15"));
 }
 
@@ -370,7 +368,7 @@ fn gpudirect_skips_without_nvidia_gpus() {
     );
     assert_eq!(status_of(&doc, "fabric.gpudirect"), "skip");
     assert_eq!(
-        text(&doc, "fabric.gpudirect", "summary"),
+        text_field(&doc, "fabric.gpudirect", "summary"),
         "no NVIDIA GPUs: GPUDirect RDMA does not apply"
     );
 }
@@ -388,21 +386,21 @@ fn on_a_machine_without_rdma_the_fabric_checks_skip_or_pass_with_reasons() {
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let doc = assert_valid_json_report(&stdout(&out));
     assert_eq!(
-        text(&doc, "fabric.rdma", "summary"),
+        text_field(&doc, "fabric.rdma", "summary"),
         "no RDMA devices: NCCL will use TCP sockets between nodes"
     );
     assert_eq!(status_of(&doc, "fabric.rdma"), "skip");
     assert_eq!(status_of(&doc, "fabric.gpudirect"), "skip");
-    assert!(text(&doc, "fabric.gpudirect", "summary").starts_with("no RDMA devices"));
+    assert!(text_field(&doc, "fabric.gpudirect", "summary").starts_with("no RDMA devices"));
     // This machine's kernel log is readable (pass, naming where from) or not
     // (skip, saying how to give access); a real Xid here would be news.
     let xid = status_of(&doc, "fabric.xid");
-    let summary = text(&doc, "fabric.xid", "summary");
+    let summary = text_field(&doc, "fabric.xid", "summary");
     match xid.as_str() {
         "pass" => assert!(summary.contains("since boot (read from "), "{summary}"),
         "skip" => {
             assert!(summary.starts_with("no readable kernel log"), "{summary}");
-            assert!(text(&doc, "fabric.xid", "hint").contains("--kernel-log"));
+            assert!(text_field(&doc, "fabric.xid", "hint").contains("--kernel-log"));
         }
         other => panic!("fabric.xid is {other} on this machine: {summary}"),
     }

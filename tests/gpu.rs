@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     assert_valid_json_report, assert_valid_junit, build_fixture_lib, fake_nvml, gpucheck,
-    nvml_scenario, result, root, status_of, stderr, stdout,
+    nvml_scenario, result, root, status_of, stderr, stdout, text_field,
 };
 use serde_json::Value;
 
@@ -115,14 +115,11 @@ fn exit_code(o: &Output) -> i32 {
 }
 
 fn summary(doc: &Value, id: &str) -> String {
-    result(doc, id)["summary"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
+    text_field(doc, id, "summary")
 }
 
 fn hint(doc: &Value, id: &str) -> String {
-    result(doc, id)["hint"].as_str().unwrap_or("").to_string()
+    text_field(doc, id, "hint")
 }
 
 fn device<'a>(doc: &'a Value, id: &str, index: u64) -> &'a Value {

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Output;
 
-use common::{assert_valid_json_report, build_fixture_lib, gpucheck, result, root, stdout};
+use common::{assert_valid_json_report, build_fixture_lib, gpucheck, root, stdout, text_field};
 use serde_json::Value;
 
 fn sysfs(tree: &str) -> PathBuf {
@@ -37,10 +37,7 @@ fn run(tree: &str, envs: &[(&str, String)]) -> (Output, Value) {
 }
 
 fn field(doc: &Value, name: &str) -> String {
-    result(doc, "fabric.net_plugin")[name]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
+    text_field(doc, "fabric.net_plugin", name)
 }
 
 #[test]

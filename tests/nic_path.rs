@@ -39,10 +39,7 @@ fn the_network_path_all_reduce_is_verified_and_reported_beside_nvlink() {
     let doc: Value = common::assert_valid_json_report(&common::stdout(&out));
     assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
     assert_eq!(common::status_of(&doc, "nccl.nic_path"), "pass", "{doc:#}");
-    let summary = common::result(&doc, "nccl.nic_path")["summary"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+    let summary = common::text_field(&doc, "nccl.nic_path", "summary");
     assert!(summary.starts_with("busbw "), "{summary}");
     assert!(
         summary.contains(

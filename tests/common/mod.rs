@@ -186,6 +186,12 @@ pub fn result<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no result for {id} in report"))
 }
 
+/// A text field (`summary`, `hint`, `status`...) of check `id`'s result;
+/// empty when the field is absent.
+pub fn text_field(doc: &serde_json::Value, id: &str, field: &str) -> String {
+    result(doc, id)[field].as_str().unwrap_or("").to_string()
+}
+
 /// The status string of check `id` in a parsed JSON report.
 pub fn status_of(doc: &serde_json::Value, id: &str) -> String {
     result(doc, id)["status"].as_str().unwrap_or("").to_string()
