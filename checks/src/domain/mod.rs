@@ -9,6 +9,7 @@ pub mod hostlist;
 pub mod launch;
 pub mod pairs;
 pub mod redact;
+pub mod sku;
 pub mod text;
 pub mod visible_devices;
 pub mod xid;

@@ -298,6 +298,17 @@ pub(crate) mod testing {
         }
     }
 
+    /// Facts of GPU `index`, a `name` as NVML gives it.
+    pub fn named<T>(index: u32, name: &str, facts: T) -> PerGpu<T> {
+        PerGpu {
+            gpu: GpuRef {
+                name: name.to_string(),
+                ..gpu(index)
+            },
+            facts: Ok(facts),
+        }
+    }
+
     pub fn lost<T>(index: u32) -> PerGpu<T> {
         PerGpu {
             gpu: gpu(index),

@@ -7,10 +7,11 @@ use super::common::{
     judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
     nvml_timeout_hint, open_failures, row, shown, unreadable, QUERY_TIMEOUT,
 };
+use crate::domain::sku;
 use crate::domain::text::gpu_count;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{self, EccFacts, EccMode, PerGpu, Reading, RemappedRows, Unavailable};
-use crate::{Check, Context, Metric, Outcome, Profile, Status};
+use crate::{Check, Context, DeviceResult, Metric, Outcome, Profile, Status};
 
 /// Any volatile uncorrectable ECC error fails: gcm, Azure and Imbue all do
 /// (reference/facts.md, "Health thresholds others use").
@@ -53,11 +54,37 @@ const RMA_HINT: &str = "{gpus} has run out of memory repair: take it out of serv
 the vendor for a replacement (RMA); `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i {ids}` shows \
 the details";
 
+/// What ECC mode a GPU should be in: the model table's word, else its
+/// siblings'.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum EccDefault {
+    /// A data-centre part: it ships with ECC on.
+    On,
+    /// A GeForce or workstation part: it ships with ECC off.
+    Off,
+    /// A model gpucheck's table lacks: judged against the other GPUs here.
+    Unknown,
+}
+
+fn ecc_default(name: &str) -> EccDefault {
+    match sku::by_nvml_name(name) {
+        Some(s) if s.ecc_default_on => EccDefault::On,
+        Some(_) => EccDefault::Off,
+        None => EccDefault::Unknown,
+    }
+}
+
+fn ecc_on_now(g: &PerGpu<EccFacts>) -> bool {
+    matches!(&g.facts, Ok(f) if matches!(f.mode, Ok(m) if m.current))
+}
+
 /// Judge ECC state, error counters, retired pages and remapped rows.
 pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
     let mut findings = open_failures(gpus);
     let mut devices = Vec::new();
     let mut supported = 0;
+    let mut on = 0;
+    let siblings_on = gpus.iter().any(ecc_on_now);
     for g in gpus {
         let i = g.gpu.index;
         let Ok(f) = &g.facts else {
@@ -69,37 +96,34 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
         if ecc_supported {
             supported += 1;
         }
-        findings.items.extend(ecc_mode(i, &f.mode));
+        if ecc_on_now(g) {
+            on += 1;
+        }
+        let default = ecc_default(&g.gpu.name);
+        findings
+            .items
+            .extend(ecc_mode(i, &f.mode, default, siblings_on));
         error_counts(i, f, t, &mut findings, &mut metrics);
         retired_pages(i, f, t, &mut findings, &mut metrics);
         remapped_rows(i, &f.remapped_rows, t, &mut findings, &mut metrics);
-        let ok = if ecc_supported {
-            format!(
+        let ok = match &f.mode {
+            Ok(m) if !m.current => "ECC off".to_string(),
+            _ if ecc_supported => format!(
                 "ECC on, {} uncorrectable, {} correctable",
                 shown(&f.volatile_uncorrected),
                 shown(&f.volatile_corrected)
-            )
-        } else {
-            "ECC not supported (n/a)".to_string()
+            ),
+            _ => "ECC not supported (n/a)".to_string(),
         };
         devices.push(findings.device_result(row(&g.gpu, metrics), ok));
     }
-    if supported == 0 && findings.worst() < Status::Warn {
-        let mut o = Outcome::skip(format!(
-            "ECC not supported on {} (n/a; GeForce cards have none): nothing to check",
-            if gpus.len() == 1 {
-                "this GPU"
-            } else {
-                "these GPUs"
-            }
-        ));
-        o.devices = devices;
-        return o;
+    if on == 0 && findings.worst() < Status::Warn {
+        return without_ecc(gpus, supported, devices);
     }
-    let with_ecc = if supported == gpus.len() {
-        gpu_count(supported)
+    let with_ecc = if on == gpus.len() {
+        gpu_count(on)
     } else {
-        format!("{supported} of {} GPUs with ECC", gpus.len())
+        format!("{on} of {} GPUs with ECC on", gpus.len())
     };
     let pending_known = gpus.iter().any(|g| {
         g.facts
@@ -114,8 +138,50 @@ pub fn evaluate_ecc(gpus: &[PerGpu<EccFacts>], t: &EccThresholds) -> Outcome {
     findings.conclude(pass, devices)
 }
 
-/// ECC off, or switched on or off for the next reset.
-fn ecc_mode(i: u32, mode: &Reading<EccMode>) -> Option<Finding> {
+/// The verdict where no GPU has ECC on and nothing is wrong: not
+/// applicable where no GPU offers ECC, else a pass that says ECC is off as
+/// the cards ship.
+fn without_ecc(gpus: &[PerGpu<EccFacts>], supported: usize, devices: Vec<DeviceResult>) -> Outcome {
+    let these = if gpus.len() == 1 {
+        "this GPU"
+    } else {
+        "these GPUs"
+    };
+    let mut o = if supported == 0 {
+        Outcome::skip(format!(
+            "ECC not supported on {these} (n/a): nothing to check"
+        ))
+    } else {
+        let known = gpus
+            .iter()
+            .all(|g| ecc_default(&g.gpu.name) == EccDefault::Off);
+        let why = if known {
+            "as the card ships (the default of GeForce and workstation cards)"
+        } else {
+            "on every GPU here (a model gpucheck's table lacks: judged against its siblings)"
+        };
+        Outcome::pass(format!(
+            "{}: ECC off, {why}; error counts not kept",
+            gpu_count(gpus.len())
+        ))
+    };
+    o.devices = devices;
+    o
+}
+
+const ECC_ON_HINT: &str = "with ECC off, memory errors corrupt training silently: enable it \
+with `sudo nvidia-smi -i {ids} -e 1`, then reset the GPU or reboot";
+
+/// ECC off, or switched on or off for the next reset. ECC off where the
+/// part ships with it off (GeForce, workstation cards) is the card's
+/// default and only noted; for a model the table lacks, it warns only when
+/// another GPU here has ECC on.
+fn ecc_mode(
+    i: u32,
+    mode: &Reading<EccMode>,
+    default: EccDefault,
+    siblings_on: bool,
+) -> Option<Finding> {
     match mode {
         Ok(m) if !m.current && m.pending => Some(
             Finding::new(Some(i), Status::Warn, "ECC off (on after the next reset)").hint(
@@ -123,10 +189,21 @@ fn ecc_mode(i: u32, mode: &Reading<EccMode>) -> Option<Finding> {
                  jobs, then `sudo nvidia-smi -r -i {ids}` or reboot",
             ),
         ),
-        Ok(m) if !m.current => Some(Finding::new(Some(i), Status::Warn, "ECC off").hint(
-            "with ECC off, memory errors corrupt training silently: enable it with \
-             `sudo nvidia-smi -i {ids} -e 1`, then reset the GPU or reboot",
-        )),
+        Ok(m) if !m.current => Some(match default {
+            EccDefault::On => Finding::new(Some(i), Status::Warn, "ECC off").hint(ECC_ON_HINT),
+            EccDefault::Unknown if siblings_on => Finding::new(
+                Some(i),
+                Status::Warn,
+                "ECC off while other GPUs here have it on",
+            )
+            .hint(ECC_ON_HINT),
+            EccDefault::Off => Finding::new(Some(i), Status::Pass, "the card's default"),
+            EccDefault::Unknown => Finding::new(
+                Some(i),
+                Status::Pass,
+                "as on the other GPUs here; model not in gpucheck's table",
+            ),
+        }),
         Ok(m) if !m.pending => Some(
             Finding::new(
                 Some(i),
@@ -350,7 +427,11 @@ remap, more than 512 uncorrectable row remaps or more than 63 retired pages (DCG
 memory cannot be repaired in the field: RMA.
 
 Very high correctable counts (above 20 million, Azure's limit) and more than 15 retired pages warn: \
-watch them. ECC off warns (`sudo nvidia-smi -e 1`, then reset). GPUs without ECC (GeForce) are not \
+watch them. ECC off warns on parts that ship with it on (data-centre GPUs: `sudo nvidia-smi -e 1`, \
+then reset). GeForce and workstation cards (RTX 4090, RTX 6000 Ada, RTX A5000, RTX PRO 6000) ship \
+with ECC off: that passes and says it is the card's default. For a model gpucheck's table does not \
+know, ECC off warns only when another GPU of the machine has it on, and the result says it was \
+judged against its siblings. GPUs that offer no ECC at all (RTX 3090 and older GeForce) are not \
 applicable and skip."
     }
     fn run(&self, ctx: &Context) -> Outcome {
@@ -557,6 +638,89 @@ mod tests {
         );
     }
 
+    fn ecc_off() -> EccFacts {
+        EccFacts {
+            mode: Ok(EccMode {
+                current: false,
+                pending: false,
+            }),
+            volatile_uncorrected: Err(Unavailable::NotSupported),
+            volatile_corrected: Err(Unavailable::NotSupported),
+            aggregate_uncorrected: Err(Unavailable::NotSupported),
+            retired_pages_sbe: Err(Unavailable::NotSupported),
+            retired_pages_dbe: Err(Unavailable::NotSupported),
+            pages_pending_retirement: Err(Unavailable::NotSupported),
+            remapped_rows: Ok(RemappedRows::default()),
+        }
+    }
+
+    #[test]
+    fn ecc_off_on_cards_that_ship_with_it_off_passes() {
+        for name in [
+            "NVIDIA GeForce RTX 4090",
+            "NVIDIA RTX 6000 Ada Generation",
+            "NVIDIA RTX A5000",
+            "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        ] {
+            let o = evaluate_ecc(
+                &[named(0, name, ecc_off()), named(1, name, ecc_off())],
+                &EccThresholds::default(),
+            );
+            assert_eq!(o.status, Status::Pass, "{name}: {}", o.summary);
+            assert_eq!(
+                o.summary,
+                "2 GPUs: ECC off, as the card ships (the default of GeForce and workstation \
+                 cards); error counts not kept"
+            );
+            assert_eq!(o.devices[1].summary, "ECC off (the card's default)");
+            assert_eq!(o.hint, None);
+        }
+    }
+
+    #[test]
+    fn ecc_off_on_a_data_centre_part_warns_beside_a_workstation_card() {
+        let o = evaluate_ecc(
+            &[
+                named(0, "NVIDIA RTX A6000", ecc_off()),
+                named(1, "NVIDIA A10G", ecc_off()),
+            ],
+            &EccThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: ECC off");
+        assert!(
+            hint(&o).contains("sudo nvidia-smi -i 1 -e 1"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.devices[0].status, Status::Pass);
+    }
+
+    #[test]
+    fn an_unknown_model_is_judged_against_its_siblings_and_says_so() {
+        let card = "NVIDIA GeForce RTX 4080 SUPER";
+        let all_off = evaluate_ecc(
+            &[named(0, card, ecc_off()), named(1, card, ecc_off())],
+            &EccThresholds::default(),
+        );
+        assert_eq!(all_off.status, Status::Pass);
+        assert!(
+            all_off.summary.contains("judged against its siblings"),
+            "{}",
+            all_off.summary
+        );
+        let one_off = evaluate_ecc(
+            &[named(0, card, healthy_ecc()), named(1, card, ecc_off())],
+            &EccThresholds::default(),
+        );
+        assert_eq!(one_off.status, Status::Warn);
+        assert_eq!(
+            one_off.summary,
+            "GPU 1: ECC off while other GPUs here have it on"
+        );
+        assert!(hint(&one_off).contains("-e 1"), "{}", hint(&one_off));
+    }
+
     #[test]
     fn ecc_switched_on_but_not_yet_reset_says_reset_only() {
         let o = ecc_with(|f| {
@@ -605,7 +769,10 @@ mod tests {
             &EccThresholds::default(),
         );
         assert_eq!(o.status, Status::Skip);
-        assert!(o.summary.starts_with("ECC not supported on these GPUs"));
+        assert_eq!(
+            o.summary,
+            "ECC not supported on these GPUs (n/a): nothing to check"
+        );
         assert_eq!(o.devices[0].summary, "ECC not supported (n/a)");
         // One GPU with ECC among GPUs without: judged, and said so.
         let o = evaluate_ecc(
@@ -614,7 +781,7 @@ mod tests {
         );
         assert_eq!(o.status, Status::Pass);
         assert!(
-            o.summary.starts_with("1 of 2 GPUs with ECC"),
+            o.summary.starts_with("1 of 2 GPUs with ECC on"),
             "{}",
             o.summary
         );

@@ -1,5 +1,6 @@
 //! gpu.pcie: each GPU's PCIe link width and generation against the most it
-//! supports, judged with the GPU's load (the generation drops at idle).
+//! supports, judged with the GPU's load (both drop at idle), and its slot
+//! against the card (the model table's width, or its siblings').
 
 use std::time::Duration;
 
@@ -7,14 +8,16 @@ use super::common::{
     judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
     nvml_timeout_hint, open_failures, row, shown, unreadable, QUERY_TIMEOUT,
 };
+use crate::domain::sku;
 use crate::domain::text::gpu_count;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{self, PcieFacts, PerGpu};
 use crate::{Check, Context, Metric, Outcome, Profile, Status};
 
 /// A GPU at or above this utilization is busy: its PCIe link should run at
-/// its maximum generation (the driver drops the generation only at idle to
-/// save power; DCGM judges the link under load, reference/facts.md).
+/// its maximum generation and width (NVML's nvmlDeviceGetCurrPcieLinkWidth
+/// and ...Generation: the current value "may be reduced when the GPU is not
+/// in use"; DCGM judges the link under load, reference/facts.md).
 pub const BUSY_UTILIZATION_PCT: u32 = 10;
 
 /// PCIe link thresholds.
@@ -31,8 +34,13 @@ impl Default for PcieThresholds {
     }
 }
 
-/// Judge the PCIe links: width below maximum warns; a lower generation warns
-/// only while the GPU is busy (it drops at idle to save power).
+/// Judge the PCIe links. The driver lowers both the generation and the
+/// width of an idle GPU's link to save power (NVML: the current values "may
+/// be reduced when the GPU is not in use"), so either below its maximum
+/// warns only while the GPU is busy. A slot narrower than the card (NVML's
+/// maximum width is the card's and the slot's lesser) warns at any load:
+/// against the model table's width, or for a model the table lacks, against
+/// the widest sibling of the same model.
 pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome {
     let mut findings = open_failures(gpus);
     let mut devices = Vec::new();
@@ -44,11 +52,12 @@ pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome 
             continue;
         };
         let metrics = link_metrics(i, f, &mut findings);
-        if let (Ok(w), Ok(max)) = (&f.link_width, &f.max_link_width) {
+        if f.link_width.is_ok() && f.max_link_width.is_ok() {
             readable += 1;
-            findings.items.extend(narrow_link(i, *w, *max));
         }
-        findings.items.extend(slow_link(i, f, t));
+        findings.items.extend(narrow_slot(g, gpus));
+        findings.items.extend(below_max(i, Lane::Width, f, t));
+        findings.items.extend(below_max(i, Lane::Gen, f, t));
         let ok = format!(
             "Gen{} x{} (max Gen{} x{})",
             shown(&f.link_gen),
@@ -63,24 +72,36 @@ pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome 
         o.devices = devices;
         return o;
     }
-    let idle_note = if findings.items.iter().any(|f| f.status == Status::Pass) {
-        " (idle GPUs at a lower generation: normal)"
-    } else {
-        ""
+    findings.conclude(pass_summary(gpus, readable, &findings), devices)
+}
+
+/// "8 GPUs at full PCIe link width (x16)", with a note for idle links that
+/// run narrower or slower.
+fn pass_summary(gpus: &[PerGpu<PcieFacts>], readable: usize, findings: &Findings) -> String {
+    let noted = |what: &str| {
+        findings
+            .items
+            .iter()
+            .any(|f| f.status == Status::Pass && f.text.starts_with(what))
+    };
+    let idle_note = match (noted("x"), noted("Gen")) {
+        (true, true) => " (idle GPUs at a lower width and generation: normal)",
+        (true, false) => " (idle GPUs at a lower width: normal)",
+        (false, true) => " (idle GPUs at a lower generation: normal)",
+        (false, false) => "",
     };
     let widths: Vec<u32> = gpus
         .iter()
-        .filter_map(|g| g.facts.as_ref().ok()?.link_width.as_ref().ok().copied())
+        .filter_map(|g| g.facts.as_ref().ok()?.max_link_width.as_ref().ok().copied())
         .collect();
     let width = match widths.first() {
         Some(w) if widths.iter().all(|x| x == w) => format!(" (x{w})"),
         _ => String::new(),
     };
-    let pass = format!(
+    format!(
         "{} at full PCIe link width{width}{idle_note}",
         gpu_count(readable)
-    );
-    findings.conclude(pass, devices)
+    )
 }
 
 /// Each link reading as a metric; an unreadable one is a finding.
@@ -111,47 +132,93 @@ fn link_metrics(i: u32, f: &PcieFacts, findings: &mut Findings) -> Vec<Metric> {
     metrics
 }
 
-/// A link narrower than the GPU supports warns.
-fn narrow_link(i: u32, w: u32, max: u32) -> Option<Finding> {
-    (w < max).then(|| {
-        Finding::new(Some(i), Status::Warn, format!("PCIe link x{w} of x{max}")).hint(
-            "{gpus} trained a narrower PCIe link than it supports, cutting host<->GPU \
-             bandwidth: reseat the card or its riser, check the slot's lane setting \
-             (bifurcation) in the BIOS, and compare LnkSta with LnkCap in \
-             `sudo lspci -vv -d 10de:`",
-        )
+const NARROW_SLOT_HINT: &str = "{gpus} can train no wider than its slot allows, cutting \
+host<->GPU bandwidth for good: move it to a full x16 slot, or check the riser and the slot's lane \
+setting (bifurcation) in the BIOS; `sudo lspci -vv -d 10de:` shows LnkCap";
+
+/// The widest the card itself can run: the model table's width, else the
+/// widest maximum among the GPUs of the same name here (None: no wider
+/// reference).
+fn card_width(g: &PerGpu<PcieFacts>, gpus: &[PerGpu<PcieFacts>]) -> Option<(u32, bool)> {
+    if let Some(s) = sku::by_nvml_name(&g.gpu.name) {
+        return Some((s.pcie.width, true));
+    }
+    gpus.iter()
+        .filter(|o| o.gpu.name == g.gpu.name)
+        .filter_map(|o| o.facts.as_ref().ok()?.max_link_width.as_ref().ok().copied())
+        .max()
+        .map(|w| (w, false))
+}
+
+/// A slot (or riser) narrower than the card: NVML's maximum width below what
+/// the card has. It does not change with load.
+fn narrow_slot(g: &PerGpu<PcieFacts>, gpus: &[PerGpu<PcieFacts>]) -> Option<Finding> {
+    let max = *g.facts.as_ref().ok()?.max_link_width.as_ref().ok()?;
+    let (card, from_table) = card_width(g, gpus)?;
+    (max < card).then(|| {
+        let text = if from_table {
+            format!("PCIe slot x{max}: the card takes x{card}")
+        } else {
+            format!(
+                "PCIe slot x{max} while its siblings have x{card} (model not in gpucheck's table)"
+            )
+        };
+        Finding::new(Some(g.gpu.index), Status::Warn, text).hint(NARROW_SLOT_HINT)
     })
 }
 
-/// A lower generation than the GPU supports warns while it is busy and is
-/// noted at idle, where the driver drops it to save power.
-fn slow_link(i: u32, f: &PcieFacts, t: &PcieThresholds) -> Option<Finding> {
-    let (Ok(gen), Ok(max)) = (&f.link_gen, &f.max_link_gen) else {
+/// Which half of the link is judged.
+#[derive(Clone, Copy)]
+enum Lane {
+    Width,
+    Gen,
+}
+
+/// A width or generation below the maximum warns while the GPU is busy and
+/// is noted at idle, where the driver lowers both to save power.
+fn below_max(i: u32, lane: Lane, f: &PcieFacts, t: &PcieThresholds) -> Option<Finding> {
+    let (now, max) = match lane {
+        Lane::Width => (&f.link_width, &f.max_link_width),
+        Lane::Gen => (&f.link_gen, &f.max_link_gen),
+    };
+    let (Ok(now), Ok(max)) = (now, max) else {
         return None;
     };
-    if gen >= max {
+    if now >= max {
         return None;
     }
+    let (link, what) = match lane {
+        Lane::Width => (format!("x{now} of x{max}"), "width"),
+        Lane::Gen => (format!("Gen{now} of Gen{max}"), "generation"),
+    };
     Some(match &f.utilization_pct {
         Ok(u) if *u >= t.busy_utilization_pct => Finding::new(
             Some(i),
             Status::Warn,
-            format!("PCIe Gen{gen} of Gen{max} while {u} % busy"),
+            format!("PCIe {link} while {u} % busy"),
         )
-        .hint(
-            "under load the link should run at its top generation: check the \
-             BIOS PCIe speed setting, risers and retimers, and `nvidia-smi -q -d \
-             PCIE -i {ids}` for a growing replay counter",
-        ),
+        .hint(match lane {
+            Lane::Width => {
+                "{gpus} runs a narrower PCIe link under load than its slot offers, \
+                         cutting host<->GPU bandwidth: reseat the card or its riser, check the \
+                         slot's lane setting (bifurcation) in the BIOS, and compare LnkSta with \
+                         LnkCap in `sudo lspci -vv -d 10de:`"
+            }
+            Lane::Gen => {
+                "under load the link should run at its top generation: check the \
+                         BIOS PCIe speed setting, risers and retimers, and `nvidia-smi -q -d \
+                         PCIE -i {ids}` for a growing replay counter"
+            }
+        }),
         Ok(_) => Finding::new(
             Some(i),
             Status::Pass,
-            format!("Gen{gen} of Gen{max} at idle: normal power saving"),
+            format!("{link} at idle: normal power saving"),
         ),
         Err(_) => Finding::new(
             Some(i),
             Status::Pass,
-            format!("Gen{gen} of Gen{max}, utilization n/a (the generation drops at idle)"),
+            format!("{link}, utilization n/a (the {what} drops at idle)"),
         ),
     })
 }
@@ -184,17 +251,23 @@ impl Check for Pcie {
         nvml_timeout_hint(self.id())
     }
     fn explain(&self) -> &'static str {
-        "Compares each GPU's current PCIe link width and generation with the maximum it supports.
+        "Compares each GPU's current PCIe link width and generation with the maximum it supports, and \
+that maximum with what the card itself has.
 
 Data loading, host-to-device copies and, on machines without NVLink, NCCL's GPU-to-GPU traffic all \
 cross PCIe; a link that trained at x8 instead of x16 halves that bandwidth for the whole job.
 
-Width below the maximum warns (\"x8 of x16\"): reseat the card or riser, check the BIOS lane \
-(bifurcation) settings, and compare LnkSta with LnkCap in `sudo lspci -vv -d 10de:`.
+The driver lowers both the width and the generation of an idle GPU's link to save power (NVML: the \
+current values \"may be reduced when the GPU is not in use\"; an idle L4, A10G or T4 shows x8 of \
+x16), so a narrower or slower link on an idle GPU is normal and only noted. It warns only while the \
+GPU is busy (10 % utilization or more): \"x8 of x16 while 95 % busy\" means reseat the card or \
+riser, check the BIOS lane (bifurcation) and PCIe speed settings, risers and retimers, and compare \
+LnkSta with LnkCap in `sudo lspci -vv -d 10de:`.
 
-The generation drops at idle to save power, so a lower generation on an idle GPU is normal and only \
-noted. It warns only while the GPU is busy (10 % utilization or more): check the BIOS PCIe speed, \
-risers and retimers, and the PCIe replay counter in `nvidia-smi -q -d PCIE`."
+A slot narrower than the card warns at any load (\"PCIe slot x8: the card takes x16\"): NVML's \
+maximum width is the lesser of the card's and the slot's, and it is compared with the width of the \
+model in gpucheck's table; for a model the table lacks, with the widest GPU of the same model here, \
+and the result says so."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         if let Some(skip) = nothing_counted(ctx) {
@@ -238,47 +311,85 @@ mod tests {
     }
 
     #[test]
-    fn a_narrow_link_warns() {
-        let o = evaluate_pcie(
+    fn a_narrow_link_warns_under_load_and_is_normal_at_idle() {
+        let t = PcieThresholds::default();
+        let busy = evaluate_pcie(
             &[
                 per(0, link(5, 5, 16, 16, Ok(0))),
-                per(1, link(5, 5, 8, 16, Ok(0))),
+                per(1, link(5, 5, 8, 16, Ok(95))),
             ],
-            &PcieThresholds::default(),
+            &t,
         );
-        assert_eq!(o.status, Status::Warn);
-        assert_eq!(o.summary, "GPU 1: PCIe link x8 of x16");
-        assert!(hint(&o).starts_with("GPU 1 trained a narrower PCIe link"));
-        assert!(hint(&o).contains("bifurcation"));
-    }
-
-    #[test]
-    fn a_lower_generation_is_normal_at_idle_and_warns_when_busy() {
-        let t = PcieThresholds::default();
-        let idle = evaluate_pcie(&[per(0, link(1, 5, 16, 16, Ok(0)))], &t);
-        assert_eq!(idle.status, Status::Pass);
+        assert_eq!(busy.status, Status::Warn);
+        assert_eq!(busy.summary, "GPU 1: PCIe x8 of x16 while 95 % busy");
+        assert!(hint(&busy).starts_with("GPU 1 runs a narrower PCIe link under load"));
+        assert!(hint(&busy).contains("bifurcation"));
+        // An idle L4 / A10G / T4 shows x8 of x16: power saving, not a fault.
+        let idle = evaluate_pcie(
+            &[
+                named(0, "NVIDIA L4", link(1, 4, 8, 16, Ok(0))),
+                named(1, "NVIDIA L4", link(4, 4, 16, 16, Ok(0))),
+            ],
+            &t,
+        );
+        assert_eq!(idle.status, Status::Pass, "{}", idle.summary);
         assert_eq!(
             idle.summary,
-            "1 GPU at full PCIe link width (x16) (idle GPUs at a lower generation: normal)"
+            "2 GPUs at full PCIe link width (x16) (idle GPUs at a lower width and generation: normal)"
         );
-        assert!(idle.devices[0]
-            .summary
-            .contains("Gen1 of Gen5 at idle: normal power saving"));
+        assert!(
+            idle.devices[0]
+                .summary
+                .contains("x8 of x16 at idle: normal power saving"),
+            "{}",
+            idle.devices[0].summary
+        );
         let below = evaluate_pcie(
-            &[per(0, link(3, 5, 16, 16, Ok(BUSY_UTILIZATION_PCT - 1)))],
+            &[per(0, link(5, 5, 8, 16, Ok(BUSY_UTILIZATION_PCT - 1)))],
             &t,
         );
         assert_eq!(below.status, Status::Pass);
-        let busy = evaluate_pcie(&[per(0, link(3, 5, 16, 16, Ok(BUSY_UTILIZATION_PCT)))], &t);
-        assert_eq!(busy.status, Status::Warn);
-        assert_eq!(busy.summary, "GPU 0: PCIe Gen3 of Gen5 while 10 % busy");
-        assert!(hint(&busy).contains("nvidia-smi -q -d PCIE -i 0"));
         let unknown = evaluate_pcie(
-            &[per(0, link(3, 5, 16, 16, Err(Unavailable::NotSupported)))],
+            &[per(0, link(5, 5, 8, 16, Err(Unavailable::NotSupported)))],
             &t,
         );
         assert_eq!(unknown.status, Status::Pass);
-        assert!(unknown.devices[0].summary.contains("utilization n/a"));
+        assert!(unknown.devices[0]
+            .summary
+            .contains("x8 of x16, utilization n/a (the width drops at idle)"));
+    }
+
+    #[test]
+    fn a_slot_narrower_than_the_card_warns_at_any_load() {
+        let t = PcieThresholds::default();
+        // An H100 (x16 in the table) whose maximum is x8: the slot's.
+        let o = evaluate_pcie(
+            &[
+                per(0, link(5, 5, 16, 16, Ok(0))),
+                per(1, link(1, 5, 8, 8, Ok(0))),
+            ],
+            &t,
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "GPU 1: PCIe slot x8: the card takes x16");
+        assert!(hint(&o).contains("full x16 slot"), "{}", hint(&o));
+        // A model the table lacks: against its widest sibling, said so.
+        let card = "NVIDIA GeForce RTX 4080 SUPER";
+        let o = evaluate_pcie(
+            &[
+                named(0, card, link(4, 4, 16, 16, Ok(0))),
+                named(1, card, link(4, 4, 4, 4, Ok(0))),
+            ],
+            &t,
+        );
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 1: PCIe slot x4 while its siblings have x16 (model not in gpucheck's table)"
+        );
+        // Alone, an unknown model has nothing to be compared with.
+        let o = evaluate_pcie(&[named(0, card, link(4, 4, 8, 8, Ok(0)))], &t);
+        assert_eq!(o.status, Status::Pass);
     }
 
     #[test]

@@ -183,10 +183,22 @@ pub struct PcieFacts {
     pub utilization_pct: Reading<u32>,
 }
 
-/// Why the clocks are held down: NVML's clocks-event (throttle) reason bits.
+/// Why the clocks are held down: NVML's clocks-event (throttle) reason bits,
+/// one reading per sample, first to last. A reading after the first that
+/// fails is left out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThrottleFacts {
-    pub reasons: Reading<u64>,
+    pub samples: Reading<Vec<u64>>,
+}
+
+/// How [`throttle`] samples: `samples` readings `interval` apart, taken
+/// only when the first reading of some GPU has a bit of `again_if` (one
+/// reading otherwise).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThrottleSampling {
+    pub samples: u32,
+    pub interval: std::time::Duration,
+    pub again_if: u64,
 }
 
 /// NVML's clock event reason bits (nvml.h, nvmlClocksEventReason*).
@@ -715,14 +727,55 @@ pub fn pcie(lib: Option<&Path>) -> Result<Vec<PerGpu<PcieFacts>>, NvmlFailure> {
     })
 }
 
-/// Clock throttle reasons of every GPU.
-pub fn throttle(lib: Option<&Path>) -> Result<Vec<PerGpu<ThrottleFacts>>, NvmlFailure> {
-    per_gpu(lib, |_, d| ThrottleFacts {
-        reasons: read("nvmlDeviceGetCurrentClocksThrottleReasons", || {
-            d.current_throttle_reasons()
-        })
-        .map(|r| r.bits()),
+fn throttle_reasons(device: &Device<'_>) -> Reading<u64> {
+    read("nvmlDeviceGetCurrentClocksThrottleReasons", || {
+        device.current_throttle_reasons()
     })
+    .map(|r| r.bits())
+}
+
+/// Clock throttle reasons of every GPU: one reading each, then, when some
+/// GPU's first reading has a bit of `sampling.again_if`, more readings of
+/// every GPU `sampling.interval` apart (a reason can be there for one
+/// reading only: NVML says HW Slowdown "may be also reported during PState
+/// or clock change").
+pub fn throttle(
+    lib: Option<&Path>,
+    sampling: &ThrottleSampling,
+) -> Result<Vec<PerGpu<ThrottleFacts>>, NvmlFailure> {
+    let nvml = nvml(lib)?;
+    let count = device_count(nvml)?;
+    let devices: Vec<Reading<Device<'_>>> = (0..count).map(|i| device(nvml, i)).collect();
+    let mut samples: Vec<Reading<Vec<u64>>> = devices
+        .iter()
+        .map(|d| match d {
+            Ok(d) => throttle_reasons(d).map(|bits| vec![bits]),
+            Err(e) => Err(e.clone()),
+        })
+        .collect();
+    let again = samples
+        .iter()
+        .any(|s| s.as_ref().is_ok_and(|v| v[0] & sampling.again_if != 0));
+    for _ in 1..if again { sampling.samples } else { 1 } {
+        std::thread::sleep(sampling.interval);
+        for (d, s) in devices.iter().zip(samples.iter_mut()) {
+            if let (Ok(d), Ok(v)) = (d, s) {
+                v.extend(throttle_reasons(d).ok());
+            }
+        }
+    }
+    Ok(devices
+        .iter()
+        .zip(0..)
+        .zip(samples)
+        .map(|((d, index), samples)| PerGpu {
+            gpu: gpu_ref(d, index),
+            facts: match d {
+                Ok(_) => Ok(ThrottleFacts { samples }),
+                Err(e) => Err(e.clone()),
+            },
+        })
+        .collect())
 }
 
 /// Compute, persistence and MIG modes of every GPU.
