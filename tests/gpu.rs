@@ -303,6 +303,138 @@ fn single_gpu_has_no_peer_links_to_check() {
 }
 
 // ---------------------------------------------------------------------------
+// Real machines: scenarios written from public `nvidia-smi -a` dumps (each
+// file names its source)
+
+/// What a gpu check may say on a real box beyond "pass": (check, status,
+/// summary), each warranted by the dump (see the scenario's comments).
+type Warranted = &'static [(&'static str, &'static str, &'static str)];
+
+const NO_P2P_8: (&str, &str, &str) = (
+    "gpu.topology",
+    "warn",
+    "no P2P between 28 of 28 GPU pairs (GPU does not support P2P)",
+);
+
+/// Every healthy box from a real dump, with what its dump warrants.
+const REAL_HEALTHY_BOXES: &[(&str, Warranted)] = &[
+    ("healthy_h100_sxm_x8", &[]),
+    ("healthy_h100_nvl_x2", &[]),
+    ("healthy_h200", &[]),
+    ("healthy_l4", &[]),
+    ("healthy_l40s", &[]),
+    ("healthy_a10", &[]),
+    ("healthy_a40_x10", &[]),
+    ("healthy_rtx4090_x8", &[NO_P2P_8]),
+    ("healthy_rtx6000ada_x8", &[]),
+    ("healthy_rtx_a6000_x9", &[]),
+    (
+        "healthy_rtx3090_x2",
+        &[
+            (
+                "gpu.ecc",
+                "skip",
+                "ECC not supported on these GPUs (n/a): nothing to check",
+            ),
+            (
+                "gpu.topology",
+                "warn",
+                "no P2P between GPU0-GPU1 (GPU does not support P2P)",
+            ),
+        ],
+    ),
+    (
+        "healthy_rtx5090",
+        &[(
+            "gpu.ecc",
+            "skip",
+            "ECC not supported on this GPU (n/a): nothing to check",
+        )],
+    ),
+];
+
+/// The quick profile against a real box, without the checks that depend on
+/// this test machine rather than the fake driver (no /dev/nvidia* here; port
+/// 29500 shared with other test runs).
+fn quick_profile(scenario_name: &str) -> (Output, Value) {
+    run_with(
+        &fake_nvml(),
+        scenario_name,
+        &[
+            "--profile",
+            "quick",
+            "--skip",
+            "host.devices,net.master_port",
+        ],
+    )
+}
+
+#[test]
+fn real_healthy_boxes_are_ready_with_no_warning_their_dump_does_not_warrant() {
+    for (name, warranted) in REAL_HEALTHY_BOXES {
+        let (out, doc) = quick_profile(name);
+        assert_eq!(exit_code(&out), 0, "{name}: {}", stderr(&out));
+        assert_eq!(doc["exit_code"], 0, "{name}");
+        for id in GPU_CHECKS {
+            let (status, text) = warranted
+                .iter()
+                .find(|(check, _, _)| *check == id)
+                .map_or(("pass", None), |(_, s, t)| (*s, Some(*t)));
+            assert_eq!(
+                status_of(&doc, id),
+                status,
+                "{name} {id}: {}",
+                summary(&doc, id)
+            );
+            if let Some(text) = text {
+                assert_eq!(summary(&doc, id), text, "{name} {id}");
+            }
+        }
+    }
+}
+
+#[test]
+fn real_boxes_idle_links_and_ecc_off_by_default_are_said_so() {
+    // An idle L4 at Gen1 x8 of Gen4 x16 (as its dump shows): power saving.
+    let (_, doc) = quick_profile("healthy_l4");
+    assert_eq!(
+        device(&doc, "gpu.pcie", 0)["summary"],
+        "Gen1 x8 (max Gen4 x16) (x8 of x16 at idle: normal power saving; Gen1 of Gen4 at idle: \
+         normal power saving)"
+    );
+    // RTX 4090 and RTX 6000 Ada report ECC "Disabled": their default.
+    for name in ["healthy_rtx4090_x8", "healthy_rtx6000ada_x8"] {
+        let (_, doc) = quick_profile(name);
+        assert_eq!(
+            summary(&doc, "gpu.ecc"),
+            "8 GPUs: ECC off, as the card ships (the default of GeForce and workstation cards); \
+             error counts not kept",
+            "{name}"
+        );
+        assert_eq!(
+            device(&doc, "gpu.ecc", 3)["summary"],
+            "ECC off (the card's default)"
+        );
+    }
+}
+
+#[test]
+fn a_real_a100_with_a_row_remap_pending_fails_that_gpu_only() {
+    let (out, doc) = quick_profile("a100_sxm_x4_remap_pending");
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.ecc"), "fail");
+    assert_eq!(summary(&doc, "gpu.ecc"), "GPU 1: row remap pending");
+    assert!(hint(&doc, "gpu.ecc").starts_with("GPU 1 must be reset"));
+    for id in GPU_CHECKS.iter().filter(|id| **id != "gpu.ecc") {
+        assert_eq!(status_of(&doc, id), "pass", "{id}: {}", summary(&doc, id));
+    }
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "4 GPUs: P2P between all 6 pairs, all over NVLink"
+    );
+}
+
+// ---------------------------------------------------------------------------
 // Consumer GPUs and missing features
 
 #[test]

@@ -108,6 +108,49 @@ fn the_health_profile_holds_no_launch_preconditions() {
     }
 }
 
+/// Scenarios written from real machines' `nvidia-smi -a` dumps (each file
+/// names its source; tests/gpu.rs says what each dump warrants).
+const REAL_HEALTHY_BOXES: [&str; 12] = [
+    "healthy_h100_sxm_x8",
+    "healthy_h100_nvl_x2",
+    "healthy_h200",
+    "healthy_l4",
+    "healthy_l40s",
+    "healthy_a10",
+    "healthy_a40_x10",
+    "healthy_rtx4090_x8",
+    "healthy_rtx6000ada_x8",
+    "healthy_rtx_a6000_x9",
+    "healthy_rtx3090_x2",
+    "healthy_rtx5090",
+];
+
+#[test]
+fn real_healthy_boxes_are_healthy() {
+    for name in REAL_HEALTHY_BOXES {
+        let (out, _, _) = healthcheck(name);
+        let line = stdout(&out);
+        assert_eq!(code(&out), 0, "{name}: {line}{}", stderr(&out));
+        assert!(
+            line.starts_with("HEALTHY") && line.contains(" 0 failed, 0 errors"),
+            "{name}: {line}"
+        );
+    }
+}
+
+#[test]
+fn a_real_a100_with_a_row_remap_pending_is_unhealthy_naming_it() {
+    let (out, _, _) = healthcheck("a100_sxm_x4_remap_pending");
+    let line = stdout(&out);
+    assert_eq!(code(&out), 1, "{line}");
+    assert!(
+        line.starts_with("NOT HEALTHY")
+            && line.contains("1 failed")
+            && line.ends_with("see gpu.ecc\n"),
+        "{line}"
+    );
+}
+
 /// The most a health check may take on a hung driver: half of the README's
 /// HEALTHCHECK --timeout, and 6 s in any case.
 fn budget(healthcheck_timeout_s: f64) -> Duration {
