@@ -775,6 +775,19 @@ fn one_hardware_slowdown_reading_in_a_clock_change_warns_and_does_not_fail() {
 }
 
 #[test]
+fn an_sxm_gpu_listing_fewer_nvlinks_than_its_model_warns() {
+    let (out, doc) = run_gpu("nvlink_missing", &[]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.topology"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "GPU 6: only 16 NVLinks listed (H100 SXM5 80GB: 18)"
+    );
+    assert!(hint(&doc, "gpu.topology").contains("nvidia-smi nvlink -s -i 6"));
+    assert_eq!(device(&doc, "gpu.topology", 0)["status"], "pass");
+}
+
+#[test]
 fn an_nvlink_down_warns() {
     let (out, doc) = run_gpu("nvlink_down", &[]);
     assert_eq!(exit_code(&out), 0);

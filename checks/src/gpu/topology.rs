@@ -10,6 +10,7 @@ use super::common::{
 };
 use super::job::{job_from_env, JobGpus};
 use super::nvlink_errors::nvlink_error_findings;
+use crate::domain::sku;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{
     self, Ancestor, FabricState, GpuRef, NvLinkRemote, NvLinkState, P2pStatus, Reading,
@@ -324,7 +325,12 @@ fn gpu_rows(
         } else if let Some(state) = fabric.get(i) {
             findings.items.extend(fabric_finding(gpu.index, state));
         }
-        let (ok, metrics) = nvlink_state(gpu.index, links, in_job(i), findings);
+        let (ok, metrics) = nvlink_state(gpu, links, in_job(i), findings);
+        if in_job(i) {
+            findings
+                .items
+                .extend(fewer_nvlinks_than_the_part(gpu, links));
+        }
         devices.push(findings.device_result(row(gpu, metrics), ok));
     }
     devices
@@ -333,11 +339,12 @@ fn gpu_rows(
 /// A GPU's NVLinks as its row shows them; some down while others are up
 /// warns for a GPU of the job.
 fn nvlink_state(
-    gpu: u32,
+    gpu_ref: &GpuRef,
     links: &Reading<Vec<NvLinkState>>,
     judged: bool,
     findings: &mut Findings,
 ) -> (String, Vec<Metric>) {
+    let gpu = gpu_ref.index;
     let l = match links {
         Ok(l) => l,
         Err(Unavailable::NotSupported) => return ("no NVLink".to_string(), Vec::new()),
@@ -390,6 +397,33 @@ fn nvlink_state(
         Metric::new("nvlinks", l.len() as f64, "count"),
     ];
     (text, metrics)
+}
+
+/// An NVSwitch or board-wired (SXM) part that NVML shows with fewer NVLinks
+/// than the model table gives it: the missing links carry nothing. Links
+/// NVML lists as down are [`nvlink_state`]'s finding; bridged PCIe cards may
+/// have no bridge at all.
+fn fewer_nvlinks_than_the_part(gpu: &GpuRef, links: &Reading<Vec<NvLinkState>>) -> Option<Finding> {
+    let Ok(l) = links else { return None };
+    let spec = sku::by_nvml_name(&gpu.name)?;
+    let expected = spec.nvlink.filter(|n| !n.bridge)?.links as usize;
+    (!l.is_empty() && l.len() < expected).then(|| {
+        Finding::new(
+            Some(gpu.index),
+            Status::Warn,
+            format!(
+                "only {} NVLinks listed ({}: {expected})",
+                l.len(),
+                spec.model
+            ),
+        )
+        .hint(
+            "NVML lists fewer NVLinks for {gpus} than its model has, so its GPU-to-GPU \
+             bandwidth is cut: check `nvidia-smi nvlink -s -i {ids}` and `sudo dmesg | grep -i \
+             xid`; a GPU reset or reboot may bring the links back, otherwise the board needs \
+             service",
+        )
+    })
 }
 
 /// What the pairs of the job's GPUs showed.
@@ -584,7 +618,9 @@ No P2P between any other pair warns. On servers this is usually PCIe ACS or the 
 NCCL_P2P_DISABLE=1 to confirm the job works without it. GeForce cards do not support P2P at all \
 (nothing to fix). A GPU with some NVLinks down while others are up warns: check \
 `nvidia-smi nvlink -s`, Xid 74 in dmesg and, on NVSwitch systems, nvidia-fabricmanager; a reset may \
-retrain the link. NVLink error counters (nvmlDeviceGetNvLinkErrorCounter, per active link, counted \
+retrain the link. An SXM part (H100, H200, H800, A100, A800, V100, B200) that NVML lists with fewer \
+NVLinks than gpucheck's model table gives it (18 on an H100 SXM) warns too; bridged PCIe cards may \
+have no bridge and are not judged so. NVLink error counters (nvmlDeviceGetNvLinkErrorCounter, per active link, counted \
 since the driver loaded) warn for a GPU with any recovery (the link failed and retrained) or with \
 replays or CRC errors at least 100 and ten times its siblings' median: a marginal link that runs \
 slower and may go down; watch `nvidia-smi nvlink -e`. A single GPU has nothing to check.
@@ -706,16 +742,50 @@ mod tests {
 
     #[test]
     fn direct_nvlinks_are_counted_per_pair() {
-        let t = topology(
+        // Two RTX A6000 on their NVLink bridge: its four links.
+        let mut t = topology(
             2,
             |i| links(NvLinkRemote::Gpu(1 - i), 4, 0),
             Ok(P2pStatus::Ok),
             |_, _| Ok(P2pStatus::Ok),
         );
+        for g in &mut t.gpus {
+            g.name = "NVIDIA RTX A6000".to_string();
+        }
         let o = evaluate_topology(&t, &[], None);
         assert_eq!(o.status, Status::Pass);
         assert_eq!(o.summary, "2 GPUs: P2P between them, over NVLink");
         assert_eq!(o.tables[0].rows[1], ["GPU1", "NV4", "X"]);
+    }
+
+    #[test]
+    fn an_sxm_part_with_fewer_nvlinks_than_its_model_warns() {
+        // H100 SXM: 18 links in the table; GPU 1 lists 12.
+        let t = topology(
+            2,
+            |i| links(NvLinkRemote::Switch, if i == 1 { 12 } else { 18 }, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        let o = evaluate_topology(&t, &[], None);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 1: only 12 NVLinks listed (H100 SXM5 80GB: 18)"
+        );
+        assert!(
+            hint(&o).contains("nvidia-smi nvlink -s -i 1"),
+            "{}",
+            hint(&o)
+        );
+        // A bridged PCIe card (H100 NVL) without its bridges is not judged so.
+        let mut t = topology(2, no_nvlink, Ok(P2pStatus::Ok), |_, _| {
+            Ok(P2pStatus::NotSupported)
+        });
+        for g in &mut t.gpus {
+            g.name = "NVIDIA H100 NVL".to_string();
+        }
+        assert_eq!(evaluate_topology(&t, &[], None).status, Status::Pass);
     }
 
     #[test]
