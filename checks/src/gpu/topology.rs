@@ -329,7 +329,7 @@ fn gpu_rows(
         if in_job(i) {
             findings
                 .items
-                .extend(fewer_nvlinks_than_the_part(gpu, links));
+                .extend(fewer_nvlinks_than_the_part(t, gpu, links));
         }
         devices.push(findings.device_result(row(gpu, metrics), ok));
     }
@@ -400,22 +400,36 @@ fn nvlink_state(
 }
 
 /// An NVSwitch or board-wired (SXM) part that NVML shows with fewer NVLinks
-/// than the model table gives it: the missing links carry nothing. Links
-/// NVML lists as down are [`nvlink_state`]'s finding; bridged PCIe cards may
-/// have no bridge at all.
-fn fewer_nvlinks_than_the_part(gpu: &GpuRef, links: &Reading<Vec<NvLinkState>>) -> Option<Finding> {
+/// than the model table gives it: the missing links carry nothing. For a
+/// model the table lacks, the most any GPU of the same name here lists is
+/// the reference, and the finding says so. Links NVML lists as down are
+/// [`nvlink_state`]'s finding; bridged PCIe cards may have no bridge at all.
+fn fewer_nvlinks_than_the_part(
+    t: &TopologyFacts,
+    gpu: &GpuRef,
+    links: &Reading<Vec<NvLinkState>>,
+) -> Option<Finding> {
     let Ok(l) = links else { return None };
-    let spec = sku::by_nvml_name(&gpu.name)?;
-    let expected = spec.nvlink.filter(|n| !n.bridge)?.links as usize;
+    let (expected, of) = match sku::by_nvml_name(&gpu.name) {
+        Some(spec) => (
+            spec.nvlink.filter(|n| !n.bridge)?.links as usize,
+            spec.model.to_string(),
+        ),
+        None => (
+            t.gpus
+                .iter()
+                .zip(&t.nvlinks)
+                .filter(|(g, _)| g.name == gpu.name && g.index != gpu.index)
+                .filter_map(|(_, l)| l.as_ref().ok().map(Vec::len))
+                .max()?,
+            "its siblings; model not in gpucheck's table".to_string(),
+        ),
+    };
     (!l.is_empty() && l.len() < expected).then(|| {
         Finding::new(
             Some(gpu.index),
             Status::Warn,
-            format!(
-                "only {} NVLinks listed ({}: {expected})",
-                l.len(),
-                spec.model
-            ),
+            format!("only {} NVLinks listed ({of}: {expected})", l.len()),
         )
         .hint(
             "NVML lists fewer NVLinks for {gpus} than its model has, so its GPU-to-GPU \
@@ -620,8 +634,9 @@ NCCL_P2P_DISABLE=1 to confirm the job works without it. GeForce cards do not sup
 `nvidia-smi nvlink -s`, Xid 74 in dmesg and, on NVSwitch systems, nvidia-fabricmanager; a reset may \
 retrain the link. An SXM part (H100, H200, H800, A100, A800, V100, B200) that NVML lists with fewer \
 NVLinks than gpucheck's model table gives it (18 on an H100 SXM) warns too; bridged PCIe cards may \
-have no bridge and are not judged so. NVLink error counters (nvmlDeviceGetNvLinkErrorCounter, per active link, counted \
-since the driver loaded) warn for a GPU with any recovery (the link failed and retrained) or with \
+have no bridge and are not judged so. For a model the table lacks, the reference is the most NVLinks \
+another GPU of the same model here lists, and the result says so. NVLink error counters \
+(nvmlDeviceGetNvLinkErrorCounter, per active link, counted since the driver loaded) warn for a GPU with any recovery (the link failed and retrained) or with \
 replays or CRC errors at least 100 and ten times its siblings' median: a marginal link that runs \
 slower and may go down; watch `nvidia-smi nvlink -e`. A single GPU has nothing to check.
 
@@ -786,6 +801,22 @@ mod tests {
             g.name = "NVIDIA H100 NVL".to_string();
         }
         assert_eq!(evaluate_topology(&t, &[], None).status, Status::Pass);
+        // A model the table lacks: against the other GPUs of its name.
+        let mut t = topology(
+            3,
+            |i| links(NvLinkRemote::Switch, if i == 2 { 9 } else { 18 }, 0),
+            Ok(P2pStatus::Ok),
+            |_, _| Ok(P2pStatus::Ok),
+        );
+        for g in &mut t.gpus {
+            g.name = "NVIDIA GB300".to_string();
+        }
+        let o = evaluate_topology(&t, &[], None);
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "GPU 2: only 9 NVLinks listed (its siblings; model not in gpucheck's table: 18)"
+        );
     }
 
     #[test]
