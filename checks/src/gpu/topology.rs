@@ -636,8 +636,8 @@ retrain the link. An SXM part (H100, H200, H800, A100, A800, V100, B200) that NV
 NVLinks than gpucheck's model table gives it (18 on an H100 SXM) warns too; bridged PCIe cards may \
 have no bridge and are not judged so. For a model the table lacks, the reference is the most NVLinks \
 another GPU of the same model here lists, and the result says so. NVLink error counters \
-(nvmlDeviceGetNvLinkErrorCounter, per active link, counted since the driver loaded) warn for a GPU with any recovery (the link failed and retrained) or with \
-replays or CRC errors at least 100 and ten times its siblings' median: a marginal link that runs \
+(nvmlDeviceGetNvLinkErrorCounter, per active link, counted since the driver loaded) warn for a GPU \
+with any recovery (the link failed and retrained) or with replays or CRC errors at least 100 and ten times its siblings' median: a marginal link that runs \
 slower and may go down; watch `nvidia-smi nvlink -e`. A single GPU has nothing to check.
 
 On NVSwitch systems (HGX/DGX, Hopper and later) a GPU the fabric manager has not registered fails: \
