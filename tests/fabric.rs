@@ -124,7 +124,10 @@ fn journal_output_with_ecc_and_gsp_errors_fails_with_the_reset_command() {
     );
     let hint = text_field(&doc, "fabric.xid", "hint");
     assert!(
-        hint.starts_with("reset GPUs 3, 7 while no job uses it (`nvidia-smi -r -i 3,7`)"),
+        hint.starts_with(
+            "reset GPUs 3, 7 while no job uses it and log the reset: `nvidia-smi -r -i 3,7 | sudo \
+             tee /dev/kmsg`"
+        ),
         "{hint}"
     );
 }
@@ -346,6 +349,18 @@ fn a_real_dated_log_from_before_this_boot_is_all_earlier_boots() {
     let summary = text_field(&doc, "fabric.xid", "summary");
     assert!(
         summary.ends_with("; 7 Xid events of earlier boots ignored"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn xids_before_a_logged_gpu_reset_no_longer_fail() {
+    let (out, doc) = xid_with_log("h100x8", "reset-logged.txt");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(status_of(&doc, "fabric.xid"), "pass");
+    let summary = text_field(&doc, "fabric.xid", "summary");
+    assert!(
+        summary.ends_with("reset-logged.txt); 2 Xid events from before a logged GPU reset ignored"),
         "{summary}"
     );
 }

@@ -67,9 +67,11 @@ impl Check for Xid {
          last kernel boot banner, and dated lines from before this boot are left out and counted. \
          Each GPU is named by its NVML index and UUID through its PCI address.\n\n\
          Fixes: for a reset-class Xid, reset the GPU while nothing runs on it (`nvidia-smi -r -i N`) or \
-         drain the node and reboot it; the kernel log of this boot keeps the Xid, so this check fails \
-         until a reboot: the reset took when nvidia-smi says so and the other checks pass \
-         (`gpucheck --skip fabric.xid`). For Xid 79, drain and reboot, then check power and risers; an \
+         drain the node and reboot it. The driver logs no mark of its own when a GPU is reset, so \
+         log nvidia-smi's confirmation into the kernel log (`nvidia-smi -r -i N | sudo tee \
+         /dev/kmsg`): the Xids of that GPU before its \"GPU ... was successfully reset.\" line are \
+         then left out and counted; without it this boot's log keeps the Xid and the check fails \
+         until a reboot. For Xid 79, drain and reboot, then check power and risers; an \
          Xid that comes back after a reset means a hardware fault: contact the vendor (RMA). For a \
          job-class Xid, debug the program that hit it (`compute-sanitizer`, CUDA_LAUNCH_BLOCKING=1). \
          When no log can be read the check is skipped with the reason."
@@ -162,6 +164,13 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
     }
     if outcome.status >= Status::Warn {
         outcome.summary = format!("{} ({source})", outcome.summary);
+    }
+    if log.before_reset > 0 {
+        outcome.summary.push_str(&format!(
+            "; {} Xid event{} from before a logged GPU reset ignored",
+            log.before_reset,
+            plural(log.before_reset)
+        ));
     }
     if log.earlier_boots > 0 {
         outcome.summary.push_str(&format!(
@@ -328,16 +337,19 @@ fn named(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
     }
 }
 
+/// Reset, and log the reset: nvidia-smi's "GPU ... was successfully
+/// reset." line in the kernel log is where fabric.xid starts counting that
+/// GPU's Xids again (the driver logs no mark of its own).
 fn reset_hint(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
-    let reset = match gpu {
-        Some(_) => "`nvidia-smi -r -i {ids}`".to_string(),
-        None => format!("`nvidia-smi -r -i {slot}.0`"),
+    let ids = match gpu {
+        Some(_) => "{ids}".to_string(),
+        None => format!("{slot}.0"),
     };
     format!(
-        "reset {} while no job uses it ({reset}) or drain the node and reboot it; the reset \
-         took when nvidia-smi says \"successfully reset\" and `gpucheck --skip fabric.xid` \
-         passes (this boot's kernel log keeps the Xid, so fabric.xid fails until a reboot); if \
-         the Xid comes back after the reset, contact the vendor (RMA)",
+        "reset {} while no job uses it and log the reset: `nvidia-smi -r -i {ids} | sudo tee \
+         /dev/kmsg` (fabric.xid counts only the Xids after nvidia-smi's \"successfully reset\" \
+         line; without it this boot's log keeps failing the check until a reboot), or drain the \
+         node and reboot it; if the Xid comes back after the reset, contact the vendor (RMA)",
         named(gpu, slot)
     )
 }
@@ -394,6 +406,7 @@ mod tests {
                 source: LogSource::Kmsg,
                 events,
                 earlier_boots,
+                before_reset: 0,
             }),
             gpus: Ok(vec![gpu(0, "18"), gpu(2, "3A")]),
         }
@@ -446,7 +459,10 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         let hint = o.hint.unwrap_or_default();
         assert!(
-            hint.starts_with("reset GPU 0 while no job uses it (`nvidia-smi -r -i 0`)"),
+            hint.starts_with(
+                "reset GPU 0 while no job uses it and log the reset: `nvidia-smi -r -i 0 | sudo \
+                 tee /dev/kmsg`"
+            ),
             "{hint}"
         );
         assert!(hint.contains("RMA"), "{hint}");
@@ -496,7 +512,7 @@ mod tests {
             hint.starts_with("reset GPU 0 while no job uses it"),
             "{hint}"
         );
-        assert!(hint.contains("fails until a reboot"), "{hint}");
+        assert!(hint.contains("until a reboot"), "{hint}");
     }
 
     #[test]
@@ -564,7 +580,23 @@ mod tests {
         assert!(o
             .hint
             .unwrap_or_default()
-            .starts_with("reset the GPU at PCI 0000:db:00 while no job uses it (`nvidia-smi -r -i 0000:db:00.0`)"));
+            .starts_with("reset the GPU at PCI 0000:db:00 while no job uses it and log the reset: `nvidia-smi -r -i 0000:db:00.0 | sudo tee /dev/kmsg`"));
+    }
+
+    #[test]
+    fn events_before_a_logged_reset_are_counted_in_the_summary() {
+        let mut f = facts(vec![], 0);
+        if let Ok(log) = &mut f.log {
+            log.before_reset = 2;
+        }
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .ends_with("; 2 Xid events from before a logged GPU reset ignored"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]

@@ -75,6 +75,9 @@ pub struct KernelLog {
     pub events: Vec<XidEvent>,
     /// Xid events a file still held from earlier boots, left out.
     pub earlier_boots: usize,
+    /// Xid events of a GPU logged before a later "GPU ... was successfully
+    /// reset." line for it, left out.
+    pub before_reset: usize,
 }
 
 /// No log could be read; each attempt with why it failed.
@@ -136,12 +139,17 @@ pub fn read_live(
         Ok(k) if k.first_seq.is_some_and(|s| s > 0) => {
             return Ok(with_journal(k, live.path.as_ref(), timeout))
         }
-        Ok(k) => return Ok(this_boot(LogSource::Kmsg, k.events)),
+        Ok(k) => {
+            return Ok(KernelLog {
+                before_reset: k.before_reset,
+                ..this_boot(LogSource::Kmsg, k.events)
+            })
+        }
         Err(e) => tried.push(format!("{}: {e}", live.kmsg.display())),
     }
     match read_journal(live.path.as_ref(), timeout) {
         Ok(text) => {
-            let (events, _) = parse_log(&text, None);
+            let events = parse_log(&text, None).events;
             return Ok(this_boot(LogSource::Journal, events));
         }
         Err(e) => tried.push(format!("journalctl: {e}")),
@@ -164,18 +172,26 @@ pub fn read_live(
 /// record.
 fn with_journal(k: KmsgRead, path: Option<&OsString>, timeout: Duration) -> KernelLog {
     let lost = k.first_seq.unwrap_or(0);
-    let journal = read_journal(path, timeout).map(|text| parse_log(&text, None).0);
+    let journal = read_journal(path, timeout).map(|text| parse_log(&text, None));
     let mut events = Vec::new();
+    // The journal holds the whole boot, so its count of events before a
+    // reset is the whole count.
+    let mut before_reset = k.before_reset;
     if let Ok(early) = &journal {
         let first = k.first_s.unwrap_or(f64::INFINITY);
+        before_reset = before_reset.max(early.before_reset);
         early
+            .events
             .iter()
             .filter(|e| e.since_boot_s.is_none_or(|t| t < first))
             .for_each(|e| add_event(&mut events, e.clone()));
     }
     k.events.into_iter().for_each(|e| add_event(&mut events, e));
     let journal = journal.map(|_| ());
-    this_boot(LogSource::KmsgWrapped { lost, journal }, events)
+    KernelLog {
+        before_reset,
+        ..this_boot(LogSource::KmsgWrapped { lost, journal }, events)
+    }
 }
 
 fn this_boot(source: LogSource, events: Vec<XidEvent>) -> KernelLog {
@@ -183,6 +199,7 @@ fn this_boot(source: LogSource, events: Vec<XidEvent>) -> KernelLog {
         source,
         events,
         earlier_boots: 0,
+        before_reset: 0,
     }
 }
 
@@ -204,11 +221,12 @@ pub fn read_file(path: &Path, boot_epoch: Option<i64>) -> io::Result<KernelLog> 
             .map(|(_, r)| r.to_string())
             .unwrap_or_default();
     }
-    let (events, earlier_boots) = parse_log(&text, boot_epoch);
+    let parsed = parse_log(&text, boot_epoch);
     Ok(KernelLog {
         source: LogSource::File(path.to_path_buf()),
-        events,
-        earlier_boots,
+        events: parsed.events,
+        earlier_boots: parsed.earlier_boots,
+        before_reset: parsed.before_reset,
     })
 }
 
@@ -221,6 +239,8 @@ pub struct KmsgRead {
     pub first_seq: Option<u64>,
     /// The first record's time, in seconds since boot.
     pub first_s: Option<f64>,
+    /// Events left out as logged before their GPU's reset.
+    pub before_reset: usize,
 }
 
 /// Read the kernel ring buffer without blocking: one record per read, until
@@ -236,6 +256,7 @@ pub fn read_kmsg(path: &Path) -> io::Result<KmsgRead> {
         events: Vec::new(),
         first_seq: None,
         first_s: None,
+        before_reset: 0,
     };
     loop {
         match kmsg.read(&mut buf) {
@@ -268,9 +289,28 @@ fn take_record(read: &mut KmsgRead, record: &str) {
             read.first_seq = None;
         }
     }
-    if let Some(event) = parse_kmsg_record(record) {
+    if let Some(slot) = kmsg_line(record).and_then(|l| reset_in(l.message)) {
+        read.before_reset += forget_before_reset(&mut read.events, slot);
+    } else if let Some(event) = parse_kmsg_record(record) {
         add_event(&mut read.events, event);
     }
+}
+
+/// The GPU a "GPU 00000000:3B:00.0 was successfully reset." line names:
+/// nvidia-smi's words after `nvidia-smi -r`, written into the kernel log
+/// (`nvidia-smi -r -i N | sudo tee /dev/kmsg`) to mark the reset. The
+/// driver logs nothing of its own when a GPU is reset and re-initialised,
+/// so this is the mark gpucheck counts from.
+fn reset_in(message: &str) -> Option<PciSlot> {
+    let before = &message[..message.find(" was successfully reset")?];
+    before.split_whitespace().last().and_then(PciSlot::parse)
+}
+
+/// Drop the events of `slot` logged so far; how many.
+fn forget_before_reset(events: &mut Vec<XidEvent>, slot: PciSlot) -> usize {
+    let before = events.len();
+    events.retain(|e| e.slot != slot);
+    before - events.len()
 }
 
 /// `journalctl -k -b -o short-monotonic`, bounded by `timeout`. An answer
@@ -337,10 +377,12 @@ struct Pending {
 /// iso` lines (with `-x`'s "kern  :warn  : " before them), or /dev/kmsg
 /// records. Returns this boot's events and how many earlier ones were cut:
 /// the boot is the last kernel banner ("Linux version", "Command line:"),
-/// and a dated line before `boot_epoch` belongs to an earlier boot.
-pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> (Vec<XidEvent>, usize) {
+/// and a dated line before `boot_epoch` belongs to an earlier boot. A GPU's
+/// events before a later reset mark (see [`reset_in`]) are left out too.
+pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
     let mut events: Vec<XidEvent> = Vec::new();
     let mut earlier = 0;
+    let mut before_reset = 0;
     let mut pending: Option<Pending> = None;
     for raw in text.lines() {
         let Some(line) = split_line(raw) else {
@@ -348,9 +390,14 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> (Vec<XidEvent>, usize) 
         };
         let before_boot = matches!((line.epoch, boot_epoch), (Some(t), Some(b)) if t < b - 1);
         if is_boot_banner(line.message) {
-            earlier += events.len();
+            earlier += events.len() + before_reset;
             events.clear();
+            before_reset = 0;
             pending = None;
+            continue;
+        }
+        if let Some(slot) = reset_in(line.message) {
+            before_reset += forget_before_reset(&mut events, slot);
             continue;
         }
         let event = xid_in(line.message, line.when.clone())
@@ -367,7 +414,19 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> (Vec<XidEvent>, usize) 
             }
         }
     }
-    (events, earlier)
+    Parsed {
+        events,
+        earlier_boots: earlier,
+        before_reset,
+    }
+}
+
+/// A log taken apart: this boot's events, and what was left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub events: Vec<XidEvent>,
+    pub earlier_boots: usize,
+    pub before_reset: usize,
 }
 
 /// The driver prints "The NVIDIA GPU 0000:b3:00.0 / (PCI ID: 10de:26b5)
@@ -704,7 +763,7 @@ mod tests {
                     [ 9.1] NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus.\n\
                     [ 20.0] NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n\
                     [ 20.1] NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.\n";
-        let (events, _) = parse_log(text, None);
+        let events = parse_log(text, None).events;
         let seen: Vec<(String, bool)> = events
             .iter()
             .map(|e| (e.slot.to_string(), e.logged_as_xid))
@@ -733,7 +792,7 @@ mod tests {
                 let _ = parse_log(&line[cut..], Some(0));
             }
         }
-        let (events, _) = parse_log(&lines.join("\n"), None);
+        let events = parse_log(&lines.join("\n"), None).events;
         assert_eq!(events.len(), 4);
     }
 
@@ -774,7 +833,11 @@ mod tests {
                     [  413.25] NVRM: Xid (PCI:0000:18:00): 13, Graphics Exception\n\
                     6,1234,414000000,-;NVRM: Xid (PCI:0000:2a:00): 31, fault\n\
                     2099-01-02T03:04:05.000001+00:00 gpu07 kernel: NVRM: Xid (PCI:0000:5d:00): 48, DBE\n";
-        let (events, earlier) = parse_log(text, None);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, None);
         let whens: Vec<&str> = events.iter().map(|e| e.when.as_str()).collect();
         assert_eq!(
             whens,
@@ -795,7 +858,11 @@ mod tests {
                     Dec  1 09:00:00 h kernel: [    0.000000] Linux version 6.8.0-45-generic (buildd@lcy02)\n\
                     Dec  1 09:00:00 h kernel: [    0.000000] Command line: BOOT_IMAGE=/vmlinuz\n\
                     Dec  1 10:00:00 h kernel: [ 3600.0] NVRM: Xid (PCI:0000:3b:00): 63, row remap\n";
-        let (events, earlier) = parse_log(text, None);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, None);
         assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [63]);
         assert_eq!(earlier, 2);
     }
@@ -806,7 +873,11 @@ mod tests {
         let text = "2026-12-01T08:59:00+00:00 h kernel: NVRM: Xid (PCI:0000:3b:00): 79, old\n\
                     2026-12-01T10:59:00+02:00 h kernel: NVRM: Xid (PCI:0000:3b:00): 79, before boot in UTC\n\
                     2026-12-01T09:05:00Z h kernel: NVRM: Xid (PCI:0000:3b:00): 48, new\n";
-        let (events, earlier) = parse_log(text, boot);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, boot);
         assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [48]);
         assert_eq!(earlier, 2);
     }
@@ -872,7 +943,7 @@ mod tests {
                     \x20              NVRM: (PCI ID: 10de:26b5) installed in this system has\n\
                     \x20              NVRM: fallen off the bus and is not responding to commands.\n\
                     [ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n";
-        let (events, _) = parse_log(text, None);
+        let events = parse_log(text, None).events;
         assert_eq!(codes_and_slots(&events), [(79, "0000:b3:00".to_string())]);
         assert_eq!(events[0].when, "1843.3 s after boot");
         assert!(!events[0].logged_as_xid);
@@ -883,7 +954,7 @@ mod tests {
         let syslog = "Jan  5 10:00:00 h kernel: NVRM: The NVIDIA GPU 0000:3b:00.0\n\
                       Jan  5 10:00:00 h kernel: NVRM: (PCI ID: 10de:2330) installed in this system has\n\
                       Jan  5 10:00:00 h kernel: NVRM: fallen off the bus and is not responding to commands.\n";
-        let (events, _) = parse_log(syslog, None);
+        let events = parse_log(syslog, None).events;
         assert_eq!(codes_and_slots(&events), [(79, "0000:3b:00".to_string())]);
         let record = "3,812,95123456,-;NVRM: The NVIDIA GPU 0000:3b:00.0\\x0aNVRM: (PCI ID: \
                       10de:2330) installed in this system has\\x0aNVRM: fallen off the bus and is \
@@ -899,7 +970,7 @@ mod tests {
                     [ 1.2] NVRM: supported through the NVIDIA 580.xx Legacy drivers.\n\
                     [ 1.3] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n\
                     [ 9.0] NVRM: something else fallen off the bus\n";
-        assert_eq!(parse_log(text, None).0, []);
+        assert_eq!(parse_log(text, None).events, []);
     }
 
     #[test]
@@ -907,7 +978,11 @@ mod tests {
         let boot = local_epoch(2024, 8, 1, 0, 0, 0);
         let text = "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 79, pid=1, GPU has fallen off the bus.\n\
                     [Mon Aug  5 03:54:13 2024] NVRM: Xid (PCI:0000:00:07): 31, pid=2, Ch 00000008\n";
-        let (events, earlier) = parse_log(text, boot);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, boot);
         assert_eq!(codes_and_slots(&events), [(31, "0000:00:07".to_string())]);
         assert_eq!(events[0].when, "Mon Aug 5 03:54:13 2024");
         assert_eq!(earlier, 1);
@@ -918,12 +993,17 @@ mod tests {
         let text = "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', x\n\
                     kern  :warn  : 2025-01-21T04:41:44,287197+00:00 NVRM: Xid (PCI:0000:38:00): 43, pid=2924364\n";
         let boot = rfc3339_epoch("2025-01-21T04:41:44+00:00");
-        let (events, earlier) = parse_log(text, boot);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, boot);
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].when, "2025-01-21T04:41:44,283302+00:00");
         assert_eq!(earlier, 0);
         let later_boot = rfc3339_epoch("2025-01-22T00:00:00+00:00");
-        assert_eq!(parse_log(text, later_boot), (vec![], 2));
+        let later = parse_log(text, later_boot);
+        assert_eq!((later.events, later.earlier_boots), (vec![], 2));
     }
 
     /// A PATH holding only a fake `journalctl` that prints `journal` when
@@ -1003,5 +1083,34 @@ mod tests {
         let log = read_live(&live(&kmsg, Some(path)), None, Duration::from_secs(5)).expect("read");
         assert_eq!(log.source, LogSource::Kmsg);
         assert_eq!(log.events.iter().map(|e| e.code).collect::<Vec<_>>(), [119]);
+    }
+
+    #[test]
+    fn xids_before_nvidia_smis_reset_line_are_left_out() {
+        let text = "[ 100.0] NVRM: Xid (PCI:0000:3b:00): 119, pid=1, Timeout\n\
+                    [ 101.0] NVRM: Xid (PCI:0000:18:00): 48, pid=1, DBE\n\
+                    [ 200.0] GPU 00000000:3B:00.0 was successfully reset.\n\
+                    [ 300.0] NVRM: Xid (PCI:0000:3b:00): 13, pid=2, later\n";
+        let parsed = parse_log(text, None);
+        let seen: Vec<(u32, String)> = codes_and_slots(&parsed.events);
+        assert_eq!(
+            seen,
+            [
+                (48, "0000:18:00".to_string()),
+                (13, "0000:3b:00".to_string())
+            ]
+        );
+        assert_eq!(parsed.before_reset, 1);
+        // The same mark as a /dev/kmsg record (written with `tee /dev/kmsg`).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(
+            &kmsg,
+            "3,0,100000000,-;NVRM: Xid (PCI:0000:3b:00): 119, x\n\
+             12,1,200000000,-;GPU 00000000:3B:00.0 was successfully reset.\\x0aAll done.\n",
+        )
+        .expect("write");
+        let k = read_kmsg(&kmsg).expect("read");
+        assert_eq!((k.events.len(), k.before_reset), (0, 1));
     }
 }
