@@ -202,7 +202,7 @@ fn check_word(
 /// strtoll with base 0, as NCCL_PARAM reads it; `None` unless the whole
 /// value is the number.
 fn parse_c_integer(value: &str) -> Option<i64> {
-    let t = value.trim_start();
+    let t = value.trim();
     let (negative, t) = match t.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
