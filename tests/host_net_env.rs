@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use common::{assert_valid_json_report, gpucheck, result, stdout};
+use common::{assert_valid_json_report, gpucheck, result, root, stdout};
 
 /// What one check reported, and gpucheck's exit code.
 struct Report {
@@ -859,4 +859,51 @@ fn nccl_env_publishes_the_socket_interfaces_and_their_link_speed() {
     );
     assert_eq!(r.status, "fail", "{}", r.summary);
     assert!(r.json["data"].get("socket_links").is_none(), "{}", r.json);
+}
+
+// ---------------------------------------------------------------- nccl.env: values
+
+/// The /etc/nccl.conf AWS's Deep Learning Containers ship (a real file,
+/// tests/fixtures/nccl/README.md) is read and passes without a warning.
+#[test]
+fn nccl_env_passes_the_aws_deep_learning_container_nccl_conf() {
+    let conf = root().join("tests/fixtures/nccl/aws-dlc-etc-nccl.conf");
+    let conf = conf.to_string_lossy().into_owned();
+    let r = check("nccl.env", &[("NCCL_CONF_FILE", &conf)]);
+    assert_eq!(r.status, "pass", "{}", r.summary);
+    assert!(
+        r.summary.contains("NCCL_SOCKET_IFNAME=^docker0"),
+        "{}",
+        r.summary
+    );
+    assert_eq!(
+        r.fact("NCCL_SOCKET_IFNAME"),
+        format!("^docker0 (from {conf})")
+    );
+}
+
+/// Values NCCL ignores warn naming what NCCL accepts; an algorithm NCCL
+/// does not know fails, as newer NCCL refuses it at init.
+#[test]
+fn nccl_env_judges_values_by_nccls_grammar() {
+    let r = check("nccl.env", &[("NCCL_DEBUG", "DEBUG")]);
+    assert_eq!(r.status, "warn", "{}", r.summary);
+    assert_eq!(r.summary, "NCCL_DEBUG=\"DEBUG\" is not a value NCCL knows");
+    assert!(
+        r.hint
+            .contains("VERSION, WARN, INFO, ABORT, TRACE (any case)"),
+        "{}",
+        r.hint
+    );
+
+    let r = check("nccl.env", &[("NCCL_ALGO", "ring;tree")]);
+    assert_eq!(r.status, "fail", "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "NCCL_ALGO=\"ring;tree\" names what NCCL does not know: \"tree\" without a function: prefix"
+    );
+
+    let r = check("nccl.env", &[("NCCL_IB_TIMEOUT", "40")]);
+    assert_eq!(r.status, "warn", "{}", r.summary);
+    assert!(r.hint.contains("from 0 to 31"), "{}", r.hint);
 }

@@ -14,7 +14,8 @@
 //!   broken only when it cannot fit on a line of its own, so a command that
 //!   fits still pastes into a shell whole. The id column is as wide as the
 //!   longest selected id (16 at most: a longer id pushes its own summary
-//!   right). The verdict stays one line, the last, for `tail -1`.
+//!   right). The verdict, last, wraps the same way; it stays one line when
+//!   nothing is wrapped (a pipe without COLUMNS), for `tail -1`.
 //! - The badge carries the verdict in words ("✘ FAIL"), so the table reads
 //!   the same without colour; colour is only added when the caller says so.
 //! - Data tables are drawn without `--verbose`: for the checks that have
@@ -52,6 +53,8 @@ const ROW_INDENT: &str = "  ";
 const DETAIL_INDENT: &str = "           ";
 /// Width of "→ fix: " before a hint.
 const HINT_MARK_WIDTH: usize = 7;
+/// Indent of a wrapped verdict's continuation lines.
+const VERDICT_INDENT: &str = "  ";
 
 impl Reporter for Table {
     fn render(&self, run: &Run) -> String {
@@ -89,9 +92,19 @@ impl Reporter for Table {
             }
         }
         push_blank(&mut lines);
-        // The verdict stays one line, the table's last: scripts read it
-        // with `tail -1`, and the JUnit report carries the same line.
-        lines.push(self.paint_verdict(run, &clean(&run.verdict_line())));
+        // The verdict, last: wrapped like the rest on a terminal or under
+        // COLUMNS; one line when the table is not wrapped (a pipe without
+        // COLUMNS, where scripts read it with `tail -1`). --quiet and the
+        // JUnit report carry it as one line.
+        let verdict = clean(&run.verdict_line());
+        for (i, piece) in self
+            .wrapped(&verdict, 0, VERDICT_INDENT.len())
+            .into_iter()
+            .enumerate()
+        {
+            let indent = if i == 0 { "" } else { VERDICT_INDENT };
+            lines.push(format!("{indent}{}", self.paint_verdict(run, &piece)));
+        }
         let mut out = String::new();
         for line in lines {
             out.push_str(line.trim_end());
@@ -567,8 +580,8 @@ mod tests {
         };
         let out = table.render(&run);
         let body: Vec<&str> = out.lines().collect();
-        // Every line but the verdict (one line, the last, for `tail -1`).
-        for line in &body[..body.len() - 1] {
+        // Every line, the verdict too.
+        for line in &body {
             assert!(line.chars().count() <= 80, "{line:?} in\n{out}");
         }
         assert!(
@@ -585,5 +598,30 @@ mod tests {
             .take(3)
             .collect();
         assert!(hint_lines[1].starts_with(&" ".repeat(18)), "{out}");
+    }
+
+    #[test]
+    fn the_verdict_wraps_at_the_width_and_stays_one_line_unwrapped() {
+        let run = fixtures::every_status();
+        let verdict = run.verdict_line();
+        assert!(verdict.chars().count() > 40, "{verdict}");
+        let narrow = Table {
+            width: Some(40),
+            ..plain(false)
+        };
+        let out = narrow.render(&run);
+        let tail: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !verdict.starts_with(l.trim()) || l.is_empty())
+            .collect();
+        assert!(tail.len() > 1, "{out}");
+        for line in &tail {
+            assert!(line.chars().count() <= 40, "{line:?} in\n{out}");
+        }
+        let joined: Vec<&str> = tail.iter().map(|l| l.trim()).collect();
+        assert_eq!(joined.join(" "), verdict);
+        // Not wrapped (a pipe without COLUMNS): one line, the last.
+        let out = plain(false).render(&run);
+        assert_eq!(out.lines().last(), Some(verdict.as_str()));
     }
 }

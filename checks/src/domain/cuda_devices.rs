@@ -105,7 +105,7 @@ pub fn gpus_cuda_does_not_enumerate<'a>(
     {
         return Vec::new();
     }
-    let same_bus = |a: &str, b: &str| !a.is_empty() && a.eq_ignore_ascii_case(b);
+    let same_bus = |a: &str, b: &str| pci_address(a).is_some_and(|x| Some(x) == pci_address(b));
     nvml_gpus
         .iter()
         .filter(|g| g.mig_enabled != Some(true))
@@ -117,6 +117,25 @@ pub fn gpus_cuda_does_not_enumerate<'a>(
             })
         })
         .collect()
+}
+
+/// A PCI address as (domain, bus, device, function). CUDA writes the
+/// domain with 4 hex digits ("0000:3B:00.0", cuDeviceGetPCIBusId), NVML
+/// with 8 ("00000000:3B:00.0", nvmlDeviceGetPciInfo's busId), so the
+/// strings never compare equal; the numbers do.
+fn pci_address(text: &str) -> Option<(u32, u8, u8, u8)> {
+    let (rest, function) = text.trim().rsplit_once('.')?;
+    let mut parts = rest.split(':');
+    let (domain, bus, device) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((
+        u32::from_str_radix(domain, 16).ok()?,
+        u8::from_str_radix(bus, 16).ok()?,
+        u8::from_str_radix(device, 16).ok()?,
+        u8::from_str_radix(function, 16).ok()?,
+    ))
 }
 
 #[cfg(test)]
@@ -145,6 +164,16 @@ mod tests {
         ];
         let missing = gpus_cuda_does_not_enumerate(&gpus, &cuda);
         assert_eq!(missing.iter().map(|g| g.index).collect::<Vec<_>>(), [2]);
+        // CUDA's 4-digit domain against NVML's 8-digit one.
+        let cuda = vec![
+            (some("GPU-0"), None),
+            (None, some("0000:01:00.0")),
+            (None, some("0000:03:00.0")),
+        ];
+        let missing = gpus_cuda_does_not_enumerate(&gpus, &cuda);
+        assert_eq!(missing.iter().map(|g| g.index).collect::<Vec<_>>(), [2]);
+        assert_eq!(pci_address("0000:3b:00.0"), pci_address("00000000:3B:00.0"));
+        assert_eq!(pci_address("garbage"), None);
         // A device with neither id: nothing can be named.
         let cuda = vec![(some("GPU-0"), None), (None, None)];
         assert!(gpus_cuda_does_not_enumerate(&gpus, &cuda).is_empty());

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::domain::text::{list_cut, plural};
-use crate::domain::xid::{xid_info, PciSlot, XidAction};
+use crate::domain::xid::{judged_action, xid_info, Bucket, PciSlot, XidAction};
 use crate::facts::xid::{XidHistory, XidSeen};
 use crate::findings::{Finding, Findings};
 use crate::probe::kernel_log::{self, KernelLog, Unreadable, XidEvent};
@@ -45,24 +45,36 @@ impl Check for Xid {
     }
     fn explain(&self) -> &'static str {
         "Reads the NVIDIA driver's Xid error reports from the kernel log since the last boot and judges each by NVIDIA's Xid catalog.\n\n\
-         An Xid is the driver's record of a GPU fault. Some end only the job that caused them (13 graphics \
-         engine exception, 31 memory page fault, 43 and 45 channel stopped, 94 contained ECC error); others \
-         leave the GPU unusable until it is reset or the node rebooted (48 double-bit ECC, 64 failed row \
-         remap, 74 NVLink error, 79 GPU fallen off the bus, 95 uncontained ECC, 119 and 120 GSP errors). \
-         A DDP job that starts on such a GPU hangs in its first collective or dies with a CUDA error on \
-         one rank, and every other rank waits for it until the NCCL timeout. Informational ones (63 row \
-         remap recorded, 92 high single-bit ECC rate) are noted.\n\n\
-         The log is read from /dev/kmsg when this user may (root, CAP_SYSLOG, or kernel.dmesg_restrict=0), \
-         else from `journalctl -k -b`, else from /var/log/kern.log, /var/log/syslog or /var/log/messages; \
-         `--kernel-log PATH` reads a given file (syslog, `dmesg` or `journalctl -k` output), for example \
-         the host's log mounted into a container. A file that spans reboots is cut at the last kernel \
-         boot banner, and dated lines from before this boot are left out and counted. Each GPU is named \
-         by its NVML index and UUID through its PCI address.\n\n\
+         An Xid is the driver's record of a GPU fault. Every code of the catalog (1-172) is known with \
+         its immediate action, which the finding names and the verdict follows: IGNORE passes with a \
+         note (43 application stopped with the GPU healthy, 63 row remap recorded, 92 high single-bit \
+         ECC rate); RESTART_APP warns, the job ended but the GPU is fine (13 graphics engine exception, \
+         31 memory page fault, 94 contained ECC error); RESET_GPU fails (46, 48 double-bit ECC, 64 \
+         failed row remap, 74 NVLink error, 95 uncontained ECC, 109 context switch timeout, 119 and \
+         120 GSP errors); RESTART_BM fails, only a reboot helps (79 GPU fallen off the bus, also when \
+         the driver says so in words across several lines). Xid 45 alone warns, beside another Xid it \
+         follows that one; NVLink5 Xids 144-150 that say Nonfatal pass; Xid 154 means the recovery \
+         action it names. A DDP job that starts on a GPU needing a reset hangs in its first \
+         collective or dies with a CUDA error on one rank, and every other rank waits for it until \
+         the NCCL timeout.\n\n\
+         The log is read from /dev/kmsg when this user may (root, CAP_SYSLOG, or kernel.dmesg_restrict=0); \
+         when the ring buffer has already dropped the boot's first messages (its first record's \
+         sequence number is not 0) `journalctl -k -b` is read as well, and the result names every \
+         source read. Without /dev/kmsg: `journalctl -k -b`, else /var/log/kern.log, /var/log/syslog \
+         or /var/log/messages; `--kernel-log PATH` reads a given file (syslog, `dmesg`, `dmesg -T` / \
+         `--ctime`, `dmesg --time-format iso`, `journalctl -k` output or saved /dev/kmsg records), \
+         for example the host's log mounted into a container. A file that spans reboots is cut at the \
+         last kernel boot banner, and dated lines from before this boot are left out and counted. \
+         Each GPU is named by its NVML index and UUID through its PCI address.\n\n\
          Fixes: for a reset-class Xid, reset the GPU while nothing runs on it (`nvidia-smi -r -i N`) or \
-         drain the node and reboot it; for Xid 79, drain and reboot, then check power and risers; an Xid \
-         that comes back after a reset means a hardware fault: contact the vendor (RMA). For a job-class \
-         Xid, debug the program that hit it (`compute-sanitizer`, CUDA_LAUNCH_BLOCKING=1). When no log \
-         can be read the check is skipped with the reason."
+         drain the node and reboot it. The driver logs no mark of its own when a GPU is reset, so \
+         log nvidia-smi's confirmation into the kernel log (`nvidia-smi -r -i N | sudo tee \
+         /dev/kmsg`): the Xids of that GPU before its \"GPU ... was successfully reset.\" line are \
+         then left out and counted; without it this boot's log keeps the Xid and the check fails \
+         until a reboot. For Xid 79, drain and reboot, then check power and risers; an \
+         Xid that comes back after a reset means a hardware fault: contact the vendor (RMA). For a \
+         job-class Xid, debug the program that hit it (`compute-sanitizer`, CUDA_LAUNCH_BLOCKING=1). \
+         When no log can be read the check is skipped with the reason."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.5)
@@ -111,7 +123,12 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
     let mut notes = Vec::new();
     let groups = repeats(&log.events);
     for r in &groups {
-        let finding = judge(r, gpu_at(&f.gpus, r.slot));
+        let others: Vec<u32> = groups
+            .iter()
+            .filter(|g| g.slot == r.slot)
+            .map(|g| g.code)
+            .collect();
+        let finding = judge(r, gpu_at(&f.gpus, r.slot), &others);
         if finding.status == Status::Pass {
             notes.push(finding.text.clone());
         }
@@ -148,6 +165,13 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
     if outcome.status >= Status::Warn {
         outcome.summary = format!("{} ({source})", outcome.summary);
     }
+    if log.before_reset > 0 {
+        outcome.summary.push_str(&format!(
+            "; {} Xid event{} from before a logged GPU reset ignored",
+            log.before_reset,
+            plural(log.before_reset)
+        ));
+    }
     if log.earlier_boots > 0 {
         outcome.summary.push_str(&format!(
             "; {} Xid event{} of earlier boots ignored",
@@ -165,7 +189,7 @@ fn event_table(groups: &[Repeats], gpus: &Result<Vec<GpuInfo>, String>) -> DataT
         .iter()
         .map(|r| {
             let gpu = gpu_at(gpus, r.slot).map_or("?".to_string(), |g| g.index.to_string());
-            let meaning = xid_info(r.code).map_or("not in gpucheck's catalog", |i| i.meaning);
+            let meaning = xid_info(r.code).map_or("not in NVIDIA's Xid catalog", |i| i.meaning);
             vec![
                 gpu,
                 r.slot.to_string(),
@@ -236,33 +260,38 @@ fn gpu_at(gpus: &Result<Vec<GpuInfo>, String>, slot: PciSlot) -> Option<&GpuInfo
         .find(|g| PciSlot::parse(&g.pci_bus_id) == Some(slot))
 }
 
-/// One (GPU, code) group as a finding: its verdict from the catalog, what
-/// happened and when, and what to do.
-fn judge(r: &Repeats, gpu: Option<&GpuInfo>) -> Finding {
+/// One (GPU, code) group as a finding: its verdict from the catalog's
+/// immediate action, what happened and when, and what to do.
+fn judge(r: &Repeats, gpu: Option<&GpuInfo>, others_on_gpu: &[u32]) -> Finding {
     let info = xid_info(r.code);
     let times = match r.count {
         1 => "once".to_string(),
         n => format!("{n} times"),
     };
-    let what = info.map_or_else(
-        || format!("Xid {} (not in gpucheck's catalog)", r.code),
-        |i| format!("Xid {} ({})", r.code, i.meaning),
-    );
+    let what = match info {
+        None => format!("Xid {} (not in NVIDIA's Xid catalog)", r.code),
+        Some(i) if i.bucket == Bucket::Xid154 => format!(
+            "Xid 154 ({}: {})",
+            i.meaning,
+            crate::domain::xid::recovery_action(&r.last.detail).unwrap_or("not stated")
+        ),
+        Some(i) => format!("Xid {} ({})", r.code, i.meaning),
+    };
     let whom = match gpu {
         Some(g) => format!("{} ({})", g.pci_bus_id, g.uuid),
         None => format!("GPU at PCI {} (not listed by NVML)", r.slot),
     };
-    let text = format!("{what} {times}, last at {}, on {whom}", r.last.when);
-    let (status, hint) = match info.map(|i| i.action) {
-        None => (
-            Status::Warn,
-            format!(
-                "look Xid {} up in NVIDIA's Xid catalog ({XID_CATALOG_URL}) for the action it needs",
-                r.code
-            ),
-        ),
+    let action = info.map_or(String::new(), |i| {
+        format!("; NVIDIA's immediate action: {}", i.bucket.name())
+    });
+    let text = format!("{what} {times}, last at {}, on {whom}{action}", r.last.when);
+    let class = info.map(|i| judged_action(i, &r.last.detail, others_on_gpu));
+    let (status, hint) = match class {
+        None => (Status::Warn, lookup_hint(r.code)),
         Some(XidAction::Note) => (Status::Pass, String::new()),
+        Some(XidAction::Investigate) => (Status::Warn, investigate_hint(r.code, info)),
         Some(XidAction::RestartApp) => (Status::Warn, restart_hint(gpu, r.slot)),
+        Some(XidAction::Service) => (Status::Fail, service_hint(gpu, r.slot)),
         Some(XidAction::ResetGpu) => (Status::Fail, reset_hint(gpu, r.slot)),
         Some(XidAction::RebootNode) => (Status::Fail, reboot_hint(gpu, r.slot)),
     };
@@ -274,6 +303,33 @@ fn judge(r: &Repeats, gpu: Option<&GpuInfo>) -> Finding {
     }
 }
 
+fn lookup_hint(code: u32) -> String {
+    format!(
+        "look Xid {code} up in NVIDIA's Xid catalog ({XID_CATALOG_URL}) for the action it needs"
+    )
+}
+
+fn investigate_hint(code: u32, info: Option<&crate::domain::xid::XidInfo>) -> String {
+    match info.map(|i| i.bucket) {
+        Some(Bucket::ContactSupport) => format!(
+            "NVIDIA's catalog says to contact support for Xid {code}: collect `sudo \
+             nvidia-bug-report.sh` and send it to your hardware vendor or NVIDIA"
+        ),
+        Some(Bucket::UpdateSwFw) => "update the NVIDIA driver and GPU firmware to the latest \
+             versions (a vGPU guest driver must match the host's)"
+            .to_string(),
+        _ => lookup_hint(code),
+    }
+}
+
+fn service_hint(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
+    format!(
+        "check that {} is seated and its auxiliary power cables are connected (NVIDIA's \
+         CHECK_MECHANICALS); it runs at reduced clocks until then",
+        named(gpu, slot)
+    )
+}
+
 fn named(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
     match gpu {
         Some(_) => "{gpus}".to_string(),
@@ -281,14 +337,19 @@ fn named(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
     }
 }
 
+/// Reset, and log the reset: nvidia-smi's "GPU ... was successfully
+/// reset." line in the kernel log is where fabric.xid starts counting that
+/// GPU's Xids again (the driver logs no mark of its own).
 fn reset_hint(gpu: Option<&GpuInfo>, slot: PciSlot) -> String {
-    let reset = match gpu {
-        Some(_) => "`nvidia-smi -r -i {ids}`".to_string(),
-        None => format!("`nvidia-smi -r -i {slot}.0`"),
+    let ids = match gpu {
+        Some(_) => "{ids}".to_string(),
+        None => format!("{slot}.0"),
     };
     format!(
-        "reset {} while no job uses it ({reset}) or drain the node and reboot it; if the Xid \
-         comes back after the reset, contact the vendor (RMA)",
+        "reset {} while no job uses it and log the reset: `nvidia-smi -r -i {ids} | sudo tee \
+         /dev/kmsg` (fabric.xid counts only the Xids after nvidia-smi's \"successfully reset\" \
+         line; without it this boot's log keeps failing the check until a reboot), or drain the \
+         node and reboot it; if the Xid comes back after the reset, contact the vendor (RMA)",
         named(gpu, slot)
     )
 }
@@ -334,6 +395,7 @@ mod tests {
             code,
             logged_as_xid: true,
             when: when.into(),
+            since_boot_s: None,
             detail: String::new(),
         }
     }
@@ -344,6 +406,7 @@ mod tests {
                 source: LogSource::Kmsg,
                 events,
                 earlier_boots,
+                before_reset: 0,
             }),
             gpus: Ok(vec![gpu(0, "18"), gpu(2, "3A")]),
         }
@@ -370,7 +433,7 @@ mod tests {
         assert_eq!(
             o.summary,
             "GPU 2: Xid 79 (GPU has fallen off the bus) 2 times, last at 12.5 s after boot, on \
-             00000000:3A:00.0 (GPU-2) (read from /dev/kmsg)"
+             00000000:3A:00.0 (GPU-2); NVIDIA's immediate action: RESTART_BM (read from /dev/kmsg)"
         );
         let hint = o.hint.unwrap_or_default();
         assert!(
@@ -396,7 +459,10 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         let hint = o.hint.unwrap_or_default();
         assert!(
-            hint.starts_with("reset GPU 0 while no job uses it (`nvidia-smi -r -i 0`)"),
+            hint.starts_with(
+                "reset GPU 0 while no job uses it and log the reset: `nvidia-smi -r -i 0 | sudo \
+                 tee /dev/kmsg`"
+            ),
             "{hint}"
         );
         assert!(hint.contains("RMA"), "{hint}");
@@ -408,7 +474,7 @@ mod tests {
         assert_eq!(o.status, Status::Warn);
         assert!(
             o.summary
-                .contains("Xid 13 (graphics engine exception) once"),
+                .contains("Xid 13 (Graphics Engine Exception) once"),
             "{}",
             o.summary
         );
@@ -430,10 +496,71 @@ mod tests {
     }
 
     #[test]
+    fn context_switch_timeout_fails_with_reset_naming_the_catalog_action() {
+        let o = evaluate(&facts(vec![event("18", 109, "Dec 1 10:00:00")], 0));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.contains(
+                "Xid 109 (Context Switch Timeout Error) once, last at Dec 1 10:00:00, on \
+                 00000000:18:00.0 (GPU-0); NVIDIA's immediate action: RESET_GPU"
+            ),
+            "{}",
+            o.summary
+        );
+        let hint = o.hint.unwrap_or_default();
+        assert!(
+            hint.starts_with("reset GPU 0 while no job uses it"),
+            "{hint}"
+        );
+        assert!(hint.contains("until a reboot"), "{hint}");
+    }
+
+    #[test]
+    fn xid_43_alone_passes_as_the_catalog_ignores_it() {
+        let o = evaluate(&facts(vec![event("18", 43, "t")], 0));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary
+                .contains("noted: Xid 43 (GPU stopped processing) once"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn xid_45_beside_a_reset_class_xid_is_judged_by_that_one() {
+        let o = evaluate(&facts(vec![event("18", 62, "t"), event("18", 45, "t")], 0));
+        assert_eq!(o.status, Status::Fail);
+        assert!(!o.summary.contains("Xid 45"), "{}", o.summary);
+        assert!(!o.hint.unwrap_or_default().contains("compute-sanitizer"));
+        let alone = evaluate(&facts(vec![event("18", 45, "t")], 0));
+        assert_eq!(alone.status, Status::Warn);
+    }
+
+    #[test]
+    fn xid_154_asking_for_a_reboot_fails_naming_it() {
+        let mut e = event("18", 154, "t");
+        e.detail =
+            "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)".into();
+        let o = evaluate(&facts(vec![e], 0));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .contains("Xid 154 (GPU Recovery Action Changed: Node Reboot Required)"),
+            "{}",
+            o.summary
+        );
+        assert!(o
+            .hint
+            .unwrap_or_default()
+            .starts_with("drain the node and reboot it"));
+    }
+
+    #[test]
     fn unknown_code_warns_naming_it() {
         let o = evaluate(&facts(vec![event("18", 999, "Dec 1 10:00:00")], 0));
         assert_eq!(o.status, Status::Warn);
-        assert!(o.summary.contains("Xid 999 (not in gpucheck's catalog)"));
+        assert!(o.summary.contains("Xid 999 (not in NVIDIA's Xid catalog)"));
         assert!(o
             .hint
             .unwrap_or_default()
@@ -453,7 +580,23 @@ mod tests {
         assert!(o
             .hint
             .unwrap_or_default()
-            .starts_with("reset the GPU at PCI 0000:db:00 while no job uses it (`nvidia-smi -r -i 0000:db:00.0`)"));
+            .starts_with("reset the GPU at PCI 0000:db:00 while no job uses it and log the reset: `nvidia-smi -r -i 0000:db:00.0 | sudo tee /dev/kmsg`"));
+    }
+
+    #[test]
+    fn events_before_a_logged_reset_are_counted_in_the_summary() {
+        let mut f = facts(vec![], 0);
+        if let Ok(log) = &mut f.log {
+            log.before_reset = 2;
+        }
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .ends_with("; 2 Xid events from before a logged GPU reset ignored"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Probe: NVIDIA Xid events in the kernel log since boot. Reads the kernel's
-//! ring buffer (/dev/kmsg) when this user may, else the journal
-//! (`journalctl -k -b`), else the syslog files; or the file the user named
-//! (`--kernel-log`). Lines are parsed here into [`XidEvent`]s; the
-//! `fabric.xid` check judges them.
+//! ring buffer (/dev/kmsg) when this user may, and the journal
+//! (`journalctl -k -b`) too when the ring buffer has already dropped the
+//! boot's first messages; else the journal alone, else the syslog files; or
+//! the file the user named (`--kernel-log`). Lines are parsed here into
+//! [`XidEvent`]s; the `fabric.xid` check judges them.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
@@ -19,6 +21,13 @@ pub enum LogSource {
     Kmsg,
     Journal,
     File(PathBuf),
+    /// /dev/kmsg, whose ring buffer no longer held the boot's first `lost`
+    /// records, with the journal read for them (`Ok`) or why it could not
+    /// be (`Err`).
+    KmsgWrapped {
+        lost: u64,
+        journal: Result<(), String>,
+    },
 }
 
 impl std::fmt::Display for LogSource {
@@ -27,12 +36,24 @@ impl std::fmt::Display for LogSource {
             LogSource::Kmsg => f.write_str("/dev/kmsg"),
             LogSource::Journal => f.write_str("journalctl -k -b"),
             LogSource::File(p) => write!(f, "{}", p.display()),
+            LogSource::KmsgWrapped { lost, journal } => match journal {
+                Ok(()) => write!(
+                    f,
+                    "/dev/kmsg and journalctl -k -b, as the ring buffer no longer holds the \
+                     boot's first {lost} messages"
+                ),
+                Err(why) => write!(
+                    f,
+                    "/dev/kmsg only, which no longer holds the boot's first {lost} messages; \
+                     journalctl: {why}"
+                ),
+            },
         }
     }
 }
 
 /// One Xid (or "fallen off the bus") line of the driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct XidEvent {
     pub slot: PciSlot,
     pub code: u32,
@@ -41,17 +62,22 @@ pub struct XidEvent {
     pub logged_as_xid: bool,
     /// When, as the log says it: "Dec  1 10:02:03", or "412.5 s after boot".
     pub when: String,
+    /// Seconds since boot, where the log says it (dmesg, kmsg, journal).
+    pub since_boot_s: Option<f64>,
     /// The driver's words after the code ("pid=..., GPU has fallen off the bus.").
     pub detail: String,
 }
 
 /// What the kernel log holds for this boot.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KernelLog {
     pub source: LogSource,
     pub events: Vec<XidEvent>,
     /// Xid events a file still held from earlier boots, left out.
     pub earlier_boots: usize,
+    /// Xid events of a GPU logged before a later "GPU ... was successfully
+    /// reset." line for it, left out.
+    pub before_reset: usize,
 }
 
 /// No log could be read; each attempt with why it failed.
@@ -73,6 +99,14 @@ const MAX_LOG_BYTES: u64 = 64 << 20;
 /// (CONSOLE_EXT_LOG_MAX), a smaller buffer fails with EINVAL.
 const KMSG_RECORD_MAX: usize = 16 << 10;
 
+/// Where the live log is looked for: the real machine's places, or a test's.
+pub struct LiveSources<'a> {
+    pub kmsg: &'a Path,
+    /// The PATH journalctl is looked up in.
+    pub path: Option<OsString>,
+    pub syslog_files: &'a [&'a str],
+}
+
 /// The Xid events of this boot from the first source that can be read.
 pub fn read_kernel_log(
     given: Option<&Path>,
@@ -85,19 +119,42 @@ pub fn read_kernel_log(
             given: true,
         });
     }
+    let live = LiveSources {
+        kmsg: Path::new("/dev/kmsg"),
+        path: std::env::var_os("PATH"),
+        syslog_files: SYSLOG_FILES,
+    };
+    read_live(&live, boot_epoch, timeout)
+}
+
+/// /dev/kmsg (with the journal where the ring buffer has wrapped), else the
+/// journal, else the syslog files.
+pub fn read_live(
+    live: &LiveSources,
+    boot_epoch: Option<i64>,
+    timeout: Duration,
+) -> Result<KernelLog, Unreadable> {
     let mut tried = Vec::new();
-    match read_kmsg(Path::new("/dev/kmsg")) {
-        Ok(events) => return Ok(this_boot(LogSource::Kmsg, events)),
-        Err(e) => tried.push(format!("/dev/kmsg: {e}")),
+    match read_kmsg(live.kmsg) {
+        Ok(k) if k.first_seq.is_some_and(|s| s > 0) => {
+            return Ok(with_journal(k, live.path.as_ref(), timeout))
+        }
+        Ok(k) => {
+            return Ok(KernelLog {
+                before_reset: k.before_reset,
+                ..this_boot(LogSource::Kmsg, k.events)
+            })
+        }
+        Err(e) => tried.push(format!("{}: {e}", live.kmsg.display())),
     }
-    match read_journal(timeout) {
+    match read_journal(live.path.as_ref(), timeout) {
         Ok(text) => {
-            let (events, _) = parse_log(&text, None);
+            let events = parse_log(&text, None).events;
             return Ok(this_boot(LogSource::Journal, events));
         }
         Err(e) => tried.push(format!("journalctl: {e}")),
     }
-    for f in SYSLOG_FILES {
+    for f in live.syslog_files {
         match read_file(Path::new(f), boot_epoch) {
             Ok(log) => return Ok(log),
             Err(e) => tried.push(format!("{f}: {e}")),
@@ -109,11 +166,40 @@ pub fn read_kernel_log(
     })
 }
 
+/// The ring buffer starts after the boot's first records (kernel ABI
+/// `dev-kmsg`: a record's sequence number counts from 0 at boot), so the
+/// journal, which keeps them, is read for the events before its first
+/// record.
+fn with_journal(k: KmsgRead, path: Option<&OsString>, timeout: Duration) -> KernelLog {
+    let lost = k.first_seq.unwrap_or(0);
+    let journal = read_journal(path, timeout).map(|text| parse_log(&text, None));
+    let mut events = Vec::new();
+    // The journal holds the whole boot, so its count of events before a
+    // reset is the whole count.
+    let mut before_reset = k.before_reset;
+    if let Ok(early) = &journal {
+        let first = k.first_s.unwrap_or(f64::INFINITY);
+        before_reset = before_reset.max(early.before_reset);
+        early
+            .events
+            .iter()
+            .filter(|e| e.since_boot_s.is_none_or(|t| t < first))
+            .for_each(|e| add_event(&mut events, e.clone()));
+    }
+    k.events.into_iter().for_each(|e| add_event(&mut events, e));
+    let journal = journal.map(|_| ());
+    KernelLog {
+        before_reset,
+        ..this_boot(LogSource::KmsgWrapped { lost, journal }, events)
+    }
+}
+
 fn this_boot(source: LogSource, events: Vec<XidEvent>) -> KernelLog {
     KernelLog {
         source,
         events,
         earlier_boots: 0,
+        before_reset: 0,
     }
 }
 
@@ -135,30 +221,50 @@ pub fn read_file(path: &Path, boot_epoch: Option<i64>) -> io::Result<KernelLog> 
             .map(|(_, r)| r.to_string())
             .unwrap_or_default();
     }
-    let (events, earlier_boots) = parse_log(&text, boot_epoch);
+    let parsed = parse_log(&text, boot_epoch);
     Ok(KernelLog {
         source: LogSource::File(path.to_path_buf()),
-        events,
-        earlier_boots,
+        events: parsed.events,
+        earlier_boots: parsed.earlier_boots,
+        before_reset: parsed.before_reset,
     })
 }
 
+/// What /dev/kmsg held.
+#[derive(Debug)]
+pub struct KmsgRead {
+    pub events: Vec<XidEvent>,
+    /// The first record's sequence number: above 0 when the ring buffer
+    /// has dropped the boot's first records.
+    pub first_seq: Option<u64>,
+    /// The first record's time, in seconds since boot.
+    pub first_s: Option<f64>,
+    /// Events left out as logged before their GPU's reset.
+    pub before_reset: usize,
+}
+
 /// Read the kernel ring buffer without blocking: one record per read, until
-/// EAGAIN. Needs CAP_SYSLOG where kernel.dmesg_restrict=1.
-pub fn read_kmsg(path: &Path) -> io::Result<Vec<XidEvent>> {
+/// EAGAIN (a saved copy in a plain file gives many records per read, one a
+/// line). Needs CAP_SYSLOG where kernel.dmesg_restrict=1.
+pub fn read_kmsg(path: &Path) -> io::Result<KmsgRead> {
     let mut kmsg = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
     let mut buf = vec![0u8; KMSG_RECORD_MAX];
-    let mut events = Vec::new();
+    let mut read = KmsgRead {
+        events: Vec::new(),
+        first_seq: None,
+        first_s: None,
+        before_reset: 0,
+    };
     loop {
         match kmsg.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                let record = String::from_utf8_lossy(&buf[..n]);
-                if let Some(event) = parse_kmsg_record(&record) {
-                    add_event(&mut events, event);
+                let chunk = String::from_utf8_lossy(&buf[..n]);
+                for record in chunk.split('\n').filter(|l| !l.starts_with(' ')) {
+                    take_record(&mut read, record);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -168,15 +274,50 @@ pub fn read_kmsg(path: &Path) -> io::Result<Vec<XidEvent>> {
             Err(e) => return Err(e),
         }
     }
-    Ok(events)
+    Ok(read)
+}
+
+fn take_record(read: &mut KmsgRead, record: &str) {
+    if read.first_seq.is_none() {
+        let mut fields = record.split(';').next().unwrap_or("").split(',');
+        read.first_seq = fields.nth(1).and_then(|f| f.parse().ok());
+        read.first_s = fields
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .map(|us| us as f64 / 1e6);
+        if read.first_s.is_none() {
+            read.first_seq = None;
+        }
+    }
+    if let Some(slot) = kmsg_line(record).and_then(|l| reset_in(l.message)) {
+        read.before_reset += forget_before_reset(&mut read.events, slot);
+    } else if let Some(event) = parse_kmsg_record(record) {
+        add_event(&mut read.events, event);
+    }
+}
+
+/// The GPU a "GPU 00000000:3B:00.0 was successfully reset." line names:
+/// nvidia-smi's words after `nvidia-smi -r`, written into the kernel log
+/// (`nvidia-smi -r -i N | sudo tee /dev/kmsg`) to mark the reset. The
+/// driver logs nothing of its own when a GPU is reset and re-initialised,
+/// so this is the mark gpucheck counts from.
+fn reset_in(message: &str) -> Option<PciSlot> {
+    let before = &message[..message.find(" was successfully reset")?];
+    before.split_whitespace().last().and_then(PciSlot::parse)
+}
+
+/// Drop the events of `slot` logged so far; how many.
+fn forget_before_reset(events: &mut Vec<XidEvent>, slot: PciSlot) -> usize {
+    let before = events.len();
+    events.retain(|e| e.slot != slot);
+    before - events.len()
 }
 
 /// `journalctl -k -b -o short-monotonic`, bounded by `timeout`. An answer
 /// without a single kernel line means this user may not read the system
 /// journal (it then shows only the user's own), not a quiet kernel.
-fn read_journal(timeout: Duration) -> Result<String, String> {
-    let path = std::env::var_os("PATH");
-    let Some(journalctl) = super::python::which("journalctl", path.as_ref()) else {
+fn read_journal(path: Option<&OsString>, timeout: Duration) -> Result<String, String> {
+    let Some(journalctl) = super::python::which("journalctl", path) else {
         return Err("not installed".into());
     };
     let mut cmd = Command::new(journalctl);
@@ -193,11 +334,14 @@ fn read_journal(timeout: Duration) -> Result<String, String> {
 }
 
 /// One /dev/kmsg record: "PRI,SEQ,USEC,FLAGS[,...];MESSAGE\n KEY=VALUE...".
+/// A message of several lines arrives as one, its line breaks escaped
+/// ("\\x0a", kernel ABI `dev-kmsg`).
 pub fn parse_kmsg_record(record: &str) -> Option<XidEvent> {
-    let (header, rest) = record.split_once(';')?;
-    let usec: u64 = header.split(',').nth(2)?.parse().ok()?;
-    let message = rest.lines().next()?;
-    xid_in(message, after_boot(usec as f64 / 1e6))
+    let line = kmsg_line(record.lines().next()?)?;
+    let message = line.message.replace("\\x0a", " ");
+    let mut event = xid_in(&message, line.when)?;
+    event.since_boot_s = line.since_boot_s;
+    Some(event)
 }
 
 fn after_boot(secs: f64) -> String {
@@ -209,29 +353,60 @@ struct LogLine<'a> {
     when: String,
     /// Seconds since the epoch, when the line carries a full date.
     epoch: Option<i64>,
+    since_boot_s: Option<f64>,
     message: &'a str,
+}
+
+/// Lines after "NVRM: The NVIDIA GPU <address>" that may still carry the
+/// rest of its message ("... installed in this system has" / "fallen off
+/// the bus and is not responding to commands.").
+const SPLIT_MESSAGE_LINES: usize = 3;
+
+/// A "The NVIDIA GPU <address>" line waiting for the rest of its message.
+struct Pending {
+    slot: PciSlot,
+    when: String,
+    since_boot_s: Option<f64>,
+    lines_left: usize,
 }
 
 /// Parse a log: syslog lines ("Dec  1 10:02:03 host kernel: ..." or
 /// RFC 3339 "2026-12-01T10:02:03.5+00:00 host kernel: ..."), `dmesg` and
-/// `journalctl -o short-monotonic` lines ("[  412.5] ..."), or /dev/kmsg
+/// `journalctl -o short-monotonic` lines ("[  412.5] ..."), `dmesg -T` /
+/// `--ctime` ("[Sun Jul 28 09:15:27 2024] ...") and `dmesg --time-format
+/// iso` lines (with `-x`'s "kern  :warn  : " before them), or /dev/kmsg
 /// records. Returns this boot's events and how many earlier ones were cut:
 /// the boot is the last kernel banner ("Linux version", "Command line:"),
-/// and a dated line before `boot_epoch` belongs to an earlier boot.
-pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> (Vec<XidEvent>, usize) {
+/// and a dated line before `boot_epoch` belongs to an earlier boot. A GPU's
+/// events before a later reset mark (see [`reset_in`]) are left out too.
+pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
     let mut events: Vec<XidEvent> = Vec::new();
     let mut earlier = 0;
+    let mut before_reset = 0;
+    let mut pending: Option<Pending> = None;
     for raw in text.lines() {
         let Some(line) = split_line(raw) else {
             continue;
         };
         let before_boot = matches!((line.epoch, boot_epoch), (Some(t), Some(b)) if t < b - 1);
         if is_boot_banner(line.message) {
-            earlier += events.len();
+            earlier += events.len() + before_reset;
             events.clear();
+            before_reset = 0;
+            pending = None;
             continue;
         }
-        if let Some(event) = xid_in(line.message, line.when) {
+        if let Some(slot) = reset_in(line.message) {
+            before_reset += forget_before_reset(&mut events, slot);
+            continue;
+        }
+        let event = xid_in(line.message, line.when.clone())
+            .map(|mut e| {
+                e.since_boot_s = line.since_boot_s;
+                e
+            })
+            .or_else(|| rest_of_split_message(&mut pending, &line));
+        if let Some(event) = event {
             if before_boot {
                 earlier += 1;
             } else {
@@ -239,7 +414,54 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> (Vec<XidEvent>, usize) 
             }
         }
     }
-    (events, earlier)
+    Parsed {
+        events,
+        earlier_boots: earlier,
+        before_reset,
+    }
+}
+
+/// A log taken apart: this boot's events, and what was left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub events: Vec<XidEvent>,
+    pub earlier_boots: usize,
+    pub before_reset: usize,
+}
+
+/// The driver prints "The NVIDIA GPU 0000:b3:00.0 / (PCI ID: 10de:26b5)
+/// installed in this system has / fallen off the bus and is not responding
+/// to commands." as one message of three lines, each its own log line
+/// (dmesg indents the later ones, syslog dates each). The GPU is lost:
+/// counted as Xid 79.
+fn rest_of_split_message(pending: &mut Option<Pending>, line: &LogLine) -> Option<XidEvent> {
+    let nvrm = line.message.split_once("NVRM:")?.1.trim();
+    if let Some(address) = nvrm.strip_prefix("The NVIDIA GPU ") {
+        *pending = PciSlot::parse(address.split_whitespace().next()?).map(|slot| Pending {
+            slot,
+            when: line.when.clone(),
+            since_boot_s: line.since_boot_s,
+            lines_left: SPLIT_MESSAGE_LINES,
+        });
+        return None;
+    }
+    let p = pending.as_mut()?;
+    if nvrm.contains("fallen off the bus") {
+        let p = pending.take()?;
+        return Some(XidEvent {
+            slot: p.slot,
+            code: 79,
+            logged_as_xid: false,
+            when: p.when,
+            since_boot_s: p.since_boot_s,
+            detail: "GPU has fallen off the bus".into(),
+        });
+    }
+    p.lines_left -= 1;
+    if p.lines_left == 0 {
+        *pending = None;
+    }
+    None
 }
 
 /// Add an event, counting one fall off the bus once: the driver logs
@@ -269,10 +491,13 @@ fn split_line(raw: &str) -> Option<LogLine<'_>> {
     if let Some(event_line) = kmsg_line(raw) {
         return Some(event_line);
     }
+    let raw = strip_decoded_level(raw);
     let (when, epoch, rest) = if let Some((stamp, rest)) = bsd_stamp(raw) {
         (Some(squeeze(stamp)), None, rest)
     } else if let Some((stamp, epoch, rest)) = rfc3339_stamp(raw) {
         (Some(stamp.to_string()), epoch, rest)
+    } else if let Some((stamp, epoch, rest)) = ctime_stamp(raw) {
+        (Some(stamp), epoch, rest)
     } else {
         (None, None, raw)
     };
@@ -286,8 +511,68 @@ fn split_line(raw: &str) -> Option<LogLine<'_>> {
     Some(LogLine {
         when,
         epoch,
+        since_boot_s: mono,
         message,
     })
+}
+
+/// "kern  :warn  : rest" (`dmesg -x`) -> "rest".
+fn strip_decoded_level(raw: &str) -> &str {
+    let mut parts = raw.splitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(facility), Some(level), Some(rest))
+            if is_word(facility.trim_end()) && is_word(level.trim()) && rest.starts_with(' ') =>
+        {
+            rest.trim_start()
+        }
+        _ => raw,
+    }
+}
+
+fn is_word(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 8 && s.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// "[Sun Jul 28 09:15:27 2024] rest" (`dmesg -T` / `--ctime`, local time).
+fn ctime_stamp(raw: &str) -> Option<(String, Option<i64>, &str)> {
+    let (inner, rest) = raw.strip_prefix('[')?.split_once(']')?;
+    let f: Vec<&str> = inner.split_whitespace().collect();
+    let [_, month, day, hms, year] = f[..] else {
+        return None;
+    };
+    let month = month_number(month)?;
+    let num = |t: &str| t.parse::<i64>().ok();
+    let mut hms = hms.split(':').map(num);
+    let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
+    let epoch = local_epoch(num(year)?, month, num(day)?, h, mi, s);
+    Some((f.join(" "), epoch, rest.trim_start()))
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+fn month_number(name: &str) -> Option<i64> {
+    MONTHS.iter().position(|m| *m == name).map(|i| i as i64 + 1)
+}
+
+/// Seconds since the epoch of a local date and time (mktime, the zone of
+/// this machine, as `dmesg -T` printed it).
+fn local_epoch(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> Option<i64> {
+    let int = |v: i64| i32::try_from(v).ok();
+    // SAFETY: an all-zero `tm` is a valid value; mktime only reads and
+    // normalises the struct it is given.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = int(y - 1900)?;
+    tm.tm_mon = int(mo - 1)?;
+    tm.tm_mday = int(d)?;
+    tm.tm_hour = int(h)?;
+    tm.tm_min = int(mi)?;
+    tm.tm_sec = int(s)?;
+    tm.tm_isdst = -1;
+    // SAFETY: `tm` is a valid, exclusively borrowed struct.
+    let t = unsafe { libc::mktime(&mut tm) };
+    (t != -1).then_some(t as i64)
 }
 
 /// A /dev/kmsg record saved as a line ("6,1234,412500000,-;NVRM: ...").
@@ -302,18 +587,17 @@ fn kmsg_line(raw: &str) -> Option<LogLine<'_>> {
         return None;
     }
     let usec: u64 = fields[2].parse().ok()?;
+    let secs = usec as f64 / 1e6;
     Some(LogLine {
-        when: after_boot(usec as f64 / 1e6),
+        when: after_boot(secs),
         epoch: None,
+        since_boot_s: Some(secs),
         message,
     })
 }
 
 /// "Dec  1 10:02:03 rest" (RFC 3164: no year, local time).
 fn bsd_stamp(raw: &str) -> Option<(&str, &str)> {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     let stamp = raw.get(..15)?;
     let b = stamp.as_bytes();
     let month = stamp.get(..3)?;
@@ -338,7 +622,8 @@ fn rfc3339_epoch(stamp: &str) -> Option<i64> {
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
     let tail = &stamp[19..];
-    let zone = tail.trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
+    // `dmesg --time-format iso` writes the fraction after a comma.
+    let zone = tail.trim_start_matches(|c: char| c == '.' || c == ',' || c.is_ascii_digit());
     let offset = match zone {
         "Z" | "" => 0,
         z if z.len() == 6 && (z.starts_with('+') || z.starts_with('-')) => {
@@ -412,6 +697,7 @@ pub fn xid_in(message: &str, when: String) -> Option<XidEvent> {
             code,
             logged_as_xid: true,
             when,
+            since_boot_s: None,
             detail,
         });
     }
@@ -426,6 +712,7 @@ pub fn xid_in(message: &str, when: String) -> Option<XidEvent> {
         code: 79,
         logged_as_xid: false,
         when,
+        since_boot_s: None,
         detail: "GPU has fallen off the bus".into(),
     })
 }
@@ -476,7 +763,7 @@ mod tests {
                     [ 9.1] NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus.\n\
                     [ 20.0] NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n\
                     [ 20.1] NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.\n";
-        let (events, _) = parse_log(text, None);
+        let events = parse_log(text, None).events;
         let seen: Vec<(String, bool)> = events
             .iter()
             .map(|e| (e.slot.to_string(), e.logged_as_xid))
@@ -505,14 +792,14 @@ mod tests {
                 let _ = parse_log(&line[cut..], Some(0));
             }
         }
-        let (events, _) = parse_log(&lines.join("\n"), None);
+        let events = parse_log(&lines.join("\n"), None).events;
         assert_eq!(events.len(), 4);
     }
 
     #[test]
     fn the_real_kmsg_reads_to_its_end_or_says_why_not() {
         match read_kmsg(Path::new("/dev/kmsg")) {
-            Ok(events) => assert!(events.iter().all(|e| e.when.ends_with("s after boot"))),
+            Ok(k) => assert!(k.events.iter().all(|e| e.when.ends_with("s after boot"))),
             Err(e) => assert!(
                 matches!(
                     e.kind(),
@@ -546,7 +833,11 @@ mod tests {
                     [  413.25] NVRM: Xid (PCI:0000:18:00): 13, Graphics Exception\n\
                     6,1234,414000000,-;NVRM: Xid (PCI:0000:2a:00): 31, fault\n\
                     2099-01-02T03:04:05.000001+00:00 gpu07 kernel: NVRM: Xid (PCI:0000:5d:00): 48, DBE\n";
-        let (events, earlier) = parse_log(text, None);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, None);
         let whens: Vec<&str> = events.iter().map(|e| e.when.as_str()).collect();
         assert_eq!(
             whens,
@@ -567,7 +858,11 @@ mod tests {
                     Dec  1 09:00:00 h kernel: [    0.000000] Linux version 6.8.0-45-generic (buildd@lcy02)\n\
                     Dec  1 09:00:00 h kernel: [    0.000000] Command line: BOOT_IMAGE=/vmlinuz\n\
                     Dec  1 10:00:00 h kernel: [ 3600.0] NVRM: Xid (PCI:0000:3b:00): 63, row remap\n";
-        let (events, earlier) = parse_log(text, None);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, None);
         assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [63]);
         assert_eq!(earlier, 2);
     }
@@ -578,7 +873,11 @@ mod tests {
         let text = "2026-12-01T08:59:00+00:00 h kernel: NVRM: Xid (PCI:0000:3b:00): 79, old\n\
                     2026-12-01T10:59:00+02:00 h kernel: NVRM: Xid (PCI:0000:3b:00): 79, before boot in UTC\n\
                     2026-12-01T09:05:00Z h kernel: NVRM: Xid (PCI:0000:3b:00): 48, new\n";
-        let (events, earlier) = parse_log(text, boot);
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, boot);
         assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [48]);
         assert_eq!(earlier, 2);
     }
@@ -623,5 +922,195 @@ mod tests {
         let log = read_file(&path, None).expect("read");
         assert_eq!(log.events.len(), 1);
         assert_eq!(log.events[0].code, 79);
+    }
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/kernel_log")
+            .join(name)
+    }
+
+    fn codes_and_slots(events: &[XidEvent]) -> Vec<(u32, String)> {
+        events
+            .iter()
+            .map(|e| (e.code, e.slot.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_fallen_off_message_split_over_dmesg_lines_is_a_lost_gpu() {
+        let text = "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n\
+                    \x20              NVRM: (PCI ID: 10de:26b5) installed in this system has\n\
+                    \x20              NVRM: fallen off the bus and is not responding to commands.\n\
+                    [ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n";
+        let events = parse_log(text, None).events;
+        assert_eq!(codes_and_slots(&events), [(79, "0000:b3:00".to_string())]);
+        assert_eq!(events[0].when, "1843.3 s after boot");
+        assert!(!events[0].logged_as_xid);
+    }
+
+    #[test]
+    fn the_split_message_in_syslog_and_in_one_kmsg_record_is_a_lost_gpu() {
+        let syslog = "Jan  5 10:00:00 h kernel: NVRM: The NVIDIA GPU 0000:3b:00.0\n\
+                      Jan  5 10:00:00 h kernel: NVRM: (PCI ID: 10de:2330) installed in this system has\n\
+                      Jan  5 10:00:00 h kernel: NVRM: fallen off the bus and is not responding to commands.\n";
+        let events = parse_log(syslog, None).events;
+        assert_eq!(codes_and_slots(&events), [(79, "0000:3b:00".to_string())]);
+        let record = "3,812,95123456,-;NVRM: The NVIDIA GPU 0000:3b:00.0\\x0aNVRM: (PCI ID: \
+                      10de:2330) installed in this system has\\x0aNVRM: fallen off the bus and is \
+                      not responding to commands.\n SUBSYSTEM=pci\n";
+        let e = parse_kmsg_record(record).expect("one record");
+        assert_eq!((e.code, e.slot.to_string()), (79, "0000:3b:00".to_string()));
+    }
+
+    #[test]
+    fn the_start_of_a_split_message_alone_is_no_event() {
+        let text = "[ 1.0] NVRM: The NVIDIA GPU 0000:b3:00.0\n\
+                    [ 1.1] NVRM: (PCI ID: 10de:26b5) installed in this system is\n\
+                    [ 1.2] NVRM: supported through the NVIDIA 580.xx Legacy drivers.\n\
+                    [ 1.3] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n\
+                    [ 9.0] NVRM: something else fallen off the bus\n";
+        assert_eq!(parse_log(text, None).events, []);
+    }
+
+    #[test]
+    fn dmesg_ctime_lines_are_dated_and_cut_at_this_boot() {
+        let boot = local_epoch(2024, 8, 1, 0, 0, 0);
+        let text = "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 79, pid=1, GPU has fallen off the bus.\n\
+                    [Mon Aug  5 03:54:13 2024] NVRM: Xid (PCI:0000:00:07): 31, pid=2, Ch 00000008\n";
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, boot);
+        assert_eq!(codes_and_slots(&events), [(31, "0000:00:07".to_string())]);
+        assert_eq!(events[0].when, "Mon Aug 5 03:54:13 2024");
+        assert_eq!(earlier, 1);
+    }
+
+    #[test]
+    fn dmesg_iso_lines_with_decoded_levels_are_dated() {
+        let text = "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', x\n\
+                    kern  :warn  : 2025-01-21T04:41:44,287197+00:00 NVRM: Xid (PCI:0000:38:00): 43, pid=2924364\n";
+        let boot = rfc3339_epoch("2025-01-21T04:41:44+00:00");
+        let Parsed {
+            events,
+            earlier_boots: earlier,
+            ..
+        } = parse_log(text, boot);
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].when, "2025-01-21T04:41:44,283302+00:00");
+        assert_eq!(earlier, 0);
+        let later_boot = rfc3339_epoch("2025-01-22T00:00:00+00:00");
+        let later = parse_log(text, later_boot);
+        assert_eq!((later.events, later.earlier_boots), (vec![], 2));
+    }
+
+    /// A PATH holding only a fake `journalctl` that prints `journal` when
+    /// asked for this boot's kernel messages.
+    fn fake_journalctl(journal: &Path) -> (tempfile::TempDir, OsString) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = dir.path().join("journalctl");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ncase \"$*\" in *-k*-b*) exec cat '{}';; esac\nexit 1\n",
+                journal.display()
+            ),
+        )
+        .expect("write");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = OsString::from(dir.path());
+        (dir, path)
+    }
+
+    fn live<'a>(kmsg: &'a Path, path: Option<OsString>) -> LiveSources<'a> {
+        LiveSources {
+            kmsg,
+            path,
+            syslog_files: &[],
+        }
+    }
+
+    #[test]
+    fn a_wrapped_ring_buffer_is_completed_from_the_journal() {
+        let kmsg = fixture("kmsg-wrapped.kmsg");
+        let (_dir, path) = fake_journalctl(&fixture("journal-early.txt"));
+        let log = read_live(&live(&kmsg, Some(path)), None, Duration::from_secs(5)).expect("read");
+        // The early Xid 48 only the journal still has, and the Xid 119 both
+        // have, counted once.
+        let seen: Vec<(u32, &str)> = log
+            .events
+            .iter()
+            .map(|e| (e.code, e.when.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [(48, "120.5 s after boot"), (119, "300.0 s after boot")]
+        );
+        assert_eq!(
+            log.source.to_string(),
+            "/dev/kmsg and journalctl -k -b, as the ring buffer no longer holds the boot's \
+             first 5000 messages"
+        );
+    }
+
+    #[test]
+    fn a_wrapped_ring_buffer_without_a_journal_says_what_is_missing() {
+        let kmsg = fixture("kmsg-wrapped.kmsg");
+        let empty = tempfile::tempdir().expect("tempdir");
+        let path = Some(OsString::from(empty.path()));
+        let log = read_live(&live(&kmsg, path), None, Duration::from_secs(5)).expect("read");
+        assert_eq!(log.events.iter().map(|e| e.code).collect::<Vec<_>>(), [119]);
+        assert_eq!(
+            log.source.to_string(),
+            "/dev/kmsg only, which no longer holds the boot's first 5000 messages; journalctl: \
+             not installed"
+        );
+    }
+
+    #[test]
+    fn a_ring_buffer_from_boot_on_is_read_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(
+            &kmsg,
+            "6,0,0,-;Linux version 6.8.0\n4,1,300000000,-;NVRM: Xid (PCI:0000:3b:00): 119, x\n",
+        )
+        .expect("write");
+        let (_j, path) = fake_journalctl(&fixture("journal-early.txt"));
+        let log = read_live(&live(&kmsg, Some(path)), None, Duration::from_secs(5)).expect("read");
+        assert_eq!(log.source, LogSource::Kmsg);
+        assert_eq!(log.events.iter().map(|e| e.code).collect::<Vec<_>>(), [119]);
+    }
+
+    #[test]
+    fn xids_before_nvidia_smis_reset_line_are_left_out() {
+        let text = "[ 100.0] NVRM: Xid (PCI:0000:3b:00): 119, pid=1, Timeout\n\
+                    [ 101.0] NVRM: Xid (PCI:0000:18:00): 48, pid=1, DBE\n\
+                    [ 200.0] GPU 00000000:3B:00.0 was successfully reset.\n\
+                    [ 300.0] NVRM: Xid (PCI:0000:3b:00): 13, pid=2, later\n";
+        let parsed = parse_log(text, None);
+        let seen: Vec<(u32, String)> = codes_and_slots(&parsed.events);
+        assert_eq!(
+            seen,
+            [
+                (48, "0000:18:00".to_string()),
+                (13, "0000:3b:00".to_string())
+            ]
+        );
+        assert_eq!(parsed.before_reset, 1);
+        // The same mark as a /dev/kmsg record (written with `tee /dev/kmsg`).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(
+            &kmsg,
+            "3,0,100000000,-;NVRM: Xid (PCI:0000:3b:00): 119, x\n\
+             12,1,200000000,-;GPU 00000000:3B:00.0 was successfully reset.\\x0aAll done.\n",
+        )
+        .expect("write");
+        let k = read_kmsg(&kmsg).expect("read");
+        assert_eq!((k.events.len(), k.before_reset), (0, 1));
     }
 }

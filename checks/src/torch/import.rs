@@ -152,6 +152,42 @@ pub fn probe_failure(e: &TorchProbeError, driver_cuda: Option<CudaVersion>) -> O
     }
 }
 
+/// A failure names how the Python was chosen when something the user
+/// believes active was passed over on the way ($VIRTUAL_ENV pointing at a
+/// folder with no Python), so "torch is not installed for /usr/bin/python3"
+/// is not a riddle. With no Python at all, a $VIRTUAL_ENV that is set held
+/// none either (it would have been chosen).
+pub fn with_python_choice(
+    mut o: Outcome,
+    source: Option<&PythonSource>,
+    e: &TorchProbeError,
+    virtual_env: Option<&std::ffi::OsStr>,
+) -> Outcome {
+    let passed_over = match source {
+        Some(PythonSource::Conda { passed_over } | PythonSource::Path { passed_over }) => {
+            !passed_over.is_empty()
+        }
+        _ => false,
+    };
+    if let Some(s) = source.filter(|_| passed_over) {
+        o.summary = format!("{} (Python from {})", o.summary, s.describe());
+        return o.with_fact("python_source", s.describe());
+    }
+    let venv = virtual_env.filter(|v| !v.is_empty());
+    if let (TorchProbeError::NoPython(FindPythonError::NotFound), Some(v)) = (e, venv) {
+        let shown = crate::domain::text::quote_value(&v.to_string_lossy());
+        o.summary = format!("{}; $VIRTUAL_ENV={shown} holds no Python", o.summary);
+        let fix = "the virtual environment $VIRTUAL_ENV names is gone or has no bin/python: \
+                   activate the one that will train, or unset VIRTUAL_ENV";
+        let hint = match o.hint.take().filter(|h| !h.is_empty()) {
+            Some(h) => format!("{fix}; {h}"),
+            None => fix.to_string(),
+        };
+        o = o.with_hint(hint);
+    }
+    o
+}
+
 /// `import torch` raised: the fix the error points at.
 fn import_failed(python: &std::path::Path, detail: &str) -> Outcome {
     let fix = if detail.contains("undefined symbol") {
@@ -255,7 +291,7 @@ impl Check for TorchImport {
     }
     fn explain(&self) -> &'static str {
         "Imports PyTorch with the Python that will train and records what it is: version, the CUDA version it was built for, whether it sees CUDA (and why not), its GPU architectures, cuDNN and NCCL versions, import time, and the CUDA libraries it actually loaded.\n\n\
-The Python is the one a job would use: --python PATH (or GPUCHECK_PYTHON), else the active virtual environment ($VIRTUAL_ENV), else the active conda environment ($CONDA_PREFIX), else python3 on PATH. The introspection runs in that Python as a separate process under a timeout; each query is guarded, so a CPU-only machine or a broken driver still gives an answer.\n\n\
+The Python is the one a job would use: --python PATH (or GPUCHECK_PYTHON), else the active virtual environment ($VIRTUAL_ENV), else the active conda environment ($CONDA_PREFIX), else python3 on PATH; a $VIRTUAL_ENV or $CONDA_PREFIX that holds no Python is passed over, and the result says so, also when the check fails. The introspection runs in that Python as a separate process under a timeout; each query is guarded, so a CPU-only machine or a broken driver still gives an answer.\n\n\
 Why it matters for DDP: every rank imports torch first. A torch that fails to import (a missing libcudnn, a library on LD_LIBRARY_PATH that shadows torch's own), that is a CPU-only build, or that is built for a newer CUDA than the driver supports, ends the job before the first step. torch.cuda, torch.arch and torch.nccl judge what this check found.\n\n\
 How to fix: no Python at all is a skip (name the Python with --python); a training Python without torch fails, since every rank dies at `import torch`: the hint gives the install command for the build the driver runs. An import failure names the error: reinstall torch (`pip install --force-reinstall torch`) or remove the shadowing folder from LD_LIBRARY_PATH."
     }
@@ -263,7 +299,12 @@ How to fix: no Python at all is a skip (name the Python with --python); a traini
         let (source, result) = run_for(ctx);
         match result {
             Ok(info) => evaluate_import(&info, source),
-            Err(e) => super::failure_verdict(ctx, &e),
+            Err(e) => with_python_choice(
+                super::failure_verdict(ctx, &e),
+                source.as_ref(),
+                &e,
+                std::env::var_os("VIRTUAL_ENV").as_deref(),
+            ),
         }
     }
 }
@@ -278,6 +319,53 @@ mod tests {
     /// The verdict without a known driver.
     fn probe_failure(e: &TorchProbeError) -> Outcome {
         super::probe_failure(e, None)
+    }
+
+    #[test]
+    fn a_failure_names_a_virtual_env_that_was_passed_over() {
+        let e = TorchProbeError::NotInstalled {
+            python: "/usr/bin/python3".into(),
+            detail: "No module named 'torch'".into(),
+        };
+        let source = PythonSource::Path {
+            passed_over: vec![
+                "$VIRTUAL_ENV=\"/gone/venv\" holds no Python, so it was passed over".into(),
+            ],
+        };
+        let o = with_python_choice(probe_failure(&e), Some(&source), &e, None);
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary.ends_with(
+                "(Python from python3 on PATH; $VIRTUAL_ENV=\"/gone/venv\" holds no Python, so \
+                 it was passed over)"
+            ),
+            "{}",
+            o.summary
+        );
+        // Nothing passed over: the verdict as it was.
+        let plain = PythonSource::Path {
+            passed_over: vec![],
+        };
+        let o = with_python_choice(probe_failure(&e), Some(&plain), &e, None);
+        assert_eq!(o.summary, probe_failure(&e).summary);
+    }
+
+    #[test]
+    fn no_python_at_all_says_virtual_env_held_none() {
+        let e = TorchProbeError::NoPython(FindPythonError::NotFound);
+        let venv = std::ffi::OsStr::new("/gone/venv");
+        let o = with_python_choice(probe_failure(&e), None, &e, Some(venv));
+        assert_eq!(o.status, Status::Skip);
+        assert!(
+            o.summary
+                .ends_with("; $VIRTUAL_ENV=\"/gone/venv\" holds no Python"),
+            "{}",
+            o.summary
+        );
+        assert!(o
+            .hint
+            .unwrap_or_default()
+            .starts_with("the virtual environment $VIRTUAL_ENV names is gone"));
     }
 
     #[test]

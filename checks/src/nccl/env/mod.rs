@@ -3,6 +3,7 @@
 mod filter;
 mod names;
 mod sockets;
+mod values;
 
 pub use filter::NameFilter;
 pub use names::{closest, edit_distance, KNOWN_NCCL_VARS};
@@ -209,7 +210,8 @@ fn transport_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     }
     if let Some(v) = facts
         .get("NCCL_P2P_LEVEL")
-        .filter(|v| matches!(v.value.trim().to_ascii_uppercase().as_str(), "LOC" | "0"))
+        // NCCL compares the level with strcmp: "loc" is ignored, not LOC.
+        .filter(|v| matches!(v.value.trim(), "LOC" | "0"))
     {
         out.flag(
             "NCCL_P2P_LEVEL",
@@ -269,7 +271,14 @@ fn network_findings(facts: &EnvFacts, out: &mut EnvFindings) {
 /// Settings that force NCCL's choices or its logging: they work, at a cost.
 fn override_findings(facts: &EnvFacts, out: &mut EnvFindings) {
     for name in ["NCCL_ALGO", "NCCL_PROTO"] {
-        if let Some(v) = facts.get(name).filter(|v| !v.value.trim().is_empty()) {
+        let valid = |v: &&probe::NcclVar| {
+            values::grammar_of(name).is_none_or(|g| values::check_value(g, &v.value).is_none())
+        };
+        if let Some(v) = facts
+            .get(name)
+            .filter(|v| !v.value.trim().is_empty())
+            .filter(valid)
+        {
             out.flag(
                 name,
                 Status::Warn,
@@ -303,6 +312,48 @@ fn override_findings(facts: &EnvFacts, out: &mut EnvFindings) {
             "INFO/TRACE slow start-up, flood the job's log and bury real errors; use \
              NCCL_DEBUG=WARN outside debugging sessions",
         );
+    }
+}
+
+/// Values NCCL ignores without a word (a warning naming what it accepts)
+/// or refuses at init (a failure), checked against the grammar NCCL reads
+/// each with (`values`).
+fn value_findings(facts: &EnvFacts, out: &mut EnvFindings) {
+    for var in &facts.vars {
+        let value = var.value.as_str();
+        // Not UTF-8: flagged as such already.
+        if value.is_empty() || facts.not_utf8.contains(&var.name) {
+            continue;
+        }
+        let origin = describe_origin(&var.origin);
+        let shown = quote_value(value);
+        if let Some(bad) = values::grammar_of(&var.name).and_then(|g| values::check_value(g, value))
+        {
+            let status = if bad.rejected {
+                Status::Fail
+            } else {
+                Status::Warn
+            };
+            let text = format!("{}={shown}{origin} {}", var.name, bad.problem);
+            out.flag(&var.name, status, text, bad.hint);
+            continue;
+        }
+        let (ports, example) = match var.name.as_str() {
+            "NCCL_IB_HCA" => (true, "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1"),
+            "NCCL_SOCKET_IFNAME" => (false, "NCCL_SOCKET_IFNAME=^docker0,lo"),
+            _ => continue,
+        };
+        if let Some(problem) = values::list_entry_problem(value, ports) {
+            out.flag(
+                &var.name,
+                Status::Warn,
+                format!("{}={shown}{origin}: {problem}", var.name),
+                format!(
+                    "NCCL matches each entry character for character, so that entry selects \
+                     nothing: write the list without spaces, ports as numbers ({example})"
+                ),
+            );
+        }
     }
 }
 
@@ -385,6 +436,7 @@ pub fn env_findings(facts: &EnvFacts) -> EnvFindings {
     ib_hca_findings(facts, &mut out);
     transport_findings(facts, &mut out);
     network_findings(facts, &mut out);
+    value_findings(facts, &mut out);
     override_findings(facts, &mut out);
     name_findings(facts, &mut out);
     out
@@ -556,9 +608,22 @@ did you mean NCCL_SOCKET_IFNAME?), checked against the names in NCCL's Environme
 documentation. Names other tools read are listed, not flagged: NCCL_VERSION (set by NVIDIA's CUDA \
 container images), NCCL_ROOT, NCCL_INCLUDE_DIR, NCCL_LIB_DIR (PyTorch's build), NCCL_HOME \
 (nccl-tests), NCCL_FASTRAK_* and NCCL_GPUDIRECTTCPX_* (Google Cloud's network plugins).\n\n\
+Values are checked against the grammar NCCL reads them with. A value NCCL ignores without a \
+word warns, naming what it accepts: NCCL_SOCKET_FAMILY and NCCL_IB_ADDR_FAMILY other than \
+AF_INET / AF_INET6 (exact), NCCL_DEBUG other than VERSION, WARN, INFO, ABORT, TRACE (any case; \
+any other value silences even NCCL's warnings), NCCL_LAUNCH_MODE other than PARALLEL / GROUP, \
+NCCL_P2P_LEVEL and NCCL_NET_GDR_LEVEL other than LOC, NVL, NVB, C2C, PIX, PXB, PXN, P2C, PHB, \
+SYS (exact capitals) or the old numbers, a word where NCCL reads an integer (NCCL_P2P_DISABLE=true \
+is read as 0 or ignored) or an integer out of range (NCCL_IB_TIMEOUT 0-31, NCCL_IB_RETRY_CNT \
+0-7, NCCL_IB_SL 0-15, NCCL_IB_TC 0-255, NCCL_IB_GID_INDEX -1 or more), and an NCCL_SOCKET_IFNAME \
+or NCCL_IB_HCA entry with a space or a port that is not a number. NCCL_ALGO and NCCL_PROTO are \
+comma lists of algorithms (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT) or \
+protocols (LL, LL128, Simple), any case, with `^` to exclude and per-function entries after `;` \
+(allreduce:ring;broadcast:tree); a name NCCL does not know fails, as newer NCCL refuses it when \
+the communicator is created.\n\n\
 Fixes: name an interface or HCA that exists (`ip -br link`, `ls /sys/class/infiniband`), or \
 unset the variable and let NCCL choose; remove workaround settings once the underlying problem \
-(ACS/IOMMU for P2P, /dev/shm size for SHM) is fixed; correct misspelled names."
+(ACS/IOMMU for P2P, /dev/shm size for SHM) is fixed; correct misspelled names and values."
     }
     fn run(&self, _ctx: &Context) -> Outcome {
         let facts = probe::env_facts();
@@ -605,6 +670,72 @@ mod tests {
             },
         ];
         f
+    }
+
+    #[test]
+    fn env_values_nccl_ignores_warn_naming_what_it_accepts() {
+        let o = evaluate_env(&env(&[("NCCL_SOCKET_FAMILY", "IPv6")]));
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "NCCL_SOCKET_FAMILY=\"IPv6\" is not a value NCCL knows"
+        );
+        assert_eq!(
+            o.hint.as_deref(),
+            Some(
+                "NCCL accepts AF_INET, AF_INET6 (exactly, in capitals); with any other value it \
+                 uses whichever address family it finds first"
+            )
+        );
+        let o = evaluate_env(&env(&[("NCCL_P2P_DISABLE", "true")]));
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(o.summary, "NCCL_P2P_DISABLE=\"true\" is not an integer");
+        // NCCL compares levels exactly: "loc" is ignored, not LOC.
+        let o = evaluate_env(&env(&[("NCCL_P2P_LEVEL", "loc")]));
+        assert_eq!(
+            o.summary,
+            "NCCL_P2P_LEVEL=\"loc\" is not a level NCCL knows"
+        );
+    }
+
+    #[test]
+    fn env_an_algorithm_nccl_does_not_know_fails() {
+        let o = evaluate_env(&env(&[("NCCL_ALGO", "ring,trees")]));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "NCCL_ALGO=\"ring,trees\" names what NCCL does not know: \"trees\""
+        );
+        assert!(o.hint.unwrap_or_default().contains("ncclInvalidUsage"));
+        // A valid forced list still warns as a forced choice.
+        let o = evaluate_env(&env(&[("NCCL_ALGO", "^tree;allreduce:ring")]));
+        assert_eq!(o.status, Status::Warn);
+        assert!(o.summary.contains("forces NCCL's choice"), "{}", o.summary);
+    }
+
+    #[test]
+    fn env_an_hca_list_with_a_space_warns() {
+        let o = evaluate_env(&with_ib(env(&[("NCCL_IB_HCA", "mlx5_0, mlx5_1")])));
+        assert_eq!(o.status, Status::Warn);
+        assert_eq!(
+            o.summary,
+            "NCCL_IB_HCA=\"mlx5_0, mlx5_1\": entry \" mlx5_1\" holds a space, which NCCL keeps \
+             as part of the name"
+        );
+    }
+
+    #[test]
+    fn env_documented_values_pass() {
+        let o = evaluate_env(&with_ib(env(&[
+            ("NCCL_SOCKET_FAMILY", "AF_INET6"),
+            ("NCCL_DEBUG", "version"),
+            ("NCCL_IB_HCA", "^=mlx5_1"),
+            ("NCCL_P2P_LEVEL", "NVL"),
+            ("NCCL_IB_GID_INDEX", "-1"),
+            ("NCCL_IB_TIMEOUT", "22"),
+            ("NCCL_SOCKET_IFNAME", "^docker0"),
+        ])));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
     }
 
     #[test]
