@@ -559,6 +559,35 @@ fn env_runs_in_the_quick_profile() {
     assert!(!ids.contains(&"nccl.allreduce") && !ids.contains(&"nccl.library"));
 }
 
+#[test]
+fn env_reads_the_hcas_from_the_same_sysfs_as_fabric_rdma() {
+    // GPUCHECK_SYSFS_ROOT stands for /sys for every check: nccl.env and
+    // fabric.rdma judge the same four NDR ports of the fixture tree, not
+    // this machine's (which has none).
+    let tree = common::root().join("tests/fixtures/sysfs/ndr_active");
+    let tree = tree.to_str().unwrap();
+    let (_, doc) = run(
+        &["--only", "nccl.env,fabric.rdma"],
+        &[
+            ("GPUCHECK_SYSFS_ROOT", tree),
+            ("NCCL_IB_HCA", "mlx5_0,mlx5_1"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "fabric.rdma"), "pass", "{doc:#}");
+    let (out, doc) = run(
+        &["--only", "nccl.env,fabric.rdma"],
+        &[("GPUCHECK_SYSFS_ROOT", tree), ("NCCL_IB_HCA", "=mlx5_9")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.env");
+    assert!(
+        s.contains("selects none of this host's HCA ports") && s.contains("mlx5_3:1"),
+        "{s}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
 // ---------------------------------------------------------------------------
 // nccl.allreduce without a driver
 // ---------------------------------------------------------------------------
@@ -989,6 +1018,71 @@ fn allreduce_nccl_errors_carry_nccls_own_words() {
         "ncclAllReduce 32 MiB (warm-up) failed: remote process exited or there was a network \
          error (fake: peer went away)"
     );
+}
+
+#[test]
+fn allreduce_loads_the_driver_cuda_driver_judged_not_the_toolkit_stub() {
+    // The toolkit's stubs folder first on LD_LIBRARY_PATH: cudarc tries
+    // libcuda.so (the stub) before libcuda.so.1 (the driver). cuda.driver
+    // warns about the folder; the all-reduce runs on the driver it judged.
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let ld =
+        std::env::join_paths([common::stub_libcuda_dir(), cuda.parent().unwrap().into()]).unwrap();
+    let (out, doc) = allreduce(
+        "cuda.driver,cuda.copy_bandwidth,nccl.library,nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("LD_LIBRARY_PATH", ld.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "warn", "{doc:#}");
+    assert_eq!(
+        common::status_of(&doc, "cuda.copy_bandwidth"),
+        "pass",
+        "{doc:#}"
+    );
+    assert!(
+        summary(&doc, "cuda.driver").contains("cuda-stub/stubs/libcuda.so"),
+        "{doc:#}"
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains("results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_names_the_toolkit_stub_when_it_is_the_libcuda_loaded() {
+    // The stub linked as libcuda.so.1 (a container built that way): every
+    // loader gets it; the verdict names the file, not just error 34.
+    let dir = tempfile::tempdir().unwrap();
+    let stub = dir.path().join("libcuda.so.1");
+    std::fs::copy(common::stub_libcuda_dir().join("libcuda.so"), &stub).unwrap();
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[("LD_LIBRARY_PATH", dir.path().to_str().unwrap())],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        format!(
+            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+             CUDA_ERROR_STUB_LIBRARY)",
+            stub.display()
+        )
+    );
+    assert!(
+        hint(&doc, "nccl.allreduce").starts_with(&format!(
+            "take {} off LD_LIBRARY_PATH",
+            dir.path().display()
+        )),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]

@@ -96,7 +96,18 @@ pub fn measure_all() -> Result<Vec<DeviceCopy>, CopyProbeError> {
 
 fn describe(call: &str, e: DriverError) -> String {
     let e = CopyError::new(call, e);
-    format!("{} failed: {}", e.call, e.error)
+    // The toolkit's stub answers every call so: name the file loaded.
+    let stub = (e.error == "CUDA_ERROR_STUB_LIBRARY")
+        .then(|| super::cuda::mapped_library("libcuda.so"))
+        .flatten()
+        .map(|lib| {
+            format!(
+                " (the libcuda loaded, {}, is the CUDA toolkit's stub, not the driver)",
+                lib.display()
+            )
+        })
+        .unwrap_or_default();
+    format!("{} failed: {}{stub}", e.call, e.error)
 }
 
 fn measure_device(ordinal: u32) -> DeviceCopy {

@@ -312,7 +312,9 @@ pub fn interface_speed_mbps(sysfs: &Path, name: &str) -> Option<u32> {
         .filter(|&mbps| mbps > 0)
 }
 
-/// The InfiniBand/RoCE devices under `root` (normally /sys/class/infiniband).
+/// The InfiniBand/RoCE devices under `root`: `<sysfs>/class/infiniband`,
+/// where `<sysfs>` is [`crate::probe::sysfs::sysfs_root`], the same folder
+/// fabric.rdma reads, so both checks see the same devices.
 pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
@@ -356,7 +358,7 @@ pub fn env_facts() -> EnvFacts {
         interfaces,
         interfaces_without_address,
         interfaces_error,
-        ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
+        ib_devices: ib_devices(&crate::probe::sysfs::sysfs_root().join("class/infiniband")),
         not_utf8,
     }
 }
@@ -677,8 +679,12 @@ impl TuningLog {
 pub enum AllReduceFailure {
     /// libcuda.so.1 is not loadable: no NVIDIA driver here.
     NoDriver,
-    /// `cuInit` failed (the CUDA error's name).
-    DriverInit { error: String },
+    /// `cuInit` failed (the CUDA error's name), with the libcuda file the
+    /// process mapped (the toolkit's stub, when the error says so).
+    DriverInit {
+        error: String,
+        library: Option<PathBuf>,
+    },
     /// CUDA sees no GPU.
     NoGpu,
     /// The NCCL library could not be loaded or lacks an entry point.
@@ -1021,6 +1027,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
             }
             return Err(AllReduceFailure::DriverInit {
                 error: format!("{:?}", e.0),
+                library: super::cuda::mapped_library("libcuda.so"),
             });
         }
     };

@@ -445,6 +445,28 @@ fn cuda_failure(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcom
     )
 }
 
+/// cuInit answered CUDA_ERROR_STUB_LIBRARY: the libcuda loaded is the CUDA
+/// toolkit's link-time stub, not the driver's.
+pub fn stub_loaded(error: &str, library: &std::path::Path) -> Outcome {
+    let dir = library
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    Outcome::fail(
+        format!(
+            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+             {error})",
+            library.display()
+        ),
+        format!(
+            "take {dir} off LD_LIBRARY_PATH (and remove any libcuda.so.1 link made to the stub): \
+             the stubs are for linking when building, never for running; the driver's \
+             libcuda.so.1 comes with the NVIDIA driver (in containers: the NVIDIA Container \
+             Toolkit, `docker run --gpus all`)"
+        ),
+    )
+}
+
 /// Turn a run that could not finish into a verdict.
 pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
     evaluate_failure_with(failure, None)
@@ -466,7 +488,11 @@ pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistor
         AllReduceFailure::NoGpu => Outcome::skip(
             "CUDA sees no GPU (check CUDA_VISIBLE_DEVICES and env.cuda_visible_devices)",
         ),
-        AllReduceFailure::DriverInit { error } => Outcome::fail(
+        AllReduceFailure::DriverInit {
+            error,
+            library: Some(lib),
+        } if error.contains("STUB_LIBRARY") => stub_loaded(error, lib),
+        AllReduceFailure::DriverInit { error, .. } => Outcome::fail(
             format!("the CUDA driver did not initialise (cuInit: {error})"),
             "see cuda.driver for the cause and its fix (`gpucheck --only cuda.driver`)",
         ),
@@ -1061,9 +1087,23 @@ mod tests {
         );
         let o = evaluate_failure(&AllReduceFailure::DriverInit {
             error: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH".into(),
+            library: Some(PathBuf::from("/usr/lib64/libcuda.so.1")),
         });
         assert_eq!(o.status, Status::Fail);
         assert!(o.hint.unwrap().contains("--only cuda.driver"));
+        let o = evaluate_failure(&AllReduceFailure::DriverInit {
+            error: "CUDA_ERROR_STUB_LIBRARY".into(),
+            library: Some(PathBuf::from("/usr/local/cuda/lib64/stubs/libcuda.so.1")),
+        });
+        assert_eq!(
+            o.summary,
+            "the libcuda loaded, /usr/local/cuda/lib64/stubs/libcuda.so.1, is the CUDA toolkit's \
+             stub, not the NVIDIA driver (cuInit: CUDA_ERROR_STUB_LIBRARY)"
+        );
+        assert!(o
+            .hint
+            .unwrap()
+            .starts_with("take /usr/local/cuda/lib64/stubs off LD_LIBRARY_PATH"));
         let o = evaluate_failure(&AllReduceFailure::Nccl {
             step: "ncclCommInitAll".into(),
             code: 2,
