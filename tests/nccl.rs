@@ -1086,6 +1086,64 @@ fn allreduce_names_the_toolkit_stub_when_it_is_the_libcuda_loaded() {
 }
 
 #[test]
+fn allreduce_network_error_reports_nccls_words_instead_of_hanging() {
+    // A peer or network error: the kernels never finish and NCCL sets the
+    // communicators' asynchronous error. Waiting in cuStreamSynchronize
+    // would hang to the timeout; polling reads NCCL's account at once.
+    let started = std::time::Instant::now();
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "20"],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "peer_error"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with(
+            "ncclAllReduce 32 MiB (warm-up) failed: remote process exited or there was a \
+             network error (NET/IB : Got completion from peer 10.0.0.2<44103> with status=12"
+        ),
+        "{s}"
+    );
+    assert_eq!(
+        common::result(&doc, "nccl.allreduce")["facts"]["nccl_error_code"],
+        6
+    );
+    assert!(started.elapsed().as_secs() < 15, "{s}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_that_never_completes_is_aborted_naming_the_gpus() {
+    // Kernels that never finish and no error from NCCL: the check aborts
+    // the communicators itself before the runner's kill, and says which
+    // GPUs were still running.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "4"],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "stall"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with("ncclAllReduce 32 MiB (warm-up) had not completed on GPU 0, 1 after "),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("and NCCL reported no error; the communicators were aborted"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("NCCL_DEBUG=WARN"));
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
 fn allreduce_full_profile_sweeps_what_fits() {
     let (out, doc) = allreduce(
         "nccl.allreduce",

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::allreduce::{bandwidth_gbps, evaluate_failure};
+use super::allreduce::{bandwidth_gbps, evaluate_failure, GIVE_UP_SHARE};
 use crate::facts::nccl::NcclChoice;
 use crate::probe::nccl::{self as probe, AllReduceFailure, AllReducePlan, AllReduceRun};
 use crate::{Check, Context, Isolation, Outcome, Profile};
@@ -83,6 +83,7 @@ impl Check for NicPath {
             sizes: vec![NIC_PATH_BYTES],
             budget_per_size: BUDGET,
             deadline: Some(Instant::now() + Duration::from_secs_f64(timeout_s * DEADLINE_SHARE)),
+            give_up: Some(Instant::now() + Duration::from_secs_f64(timeout_s * GIVE_UP_SHARE)),
         };
         evaluate(&NicPathFacts {
             run: probe::run_allreduce(&plan),

@@ -702,6 +702,13 @@ pub enum AllReduceFailure {
         message: String,
         last_error: Option<String>,
     },
+    /// A collective had not completed when the plan's `give_up` came and
+    /// NCCL reported no error: the GPUs whose streams were still running.
+    Stuck {
+        step: String,
+        gpus: Vec<u32>,
+        waited: Duration,
+    },
     /// Not even the smallest size fits in free GPU memory.
     NoMemory { gpu: u32, free_bytes: u64 },
 }
@@ -716,6 +723,9 @@ pub struct AllReducePlan {
     pub budget_per_size: Duration,
     /// Start no size after the first once this instant has passed.
     pub deadline: Option<Instant>,
+    /// Abort the communicators when a collective is still running at this
+    /// instant, and say so, instead of being killed at the check's timeout.
+    pub give_up: Option<Instant>,
 }
 
 /// Warm-up iterations at most (nccl-tests warms up with a few; -w 5 in its
@@ -1228,34 +1238,79 @@ fn launch(
     Ok(())
 }
 
-/// Wait for every rank's stream, then ask NCCL whether a communicator failed
-/// asynchronously (a network or peer error surfaces only there).
+/// How long to sleep between two looks at the streams and communicators
+/// while a collective runs: short next to a 256 MiB all-reduce (a few ms on
+/// NVLink), long enough not to busy-spin a core.
+const POLL_INTERVAL: Duration = Duration::from_micros(200);
+
+/// Wait for every rank's stream while asking NCCL about every communicator,
+/// the way NCCL's documentation ("Communicators": error handling with
+/// ncclCommGetAsyncError) and nccl-tests' testStreamSynchronize do: poll
+/// cuStreamQuery and ncclCommGetAsyncError together, because after a
+/// network or peer error the kernels never finish, so cuStreamSynchronize
+/// would block for ever and NCCL's own error (the only account of the
+/// fault) would never be read. An error returns at once (the caller
+/// aborts the communicators); so does a collective still running at
+/// `give_up`.
 fn sync_all(
     api: &NcclApi,
     comms: &Comms<'_>,
     ranks: &[Rank],
     what: &str,
+    give_up: Option<Instant>,
 ) -> Result<(), AllReduceFailure> {
-    for rank in ranks {
-        stage(&format!(
-            "cuStreamSynchronize GPU {} ({what})",
-            rank.ordinal
-        ));
-        rank.stream
-            .synchronize()
-            .map_err(|e| cuda_err(what, Some(rank.ordinal), e))?;
+    stage(&format!("cuStreamQuery / ncclCommGetAsyncError ({what})"));
+    let started = Instant::now();
+    let mut running: Vec<&Rank> = ranks.iter().collect();
+    loop {
+        let mut still = Vec::with_capacity(running.len());
+        for rank in running {
+            if !stream_done(rank).map_err(|e| cuda_err(what, Some(rank.ordinal), e))? {
+                still.push(rank);
+            }
+        }
+        running = still;
+        async_errors(api, comms, what)?;
+        if running.is_empty() {
+            return Ok(());
+        }
+        if give_up.is_some_and(|d| Instant::now() >= d) {
+            return Err(AllReduceFailure::Stuck {
+                step: what.to_string(),
+                gpus: running.iter().map(|r| r.ordinal).collect(),
+                waited: started.elapsed(),
+            });
+        }
+        std::thread::sleep(POLL_INTERVAL);
     }
-    if let Some(get) = api.comm_get_async_error {
-        for &comm in &comms.comms {
-            let mut state: NcclResult = NCCL_SUCCESS;
-            // SAFETY: `ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*)`.
-            let rc = unsafe { get(comm, &mut state) };
-            if rc != NCCL_SUCCESS {
-                return Err(api.failure("ncclCommGetAsyncError", rc, comm));
-            }
-            if state != NCCL_SUCCESS && state != NCCL_IN_PROGRESS {
-                return Err(api.failure(what, state, comm));
-            }
+}
+
+/// Whether everything queued on the rank's stream has finished
+/// (cuStreamQuery: CUDA_SUCCESS, or CUDA_ERROR_NOT_READY while it runs).
+fn stream_done(rank: &Rank) -> Result<bool, cudarc::driver::DriverError> {
+    rank.ctx.bind_to_thread()?;
+    // SAFETY: the stream belongs to the context bound above.
+    match unsafe { sys::cuStreamQuery(rank.stream.cu_stream()) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(true),
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        e => Err(cudarc::driver::DriverError(e)),
+    }
+}
+
+/// The first communicator whose asynchronous error is set, as NCCL words it.
+fn async_errors(api: &NcclApi, comms: &Comms<'_>, what: &str) -> Result<(), AllReduceFailure> {
+    let Some(get) = api.comm_get_async_error else {
+        return Ok(());
+    };
+    for &comm in &comms.comms {
+        let mut state: NcclResult = NCCL_SUCCESS;
+        // SAFETY: `ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*)`.
+        let rc = unsafe { get(comm, &mut state) };
+        if rc != NCCL_SUCCESS {
+            return Err(api.failure("ncclCommGetAsyncError", rc, comm));
+        }
+        if state != NCCL_SUCCESS && state != NCCL_IN_PROGRESS {
+            return Err(api.failure(what, state, comm));
         }
     }
     Ok(())
@@ -1283,12 +1338,13 @@ fn one_size(
         }
     }
 
-    let (warmup_iters, last_iter) = warm_up(api, comms, ranks, count, budget / 2, &label)?;
+    let (warmup_iters, last_iter) =
+        warm_up(api, comms, ranks, count, budget / 2, &label, plan.give_up)?;
     let time_left = plan
         .deadline
         .map(|d| d.saturating_duration_since(Instant::now()));
     let iters = timed_iters(budget / 2, time_left, last_iter);
-    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label)?;
+    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label, plan.give_up)?;
     let (wrong_per_rank, first_wrong) = verify_results(ranks, count, expected, host, &label)?;
     Ok(SizeResult {
         bytes,
@@ -1313,6 +1369,7 @@ fn warm_up(
     count: usize,
     budget: Duration,
     label: &str,
+    give_up: Option<Instant>,
 ) -> Result<(u32, Duration), AllReduceFailure> {
     let warmup_label = format!("ncclAllReduce {label} (warm-up)");
     let mut times: Vec<Duration> = Vec::new();
@@ -1321,7 +1378,7 @@ fn warm_up(
         let t = Instant::now();
         stage(&warmup_label);
         launch(api, comms, ranks, count)?;
-        sync_all(api, comms, ranks, &warmup_label)?;
+        sync_all(api, comms, ranks, &warmup_label, give_up)?;
         times.push(t.elapsed());
     }
     let last_iter = times.last().copied().unwrap_or_default();
@@ -1338,6 +1395,7 @@ fn time_iterations(
     count: usize,
     iters: u32,
     label: &str,
+    give_up: Option<Instant>,
 ) -> Result<f64, AllReduceFailure> {
     // Timing enabled: cudarc creates events without timing unless asked.
     let mut events = Vec::with_capacity(ranks.len());
@@ -1365,7 +1423,7 @@ fn time_iterations(
         end.record(&rank.stream)
             .map_err(|e| cuda_err("record a CUDA event", Some(rank.ordinal), e))?;
     }
-    sync_all(api, comms, ranks, &timed_label)?;
+    sync_all(api, comms, ranks, &timed_label, give_up)?;
     let mut slowest_ms = 0f64;
     for (rank, (start, end)) in ranks.iter().zip(events.iter()) {
         let ms = start

@@ -45,6 +45,10 @@ pub const FAIL_RATIO: f64 = 0.5;
 /// Share of the check's timeout after which no new size is started, leaving
 /// the rest for the size in flight, verification and teardown.
 const DEADLINE_SHARE: f64 = 0.6;
+/// Share of the check's timeout after which a collective still running is
+/// aborted and reported as stuck (before the runner kills the child, so
+/// the verdict names the GPUs that never finished).
+pub const GIVE_UP_SHARE: f64 = 0.85;
 /// Time to spend per message size (warm-up + timed loop).
 const STANDARD_BUDGET: Duration = Duration::from_secs(3);
 const SWEEP_BUDGET: Duration = Duration::from_millis(800);
@@ -529,6 +533,21 @@ pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistor
             )
             .with_fact("nccl_error_code", *code)
         }
+        AllReduceFailure::Stuck { step, gpus, waited } => Outcome::fail(
+            format!(
+                "{step} had not completed on GPU {} after {:.0} s, and NCCL reported no error; \
+                 the communicators were aborted",
+                gpus.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                waited.as_secs_f64()
+            ),
+            "NCCL hung without an error. Run again with NCCL_DEBUG=WARN (INFO for more) to see \
+             where; retry with NCCL_P2P_DISABLE=1 to see whether GPU peer-to-peer (PCIe ACS, \
+             the IOMMU) is involved, check `dmesg` for Xid errors and `nvidia-smi topo -m`; on a \
+             slow box give it longer with --timeout SECS",
+        ),
         AllReduceFailure::NoMemory { gpu, free_bytes } => Outcome::fail(
             format!(
                 "GPU {gpu} has only {} MiB free: not enough for NCCL and the test buffers",
@@ -656,7 +675,13 @@ fact nccl_algorithm, read from NCCL_DEBUG_SUBSYS=TUNING unless NCCL_DEBUG is set
 about 230) or, for \
 other machines, from the NVLink or PCIe links; --min-busbw GBPS sets an explicit floor instead. \
 With one GPU the all-reduce still exercises NCCL's init and kernels, but bus bandwidth is not \
-meaningful. A hang is killed at the timeout and reported with the step it hung in.\n\n\
+meaningful. While a collective runs, the streams (cuStreamQuery) and every communicator's \
+asynchronous error (ncclCommGetAsyncError) are polled together, as NCCL's documentation and \
+nccl-tests do: a network or peer error fails with NCCL's own error and last-error text and the \
+communicators are aborted (ncclCommAbort), instead of hanging in cuStreamSynchronize; a \
+collective still running at 85% of the timeout with no error from NCCL is aborted and reported \
+with the GPUs that never finished; a hang inside an NCCL call is killed at the timeout and \
+reported with the step it hung in.\n\n\
 Fixes: for hangs and wrong data, retry with NCCL_P2P_DISABLE=1 — if that works, GPU P2P is \
 broken by PCIe ACS or the IOMMU (disable ACS, iommu=pt); NCCL_DEBUG=WARN shows NCCL's reason. For \
 low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`."
@@ -689,6 +714,7 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
                 STANDARD_BUDGET
             },
             deadline: Some(Instant::now() + Duration::from_secs_f64(timeout_s * DEADLINE_SHARE)),
+            give_up: Some(Instant::now() + Duration::from_secs_f64(timeout_s * GIVE_UP_SHARE)),
         };
         match probe::run_allreduce(&plan) {
             Ok(run) => {
