@@ -612,10 +612,13 @@ pub fn parse_tuning_line(line: &str) -> Option<TuningChoice> {
     let name = |token: &str, table: &[&str]| -> Option<String> {
         match token.parse::<usize>() {
             Ok(i) => table.get(i).map(|s| s.to_string()),
+            // NCCL >= 2.24 writes ncclAlgoToString's upper-case names
+            // with underscores (NVLS_TREE, COLLNET_DIRECT); older releases
+            // the names of ncclAlgoStr (NVLSTree, CollNetDirect).
             Err(_) => Some(
                 table
                     .iter()
-                    .find(|n| n.eq_ignore_ascii_case(token))
+                    .find(|n| n.eq_ignore_ascii_case(&token.replace('_', "")))
                     .map_or_else(|| token.to_string(), |n| n.to_string()),
             ),
         }
@@ -1762,6 +1765,23 @@ mod tests {
             ),
             Some(choice(1024, "Tree", "Simple"))
         );
+        // NCCL >= 2.24: ncclAlgoToString's names.
+        for (logged, name) in [
+            ("NVLS_TREE", "NVLSTree"),
+            ("COLLNET_DIRECT", "CollNetDirect"),
+            ("COLLNET_CHAIN", "CollNetChain"),
+            ("PAT", "PAT"),
+            ("RING", "Ring"),
+        ] {
+            assert_eq!(
+                parse_tuning_line(&format!(
+                    "h:1:1 [0] NCCL INFO AllReduce: 1073741824 Bytes -> Algo {logged} proto \
+                     SIMPLE channel{{Lo..Hi}}={{0..31}}"
+                )),
+                Some(choice(1 << 30, name, "Simple")),
+                "{logged}"
+            );
+        }
         assert_eq!(
             parse_tuning_line(
                 "node-0:309:309 [0] NCCL INFO 33554432 Bytes -> Algo 1 proto 2 time 2860.208008"
