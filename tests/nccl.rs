@@ -804,6 +804,38 @@ fn allreduce_busbw_floor_decides_the_verdict() {
     );
 }
 
+#[test]
+fn allreduce_measures_a_low_figure_again_before_failing() {
+    // The fake driver's first event timing (rank 0's first timed loop)
+    // reads 1000 ms, every later one 0.001 ms: one noisy reading.
+    let devices = ("FAKE_CUDA_DEVICES", SMALL_GPUS);
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--min-busbw", "1"],
+        &[devices, ("FAKE_CUDA_ELAPSED_MS", "1000, 0.001")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.ends_with("at least --min-busbw 1.0; low in 1 of 3 runs (the median counts)"),
+        "{s}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    // Low every time: it fails, and says it was measured three times.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--min-busbw", "1"],
+        &[devices, ("FAKE_CUDA_ELAPSED_MS", "1000")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.ends_with("below --min-busbw 1.0; low in 3 of 3 runs (the median counts)"),
+        "{s}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
 /// The fake NCCL scenario file `tests/fixtures/nccl/<name>.scenario`.
 fn nccl_scenario(name: &str) -> String {
     let p = common::root()

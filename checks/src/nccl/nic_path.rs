@@ -159,6 +159,7 @@ mod tests {
                 .collect(),
             nccl_version: None,
             tuning: Vec::new(),
+            repeats: Vec::new(),
             results: vec![SizeResult {
                 bytes: NIC_PATH_BYTES,
                 count: NIC_PATH_BYTES / 4,

@@ -563,6 +563,10 @@ pub struct AllReduceRun {
     /// The algorithm and protocol NCCL chose, per call, from its tuning log
     /// (empty when the user set NCCL_DEBUG or NCCL logged none).
     pub tuning: Vec<TuningChoice>,
+    /// Sizes measured again, in order, after the first pass (see
+    /// [`run_allreduce_again`]): a figure under its threshold is measured
+    /// again before it fails.
+    pub repeats: Vec<SizeResult>,
 }
 
 /// One line of NCCL's tuning log: what it chose for a collective.
@@ -1025,6 +1029,16 @@ impl Drop for Comms<'_> {
 /// Run the all-reduce over every visible GPU with the NCCL at
 /// `plan.nccl_lib`. Call only in a child-isolated check.
 pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFailure> {
+    run_allreduce_again(plan, &mut |_| None)
+}
+
+/// [`run_allreduce`], then, on the same communicators, measure again the
+/// size `again` names for the run so far (its verdict is the caller's), for
+/// as long as it names one and the plan's deadline has not passed.
+pub fn run_allreduce_again(
+    plan: &AllReducePlan,
+    again: &mut dyn FnMut(&AllReduceRun) -> Option<u64>,
+) -> Result<AllReduceRun, AllReduceFailure> {
     stage("dlopen libcuda.so.1");
     // cudarc panics on first use when libcuda is missing: look first.
     // SAFETY: only tries to dlopen the driver library.
@@ -1100,19 +1114,39 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
             }
         }
     }
-    drop(comms);
-    let tuning = tuning_log
-        .as_mut()
-        .map(TuningLog::choices)
-        .unwrap_or_default();
-    Ok(AllReduceRun {
+    let mut choices = || {
+        tuning_log
+            .as_mut()
+            .map(TuningLog::choices)
+            .unwrap_or_default()
+    };
+    let mut run = AllReduceRun {
         gpus,
         nccl_version,
         results,
         skipped_for_memory,
         skipped_for_time,
-        tuning,
-    })
+        tuning: choices(),
+        repeats: Vec::new(),
+    };
+    while let Some(bytes) = again(&run) {
+        if plan.deadline.is_some_and(|d| Instant::now() >= d) || !sizes.contains(&bytes) {
+            break;
+        }
+        match one_size(
+            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
+        ) {
+            Ok(r) => run.repeats.push(r),
+            Err(e) => {
+                comms.broken = true;
+                return Err(e);
+            }
+        }
+        run.tuning = choices();
+    }
+    drop(comms);
+    run.tuning = choices();
+    Ok(run)
 }
 
 /// A context and a stream on every GPU, and what CUDA says each GPU is.
