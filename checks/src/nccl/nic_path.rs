@@ -59,7 +59,11 @@ impl Check for NicPath {
          the NICs' line rate here (a 400 Gb/s NDR port carries about 50 GB/s) means the job will be \
          network-bound before it leaves the node — a NIC on the wrong PCIe switch, no GPUDirect RDMA \
          (see fabric.gpudirect), NCCL on sockets (see fabric.net_plugin, fabric.rdma). Wrong results \
-         or an NCCL error fail; NCCL_DEBUG=INFO shows which transport (`NET/IB`, `NET/Socket`) it took."
+         or an NCCL error fail: the streams and the communicators' asynchronous error are polled \
+         together, so a network or peer error is reported in NCCL's own words (ncclGetErrorString, \
+         ncclGetLastError) and the communicators aborted rather than hanging to the timeout; \
+         NCCL_DEBUG=INFO shows which transport (`NET/IB`, `NET/Socket`) it took. The bandwidth is \
+         reported, not judged."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         // SAFETY: only tries to dlopen the driver library.

@@ -100,9 +100,9 @@ pub struct DriverProbe {
     pub cuda_driver_version: Option<CudaVersion>,
     pub device_count: u32,
     pub devices: Vec<DeviceProbe>,
-    /// The CUDA toolkit's stub `libcuda.so` that comes first on
-    /// LD_LIBRARY_PATH, when the probe went around it to the driver's
-    /// libcuda.so.1 (then no contexts were tried).
+    /// The CUDA toolkit's stub `libcuda.so` that comes first on the user's
+    /// LD_LIBRARY_PATH: the child ran without its folder, or (in-process)
+    /// the probe went around it to libcuda.so.1 by hand, trying no contexts.
     pub stub_first: Option<PathBuf>,
 }
 

@@ -752,7 +752,9 @@ NCCL_DEBUG settings replace the log gpucheck asks for). The algorithm and protoc
 are recorded as the fact nccl_algorithm, read from NCCL_DEBUG_SUBSYS=TUNING in both of NCCL's \
 spellings (NCCL >= 2.24: RING, NVLS_TREE, COLLNET_DIRECT, COLLNET_CHAIN, PAT). 8x A100 SXM about \
 230; other machines are judged from the NVLink or PCIe links; --min-busbw GBPS sets an explicit \
-floor instead. \
+floor instead. A bus bandwidth under its threshold is measured twice more on the same \
+communicators and the median of the three runs decides, so one noisy reading never fails a \
+node; the verdict then says how many runs were low (low in 1 of 3 runs). \
 With one GPU the all-reduce still exercises NCCL's init and kernels, but bus bandwidth is not \
 meaningful. While a collective runs, the streams (cuStreamQuery) and every communicator's \
 asynchronous error (ncclCommGetAsyncError) are polled together, as NCCL's documentation and \
