@@ -644,9 +644,17 @@ pub fn compat_libcuda_dirs(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<Pat
         .collect()
 }
 
-/// The kernel module's version ("570.86.15") from /proc/driver/nvidia/version.
+/// The kernel module's version ("570.86.15") from /proc/driver/nvidia/version,
+/// under the folder that stands for /proc (GPUCHECK_PROC_ROOT), as the other
+/// /proc readers do.
 pub fn kernel_driver_version() -> Option<String> {
-    parse_proc_driver_version(&std::fs::read_to_string("/proc/driver/nvidia/version").ok()?)
+    kernel_driver_version_in(&super::sysfs::proc_root())
+}
+
+/// [`kernel_driver_version`] under `proc` (standing for /proc).
+pub fn kernel_driver_version_in(proc: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(proc.join("driver/nvidia/version")).ok()?;
+    parse_proc_driver_version(&text)
 }
 
 /// Parse "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Tue ..."
@@ -750,6 +758,16 @@ mod tests {
         assert_eq!(compat_libcuda_dirs(Some(&v)), vec![compat.clone()]);
         assert!(is_compat_path(&compat.join("libcuda.so.1")));
         assert!(!is_compat_path(&other.join("libcuda.so.1")));
+    }
+
+    #[test]
+    fn the_kernel_module_version_is_read_under_the_proc_root() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/proc/open");
+        assert_eq!(
+            kernel_driver_version_in(&root).as_deref(),
+            Some("570.86.15")
+        );
+        assert_eq!(kernel_driver_version_in(&root.join("missing")), None);
     }
 
     #[test]
