@@ -171,3 +171,28 @@ fn each_gpu_is_measured_from_its_own_numa_node() {
     assert_eq!(rows[1][5], b.to_string().as_str(), "{doc}");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn the_toolkit_stub_loaded_as_the_driver_is_named() {
+    // The stub linked as libcuda.so.1 (a container built that way): cuInit
+    // answers CUDA_ERROR_STUB_LIBRARY, and the verdict names the file.
+    let dir = tempfile::tempdir().unwrap();
+    let stub = dir.path().join("libcuda.so.1");
+    std::fs::copy(common::stub_libcuda_dir().join("libcuda.so"), &stub).unwrap();
+    let out = gpucheck()
+        .env("LD_LIBRARY_PATH", dir.path())
+        .args(["--only", "cuda.copy_bandwidth", "--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(field(&doc, "status"), "fail", "{doc}");
+    assert_eq!(
+        field(&doc, "summary"),
+        format!(
+            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+             CUDA_ERROR_STUB_LIBRARY)",
+            stub.display()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -287,6 +287,7 @@ pub fn evaluate(f: &CopyBandwidthFacts) -> Outcome {
         Ok(g) if g.is_empty() => return Outcome::skip("no CUDA devices to copy to"),
         Ok(g) => g,
         Err(CopyProbeError::NoLibcuda) => return Outcome::skip("libcuda.so.1 not found"),
+        Err(CopyProbeError::StubLibrary(lib)) => return stub_loaded(lib),
         Err(CopyProbeError::Driver(e)) => {
             return Outcome::error(format!("the CUDA driver could not be used: {e}"))
         }
@@ -340,6 +341,26 @@ pub fn evaluate(f: &CopyBandwidthFacts) -> Outcome {
             .with_metric("min_d2h_gbps", lowest(|r| r.d2h_gbps), "GB/s");
     }
     o
+}
+
+/// The libcuda loaded is the CUDA toolkit's stub (cuInit answered
+/// CUDA_ERROR_STUB_LIBRARY): the environment is wrong, and the file is named.
+fn stub_loaded(lib: &Path) -> Outcome {
+    let dir = lib
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    Outcome::fail(
+        format!(
+            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+             CUDA_ERROR_STUB_LIBRARY)",
+            lib.display()
+        ),
+        format!(
+            "take {dir} off LD_LIBRARY_PATH (and remove any libcuda.so.1 link made to the stub): \
+             the stubs are for linking when building, never for running"
+        ),
+    )
 }
 
 /// The finding about one GPU, if any: a failed copy, or rates below its

@@ -151,6 +151,9 @@ pub enum CopyProbeError {
     /// cuInit or cuDeviceGetCount failed, or cudarc gave up (a symbol
     /// missing from an old driver).
     Driver(String),
+    /// cuInit answered CUDA_ERROR_STUB_LIBRARY: the libcuda loaded (this
+    /// file) is the CUDA toolkit's link-time stub.
+    StubLibrary(std::path::PathBuf),
 }
 
 /// Measure every device the driver lists.
@@ -160,7 +163,15 @@ pub fn measure_all() -> Result<Vec<DeviceCopy>, CopyProbeError> {
     }
     let run = std::panic::catch_unwind(|| -> Result<Vec<DeviceCopy>, CopyProbeError> {
         stage("cuInit");
-        result::init().map_err(|e| CopyProbeError::Driver(describe("cuInit", e)))?;
+        result::init().map_err(|e| {
+            let stub = (e.0 == sys::CUresult::CUDA_ERROR_STUB_LIBRARY)
+                .then(|| super::cuda::mapped_library("libcuda.so"))
+                .flatten();
+            stub.map_or_else(
+                || CopyProbeError::Driver(describe("cuInit", e)),
+                CopyProbeError::StubLibrary,
+            )
+        })?;
         let count = result::device::get_count()
             .map_err(|e| CopyProbeError::Driver(describe("cuDeviceGetCount", e)))?;
         Ok((0..count.max(0) as u32).map(measure_device).collect())
@@ -174,18 +185,7 @@ pub fn measure_all() -> Result<Vec<DeviceCopy>, CopyProbeError> {
 
 fn describe(call: &str, e: DriverError) -> String {
     let e = CopyError::new(call, e);
-    // The toolkit's stub answers every call so: name the file loaded.
-    let stub = (e.error == "CUDA_ERROR_STUB_LIBRARY")
-        .then(|| super::cuda::mapped_library("libcuda.so"))
-        .flatten()
-        .map(|lib| {
-            format!(
-                " (the libcuda loaded, {}, is the CUDA toolkit's stub, not the driver)",
-                lib.display()
-            )
-        })
-        .unwrap_or_default();
-    format!("{} failed: {}{stub}", e.call, e.error)
+    format!("{} failed: {}", e.call, e.error)
 }
 
 /// Measure one device again (cuInit has run): a figure under its threshold
