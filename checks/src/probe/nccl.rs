@@ -1039,30 +1039,7 @@ pub fn run_allreduce_again(
     plan: &AllReducePlan,
     again: &mut dyn FnMut(&AllReduceRun) -> Option<u64>,
 ) -> Result<AllReduceRun, AllReduceFailure> {
-    stage("dlopen libcuda.so.1");
-    // cudarc panics on first use when libcuda is missing: look first.
-    // SAFETY: only tries to dlopen the driver library.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(AllReduceFailure::NoDriver);
-    }
-    stage("cuInit");
-    let count = match CudaContext::device_count() {
-        Ok(n) => n,
-        Err(e) => {
-            if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE {
-                return Err(AllReduceFailure::NoGpu);
-            }
-            return Err(AllReduceFailure::DriverInit {
-                error: format!("{:?}", e.0),
-                library: super::cuda::mapped_library("libcuda.so"),
-            });
-        }
-    };
-    if count <= 0 {
-        return Err(AllReduceFailure::NoGpu);
-    }
-    let n = count as u32;
-
+    let n = gpu_count()?;
     let mut tuning_log = TuningLog::start();
     stage("dlopen libnccl");
     let api = NcclApi::load(&plan.nccl_lib).map_err(|detail| AllReduceFailure::NcclLoad {
@@ -1070,30 +1047,18 @@ pub fn run_allreduce_again(
         detail,
     })?;
     let nccl_version = api.version();
-
     let (mut ranks, mut gpus) = open_gpus(n)?;
-
-    stage("ncclCommInitAll");
-    let devlist: Vec<c_int> = (0..n as c_int).collect();
-    let mut comms = Comms {
-        api: &api,
-        comms: vec![std::ptr::null_mut(); n as usize],
-        broken: false,
-    };
-    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
-    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
-    if rc != NCCL_SUCCESS {
-        comms
-            .comms
-            .iter_mut()
-            .for_each(|c| *c = std::ptr::null_mut());
-        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
-    }
-
+    let mut comms = init_comms(&api, n)?;
     let (sizes, skipped_for_memory, mut host) =
         allocate_buffers(&plan.sizes, &mut ranks, &mut gpus)?;
-
     let expected = expected_table(n);
+    // One size on the communicators; an error leaves them to be aborted.
+    let mut measure = |bytes: u64| {
+        one_size(
+            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
+        )
+        .inspect_err(|_| comms.broken = true)
+    };
     let mut results = Vec::with_capacity(sizes.len());
     let mut skipped_for_time = Vec::new();
     for (k, &bytes) in sizes.iter().enumerate() {
@@ -1104,15 +1069,7 @@ pub fn run_allreduce_again(
             skipped_for_time.extend_from_slice(&sizes[k..]);
             break;
         }
-        match one_size(
-            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
-        ) {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                comms.broken = true;
-                return Err(e);
-            }
-        }
+        results.push(measure(bytes)?);
     }
     let mut choices = || {
         tuning_log
@@ -1133,20 +1090,53 @@ pub fn run_allreduce_again(
         if plan.deadline.is_some_and(|d| Instant::now() >= d) || !sizes.contains(&bytes) {
             break;
         }
-        match one_size(
-            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
-        ) {
-            Ok(r) => run.repeats.push(r),
-            Err(e) => {
-                comms.broken = true;
-                return Err(e);
-            }
-        }
+        run.repeats.push(measure(bytes)?);
         run.tuning = choices();
     }
     drop(comms);
     run.tuning = choices();
     Ok(run)
+}
+
+/// Load libcuda, cuInit, and count the GPUs CUDA sees.
+fn gpu_count() -> Result<u32, AllReduceFailure> {
+    stage("dlopen libcuda.so.1");
+    // cudarc panics on first use when libcuda is missing: look first.
+    // SAFETY: only tries to dlopen the driver library.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(AllReduceFailure::NoDriver);
+    }
+    stage("cuInit");
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => Ok(n as u32),
+        Ok(_) => Err(AllReduceFailure::NoGpu),
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(AllReduceFailure::NoGpu),
+        Err(e) => Err(AllReduceFailure::DriverInit {
+            error: format!("{:?}", e.0),
+            library: super::cuda::mapped_library("libcuda.so"),
+        }),
+    }
+}
+
+/// One communicator per GPU, all in this process (ncclCommInitAll).
+fn init_comms(api: &NcclApi, n: u32) -> Result<Comms<'_>, AllReduceFailure> {
+    stage("ncclCommInitAll");
+    let devlist: Vec<c_int> = (0..n as c_int).collect();
+    let mut comms = Comms {
+        api,
+        comms: vec![std::ptr::null_mut(); n as usize],
+        broken: false,
+    };
+    // SAFETY: `comms` has room for n communicators; devlist has n ordinals.
+    let rc = unsafe { (api.comm_init_all)(comms.comms.as_mut_ptr(), n as c_int, devlist.as_ptr()) };
+    if rc != NCCL_SUCCESS {
+        comms
+            .comms
+            .iter_mut()
+            .for_each(|c| *c = std::ptr::null_mut());
+        return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
+    }
+    Ok(comms)
 }
 
 /// A context and a stream on every GPU, and what CUDA says each GPU is.
