@@ -161,7 +161,7 @@ fn each_gpu_is_measured_from_its_own_numa_node() {
     assert_eq!(field(&doc, "status"), "pass", "{doc}");
     assert!(
         field(&doc, "summary")
-            .starts_with("pinned copies on 2 GPUs, each from its own NUMA node's CPUs: "),
+            .starts_with("pinned copies on 2 GPUs, each from the CPUs local to it: "),
         "{doc}"
     );
     let rows = &result(&doc, "cuda.copy_bandwidth")["tables"][0]["rows"];

@@ -324,7 +324,7 @@ pub fn evaluate(f: &CopyBandwidthFacts) -> Outcome {
             .fold(f64::INFINITY, f64::min)
     };
     let bound = if gpus.iter().all(|g| g.bound_cpus.is_some()) {
-        ", each from its own NUMA node's CPUs"
+        ", each from the CPUs local to it"
     } else {
         ""
     };
@@ -552,7 +552,7 @@ mod tests {
         let o = judge(gpus.clone());
         assert!(
             o.summary
-                .starts_with("pinned copies on 2 GPUs, each from its own NUMA node's CPUs: "),
+                .starts_with("pinned copies on 2 GPUs, each from the CPUs local to it: "),
             "{}",
             o.summary
         );
