@@ -430,6 +430,13 @@ fn start_child(check: &dyn Check, ctx: &Context) -> Result<std::process::Child, 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // A toolkit stub libcuda.so first on LD_LIBRARY_PATH: start the child
+    // without it, so cudarc there loads the driver cuda.driver judges.
+    let path = std::env::var_os("LD_LIBRARY_PATH");
+    if let Some((path, stub)) = gpucheck_checks::probe::cuda::child_library_path(path.as_deref()) {
+        cmd.env("LD_LIBRARY_PATH", path)
+            .env(gpucheck_checks::probe::cuda::STUB_ENV, stub);
+    }
     isolate(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| {
         Box::new(

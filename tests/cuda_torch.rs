@@ -928,40 +928,9 @@ fn a_hung_nvml_does_not_hang_the_cuda_checks_too() {
     );
 }
 
-/// The CUDA toolkit's stub libcuda (`lib64/stubs/libcuda.so`): there for
-/// linking only, every call fails with CUDA_ERROR_STUB_LIBRARY (34).
-const STUB_LIBCUDA_C: &str = r#"
-#define STUB(f) int f(void) { return 34; }
-STUB(cuDriverGetVersion) STUB(cuInit) STUB(cuDeviceGetCount) STUB(cuDeviceGet)
-STUB(cuDeviceGetName) STUB(cuDeviceGetAttribute) STUB(cuDeviceTotalMem_v2)
-STUB(cuGetErrorName) STUB(cuGetErrorString) STUB(cuDevicePrimaryCtxRetain)
-STUB(cuDevicePrimaryCtxRelease_v2) STUB(cuCtxSetCurrent) STUB(cuCtxGetCurrent)
-"#;
-
-/// A folder named `stubs` holding a stub libcuda.so, as the CUDA toolkit
-/// installs it.
-fn stubs_dir() -> PathBuf {
-    let base = root().join("target/fixtures/cuda-stub");
-    let dir = base.join("stubs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = base.join("stub_libcuda.c");
-    std::fs::write(&src, STUB_LIBCUDA_C).unwrap();
-    let tmp = dir.join(format!(".libcuda.so.{}", std::process::id()));
-    let status = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&tmp)
-        .arg(&src)
-        .arg("-Wl,-soname,libcuda.so.1")
-        .status()
-        .expect("run the C compiler (cc)");
-    assert!(status.success(), "compiling the stub libcuda failed");
-    std::fs::rename(&tmp, dir.join("libcuda.so")).unwrap();
-    dir
-}
-
 #[test]
 fn a_stubs_folder_first_on_the_library_path_warns_and_the_driver_is_still_judged() {
-    let ld = std::env::join_paths([stubs_dir(), fake_cuda_dir()]).unwrap();
+    let ld = std::env::join_paths([common::stub_libcuda_dir(), fake_cuda_dir()]).unwrap();
     let out = gpucheck()
         .args(["--only", "cuda.driver", "--json", "-"])
         .env("LD_LIBRARY_PATH", &ld)

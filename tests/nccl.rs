@@ -559,6 +559,35 @@ fn env_runs_in_the_quick_profile() {
     assert!(!ids.contains(&"nccl.allreduce") && !ids.contains(&"nccl.library"));
 }
 
+#[test]
+fn env_reads_the_hcas_from_the_same_sysfs_as_fabric_rdma() {
+    // GPUCHECK_SYSFS_ROOT stands for /sys for every check: nccl.env and
+    // fabric.rdma judge the same four NDR ports of the fixture tree, not
+    // this machine's (which has none).
+    let tree = common::root().join("tests/fixtures/sysfs/ndr_active");
+    let tree = tree.to_str().unwrap();
+    let (_, doc) = run(
+        &["--only", "nccl.env,fabric.rdma"],
+        &[
+            ("GPUCHECK_SYSFS_ROOT", tree),
+            ("NCCL_IB_HCA", "mlx5_0,mlx5_1"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.env"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "fabric.rdma"), "pass", "{doc:#}");
+    let (out, doc) = run(
+        &["--only", "nccl.env,fabric.rdma"],
+        &[("GPUCHECK_SYSFS_ROOT", tree), ("NCCL_IB_HCA", "=mlx5_9")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.env"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.env");
+    assert!(
+        s.contains("selects none of this host's HCA ports") && s.contains("mlx5_3:1"),
+        "{s}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
 // ---------------------------------------------------------------------------
 // nccl.allreduce without a driver
 // ---------------------------------------------------------------------------
@@ -773,6 +802,38 @@ fn allreduce_busbw_floor_decides_the_verdict() {
         fact(&doc, "nccl.allreduce", "sizes_skipped_for_memory"),
         "256 MiB"
     );
+}
+
+#[test]
+fn allreduce_measures_a_low_figure_again_before_failing() {
+    // The fake driver's first event timing (rank 0's first timed loop)
+    // reads 1000 ms, every later one 0.001 ms: one noisy reading.
+    let devices = ("FAKE_CUDA_DEVICES", SMALL_GPUS);
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--min-busbw", "1"],
+        &[devices, ("FAKE_CUDA_ELAPSED_MS", "1000, 0.001")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.ends_with("at least --min-busbw 1.0; low in 1 of 3 runs (the median counts)"),
+        "{s}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    // Low every time: it fails, and says it was measured three times.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--min-busbw", "1"],
+        &[devices, ("FAKE_CUDA_ELAPSED_MS", "1000")],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.ends_with("below --min-busbw 1.0; low in 3 of 3 runs (the median counts)"),
+        "{s}"
+    );
+    assert_eq!(out.status.code(), Some(1));
 }
 
 /// The fake NCCL scenario file `tests/fixtures/nccl/<name>.scenario`.
@@ -992,6 +1053,128 @@ fn allreduce_nccl_errors_carry_nccls_own_words() {
 }
 
 #[test]
+fn allreduce_loads_the_driver_cuda_driver_judged_not_the_toolkit_stub() {
+    // The toolkit's stubs folder first on LD_LIBRARY_PATH: cudarc tries
+    // libcuda.so (the stub) before libcuda.so.1 (the driver). cuda.driver
+    // warns about the folder; the all-reduce runs on the driver it judged.
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let ld =
+        std::env::join_paths([common::stub_libcuda_dir(), cuda.parent().unwrap().into()]).unwrap();
+    let (out, doc) = allreduce(
+        "cuda.driver,cuda.copy_bandwidth,nccl.library,nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("LD_LIBRARY_PATH", ld.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "warn", "{doc:#}");
+    // It measured (host memcpy speed, so a loaded test machine may warn),
+    // where the stub would have failed cuInit.
+    let copy = common::status_of(&doc, "cuda.copy_bandwidth");
+    assert!(copy == "pass" || copy == "warn", "{doc:#}");
+    assert!(
+        summary(&doc, "cuda.driver").contains("cuda-stub/stubs/libcuda.so"),
+        "{doc:#}"
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.allreduce").contains("results verified"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_names_the_toolkit_stub_when_it_is_the_libcuda_loaded() {
+    // The stub linked as libcuda.so.1 (a container built that way): every
+    // loader gets it; the verdict names the file, not just error 34.
+    let dir = tempfile::tempdir().unwrap();
+    let stub = dir.path().join("libcuda.so.1");
+    std::fs::copy(common::stub_libcuda_dir().join("libcuda.so"), &stub).unwrap();
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[("LD_LIBRARY_PATH", dir.path().to_str().unwrap())],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    assert_eq!(
+        summary(&doc, "nccl.allreduce"),
+        format!(
+            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+             CUDA_ERROR_STUB_LIBRARY)",
+            stub.display()
+        )
+    );
+    assert!(
+        hint(&doc, "nccl.allreduce").starts_with(&format!(
+            "take {} off LD_LIBRARY_PATH",
+            dir.path().display()
+        )),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_network_error_reports_nccls_words_instead_of_hanging() {
+    // A peer or network error: the kernels never finish and NCCL sets the
+    // communicators' asynchronous error. Waiting in cuStreamSynchronize
+    // would hang to the timeout; polling reads NCCL's account at once.
+    let started = std::time::Instant::now();
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "20"],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "peer_error"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with(
+            "ncclAllReduce 32 MiB (warm-up) failed: remote process exited or there was a \
+             network error (NET/IB : Got completion from peer 10.0.0.2<44103> with status=12"
+        ),
+        "{s}"
+    );
+    assert_eq!(
+        common::result(&doc, "nccl.allreduce")["facts"]["nccl_error_code"],
+        6
+    );
+    assert!(started.elapsed().as_secs() < 15, "{s}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn allreduce_that_never_completes_is_aborted_naming_the_gpus() {
+    // Kernels that never finish and no error from NCCL: the check aborts
+    // the communicators itself before the runner's kill, and says which
+    // GPUs were still running.
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--timeout", "4"],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", "stall"),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "fail", "{doc:#}");
+    let s = summary(&doc, "nccl.allreduce");
+    assert!(
+        s.starts_with("ncclAllReduce 32 MiB (warm-up) had not completed on GPU 0, 1 after "),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("and NCCL reported no error; the communicators were aborted"),
+        "{s}"
+    );
+    assert!(hint(&doc, "nccl.allreduce").contains("NCCL_DEBUG=WARN"));
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
 fn allreduce_full_profile_sweeps_what_fits() {
     let (out, doc) = allreduce(
         "nccl.allreduce",
@@ -1023,6 +1206,54 @@ fn allreduce_full_profile_sweeps_what_fits() {
         ])
     );
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn allreduce_reports_the_busbw_curve_and_the_algorithm_nccl_logged() {
+    // The fake NCCL models nccl-tests' busbw curve on every rank's stream
+    // and logs its algorithm choice in NCCL 2.27's words (RING, TREE).
+    let scenario = nccl_scenario("busbw-curve-2.27");
+    let (out, doc) = allreduce(
+        "nccl.allreduce",
+        &["--profile", "full"],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", scenario.as_str()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    let rows = table_rows(&doc, "nccl.allreduce");
+    let busbw_at = |bytes: &str| -> f64 {
+        let row = rows.iter().find(|r| r[0] == bytes).expect("the size ran");
+        row[5].parse().unwrap()
+    };
+    // The curve's points come back as the table's busbw, within 1%.
+    for (bytes, want) in [("1048576", 30.0), ("33554432", 160.0)] {
+        let got = busbw_at(bytes);
+        assert!((got - want).abs() < want * 0.01, "{bytes}: {got} {rows:?}");
+    }
+    assert!(busbw_at("8") < 0.01, "{rows:?}");
+    assert_eq!(
+        fact(&doc, "nccl.allreduce", "nccl_algorithm"),
+        "Ring, protocol Simple, at 32 MiB"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    // NCCL 2.19 logs no algorithm: no fact, nothing guessed.
+    let scenario = nccl_scenario("busbw-curve-2.19");
+    let (_, doc) = allreduce(
+        "nccl.allreduce",
+        &[],
+        &[
+            ("FAKE_CUDA_DEVICES", SMALL_GPUS),
+            ("FAKE_NCCL_SCENARIO", scenario.as_str()),
+        ],
+    );
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert_eq!(fact(&doc, "nccl.allreduce", "nccl_algorithm"), "");
+    let got = table_rows(&doc, "nccl.allreduce")[0][5]
+        .parse::<f64>()
+        .unwrap();
+    assert!((got - 160.0).abs() < 1.6, "{doc:#}");
 }
 
 #[test]

@@ -19,8 +19,9 @@ fn empty_python(dir: &Path) -> PathBuf {
     py
 }
 
-#[test]
-fn the_network_path_all_reduce_is_verified_and_reported_beside_nvlink() {
+/// nccl.library, nccl.allreduce and nccl.nic_path against the fakes, with
+/// `envs` added; the JSON report.
+fn run(envs: &[(&str, &str)]) -> Value {
     let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
     let nccl = common::build_fixture_lib("fake_nccl.c", "nccl", "libnccl.so.2");
     let home = tempfile::tempdir().expect("tempdir");
@@ -28,6 +29,7 @@ fn the_network_path_all_reduce_is_verified_and_reported_beside_nvlink() {
     let out = common::gpucheck()
         .env("LD_LIBRARY_PATH", cuda.parent().expect("a folder"))
         .env("HOME", home.path())
+        .envs(envs.iter().copied())
         .args(["--only", "nccl.library,nccl.allreduce,nccl.nic_path"])
         .arg("--nccl-lib")
         .arg(&nccl)
@@ -36,7 +38,30 @@ fn the_network_path_all_reduce_is_verified_and_reported_beside_nvlink() {
         .args(["--format", "json", "--color", "never"])
         .output()
         .expect("run gpucheck");
-    let doc: Value = common::assert_valid_json_report(&common::stdout(&out));
+    common::assert_valid_json_report(&common::stdout(&out))
+}
+
+#[test]
+fn a_network_error_on_the_nic_path_is_reported_in_nccls_words() {
+    // The error comes only on NCCL's network transport: the NVLink/P2P
+    // all-reduce passes, the network one fails with NCCL's own account
+    // instead of hanging in cuStreamSynchronize until the timeout.
+    let doc = run(&[("FAKE_NCCL_SCENARIO", "net_peer_error")]);
+    assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
+    assert_eq!(common::status_of(&doc, "nccl.nic_path"), "fail", "{doc:#}");
+    let summary = common::text_field(&doc, "nccl.nic_path", "summary");
+    assert!(
+        summary.starts_with(
+            "ncclAllReduce 256 MiB (warm-up) failed: remote process exited or there was a \
+             network error (NET/IB : Got completion from peer"
+        ),
+        "{summary}"
+    );
+}
+
+#[test]
+fn the_network_path_all_reduce_is_verified_and_reported_beside_nvlink() {
+    let doc = run(&[]);
     assert_eq!(common::status_of(&doc, "nccl.allreduce"), "pass", "{doc:#}");
     assert_eq!(common::status_of(&doc, "nccl.nic_path"), "pass", "{doc:#}");
     let summary = common::text_field(&doc, "nccl.nic_path", "summary");

@@ -131,6 +131,16 @@ pub fn fake_nvml() -> PathBuf {
     build_fixture_lib("fake_nvml.c", "nvml", "libnvidia-ml.so.1")
 }
 
+/// A folder named `stubs` holding the CUDA toolkit's stub `libcuda.so`
+/// (tests/fixtures/fake_cuda_stub.c: every call returns
+/// CUDA_ERROR_STUB_LIBRARY), as the toolkit installs it in lib64/stubs.
+pub fn stub_libcuda_dir() -> PathBuf {
+    let lib = build_fixture_lib("fake_cuda_stub.c", "cuda-stub/stubs", "libcuda.so");
+    lib.parent()
+        .expect("fixture lib has a folder")
+        .to_path_buf()
+}
+
 /// A committed fake NVML scenario: tests/fixtures/nvml/<name>.scenario.
 pub fn nvml_scenario(name: &str) -> PathBuf {
     let p = root()

@@ -338,7 +338,7 @@ fn stub_finding(stub: &std::path::Path, works: &str) -> Finding {
         None,
         Status::Warn,
         format!(
-            "{works} through libcuda.so.1, but the CUDA toolkit's stub {} comes first on LD_LIBRARY_PATH: programs that load libcuda.so get the stub and fail with CUDA_ERROR_STUB_LIBRARY (34); contexts were not tried",
+            "{works} through libcuda.so.1, but the CUDA toolkit's stub {} comes first on LD_LIBRARY_PATH: programs that load libcuda.so get the stub and fail with CUDA_ERROR_STUB_LIBRARY (34); gpucheck's CUDA checks run without that folder and load libcuda.so.1",
             stub.display()
         ),
     )
@@ -392,7 +392,8 @@ fn judge_probe(f: &DriverFacts, probe: &DriverProbe, cvd: Option<&str>) -> (Outc
         ));
         out = out.with_fact("libcuda_stub", stub.display().to_string());
     }
-    let work = if f.contexts && probe.stub_first.is_none() {
+    let tried = probe.devices.iter().any(|d| d.context.is_some());
+    let work = if f.contexts && tried {
         "; a context and a verified host-device copy on each"
     } else {
         ""
@@ -468,7 +469,7 @@ impl Check for CudaDriver {
     fn explain(&self) -> &'static str {
         "Loads the CUDA driver library (libcuda) the way PyTorch does, initialises it, counts the devices, and creates a context on every visible GPU with a small verified host-to-device-to-host copy.\n\n\
 Why it matters: every CUDA process, and so every DDP rank, starts with cuInit and a context on its GPU. A driver that NVML can talk to may still refuse CUDA: the Fabric Manager not running on an NVSwitch system (CUDA_ERROR_SYSTEM_NOT_READY, 802), a forward-compatibility libcuda that does not fit the driver or the GPU (803, 804), a GPU in a bad state (999), or a GPU NVML lists but CUDA cannot use. Any of these makes torch.cuda report no GPUs or one rank fail at start-up, and the whole job with it.\n\n\
-How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's names the GPU CUDA does not enumerate (its UUID and PCI bus id): find why with `nvidia-smi -q` and `dmesg`; the checks after this one run on the devices CUDA does enumerate. A GPU with under 10% of its memory free, or under 2 GiB while others hold over half of it, warns: another process holds it (gpu.processes). A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: the driver's libcuda.so.1 is probed around it, and the folder should come off LD_LIBRARY_PATH.\n\n\
+How to fix: libcuda missing means no driver in this environment — in a container, run it with the NVIDIA runtime (`docker run --gpus all`); on a host, install the driver. 802: `sudo systemctl start nvidia-fabricmanager` (its version must match the driver). 803/804: remove the cuda-compat folder from LD_LIBRARY_PATH or upgrade the driver. 100: check CUDA_VISIBLE_DEVICES and the container's GPU access. 999 or a wrong copy: look for Xid errors in `dmesg`, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot. A device count below NVML's names the GPU CUDA does not enumerate (its UUID and PCI bus id): find why with `nvidia-smi -q` and `dmesg`; the checks after this one run on the devices CUDA does enumerate. A GPU with under 10% of its memory free, or under 2 GiB while others hold over half of it, warns: another process holds it (gpu.processes). A driver that runs no current PyTorch build (a CUDA 11.x driver) warns with the driver to install. The CUDA toolkit's stub libcuda (a `stubs` folder) first on LD_LIBRARY_PATH warns: programs that load libcuda.so get the stub, and the folder should come off LD_LIBRARY_PATH. gpucheck's own CUDA checks (this one, cuda.copy_bandwidth, nccl.allreduce, nccl.nic_path) start without that folder, so they all load the driver's libcuda.so.1; a stub loaded anyway (CUDA_ERROR_STUB_LIBRARY, 34) is named in their verdicts.\n\n\
 The device count is compared with NVML's GPU count when CUDA_VISIBLE_DEVICES is unset and MIG is off; without NVML, `--expect-gpus N` gives the floor."
     }
     fn run(&self, ctx: &Context) -> Outcome {

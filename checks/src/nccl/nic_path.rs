@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::allreduce::{bandwidth_gbps, evaluate_failure};
+use super::allreduce::{bandwidth_gbps, evaluate_failure, GIVE_UP_SHARE};
 use crate::facts::nccl::NcclChoice;
 use crate::probe::nccl::{self as probe, AllReduceFailure, AllReducePlan, AllReduceRun};
 use crate::{Check, Context, Isolation, Outcome, Profile};
@@ -59,7 +59,11 @@ impl Check for NicPath {
          the NICs' line rate here (a 400 Gb/s NDR port carries about 50 GB/s) means the job will be \
          network-bound before it leaves the node — a NIC on the wrong PCIe switch, no GPUDirect RDMA \
          (see fabric.gpudirect), NCCL on sockets (see fabric.net_plugin, fabric.rdma). Wrong results \
-         or an NCCL error fail; NCCL_DEBUG=INFO shows which transport (`NET/IB`, `NET/Socket`) it took."
+         or an NCCL error fail: the streams and the communicators' asynchronous error are polled \
+         together, so a network or peer error is reported in NCCL's own words (ncclGetErrorString, \
+         ncclGetLastError) and the communicators aborted rather than hanging to the timeout; \
+         NCCL_DEBUG=INFO shows which transport (`NET/IB`, `NET/Socket`) it took. The bandwidth is \
+         reported, not judged."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         // SAFETY: only tries to dlopen the driver library.
@@ -83,6 +87,7 @@ impl Check for NicPath {
             sizes: vec![NIC_PATH_BYTES],
             budget_per_size: BUDGET,
             deadline: Some(Instant::now() + Duration::from_secs_f64(timeout_s * DEADLINE_SHARE)),
+            give_up: Some(Instant::now() + Duration::from_secs_f64(timeout_s * GIVE_UP_SHARE)),
         };
         evaluate(&NicPathFacts {
             run: probe::run_allreduce(&plan),
@@ -158,6 +163,7 @@ mod tests {
                 .collect(),
             nccl_version: None,
             tuning: Vec::new(),
+            repeats: Vec::new(),
             results: vec![SizeResult {
                 bytes: NIC_PATH_BYTES,
                 count: NIC_PATH_BYTES / 4,

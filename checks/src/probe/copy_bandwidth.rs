@@ -5,7 +5,11 @@
 //! creates contexts, so the check that calls it runs child-isolated.
 
 use std::ffi::{c_char, c_void, CStr};
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
 
 use cudarc::driver::{result, sys, DriverError};
 
@@ -62,7 +66,81 @@ pub struct DeviceCopy {
     pub name: Option<String>,
     /// cuDeviceGetPCIBusId: "0000:18:00.0".
     pub pci_bus_id: Option<String>,
+    /// Where the measuring thread ran and the pinned buffer was allocated:
+    /// the GPU's own NUMA node, when sysfs names its CPUs and the thread
+    /// could be bound to them.
+    pub bound: Option<Locality>,
     pub rates: Result<CopyRates, CopyError>,
+}
+
+/// A GPU's place among the host's CPUs, from sysfs: the PCI device's
+/// `numa_node` and `local_cpulist` (what NVML's nvmlDeviceGetCpuAffinity
+/// reports too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Locality {
+    /// None where the kernel says -1 (no NUMA).
+    pub numa_node: Option<u32>,
+    /// "0-31,64-95", as sysfs writes it.
+    pub cpulist: String,
+}
+
+/// A CPU list as the kernel writes it ("0-3,8,10-11") into CPU numbers.
+pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for range in text.trim().split(',').filter(|r| !r.is_empty()) {
+        let (lo, hi) = match range.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let c: usize = range.trim().parse().ok()?;
+                (c, c)
+            }
+        };
+        if hi < lo {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// The locality of the GPU at `pci_bus_id` ("00000000:18:00.0", CUDA's
+/// spelling) under `sysfs` (standing for /sys):
+/// `bus/pci/devices/0000:18:00.0/{local_cpulist,numa_node}`.
+pub fn locality(sysfs: &Path, pci_bus_id: &str) -> Option<Locality> {
+    let slot = crate::domain::xid::PciSlot::parse(pci_bus_id)?;
+    let dir = sysfs.join(format!("bus/pci/devices/{slot}.0"));
+    let cpulist = super::sysfs::attr(&dir.join("local_cpulist"))?;
+    parse_cpulist(&cpulist)?;
+    let numa_node = super::sysfs::attr(&dir.join("numa_node"))
+        .and_then(|n| n.parse::<i64>().ok())
+        .and_then(|n| u32::try_from(n).ok());
+    Some(Locality { numa_node, cpulist })
+}
+
+/// The calling thread bound to some CPUs; its old affinity back on drop.
+struct Binding {
+    saved: CpuSet,
+}
+
+impl Binding {
+    /// Bind the calling thread to `cpus`; None when that fails (CPUs this
+    /// process may not use, as in a container's cpuset).
+    fn to(cpus: &[usize]) -> Option<Binding> {
+        let me = Pid::from_raw(0);
+        let saved = sched_getaffinity(me).ok()?;
+        let mut set = CpuSet::new();
+        for &c in cpus {
+            set.set(c).ok()?;
+        }
+        sched_setaffinity(me, &set).ok()?;
+        Some(Binding { saved })
+    }
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        let _ = sched_setaffinity(Pid::from_raw(0), &self.saved);
+    }
 }
 
 /// Why no device could be measured at all.
@@ -73,6 +151,9 @@ pub enum CopyProbeError {
     /// cuInit or cuDeviceGetCount failed, or cudarc gave up (a symbol
     /// missing from an old driver).
     Driver(String),
+    /// cuInit answered CUDA_ERROR_STUB_LIBRARY: the libcuda loaded (this
+    /// file) is the CUDA toolkit's link-time stub.
+    StubLibrary(std::path::PathBuf),
 }
 
 /// Measure every device the driver lists.
@@ -82,7 +163,15 @@ pub fn measure_all() -> Result<Vec<DeviceCopy>, CopyProbeError> {
     }
     let run = std::panic::catch_unwind(|| -> Result<Vec<DeviceCopy>, CopyProbeError> {
         stage("cuInit");
-        result::init().map_err(|e| CopyProbeError::Driver(describe("cuInit", e)))?;
+        result::init().map_err(|e| {
+            let stub = (e.0 == sys::CUresult::CUDA_ERROR_STUB_LIBRARY)
+                .then(|| super::cuda::mapped_library("libcuda.so"))
+                .flatten();
+            stub.map_or_else(
+                || CopyProbeError::Driver(describe("cuInit", e)),
+                CopyProbeError::StubLibrary,
+            )
+        })?;
         let count = result::device::get_count()
             .map_err(|e| CopyProbeError::Driver(describe("cuDeviceGetCount", e)))?;
         Ok((0..count.max(0) as u32).map(measure_device).collect())
@@ -99,19 +188,48 @@ fn describe(call: &str, e: DriverError) -> String {
     format!("{} failed: {}", e.call, e.error)
 }
 
+/// Measure one device again (cuInit has run): a figure under its threshold
+/// is measured again before it counts.
+pub fn measure_again(ordinal: u32) -> DeviceCopy {
+    std::panic::catch_unwind(|| measure_device(ordinal)).unwrap_or_else(|_| DeviceCopy {
+        ordinal,
+        name: None,
+        pci_bus_id: None,
+        bound: None,
+        rates: Err(CopyError {
+            call: "cuInit".into(),
+            error: "the CUDA driver API panicked".into(),
+        }),
+    })
+}
+
+/// Measure one device from a thread bound to its NUMA node's CPUs, so the
+/// pinned buffer is allocated (and first touched) there and no copy crosses
+/// the CPU interconnect: nvbandwidth's method (it sets the CPU affinity
+/// NVML reports for the GPU before allocating host memory). Unbound when
+/// sysfs does not say or the binding is refused.
 fn measure_device(ordinal: u32) -> DeviceCopy {
     stage(&format!("cuDeviceGet (device {ordinal})"));
     let device = result::device::get(ordinal as i32);
     let name = device.ok().and_then(|d| result::device::get_name(d).ok());
     let pci_bus_id = device.ok().and_then(pci_bus_id);
+    let place = pci_bus_id
+        .as_deref()
+        .and_then(|id| locality(&super::sysfs::sysfs_root(), id));
+    let binding = place
+        .as_ref()
+        .and_then(|p| Binding::to(&parse_cpulist(&p.cpulist)?));
+    let bound = binding.as_ref().and(place);
     let rates = match device {
         Ok(d) => measure_on(d, ordinal),
         Err(e) => Err(CopyError::new("cuDeviceGet", e)),
     };
+    drop(binding);
     DeviceCopy {
         ordinal,
         name,
         pci_bus_id,
+        bound,
         rates,
     }
 }
@@ -259,6 +377,40 @@ fn best_rate(r: &Resources, bytes: usize, to_device: bool) -> Result<f64, CopyEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_as_the_kernel_writes_them() {
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpulist("1"), Some(vec![1]));
+        assert_eq!(parse_cpulist(""), None);
+        assert_eq!(parse_cpulist("3-1"), None);
+        assert_eq!(parse_cpulist("x"), None);
+    }
+
+    #[test]
+    fn a_gpus_locality_from_sysfs_by_cudas_bus_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("bus/pci/devices/0000:9a:00.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("local_cpulist"), "48-95,144-191\n").unwrap();
+        std::fs::write(dev.join("numa_node"), "1\n").unwrap();
+        assert_eq!(
+            locality(dir.path(), "00000000:9A:00.0"),
+            Some(Locality {
+                numa_node: Some(1),
+                cpulist: "48-95,144-191".into()
+            })
+        );
+        std::fs::write(dev.join("numa_node"), "-1\n").unwrap();
+        assert_eq!(
+            locality(dir.path(), "00000000:9A:00.0").unwrap().numa_node,
+            None
+        );
+        assert_eq!(locality(dir.path(), "00000000:18:00.0"), None);
+    }
 
     #[test]
     fn buffers_shrink_with_free_memory_but_not_below_the_floor() {

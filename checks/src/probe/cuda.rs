@@ -100,9 +100,9 @@ pub struct DriverProbe {
     pub cuda_driver_version: Option<CudaVersion>,
     pub device_count: u32,
     pub devices: Vec<DeviceProbe>,
-    /// The CUDA toolkit's stub `libcuda.so` that comes first on
-    /// LD_LIBRARY_PATH, when the probe went around it to the driver's
-    /// libcuda.so.1 (then no contexts were tried).
+    /// The CUDA toolkit's stub `libcuda.so` that comes first on the user's
+    /// LD_LIBRARY_PATH: the child ran without its folder, or (in-process)
+    /// the probe went around it to libcuda.so.1 by hand, trying no contexts.
     pub stub_first: Option<PathBuf>,
 }
 
@@ -213,6 +213,9 @@ pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
     // cudarc loads `libcuda.so` before `libcuda.so.1`: with the toolkit's
     // stubs folder on LD_LIBRARY_PATH it would get the stub, which fails
     // every call, where PyTorch (which loads libcuda.so.1) works.
+    // The runner starts a child without the stubs folder (see
+    // [`child_library_path`]); run in-process with it still first, go
+    // around it by hand.
     if let Some(stub) = stub_libcuda_first(std::env::var_os("LD_LIBRARY_PATH").as_deref()) {
         if let Some(probe) = soname::probe(stub) {
             return probe;
@@ -224,7 +227,10 @@ pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
         });
     }
     match no_panic(|| probe_loaded(contexts)) {
-        Ok(r) => r,
+        Ok(r) => r.map(|p| DriverProbe {
+            stub_first: stub_first_on_path(),
+            ..p
+        }),
         Err(detail) => Err(DriverProbeError::Library { detail }),
     }
 }
@@ -378,6 +384,44 @@ fn round_trip(ordinal: u32, free_mem_mib: &mut Option<u64>) -> Result<RoundTrip,
         .synchronize()
         .map_err(|e| CudaCallError::from_driver("cuStreamSynchronize", e))?;
     Ok(compare_round_trip(&sent, &back))
+}
+
+/// Set by the runner in a child-isolated check's environment when the
+/// user's LD_LIBRARY_PATH puts a CUDA toolkit stub `libcuda.so` first: the
+/// stub's path. The child's own LD_LIBRARY_PATH then lacks the stubs
+/// folder (see [`child_library_path`]).
+pub const STUB_ENV: &str = "GPUCHECK_LIBCUDA_STUB";
+
+/// A toolkit `stubs` folder holding a `libcuda.so`.
+fn is_stub_dir(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| n == "stubs") && dir.join("libcuda.so").exists()
+}
+
+/// The LD_LIBRARY_PATH for a child-isolated check, when a stub `libcuda.so`
+/// comes first on `ld_library_path`: the same folders without the stubs
+/// folders, and the stub. cudarc tries `libcuda.so` before `libcuda.so.1`
+/// and the loader reads LD_LIBRARY_PATH only when a process starts, so the
+/// child must start without the stubs folder to load the driver's
+/// libcuda.so.1, the library cuda.driver judges. A stubs folder holds
+/// link-time stubs only, never a libcuda.so.1, so nothing else changes.
+pub fn child_library_path(
+    ld_library_path: Option<&std::ffi::OsStr>,
+) -> Option<(std::ffi::OsString, PathBuf)> {
+    let stub = stub_libcuda_first(ld_library_path)?;
+    let kept: Vec<PathBuf> = std::env::split_paths(ld_library_path?)
+        .filter(|d| !is_stub_dir(d))
+        .collect();
+    Some((std::env::join_paths(kept).ok()?, stub))
+}
+
+/// The stub `libcuda.so` the user's LD_LIBRARY_PATH puts first: as the
+/// runner recorded it for this child ([`STUB_ENV`]), else as found on this
+/// process's LD_LIBRARY_PATH.
+pub fn stub_first_on_path() -> Option<PathBuf> {
+    std::env::var_os(STUB_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| stub_libcuda_first(std::env::var_os("LD_LIBRARY_PATH").as_deref()))
 }
 
 /// The `libcuda.so` the loader finds first on LD_LIBRARY_PATH, when it lies
@@ -600,9 +644,17 @@ pub fn compat_libcuda_dirs(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<Pat
         .collect()
 }
 
-/// The kernel module's version ("570.86.15") from /proc/driver/nvidia/version.
+/// The kernel module's version ("570.86.15") from /proc/driver/nvidia/version,
+/// under the folder that stands for /proc (GPUCHECK_PROC_ROOT), as the other
+/// /proc readers do.
 pub fn kernel_driver_version() -> Option<String> {
-    parse_proc_driver_version(&std::fs::read_to_string("/proc/driver/nvidia/version").ok()?)
+    kernel_driver_version_in(&super::sysfs::proc_root())
+}
+
+/// [`kernel_driver_version`] under `proc` (standing for /proc).
+pub fn kernel_driver_version_in(proc: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(proc.join("driver/nvidia/version")).ok()?;
+    parse_proc_driver_version(&text)
 }
 
 /// Parse "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Tue ..."
@@ -706,6 +758,36 @@ mod tests {
         assert_eq!(compat_libcuda_dirs(Some(&v)), vec![compat.clone()]);
         assert!(is_compat_path(&compat.join("libcuda.so.1")));
         assert!(!is_compat_path(&other.join("libcuda.so.1")));
+    }
+
+    #[test]
+    fn the_kernel_module_version_is_read_under_the_proc_root() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/proc/open");
+        assert_eq!(
+            kernel_driver_version_in(&root).as_deref(),
+            Some("570.86.15")
+        );
+        assert_eq!(kernel_driver_version_in(&root.join("missing")), None);
+    }
+
+    #[test]
+    fn a_child_starts_without_the_stubs_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let stubs = dir.path().join("cuda-12.8/lib64/stubs");
+        let driver = dir.path().join("driver");
+        for d in [&stubs, &driver] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(stubs.join("libcuda.so"), b"x").unwrap();
+        let path = std::env::join_paths([&stubs, &driver]).unwrap();
+        let (child, stub) = child_library_path(Some(&path)).unwrap();
+        assert_eq!(child, driver.as_os_str());
+        assert_eq!(stub, stubs.join("libcuda.so"));
+        // A real libcuda.so first: the child inherits the path as it is.
+        std::fs::write(driver.join("libcuda.so"), b"x").unwrap();
+        let path = std::env::join_paths([&driver, &stubs]).unwrap();
+        assert_eq!(child_library_path(Some(&path)), None);
+        assert_eq!(child_library_path(None), None);
     }
 
     #[test]

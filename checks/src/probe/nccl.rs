@@ -312,7 +312,9 @@ pub fn interface_speed_mbps(sysfs: &Path, name: &str) -> Option<u32> {
         .filter(|&mbps| mbps > 0)
 }
 
-/// The InfiniBand/RoCE devices under `root` (normally /sys/class/infiniband).
+/// The InfiniBand/RoCE devices under `root`: `<sysfs>/class/infiniband`,
+/// where `<sysfs>` is [`crate::probe::sysfs::sysfs_root`], the same folder
+/// fabric.rdma reads, so both checks see the same devices.
 pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
@@ -356,7 +358,7 @@ pub fn env_facts() -> EnvFacts {
         interfaces,
         interfaces_without_address,
         interfaces_error,
-        ib_devices: ib_devices(Path::new("/sys/class/infiniband")),
+        ib_devices: ib_devices(&crate::probe::sysfs::sysfs_root().join("class/infiniband")),
         not_utf8,
     }
 }
@@ -561,6 +563,10 @@ pub struct AllReduceRun {
     /// The algorithm and protocol NCCL chose, per call, from its tuning log
     /// (empty when the user set NCCL_DEBUG or NCCL logged none).
     pub tuning: Vec<TuningChoice>,
+    /// Sizes measured again, in order, after the first pass (see
+    /// [`run_allreduce_again`]): a figure under its threshold is measured
+    /// again before it fails.
+    pub repeats: Vec<SizeResult>,
 }
 
 /// One line of NCCL's tuning log: what it chose for a collective.
@@ -610,10 +616,13 @@ pub fn parse_tuning_line(line: &str) -> Option<TuningChoice> {
     let name = |token: &str, table: &[&str]| -> Option<String> {
         match token.parse::<usize>() {
             Ok(i) => table.get(i).map(|s| s.to_string()),
+            // NCCL >= 2.24 writes ncclAlgoToString's upper-case names
+            // with underscores (NVLS_TREE, COLLNET_DIRECT); older releases
+            // the names of ncclAlgoStr (NVLSTree, CollNetDirect).
             Err(_) => Some(
                 table
                     .iter()
-                    .find(|n| n.eq_ignore_ascii_case(token))
+                    .find(|n| n.eq_ignore_ascii_case(&token.replace('_', "")))
                     .map_or_else(|| token.to_string(), |n| n.to_string()),
             ),
         }
@@ -677,8 +686,12 @@ impl TuningLog {
 pub enum AllReduceFailure {
     /// libcuda.so.1 is not loadable: no NVIDIA driver here.
     NoDriver,
-    /// `cuInit` failed (the CUDA error's name).
-    DriverInit { error: String },
+    /// `cuInit` failed (the CUDA error's name), with the libcuda file the
+    /// process mapped (the toolkit's stub, when the error says so).
+    DriverInit {
+        error: String,
+        library: Option<PathBuf>,
+    },
     /// CUDA sees no GPU.
     NoGpu,
     /// The NCCL library could not be loaded or lacks an entry point.
@@ -696,6 +709,13 @@ pub enum AllReduceFailure {
         message: String,
         last_error: Option<String>,
     },
+    /// A collective had not completed when the plan's `give_up` came and
+    /// NCCL reported no error: the GPUs whose streams were still running.
+    Stuck {
+        step: String,
+        gpus: Vec<u32>,
+        waited: Duration,
+    },
     /// Not even the smallest size fits in free GPU memory.
     NoMemory { gpu: u32, free_bytes: u64 },
 }
@@ -710,6 +730,9 @@ pub struct AllReducePlan {
     pub budget_per_size: Duration,
     /// Start no size after the first once this instant has passed.
     pub deadline: Option<Instant>,
+    /// Abort the communicators when a collective is still running at this
+    /// instant, and say so, instead of being killed at the check's timeout.
+    pub give_up: Option<Instant>,
 }
 
 /// Warm-up iterations at most (nccl-tests warms up with a few; -w 5 in its
@@ -1006,29 +1029,17 @@ impl Drop for Comms<'_> {
 /// Run the all-reduce over every visible GPU with the NCCL at
 /// `plan.nccl_lib`. Call only in a child-isolated check.
 pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFailure> {
-    stage("dlopen libcuda.so.1");
-    // cudarc panics on first use when libcuda is missing: look first.
-    // SAFETY: only tries to dlopen the driver library.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(AllReduceFailure::NoDriver);
-    }
-    stage("cuInit");
-    let count = match CudaContext::device_count() {
-        Ok(n) => n,
-        Err(e) => {
-            if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE {
-                return Err(AllReduceFailure::NoGpu);
-            }
-            return Err(AllReduceFailure::DriverInit {
-                error: format!("{:?}", e.0),
-            });
-        }
-    };
-    if count <= 0 {
-        return Err(AllReduceFailure::NoGpu);
-    }
-    let n = count as u32;
+    run_allreduce_again(plan, &mut |_| None)
+}
 
+/// [`run_allreduce`], then, on the same communicators, measure again the
+/// size `again` names for the run so far (its verdict is the caller's), for
+/// as long as it names one and the plan's deadline has not passed.
+pub fn run_allreduce_again(
+    plan: &AllReducePlan,
+    again: &mut dyn FnMut(&AllReduceRun) -> Option<u64>,
+) -> Result<AllReduceRun, AllReduceFailure> {
+    let n = gpu_count()?;
     let mut tuning_log = TuningLog::start();
     stage("dlopen libnccl");
     let api = NcclApi::load(&plan.nccl_lib).map_err(|detail| AllReduceFailure::NcclLoad {
@@ -1036,13 +1047,83 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
         detail,
     })?;
     let nccl_version = api.version();
-
     let (mut ranks, mut gpus) = open_gpus(n)?;
+    let mut comms = init_comms(&api, n)?;
+    let (sizes, skipped_for_memory, mut host) =
+        allocate_buffers(&plan.sizes, &mut ranks, &mut gpus)?;
+    let expected = expected_table(n);
+    // One size on the communicators; an error leaves them to be aborted.
+    let mut measure = |bytes: u64| {
+        one_size(
+            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
+        )
+        .inspect_err(|_| comms.broken = true)
+    };
+    let mut results = Vec::with_capacity(sizes.len());
+    let mut skipped_for_time = Vec::new();
+    for (k, &bytes) in sizes.iter().enumerate() {
+        // The first size always runs, however long set-up took: skipping it
+        // would report nothing about the all-reduce itself, and a hang in it
+        // is the runner's timeout to name.
+        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
+            skipped_for_time.extend_from_slice(&sizes[k..]);
+            break;
+        }
+        results.push(measure(bytes)?);
+    }
+    let mut choices = || {
+        tuning_log
+            .as_mut()
+            .map(TuningLog::choices)
+            .unwrap_or_default()
+    };
+    let mut run = AllReduceRun {
+        gpus,
+        nccl_version,
+        results,
+        skipped_for_memory,
+        skipped_for_time,
+        tuning: choices(),
+        repeats: Vec::new(),
+    };
+    while let Some(bytes) = again(&run) {
+        if plan.deadline.is_some_and(|d| Instant::now() >= d) || !sizes.contains(&bytes) {
+            break;
+        }
+        run.repeats.push(measure(bytes)?);
+        run.tuning = choices();
+    }
+    drop(comms);
+    run.tuning = choices();
+    Ok(run)
+}
 
+/// Load libcuda, cuInit, and count the GPUs CUDA sees.
+fn gpu_count() -> Result<u32, AllReduceFailure> {
+    stage("dlopen libcuda.so.1");
+    // cudarc panics on first use when libcuda is missing: look first.
+    // SAFETY: only tries to dlopen the driver library.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(AllReduceFailure::NoDriver);
+    }
+    stage("cuInit");
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => Ok(n as u32),
+        Ok(_) => Err(AllReduceFailure::NoGpu),
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(AllReduceFailure::NoGpu),
+        Err(e) => Err(AllReduceFailure::DriverInit {
+            error: format!("{:?}", e.0),
+            library: super::cuda::mapped_library("libcuda.so"),
+        }),
+    }
+}
+
+/// One communicator per GPU, all in this process (ncclCommInitAll).
+fn init_comms(api: &NcclApi, n: u32) -> Result<Comms<'_>, AllReduceFailure> {
     stage("ncclCommInitAll");
     let devlist: Vec<c_int> = (0..n as c_int).collect();
     let mut comms = Comms {
-        api: &api,
+        api,
         comms: vec![std::ptr::null_mut(); n as usize],
         broken: false,
     };
@@ -1055,44 +1136,7 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
             .for_each(|c| *c = std::ptr::null_mut());
         return Err(api.failure("ncclCommInitAll", rc, std::ptr::null_mut()));
     }
-
-    let (sizes, skipped_for_memory, mut host) =
-        allocate_buffers(&plan.sizes, &mut ranks, &mut gpus)?;
-
-    let expected = expected_table(n);
-    let mut results = Vec::with_capacity(sizes.len());
-    let mut skipped_for_time = Vec::new();
-    for (k, &bytes) in sizes.iter().enumerate() {
-        // The first size always runs, however long set-up took: skipping it
-        // would report nothing about the all-reduce itself, and a hang in it
-        // is the runner's timeout to name.
-        if k > 0 && plan.deadline.is_some_and(|d| Instant::now() >= d) {
-            skipped_for_time.extend_from_slice(&sizes[k..]);
-            break;
-        }
-        match one_size(
-            &api, &mut comms, &mut ranks, bytes, plan, &expected, &mut host,
-        ) {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                comms.broken = true;
-                return Err(e);
-            }
-        }
-    }
-    drop(comms);
-    let tuning = tuning_log
-        .as_mut()
-        .map(TuningLog::choices)
-        .unwrap_or_default();
-    Ok(AllReduceRun {
-        gpus,
-        nccl_version,
-        results,
-        skipped_for_memory,
-        skipped_for_time,
-        tuning,
-    })
+    Ok(comms)
 }
 
 /// A context and a stream on every GPU, and what CUDA says each GPU is.
@@ -1221,34 +1265,79 @@ fn launch(
     Ok(())
 }
 
-/// Wait for every rank's stream, then ask NCCL whether a communicator failed
-/// asynchronously (a network or peer error surfaces only there).
+/// How long to sleep between two looks at the streams and communicators
+/// while a collective runs: short next to a 256 MiB all-reduce (a few ms on
+/// NVLink), long enough not to busy-spin a core.
+const POLL_INTERVAL: Duration = Duration::from_micros(200);
+
+/// Wait for every rank's stream while asking NCCL about every communicator,
+/// the way NCCL's documentation ("Communicators": error handling with
+/// ncclCommGetAsyncError) and nccl-tests' testStreamSynchronize do: poll
+/// cuStreamQuery and ncclCommGetAsyncError together, because after a
+/// network or peer error the kernels never finish, so cuStreamSynchronize
+/// would block for ever and NCCL's own error (the only account of the
+/// fault) would never be read. An error returns at once (the caller
+/// aborts the communicators); so does a collective still running at
+/// `give_up`.
 fn sync_all(
     api: &NcclApi,
     comms: &Comms<'_>,
     ranks: &[Rank],
     what: &str,
+    give_up: Option<Instant>,
 ) -> Result<(), AllReduceFailure> {
-    for rank in ranks {
-        stage(&format!(
-            "cuStreamSynchronize GPU {} ({what})",
-            rank.ordinal
-        ));
-        rank.stream
-            .synchronize()
-            .map_err(|e| cuda_err(what, Some(rank.ordinal), e))?;
+    stage(&format!("cuStreamQuery / ncclCommGetAsyncError ({what})"));
+    let started = Instant::now();
+    let mut running: Vec<&Rank> = ranks.iter().collect();
+    loop {
+        let mut still = Vec::with_capacity(running.len());
+        for rank in running {
+            if !stream_done(rank).map_err(|e| cuda_err(what, Some(rank.ordinal), e))? {
+                still.push(rank);
+            }
+        }
+        running = still;
+        async_errors(api, comms, what)?;
+        if running.is_empty() {
+            return Ok(());
+        }
+        if give_up.is_some_and(|d| Instant::now() >= d) {
+            return Err(AllReduceFailure::Stuck {
+                step: what.to_string(),
+                gpus: running.iter().map(|r| r.ordinal).collect(),
+                waited: started.elapsed(),
+            });
+        }
+        std::thread::sleep(POLL_INTERVAL);
     }
-    if let Some(get) = api.comm_get_async_error {
-        for &comm in &comms.comms {
-            let mut state: NcclResult = NCCL_SUCCESS;
-            // SAFETY: `ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*)`.
-            let rc = unsafe { get(comm, &mut state) };
-            if rc != NCCL_SUCCESS {
-                return Err(api.failure("ncclCommGetAsyncError", rc, comm));
-            }
-            if state != NCCL_SUCCESS && state != NCCL_IN_PROGRESS {
-                return Err(api.failure(what, state, comm));
-            }
+}
+
+/// Whether everything queued on the rank's stream has finished
+/// (cuStreamQuery: CUDA_SUCCESS, or CUDA_ERROR_NOT_READY while it runs).
+fn stream_done(rank: &Rank) -> Result<bool, cudarc::driver::DriverError> {
+    rank.ctx.bind_to_thread()?;
+    // SAFETY: the stream belongs to the context bound above.
+    match unsafe { sys::cuStreamQuery(rank.stream.cu_stream()) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(true),
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        e => Err(cudarc::driver::DriverError(e)),
+    }
+}
+
+/// The first communicator whose asynchronous error is set, as NCCL words it.
+fn async_errors(api: &NcclApi, comms: &Comms<'_>, what: &str) -> Result<(), AllReduceFailure> {
+    let Some(get) = api.comm_get_async_error else {
+        return Ok(());
+    };
+    for &comm in &comms.comms {
+        let mut state: NcclResult = NCCL_SUCCESS;
+        // SAFETY: `ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t*)`.
+        let rc = unsafe { get(comm, &mut state) };
+        if rc != NCCL_SUCCESS {
+            return Err(api.failure("ncclCommGetAsyncError", rc, comm));
+        }
+        if state != NCCL_SUCCESS && state != NCCL_IN_PROGRESS {
+            return Err(api.failure(what, state, comm));
         }
     }
     Ok(())
@@ -1276,12 +1365,13 @@ fn one_size(
         }
     }
 
-    let (warmup_iters, last_iter) = warm_up(api, comms, ranks, count, budget / 2, &label)?;
+    let (warmup_iters, last_iter) =
+        warm_up(api, comms, ranks, count, budget / 2, &label, plan.give_up)?;
     let time_left = plan
         .deadline
         .map(|d| d.saturating_duration_since(Instant::now()));
     let iters = timed_iters(budget / 2, time_left, last_iter);
-    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label)?;
+    let slowest_ms = time_iterations(api, comms, ranks, count, iters, &label, plan.give_up)?;
     let (wrong_per_rank, first_wrong) = verify_results(ranks, count, expected, host, &label)?;
     Ok(SizeResult {
         bytes,
@@ -1306,6 +1396,7 @@ fn warm_up(
     count: usize,
     budget: Duration,
     label: &str,
+    give_up: Option<Instant>,
 ) -> Result<(u32, Duration), AllReduceFailure> {
     let warmup_label = format!("ncclAllReduce {label} (warm-up)");
     let mut times: Vec<Duration> = Vec::new();
@@ -1314,7 +1405,7 @@ fn warm_up(
         let t = Instant::now();
         stage(&warmup_label);
         launch(api, comms, ranks, count)?;
-        sync_all(api, comms, ranks, &warmup_label)?;
+        sync_all(api, comms, ranks, &warmup_label, give_up)?;
         times.push(t.elapsed());
     }
     let last_iter = times.last().copied().unwrap_or_default();
@@ -1331,6 +1422,7 @@ fn time_iterations(
     count: usize,
     iters: u32,
     label: &str,
+    give_up: Option<Instant>,
 ) -> Result<f64, AllReduceFailure> {
     // Timing enabled: cudarc creates events without timing unless asked.
     let mut events = Vec::with_capacity(ranks.len());
@@ -1358,7 +1450,7 @@ fn time_iterations(
         end.record(&rank.stream)
             .map_err(|e| cuda_err("record a CUDA event", Some(rank.ordinal), e))?;
     }
-    sync_all(api, comms, ranks, &timed_label)?;
+    sync_all(api, comms, ranks, &timed_label, give_up)?;
     let mut slowest_ms = 0f64;
     for (rank, (start, end)) in ranks.iter().zip(events.iter()) {
         let ms = start
@@ -1697,6 +1789,23 @@ mod tests {
             ),
             Some(choice(1024, "Tree", "Simple"))
         );
+        // NCCL >= 2.24: ncclAlgoToString's names.
+        for (logged, name) in [
+            ("NVLS_TREE", "NVLSTree"),
+            ("COLLNET_DIRECT", "CollNetDirect"),
+            ("COLLNET_CHAIN", "CollNetChain"),
+            ("PAT", "PAT"),
+            ("RING", "Ring"),
+        ] {
+            assert_eq!(
+                parse_tuning_line(&format!(
+                    "h:1:1 [0] NCCL INFO AllReduce: 1073741824 Bytes -> Algo {logged} proto \
+                     SIMPLE channel{{Lo..Hi}}={{0..31}}"
+                )),
+                Some(choice(1 << 30, name, "Simple")),
+                "{logged}"
+            );
+        }
         assert_eq!(
             parse_tuning_line(
                 "node-0:309:309 [0] NCCL INFO 33554432 Bytes -> Algo 1 proto 2 time 2860.208008"

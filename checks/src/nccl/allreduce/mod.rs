@@ -45,6 +45,10 @@ pub const FAIL_RATIO: f64 = 0.5;
 /// Share of the check's timeout after which no new size is started, leaving
 /// the rest for the size in flight, verification and teardown.
 const DEADLINE_SHARE: f64 = 0.6;
+/// Share of the check's timeout after which a collective still running is
+/// aborted and reported as stuck (before the runner kills the child, so
+/// the verdict names the GPUs that never finished).
+pub const GIVE_UP_SHARE: f64 = 0.85;
 /// Time to spend per message size (warm-up + timed loop).
 const STANDARD_BUDGET: Duration = Duration::from_secs(3);
 const SWEEP_BUDGET: Duration = Duration::from_millis(800);
@@ -143,15 +147,36 @@ fn sweep_table(run: &AllReduceRun) -> DataTable {
     }
 }
 
-/// The size whose bandwidth is judged: the best busbw among sizes of at
-/// least [`STANDARD_BYTES`]; with an explicit floor and nothing that large
-/// (too little GPU memory), the largest size that ran.
-fn judged_size(run: &AllReduceRun, explicit_floor: bool) -> Option<&SizeResult> {
-    let mut timed = run.results.iter().filter(|r| r.time_us > 0.0);
+/// The algorithm NCCL's tuning log says it chose for `bytes`, if it said.
+fn algorithm_at(run: &AllReduceRun, bytes: u64) -> Option<&str> {
+    run.tuning
+        .iter()
+        .rev()
+        .find(|c| c.bytes == bytes)
+        .map(|c| c.algorithm.as_str())
+}
+
+/// How a size measures up: its busbw over the reference for its size and
+/// algorithm, or, without a reference, its busbw.
+fn size_score(facts: &AllReduceFacts, r: &SizeResult) -> f64 {
+    let n = facts.run.gpus.len() as u32;
+    let (_, busbw) = bandwidth_gbps(r.bytes, r.time_us / 1e6, n);
+    match expected_busbw_for(&facts.topology, algorithm_at(&facts.run, r.bytes), r.bytes) {
+        Some(e) if e.busbw_gbps > 0.0 => busbw / e.busbw_gbps,
+        _ => busbw,
+    }
+}
+
+/// The size whose bandwidth is judged: among sizes of at least
+/// [`STANDARD_BYTES`], the one closest to (or furthest above) the reference
+/// for its own size and algorithm; with an explicit floor and nothing that
+/// large (too little GPU memory), the largest size that ran.
+fn judged_size(facts: &AllReduceFacts, explicit_floor: bool) -> Option<&SizeResult> {
+    let mut timed = facts.run.results.iter().filter(|r| r.time_us > 0.0);
     let best = timed
         .clone()
         .filter(|r| r.bytes >= STANDARD_BYTES)
-        .max_by(|a, b| (a.bytes as f64 / a.time_us).total_cmp(&(b.bytes as f64 / b.time_us)));
+        .max_by(|a, b| size_score(facts, a).total_cmp(&size_score(facts, b)));
     match best {
         Some(r) => Some(r),
         None if explicit_floor => timed.next_back(),
@@ -304,12 +329,19 @@ fn wrong_data(run: &AllReduceRun) -> Option<Outcome> {
 fn judge_bandwidth(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome {
     let run = &facts.run;
     let n = run.gpus.len() as u32;
-    let judged_opt = judged_size(run, th.min_busbw_gbps.is_some());
+    let judged_opt = judged_size(facts, th.min_busbw_gbps.is_some());
     // Without a judged size (too little memory for 256 MiB), still show the
     // largest size's numbers.
     let Some(judged) = judged_opt.or_else(|| run.results.iter().rev().find(|r| r.time_us > 0.0))
     else {
         return Outcome::error("the all-reduce ran but CUDA events reported no time");
+    };
+    // Measured again when low: the verdict is the median run's.
+    let runs = runs_of(run, judged);
+    let judged = if judged_opt.is_some() {
+        median_run(&runs)
+    } else {
+        judged
     };
     let (algbw, busbw) = bandwidth_gbps(judged.bytes, judged.time_us / 1e6, n);
     let size = probe::format_bytes(judged.bytes);
@@ -333,14 +365,19 @@ fn judge_bandwidth(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome 
     } else if let Some(floor) = th.min_busbw_gbps {
         against_floor(&measured, busbw, floor)
     } else {
-        let algorithm = run
-            .tuning
-            .iter()
-            .rev()
-            .find(|c| c.bytes == judged.bytes)
-            .map(|c| c.algorithm.as_str());
-        against_reference(&measured, busbw, facts, algorithm)
+        against_reference(&measured, busbw, facts, judged.bytes)
     };
+    let mut verdict = verdict;
+    if runs.len() > 1 && judged_opt.is_some() && n > 1 {
+        let low = runs.iter().filter(|r| is_low(facts, th, r)).count();
+        verdict.summary.push_str(&format!(
+            "; low in {low} of {} runs (the median counts)",
+            runs.len()
+        ));
+        verdict = verdict
+            .with_metric("runs", runs.len() as f64, "count")
+            .with_metric("low_runs", low as f64, "count");
+    }
     let o = verdict
         .with_metric("algbw_gbps", algbw, "GB/s")
         .with_metric("time_us", judged.time_us, "us")
@@ -350,6 +387,52 @@ fn judge_bandwidth(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Outcome 
     } else {
         o
     }
+}
+
+/// Runs of a judged figure in all: a figure under its threshold is measured
+/// again before it fails, and the median of three runs decides, so one
+/// noisy reading (another job's burst, a clock ramping up) never fails a
+/// node and one lucky reading never passes one (the complaint about
+/// single-sample gates in DCGM's and Azure's health-check trackers).
+pub const REPEAT_RUNS: usize = 3;
+
+/// Every run of the judged size: the first pass's and the repeats.
+fn runs_of<'a>(run: &'a AllReduceRun, judged: &'a SizeResult) -> Vec<&'a SizeResult> {
+    std::iter::once(judged)
+        .chain(run.repeats.iter().filter(|r| r.bytes == judged.bytes))
+        .collect()
+}
+
+/// The run with the median bus bandwidth (the faster of the middle two).
+fn median_run<'a>(runs: &[&'a SizeResult]) -> &'a SizeResult {
+    let mut sorted = runs.to_vec();
+    sorted.sort_by(|a, b| b.time_us.total_cmp(&a.time_us));
+    sorted[sorted.len() / 2]
+}
+
+/// Whether a run's bus bandwidth is under its threshold: `--min-busbw`,
+/// else [`WARN_RATIO`] of the reference for its size and algorithm.
+fn is_low(facts: &AllReduceFacts, th: &AllReduceThresholds, r: &SizeResult) -> bool {
+    let n = facts.run.gpus.len() as u32;
+    let (_, busbw) = bandwidth_gbps(r.bytes, r.time_us / 1e6, n);
+    if let Some(floor) = th.min_busbw_gbps {
+        return busbw < floor;
+    }
+    expected_busbw_for(&facts.topology, algorithm_at(&facts.run, r.bytes), r.bytes)
+        .is_some_and(|e| busbw < WARN_RATIO * e.busbw_gbps)
+}
+
+/// The size to measure again: the judged one, while its first run is under
+/// its threshold and fewer than [`REPEAT_RUNS`] ran. None for wrong data
+/// (that fails as it is), one GPU or an unjudged run.
+pub fn repeat_size(facts: &AllReduceFacts, th: &AllReduceThresholds) -> Option<u64> {
+    let run = &facts.run;
+    if run.gpus.len() < 2 || wrong_data(run).is_some() {
+        return None;
+    }
+    let judged = judged_size(facts, th.min_busbw_gbps.is_some())?;
+    let runs = runs_of(run, judged);
+    (runs.len() < REPEAT_RUNS && is_low(facts, th, judged)).then_some(judged.bytes)
 }
 
 /// Bus bandwidth against `--min-busbw`.
@@ -369,13 +452,9 @@ fn against_floor(measured: &str, busbw: f64, floor: f64) -> Outcome {
 
 /// Bus bandwidth against what this topology should reach: below
 /// [`FAIL_RATIO`] fails, below [`WARN_RATIO`] warns.
-fn against_reference(
-    measured: &str,
-    busbw: f64,
-    facts: &AllReduceFacts,
-    algorithm: Option<&str>,
-) -> Outcome {
-    let Some(expect) = expected_busbw_for(&facts.topology, algorithm) else {
+fn against_reference(measured: &str, busbw: f64, facts: &AllReduceFacts, bytes: u64) -> Outcome {
+    let algorithm = algorithm_at(&facts.run, bytes);
+    let Some(expect) = expected_busbw_for(&facts.topology, algorithm, bytes) else {
         return Outcome::pass(format!(
             "{measured}, results verified; not judged: no reference figure for {} (set one \
              with --min-busbw GBPS)",
@@ -445,6 +524,28 @@ fn cuda_failure(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcom
     )
 }
 
+/// cuInit answered CUDA_ERROR_STUB_LIBRARY: the libcuda loaded is the CUDA
+/// toolkit's link-time stub, not the driver's.
+pub fn stub_loaded(error: &str, library: &std::path::Path) -> Outcome {
+    let dir = library
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    Outcome::fail(
+        format!(
+            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+             {error})",
+            library.display()
+        ),
+        format!(
+            "take {dir} off LD_LIBRARY_PATH (and remove any libcuda.so.1 link made to the stub): \
+             the stubs are for linking when building, never for running; the driver's \
+             libcuda.so.1 comes with the NVIDIA driver (in containers: the NVIDIA Container \
+             Toolkit, `docker run --gpus all`)"
+        ),
+    )
+}
+
 /// Turn a run that could not finish into a verdict.
 pub fn evaluate_failure(failure: &AllReduceFailure) -> Outcome {
     evaluate_failure_with(failure, None)
@@ -466,7 +567,11 @@ pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistor
         AllReduceFailure::NoGpu => Outcome::skip(
             "CUDA sees no GPU (check CUDA_VISIBLE_DEVICES and env.cuda_visible_devices)",
         ),
-        AllReduceFailure::DriverInit { error } => Outcome::fail(
+        AllReduceFailure::DriverInit {
+            error,
+            library: Some(lib),
+        } if error.contains("STUB_LIBRARY") => stub_loaded(error, lib),
+        AllReduceFailure::DriverInit { error, .. } => Outcome::fail(
             format!("the CUDA driver did not initialise (cuInit: {error})"),
             "see cuda.driver for the cause and its fix (`gpucheck --only cuda.driver`)",
         ),
@@ -503,6 +608,21 @@ pub fn evaluate_failure_with(failure: &AllReduceFailure, xids: Option<&XidHistor
             )
             .with_fact("nccl_error_code", *code)
         }
+        AllReduceFailure::Stuck { step, gpus, waited } => Outcome::fail(
+            format!(
+                "{step} had not completed on GPU {} after {:.0} s, and NCCL reported no error; \
+                 the communicators were aborted",
+                gpus.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                waited.as_secs_f64()
+            ),
+            "NCCL hung without an error. Run again with NCCL_DEBUG=WARN (INFO for more) to see \
+             where; retry with NCCL_P2P_DISABLE=1 to see whether GPU peer-to-peer (PCIe ACS, \
+             the IOMMU) is involved, check `dmesg` for Xid errors and `nvidia-smi topo -m`; on a \
+             slow box give it longer with --timeout SECS",
+        ),
         AllReduceFailure::NoMemory { gpu, free_bytes } => Outcome::fail(
             format!(
                 "GPU {gpu} has only {} MiB free: not enough for NCCL and the test buffers",
@@ -622,15 +742,27 @@ reports a per-size table. Sizes that do not fit twice in free GPU memory are lef
 Why it matters for DDP: DDP is an all-reduce of the gradients every step. A hang here is a hang \
 at the first backward pass; a wrong sum is silent corruption of the model; a bus bandwidth far \
 below the hardware's is every step running slow on a 1,000-GPU-hour job.\n\n\
-Verdicts: wrong results fail. Bus bandwidth (judged at 256 MiB or more) below 90% of the expected \
-figure warns (nccl-tests' own NCCL_TESTS_MIN_BW rule) and below 50% fails. The expected figure \
-comes from measured systems (8x H100/H200 SXM about 450 GB/s with NVLink SHARP, about 370 when \
-NCCL's tuning log shows it chose Ring (the algorithm and protocol NCCL chose are recorded as the \
-fact nccl_algorithm, read from NCCL_DEBUG_SUBSYS=TUNING unless NCCL_DEBUG is set); 8x A100 SXM \
-about 230) or, for \
-other machines, from the NVLink or PCIe links; --min-busbw GBPS sets an explicit floor instead. \
+Verdicts: wrong results fail. Bus bandwidth (judged at 256 MiB or more, at the size that comes \
+closest to its own reference) below 90% of the expected figure warns (nccl-tests' own \
+NCCL_TESTS_MIN_BW rule) and below 50% fails. The expected figure is per message size and \
+algorithm: on 8x H100/H200 SXM about 450 GB/s only when NCCL's tuning log shows NVLink SHARP \
+(NVLS, NVLSTree) at 1 GiB or more (NVLS reaches its peak only with large messages), else Ring's \
+about 370 — also when NCCL did not log its choice (NCCL 2.18 and 2.19 do not; a user's \
+NCCL_DEBUG settings replace the log gpucheck asks for). The algorithm and protocol NCCL chose \
+are recorded as the fact nccl_algorithm, read from NCCL_DEBUG_SUBSYS=TUNING in both of NCCL's \
+spellings (NCCL >= 2.24: RING, NVLS_TREE, COLLNET_DIRECT, COLLNET_CHAIN, PAT). 8x A100 SXM about \
+230; other machines are judged from the NVLink or PCIe links; --min-busbw GBPS sets an explicit \
+floor instead. A bus bandwidth under its threshold is measured twice more on the same \
+communicators and the median of the three runs decides, so one noisy reading never fails a \
+node; the verdict then says how many runs were low (low in 1 of 3 runs). \
 With one GPU the all-reduce still exercises NCCL's init and kernels, but bus bandwidth is not \
-meaningful. A hang is killed at the timeout and reported with the step it hung in.\n\n\
+meaningful. While a collective runs, the streams (cuStreamQuery) and every communicator's \
+asynchronous error (ncclCommGetAsyncError) are polled together, as NCCL's documentation and \
+nccl-tests do: a network or peer error fails with NCCL's own error and last-error text and the \
+communicators are aborted (ncclCommAbort), instead of hanging in cuStreamSynchronize; a \
+collective still running at 85% of the timeout with no error from NCCL is aborted and reported \
+with the GPUs that never finished; a hang inside an NCCL call is killed at the timeout and \
+reported with the step it hung in.\n\n\
 Fixes: for hangs and wrong data, retry with NCCL_P2P_DISABLE=1 — if that works, GPU P2P is \
 broken by PCIe ACS or the IOMMU (disable ACS, iommu=pt); NCCL_DEBUG=WARN shows NCCL's reason. For \
 low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`."
@@ -663,20 +795,32 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
                 STANDARD_BUDGET
             },
             deadline: Some(Instant::now() + Duration::from_secs_f64(timeout_s * DEADLINE_SHARE)),
+            give_up: Some(Instant::now() + Duration::from_secs_f64(timeout_s * GIVE_UP_SHARE)),
         };
-        match probe::run_allreduce(&plan) {
+        let th = AllReduceThresholds {
+            min_busbw_gbps: ctx.options.min_busbw_gbps,
+        };
+        let nccl_path = nccl_lib.display().to_string();
+        let mut topo: Option<TopologyFacts> = None;
+        let mut again = |run: &AllReduceRun| {
+            let topology = topo.get_or_insert_with(|| topology(run, ctx)).clone();
+            repeat_size(
+                &AllReduceFacts {
+                    run: run.clone(),
+                    topology,
+                    nccl_path: nccl_path.clone(),
+                },
+                &th,
+            )
+        };
+        match probe::run_allreduce_again(&plan, &mut again) {
             Ok(run) => {
                 let facts = AllReduceFacts {
-                    topology: topology(&run, ctx),
+                    topology: topo.unwrap_or_else(|| topology(&run, ctx)),
                     run,
-                    nccl_path: nccl_lib.display().to_string(),
+                    nccl_path,
                 };
-                evaluate_allreduce(
-                    &facts,
-                    &AllReduceThresholds {
-                        min_busbw_gbps: ctx.options.min_busbw_gbps,
-                    },
-                )
+                evaluate_allreduce(&facts, &th)
             }
             Err(f) => evaluate_failure_with(&f, ctx.fact::<XidHistory>().as_ref()),
         }
@@ -761,6 +905,7 @@ mod tests {
                 skipped_for_memory: vec![],
                 skipped_for_time: vec![],
                 tuning: vec![],
+                repeats: vec![],
             },
             topology: TopologyFacts {
                 gpu_names: names(n, name),
@@ -790,10 +935,11 @@ mod tests {
         assert_eq!(
             o.summary,
             "busbw 460.0 GB/s at 256 MiB over 8 GPUs (NCCL 2.27.7), results verified; expected \
-             about 450 GB/s (measured on 8x H100 SXM systems)"
+             about 370 GB/s (measured on 8x H100 SXM systems with Ring: NCCL did not log its \
+             algorithm (450 GB/s needs NVLink SHARP at 1 GiB or more))"
         );
         assert!((o.metric("busbw_gbps").unwrap() - 460.0).abs() < 1e-6);
-        assert_eq!(o.metric("expected_busbw_gbps"), Some(450.0));
+        assert_eq!(o.metric("expected_busbw_gbps"), Some(370.0));
         assert_eq!(o.facts["gpus"], "8x NVIDIA H100 80GB HBM3");
         assert_eq!(o.devices.len(), 8);
         assert!(o.devices.iter().all(|d| d.status == Status::Pass));
@@ -816,8 +962,9 @@ mod tests {
         assert_eq!(o.status, Status::Warn);
         assert_eq!(
             o.summary,
-            "busbw 300.0 GB/s at 256 MiB over 8 GPUs (NCCL 2.27.7): 67% of the expected about \
-             450 GB/s (measured on 8x H100 SXM systems)"
+            "busbw 300.0 GB/s at 256 MiB over 8 GPUs (NCCL 2.27.7): 81% of the expected about \
+             370 GB/s (measured on 8x H100 SXM systems with Ring: NCCL did not log its \
+             algorithm (450 GB/s needs NVLink SHARP at 1 GiB or more))"
         );
         assert!(o.hint.unwrap().contains("nvidia-smi topo -m"));
         let f = facts(
@@ -827,7 +974,7 @@ mod tests {
         );
         let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
         assert_eq!(o.status, Status::Fail);
-        assert!(o.summary.contains(": 22% of the expected"), "{}", o.summary);
+        assert!(o.summary.contains(": 27% of the expected"), "{}", o.summary);
     }
 
     #[test]
@@ -1018,27 +1165,124 @@ mod tests {
             o.facts["nccl_algorithm"],
             "NVLS, protocol Simple, at 256 MiB"
         );
-        // 380 GB/s on 8x H100: 84% of NVLS's 450 warns; with Ring chosen it
-        // is judged against Ring's 370 and passes.
+        // 380 GB/s on 8x H100 at 1 GiB: 84% of NVLS's 450 warns; with Ring
+        // chosen it is judged against Ring's 370 and passes.
+        let gib = 1u64 << 30;
         let mut f = facts(
             8,
             "NVIDIA H100 80GB HBM3",
-            vec![size(256 << 20, time_for(256 << 20, 380.0, 8), 8)],
+            vec![size(gib, time_for(gib, 380.0, 8), 8)],
         );
-        f.run.tuning = vec![choice(256 << 20, "NVLS")];
+        f.run.tuning = vec![choice(gib, "NVLS")];
         let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
         assert_eq!(o.status, Status::Warn, "{o:?}");
-        f.run.tuning = vec![choice(256 << 20, "Ring")];
+        f.run.tuning = vec![choice(gib, "Ring")];
         let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
         assert_eq!(o.status, Status::Pass, "{o:?}");
         assert!(
             o.summary.ends_with(
                 "expected about 370 GB/s (measured on 8x H100 SXM systems with NCCL's Ring \
-                 algorithm, which NCCL chose here; 450 GB/s needs NVLink SHARP (NVLS))"
+                 algorithm, which NCCL chose here)"
             ),
             "{}",
             o.summary
         );
+    }
+
+    #[test]
+    fn a_healthy_nvls_box_is_judged_at_the_size_and_algorithm_it_ran() {
+        // nccl-tests' curve on a healthy 8x H100 with NVLS: ~370 at 256 MiB,
+        // ~420 at 512 MiB, ~480 at 1 GiB. Judging 256 MiB against NVLS's
+        // peak warned on every such box; judged per size and algorithm it
+        // passes, at the size that reaches its own reference best.
+        let curve = [(256 << 20, 368.0), (512 << 20, 420.0), (1u64 << 30, 478.0)];
+        let mut f = facts(
+            8,
+            H100,
+            curve
+                .iter()
+                .map(|&(b, bw)| size(b, time_for(b, bw, 8), 8))
+                .collect(),
+        );
+        f.run.tuning = curve
+            .iter()
+            .map(|&(b, _)| probe::TuningChoice {
+                bytes: b,
+                algorithm: "NVLS".into(),
+                protocol: "Simple".into(),
+            })
+            .collect();
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        // 420 of Ring's 370 at 512 MiB is the best showing.
+        assert!(
+            o.summary.starts_with("busbw 420.0 GB/s at 512 MiB"),
+            "{}",
+            o.summary
+        );
+        // 1 GiB alone is held to NVLS's 450.
+        let mut large = f.clone();
+        large.run.results.drain(..2);
+        let o = evaluate_allreduce(&large, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(o.metric("expected_busbw_gbps"), Some(450.0));
+        // Only 256 MiB ran (the standard profile): Ring's figure, pass.
+        f.run.results.truncate(1);
+        let o = evaluate_allreduce(&f, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(o.metric("expected_busbw_gbps"), Some(370.0));
+        // And a box that stays at 300 GB/s still warns.
+        let mut slow = f.clone();
+        slow.run.results = vec![size(256 << 20, time_for(256 << 20, 300.0, 8), 8)];
+        let o = evaluate_allreduce(&slow, &AllReduceThresholds::default());
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+    }
+
+    #[test]
+    fn a_low_figure_is_measured_again_and_the_median_decides() {
+        let b = 256 * MIB;
+        let run = |bw: f64| size(b, time_for(b, bw, 8), 8);
+        let th = AllReduceThresholds::default();
+        // 8x H100, Ring's 370: 200 GB/s is low, 380 is not.
+        let mut f = facts(8, H100, vec![run(200.0)]);
+        assert_eq!(repeat_size(&f, &th), Some(b));
+        f.run.repeats = vec![run(380.0)];
+        assert_eq!(repeat_size(&f, &th), Some(b), "three runs in all");
+        f.run.repeats.push(run(375.0));
+        assert_eq!(repeat_size(&f, &th), None);
+        // One noisy reading: the median is 375, a pass that says so.
+        let o = evaluate_allreduce(&f, &th);
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert!(
+            o.summary.starts_with("busbw 375.0 GB/s at 256 MiB"),
+            "{}",
+            o.summary
+        );
+        assert!(
+            o.summary
+                .ends_with("; low in 1 of 3 runs (the median counts)"),
+            "{}",
+            o.summary
+        );
+        assert_eq!(o.metric("low_runs"), Some(1.0));
+        // Low twice: the median is low, and the verdict says how often.
+        f.run.repeats = vec![run(190.0), run(380.0)];
+        let o = evaluate_allreduce(&f, &th);
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(o.summary.contains("busbw 200.0 GB/s"), "{}", o.summary);
+        assert!(o
+            .summary
+            .ends_with("; low in 2 of 3 runs (the median counts)"));
+        // Not low the first time, wrong data, or an explicit floor met:
+        // nothing to measure again.
+        assert_eq!(repeat_size(&facts(8, H100, vec![run(380.0)]), &th), None);
+        let floor = AllReduceThresholds {
+            min_busbw_gbps: Some(150.0),
+        };
+        assert_eq!(repeat_size(&facts(8, H100, vec![run(200.0)]), &floor), None);
+        let mut wrong = facts(8, H100, vec![run(200.0)]);
+        wrong.run.results[0].wrong = 1;
+        assert_eq!(repeat_size(&wrong, &th), None);
     }
 
     #[test]
@@ -1061,9 +1305,23 @@ mod tests {
         );
         let o = evaluate_failure(&AllReduceFailure::DriverInit {
             error: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH".into(),
+            library: Some(PathBuf::from("/usr/lib64/libcuda.so.1")),
         });
         assert_eq!(o.status, Status::Fail);
         assert!(o.hint.unwrap().contains("--only cuda.driver"));
+        let o = evaluate_failure(&AllReduceFailure::DriverInit {
+            error: "CUDA_ERROR_STUB_LIBRARY".into(),
+            library: Some(PathBuf::from("/usr/local/cuda/lib64/stubs/libcuda.so.1")),
+        });
+        assert_eq!(
+            o.summary,
+            "the libcuda loaded, /usr/local/cuda/lib64/stubs/libcuda.so.1, is the CUDA toolkit's \
+             stub, not the NVIDIA driver (cuInit: CUDA_ERROR_STUB_LIBRARY)"
+        );
+        assert!(o
+            .hint
+            .unwrap()
+            .starts_with("take /usr/local/cuda/lib64/stubs off LD_LIBRARY_PATH"));
         let o = evaluate_failure(&AllReduceFailure::Nccl {
             step: "ncclCommInitAll".into(),
             code: 2,

@@ -46,51 +46,67 @@ struct KnownSystem {
     /// ...and none of these.
     lacks: &'static [&'static str],
     gpus: usize,
-    busbw_gbps: f64,
-    /// What it reaches when NCCL does not use NVLink SHARP (NVLS), where
-    /// `busbw_gbps` assumes it.
-    without_nvls_gbps: Option<f64>,
+    /// What NCCL's Ring algorithm reaches at large messages: the reference
+    /// whenever NVLink SHARP (NVLS) is not known to carry the run.
+    ring_gbps: f64,
+    /// What NVLS reaches at [`NVLS_PEAK_BYTES`] and above, on systems with
+    /// NVSwitches that do NVLink SHARP.
+    nvls_gbps: Option<f64>,
     label: &'static str,
 }
 
-/// 8x H100/H200 SXM about 450 GB/s (facts.md: H100 ~480 with NVLS, ~370 ring;
-/// H200 ~475; Azure pass marks 460/431), 370 without NVLS (H100's ring
-/// figure; H200 has the same NVLink 4 / NVSwitch fabric); 8x A100 SXM about
-/// 230 (Azure 228); 2x H100 NVL over the NVLink bridge about 208.
+/// NVLS reaches its peak only with large messages: nccl-tests on 8x H100
+/// reach ~480 GB/s from 1-2 GiB, and NCCL's maintainers answer reports of
+/// lower figures at 256 MiB with "256M is too small to reach peak" (NVIDIA/
+/// nccl issues). Below this size a run is judged against Ring's figure,
+/// which NVLS at least matches there.
+pub const NVLS_PEAK_BYTES: u64 = 1 << 30;
+
+/// 8x H100/H200 SXM: Ring about 370 GB/s (facts.md: H100 ~370 ring, ~365-370
+/// in nccl-tests runs), NVLS 450 from 1 GiB (facts.md: H100 ~480 with NVLS,
+/// H200 ~475; Azure's pass marks 460/431: 450 sits between them); 8x A100
+/// SXM about 230 (Azure 228; NVSwitch gen 2 has no SHARP); 2x H100 NVL over
+/// the NVLink bridge about 208.
 const KNOWN_SYSTEMS: &[KnownSystem] = &[
     KnownSystem {
         has: &["H100"],
         lacks: &["PCIe", "NVL"],
         gpus: 8,
-        busbw_gbps: 450.0,
-        without_nvls_gbps: Some(370.0),
+        ring_gbps: 370.0,
+        nvls_gbps: Some(450.0),
         label: "8x H100 SXM",
     },
     KnownSystem {
         has: &["H200"],
         lacks: &["NVL", "GH200"],
         gpus: 8,
-        busbw_gbps: 450.0,
-        without_nvls_gbps: Some(370.0),
+        ring_gbps: 370.0,
+        nvls_gbps: Some(450.0),
         label: "8x H200 SXM",
     },
     KnownSystem {
         has: &["A100", "SXM"],
         lacks: &[],
         gpus: 8,
-        busbw_gbps: 230.0,
-        without_nvls_gbps: None,
+        ring_gbps: 230.0,
+        nvls_gbps: None,
         label: "8x A100 SXM",
     },
     KnownSystem {
         has: &["H100", "NVL"],
         lacks: &[],
         gpus: 2,
-        busbw_gbps: 208.0,
-        without_nvls_gbps: None,
+        ring_gbps: 208.0,
+        nvls_gbps: None,
         label: "2x H100 NVL (NVLink bridge)",
     },
 ];
+
+/// NCCL's NVLink SHARP algorithms: NVLS and NVLSTree (spelled NVLS_TREE by
+/// NCCL >= 2.24's tuning log).
+pub fn is_nvls(algorithm: &str) -> bool {
+    algorithm.to_ascii_uppercase().starts_with("NVLS")
+}
 
 /// Unidirectional GB/s of one NVLink by generation (NVIDIA NVLink page:
 /// per-GPU bidirectional P100 160 GB/s over 4 links, V100 300/6, A100 600/12,
@@ -127,27 +143,54 @@ fn pcie_gbps_per_lane(generation: u32) -> Option<f64> {
 /// 5090 28-35 on Gen5 x16 = 63 raw) are about 0.55 of the link.
 const PCIE_EFFICIENCY: f64 = 0.55;
 
-/// [`expected_busbw`] for the algorithm NCCL chose (from its tuning log):
-/// on a known system whose figure assumes NVLink SHARP (NVLS), a run where
-/// NCCL chose another algorithm (Ring) is judged against that algorithm's
-/// figure, not NVLS's.
-pub fn expected_busbw_for(t: &TopologyFacts, algorithm: Option<&str>) -> Option<Expectation> {
-    let e = expected_busbw(t)?;
-    let Some(algorithm) = algorithm.filter(|a| !a.starts_with("NVLS")) else {
-        return Some(e);
+/// The bus bandwidth a run of `bytes` per rank should reach with the
+/// algorithm NCCL chose (its tuning log; None when NCCL did not say: NCCL
+/// 2.18 and 2.19 log no choice, and a user's NCCL_DEBUG settings replace the
+/// log gpucheck asks for). On a known system: NVLS's figure only for an
+/// NVLS run at [`NVLS_PEAK_BYTES`] or more; every other run (Ring, Tree,
+/// CollNet, PAT, an NVLS run below its peak size, or an algorithm unknown)
+/// against Ring's. Elsewhere the link-derived bound of [`expected_busbw`].
+pub fn expected_busbw_for(
+    t: &TopologyFacts,
+    algorithm: Option<&str>,
+    bytes: u64,
+) -> Option<Expectation> {
+    let Some(known) = KNOWN_SYSTEMS.iter().find(|k| known_system_matches(k, t)) else {
+        return expected_busbw(t);
     };
-    let known = KNOWN_SYSTEMS.iter().find(|k| known_system_matches(k, t))?;
-    match known.without_nvls_gbps {
-        Some(gbps) => Some(Expectation {
-            busbw_gbps: gbps,
-            basis: format!(
-                "measured on {} systems with NCCL's {algorithm} algorithm, which NCCL chose \
-                 here; {:.0} GB/s needs NVLink SHARP (NVLS)",
-                known.label, known.busbw_gbps
+    let measured = format!("measured on {} systems", known.label);
+    let Some(nvls) = known.nvls_gbps else {
+        return Some(Expectation {
+            busbw_gbps: known.ring_gbps,
+            basis: measured,
+        });
+    };
+    let peak = crate::probe::nccl::format_bytes(NVLS_PEAK_BYTES);
+    let (busbw_gbps, basis) = match algorithm {
+        Some(a) if is_nvls(a) && bytes >= NVLS_PEAK_BYTES => (
+            nvls,
+            format!("{measured} with NVLink SHARP ({a}) at {peak} or more"),
+        ),
+        Some(a) if is_nvls(a) => (
+            known.ring_gbps,
+            format!(
+                "{measured} with Ring; NCCL chose {a}, whose {nvls:.0} GB/s needs messages of \
+                 {peak} or more"
             ),
-        }),
-        None => Some(e),
-    }
+        ),
+        Some(a) => (
+            known.ring_gbps,
+            format!("{measured} with NCCL's {a} algorithm, which NCCL chose here"),
+        ),
+        None => (
+            known.ring_gbps,
+            format!(
+                "{measured} with Ring: NCCL did not log its algorithm ({nvls:.0} GB/s needs \
+                 NVLink SHARP at {peak} or more)"
+            ),
+        ),
+    };
+    Some(Expectation { busbw_gbps, basis })
 }
 
 fn known_system_matches(k: &KnownSystem, t: &TopologyFacts) -> bool {
@@ -165,7 +208,7 @@ fn known_system_matches(k: &KnownSystem, t: &TopologyFacts) -> bool {
 pub fn expected_busbw(t: &TopologyFacts) -> Option<Expectation> {
     if let Some(k) = KNOWN_SYSTEMS.iter().find(|k| known_system_matches(k, t)) {
         return Some(Expectation {
-            busbw_gbps: k.busbw_gbps,
+            busbw_gbps: k.nvls_gbps.unwrap_or(k.ring_gbps),
             basis: format!("measured on {} systems", k.label),
         });
     }
@@ -327,6 +370,60 @@ mod tests {
         let mut mixed = t(8, "NVIDIA H100 80GB HBM3");
         mixed.gpu_names[3] = "NVIDIA H100 PCIe".into();
         assert_eq!(expected_busbw(&mixed), None);
+    }
+
+    #[test]
+    fn the_nvls_figure_holds_only_for_nvls_at_large_messages() {
+        let h100 = TopologyFacts {
+            gpu_names: names(8, H100),
+            ..Default::default()
+        };
+        let gib = 1u64 << 30;
+        let at = |a: Option<&str>, bytes| expected_busbw_for(&h100, a, bytes).unwrap();
+        // NVLS (either spelling of NVLSTree too) from 1 GiB: 450.
+        for a in ["NVLS", "NVLSTree", "NVLS_TREE"] {
+            let e = at(Some(a), gib);
+            assert_eq!(e.busbw_gbps, 450.0, "{a}");
+            assert_eq!(
+                e.basis,
+                format!("measured on 8x H100 SXM systems with NVLink SHARP ({a}) at 1 GiB or more")
+            );
+        }
+        // NVLS at 256 MiB has not reached its peak: Ring's figure.
+        let e = at(Some("NVLS"), 256 << 20);
+        assert_eq!(e.busbw_gbps, 370.0);
+        assert_eq!(
+            e.basis,
+            "measured on 8x H100 SXM systems with Ring; NCCL chose NVLS, whose 450 GB/s needs \
+             messages of 1 GiB or more"
+        );
+        // Ring, and NCCL >= 2.24's other names, at any size: Ring's.
+        for a in ["Ring", "COLLNET_DIRECT", "COLLNET_CHAIN", "PAT", "Tree"] {
+            assert_eq!(at(Some(a), 2 * gib).busbw_gbps, 370.0, "{a}");
+        }
+        // Not logged (NCCL 2.18/2.19, or the user's NCCL_DEBUG): Ring's.
+        let e = at(None, 2 * gib);
+        assert_eq!(e.busbw_gbps, 370.0);
+        assert!(
+            e.basis.contains("NCCL did not log its algorithm"),
+            "{}",
+            e.basis
+        );
+        // Systems without NVLS have one figure whatever NCCL chose.
+        let a100 = TopologyFacts {
+            gpu_names: names(8, "NVIDIA A100-SXM4-80GB"),
+            ..Default::default()
+        };
+        let e = expected_busbw_for(&a100, None, 256 << 20).unwrap();
+        assert_eq!(
+            (e.busbw_gbps, e.basis.as_str()),
+            (230.0, "measured on 8x A100 SXM systems")
+        );
+        // Nothing known about the system: the links decide, as before.
+        assert_eq!(
+            expected_busbw_for(&TopologyFacts::default(), Some("NVLS"), gib),
+            None
+        );
     }
 
     #[test]
