@@ -330,6 +330,18 @@ const REAL_HEALTHY_BOXES: &[(&str, Warranted)] = &[
     ("healthy_rtx_a6000_x9", &[]),
     ("healthy_v100_sxm2_x8", &[]),
     (
+        "healthy_a10g",
+        &[
+            ("gpu.mode", "warn", "GPU 0: persistence mode off"),
+            (
+                "gpu.processes",
+                "warn",
+                "someone else's job is on GPU 0: pid 3402470 (not visible here: another \
+                 container or PID namespace) (8716 MiB)",
+            ),
+        ],
+    ),
+    (
         "healthy_a100_mig",
         &[(
             "gpu.mode",
@@ -410,6 +422,12 @@ fn real_boxes_idle_links_and_ecc_off_by_default_are_said_so() {
         device(&doc, "gpu.pcie", 0)["summary"],
         "Gen1 x8 (max Gen4 x16) (x8 of x16 at idle: normal power saving; Gen1 of Gen4 at idle: \
          normal power saving)"
+    );
+    // An A10G serving inference at P0 but 0 % busy, x8 of x16 (its dump).
+    let (_, doc) = quick_profile("healthy_a10g");
+    assert_eq!(
+        device(&doc, "gpu.pcie", 0)["summary"],
+        "Gen4 x8 (max Gen4 x16) (x8 of x16 at idle: normal power saving)"
     );
     // RTX 4090 and RTX 6000 Ada report ECC "Disabled": their default.
     for name in ["healthy_rtx4090_x8", "healthy_rtx6000ada_x8"] {
