@@ -413,13 +413,14 @@ pub static SKUS: &[Sku] = &[
     // GDDR6 VRAM with a memory bandwidth of 600 gigabytes per second", the
     // A10's (baseten.co, "NVIDIA A10 vs A10G"); no NVLink (AWS's G5 table
     // as gathered on gist.github.com/askainet: interconnect "NA"). PCIe
-    // link and tensor TFLOPS: unknown.
+    // Gen4 x16 and ECC on: the real dump healthy_a10g (NVIDIA/DCGM#232).
+    // Tensor TFLOPS: unknown.
     dc(
         "A10G",
         &[0x2237],
         &["A10G"],
         None,
-        None,
+        GEN4_X16,
         Some(600.0),
         None,
         None,
@@ -512,8 +513,8 @@ pub static SKUS: &[Sku] = &[
     // V100 SXM2: 900 GB/s and 6 NVLinks (Dell EMC's Deep Learning with
     // NVIDIA reference guide, 3.1.3); "up to 125 TFLOPS of deep learning
     // performance" (grokipedia's Tesla V100 page, after NVIDIA's V100
-    // datasheet); Volta has no bf16 and no sparsity. PCIe 3.0 x16
-    // (lambda's gpu_specs table).
+    // datasheet); Volta has no bf16 and no sparsity. PCIe Gen3 x16 (the
+    // real dump healthy_v100_sxm2_x8; lambda's gpu_specs table).
     dc(
         "V100 SXM2",
         &[0x1db1, 0x1db5, 0x1df5],
@@ -848,7 +849,7 @@ mod tests {
         );
         // A known part with an unconfirmed link falls back to siblings: the
         // PCIe judge finds no width here.
-        assert_eq!(by_nvml_name("NVIDIA A10G").and_then(|s| s.pcie), None);
+        assert_eq!(by_nvml_name("NVIDIA H800 PCIe").and_then(|s| s.pcie), None);
         // The A10G's memory is the A10's, by a third-party page.
         assert_eq!(
             by_nvml_name("NVIDIA A10G").and_then(|s| s.memory_bandwidth_gbps),
