@@ -472,7 +472,9 @@ pub static SKUS: &[Sku] = &[
     ),
     // NVIDIA L40 / L40S datasheet table (as reproduced on mullet.se, "*
     // With Sparsity"): 48 GB GDDR6 with ECC, 864 GB/s, PCIe Gen4 x16; L40
-    // BF16 and FP16 Tensor "181.05 | 362.1*", L40S "362.05 | 733*".
+    // BF16 and FP16 Tensor "181.05 | 362.1*", L40S "362.05 | 733*" (the
+    // L40S's printed sparse figure is not twice its dense one; the dense
+    // figure is the one kept).
     // No NVLink ("NVLink is not supported", itcreations.com's L40S page).
     dc(
         "L40",
