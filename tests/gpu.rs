@@ -328,6 +328,27 @@ const REAL_HEALTHY_BOXES: &[(&str, Warranted)] = &[
     ("healthy_rtx4090_x8", &[NO_P2P_8]),
     ("healthy_rtx6000ada_x8", &[]),
     ("healthy_rtx_a6000_x9", &[]),
+    ("healthy_v100_sxm2_x8", &[]),
+    (
+        "healthy_a10g",
+        &[
+            ("gpu.mode", "warn", "GPU 0: persistence mode off"),
+            (
+                "gpu.processes",
+                "warn",
+                "someone else's job is on GPU 0: pid 3402470 (not visible here: another \
+                 container or PID namespace) (8716 MiB)",
+            ),
+        ],
+    ),
+    (
+        "healthy_a100_mig",
+        &[(
+            "gpu.mode",
+            "warn",
+            "GPU 0: persistence mode off, MIG enabled",
+        )],
+    ),
     (
         "healthy_rtx3090_x2",
         &[
@@ -402,6 +423,12 @@ fn real_boxes_idle_links_and_ecc_off_by_default_are_said_so() {
         "Gen1 x8 (max Gen4 x16) (x8 of x16 at idle: normal power saving; Gen1 of Gen4 at idle: \
          normal power saving)"
     );
+    // An A10G serving inference at P0 but 0 % busy, x8 of x16 (its dump).
+    let (_, doc) = quick_profile("healthy_a10g");
+    assert_eq!(
+        device(&doc, "gpu.pcie", 0)["summary"],
+        "Gen4 x8 (max Gen4 x16) (x8 of x16 at idle: normal power saving)"
+    );
     // RTX 4090 and RTX 6000 Ada report ECC "Disabled": their default.
     for name in ["healthy_rtx4090_x8", "healthy_rtx6000ada_x8"] {
         let (_, doc) = quick_profile(name);
@@ -416,6 +443,25 @@ fn real_boxes_idle_links_and_ecc_off_by_default_are_said_so() {
             "ECC off (the card's default)"
         );
     }
+}
+
+#[test]
+fn a_real_v100_cube_mesh_passes_with_its_page_retirement_and_cpu_crossing_pairs() {
+    // A DGX-1-style V100 mesh: 16 pairs over NVLink, 12 with no P2P at all
+    // (deviceQuery: No), which meet only through the CPU; GPU 4 has retired
+    // one page for single-bit errors, nothing pending.
+    let (out, doc) = quick_profile("healthy_v100_sxm2_x8");
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        summary(&doc, "gpu.topology"),
+        "8 GPUs: P2P between 16 of 28 pairs, 16 over NVLink; 12 pairs meet only through the \
+         CPU, where NCCL does not use P2P by default"
+    );
+    assert_eq!(
+        summary(&doc, "gpu.ecc"),
+        "8 GPUs: no uncorrectable ECC errors, nothing pending retirement or remap"
+    );
+    assert_eq!(status_of(&doc, "gpu.ecc"), "pass");
 }
 
 #[test]

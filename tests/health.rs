@@ -110,7 +110,7 @@ fn the_health_profile_holds_no_launch_preconditions() {
 
 /// Scenarios written from real machines' `nvidia-smi -a` dumps (each file
 /// names its source; tests/gpu.rs says what each dump warrants).
-const REAL_HEALTHY_BOXES: [&str; 12] = [
+const REAL_HEALTHY_BOXES: [&str; 15] = [
     "healthy_h100_sxm_x8",
     "healthy_h100_nvl_x2",
     "healthy_h200",
@@ -123,6 +123,9 @@ const REAL_HEALTHY_BOXES: [&str; 12] = [
     "healthy_rtx_a6000_x9",
     "healthy_rtx3090_x2",
     "healthy_rtx5090",
+    "healthy_v100_sxm2_x8",
+    "healthy_a100_mig",
+    "healthy_a10g",
 ];
 
 #[test]

@@ -5,11 +5,26 @@
 //! id); a model that is not listed is judged against its siblings only, and
 //! the judge says so.
 //!
-//! Figures are NVIDIA's (the datasheet or architecture whitepaper named
-//! beside each entry); PCI device ids are those of the PCI ID Repository
-//! (pci-ids.ucw.cz, `10de` NVIDIA Corporation). TFLOPS are dense (without
-//! 2:4 sparsity), with FP32 accumulation, which is what PyTorch's autocast
-//! matmuls use: on GeForce parts that is half the FP16-accumulate figure.
+//! Every figure names where it was read, beside its entry: NVIDIA's
+//! datasheet, product brief or architecture whitepaper where its text could
+//! be read (directly or as reproduced by a page that quotes it), else the
+//! public page that gave it, named as such. A figure no source confirmed is
+//! `None` (unknown): judges then fall back to sibling comparison, as for a
+//! model not listed. A PCIe link is also confirmed by a real healthy
+//! machine's `nvidia-smi -a` dump (tests/fixtures/nvml/REAL-DUMPS.md): NVML's
+//! maximum link is the lower of the card's and the slot's, so a dump that
+//! shows Gen N x16 proves the card does Gen N x16.
+//!
+//! TFLOPS are dense (without 2:4 structured sparsity). NVIDIA's datasheets
+//! print the sparse figure with an asterisk ("* with sparsity"); the dense
+//! figure is half of it. Where a datasheet gives FP16 with FP16 and with
+//! FP32 accumulation, the FP32-accumulate figure is kept: it is what
+//! PyTorch's autocast matmuls use.
+//!
+//! PCI device ids are those of the PCI ID Repository's `pci.ids` (vendor
+//! `10de` NVIDIA Corporation), read at github.com/pciutils/pciids commit
+//! c1c12547 (2026-08-22); every id below is listed there under the model's
+//! name.
 
 /// Which market a part is built for; it decides the ECC default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,32 +70,41 @@ pub struct Sku {
     /// ECC on as the part ships. Where this is false, ECC off is the
     /// card's default, not a fault.
     pub ecc_default_on: bool,
-    /// None: the part has no NVLink.
+    /// None: the part has no NVLink, or no source confirmed its links.
     pub nvlink: Option<NvLinkSpec>,
-    pub pcie: PcieSpec,
-    /// Peak memory bandwidth, GB/s.
-    pub memory_bandwidth_gbps: f64,
+    /// None: no source confirmed the part's link.
+    pub pcie: Option<PcieSpec>,
+    /// Peak memory bandwidth, GB/s; None where no source confirmed it.
+    pub memory_bandwidth_gbps: Option<f64>,
     /// Peak dense bf16 tensor TFLOPS; None where the part has no bf16
-    /// (Volta, Turing) or NVIDIA publishes no figure.
+    /// (Volta, Turing) or no source confirmed a figure.
     pub bf16_dense_tflops: Option<f64>,
-    /// Peak dense fp16 tensor TFLOPS; None where NVIDIA publishes none.
+    /// Peak dense fp16 tensor TFLOPS; None where no source confirmed one.
     pub fp16_dense_tflops: Option<f64>,
     /// The part's NVSwitch fabric offers NVLink SHARP (NVLS): Hopper and
-    /// Blackwell SXM on third-generation NVSwitch and later.
+    /// Blackwell SXM on third-generation NVSwitch and later. False also
+    /// where no source confirmed it.
     pub nvls: bool,
 }
 
-const GEN3_X16: PcieSpec = PcieSpec { gen: 3, width: 16 };
-const GEN4_X16: PcieSpec = PcieSpec { gen: 4, width: 16 };
-const GEN5_X16: PcieSpec = PcieSpec { gen: 5, width: 16 };
+const GEN3_X16: Option<PcieSpec> = Some(PcieSpec { gen: 3, width: 16 });
+const GEN4_X16: Option<PcieSpec> = Some(PcieSpec { gen: 4, width: 16 });
+const GEN5_X16: Option<PcieSpec> = Some(PcieSpec { gen: 5, width: 16 });
 
-/// NVLink 2 (V100), 3 (A100) and 4 (H100) links carry 50 GB/s each (25 GB/s
-/// per direction): 6, 12 and 18 links make NVIDIA's 300, 600 and 900 GB/s.
+/// NVLink 2 (V100), 3 (A100) and 4 (H100) links carry 50 GB/s each, both
+/// directions together: a V100-SXM2 has "6 NVLinks", each "25GB/s in
+/// uni-direction" (Dell EMC Ready Solutions for AI, Deep Learning with
+/// NVIDIA, v1.0, 3.1.3); A100 has "a total of 12 links, ... 600GB/s"
+/// (Fudzilla on NVIDIA's A100 launch); HGX H100 gives "18x NVIDIA NVLink
+/// connections per GPU, 900GB/s" (NVIDIA's HGX H100 text as quoted on
+/// themop.ru).
 const NVLINK_50: f64 = 50.0;
-/// NVLink 5 (B200): 18 links, 1.8 TB/s, 100 GB/s each.
+/// NVLink 5 (B200): 18 links, 1.8 TB/s, 100 GB/s each (NVIDIA HGX B200
+/// datasheet).
 const NVLINK_100: f64 = 100.0;
-/// GA102's four x4 bridge links: 112.5 GB/s together (A40, RTX A5000/A6000,
-/// RTX 3090 datasheets).
+/// GA102's bridge links: NVIDIA A40 datasheet "NVIDIA NVLink 112.5 GB/s
+/// (bidirectional)". The total is the datasheet's; its split into four
+/// links no source read here confirmed (judges read only SXM links).
 const NVLINK_GA102: f64 = 28.125;
 
 const fn sxm(links: u32, gbps_per_link: f64) -> Option<NvLinkSpec> {
@@ -107,8 +131,8 @@ const fn dc(
     pci_device_ids: &'static [u16],
     nvml_names: &'static [&'static str],
     nvlink: Option<NvLinkSpec>,
-    pcie: PcieSpec,
-    memory_bandwidth_gbps: f64,
+    pcie: Option<PcieSpec>,
+    memory_bandwidth_gbps: Option<f64>,
     bf16_dense_tflops: Option<f64>,
     fp16_dense_tflops: Option<f64>,
     nvls: bool,
@@ -137,9 +161,9 @@ const fn desk(
     nvml_names: &'static [&'static str],
     segment: Segment,
     nvlink: Option<NvLinkSpec>,
-    pcie: PcieSpec,
-    memory_bandwidth_gbps: f64,
-    dense_tflops: f64,
+    pcie: Option<PcieSpec>,
+    memory_bandwidth_gbps: Option<f64>,
+    dense_tflops: Option<f64>,
 ) -> Sku {
     Sku {
         model,
@@ -150,115 +174,136 @@ const fn desk(
         nvlink,
         pcie,
         memory_bandwidth_gbps,
-        bf16_dense_tflops: Some(dense_tflops),
-        fp16_dense_tflops: Some(dense_tflops),
+        bf16_dense_tflops: dense_tflops,
+        fp16_dense_tflops: dense_tflops,
         nvls: false,
     }
 }
 
 /// Every model gpucheck knows.
 pub static SKUS: &[Sku] = &[
-    // NVIDIA H100 Tensor Core GPU datasheet: SXM 3.35 TB/s, bf16/fp16 1,979
-    // TFLOPS with sparsity (989 dense), NVLink 900 GB/s, PCIe Gen5.
+    // NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (as tabled, with its
+    // footnote link, on glennklockwood.com/garden/processors/h100):
+    // BF16/FP16 989.4 dense, 1978.9 with sparsity; 3.35 TB/s; NVLink
+    // 900 GB/s over 18 links (NVLINK_50). PCIe Gen5 x16: the real HGX H100
+    // dump (healthy_h100_sxm_x8). NVLS: NVSwitch gen 3 (HGX H100).
     dc(
         "H100 SXM5 80GB",
         &[0x2330],
         &["H100 80GB HBM3"],
         sxm(18, NVLINK_50),
         GEN5_X16,
-        3350.0,
-        Some(989.0),
-        Some(989.0),
+        Some(3350.0),
+        Some(989.4),
+        Some(989.4),
         true,
     ),
-    // Same datasheet, H100 PCIe: 2 TB/s, 1,513 sparse (756 dense), NVLink
-    // bridge 600 GB/s.
+    // NVIDIA H100 datasheet as reproduced by HPC Technologies
+    // (archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html): H100 PCIe
+    // BF16/FP16 1,513 TFLOPS "shown with sparsity", so 756.5 dense;
+    // 2,000 GB/s (also the H100 PCIe product brief PB-11133-001: "greater
+    // than 2,000 gigabytes per second"); "NVLINK: 600GB/s" (a bridged pair,
+    // 12 links); "PCIe Gen5: 128GB/s", i.e. Gen5 x16.
     dc(
         "H100 PCIe",
         &[0x2331],
         &["H100 PCIe"],
         bridged(12, NVLINK_50),
         GEN5_X16,
-        2000.0,
-        Some(756.0),
-        Some(756.0),
+        Some(2000.0),
+        Some(756.5),
+        Some(756.5),
         false,
     ),
-    // Same datasheet, H100 NVL: 94 GB, 3.9 TB/s, 1,671 sparse (835 dense),
-    // NVLink bridge 600 GB/s.
+    // H100 NVL (pci.ids: "GH100 [H100L 94GB]"): NVLink 600 GB/s between a
+    // bridged pair (clawkipedia.org/wiki/nvidia-h100, after NVIDIA's H100
+    // page); PCIe Gen5 x16 from the real dump (healthy_h100_nvl_x2).
+    // Memory bandwidth and TFLOPS: the pages read disagree (3.93 TB/s, and
+    // a 4.8 TB/s that is the H200's) and no NVIDIA text was found, so
+    // unknown.
     dc(
         "H100 NVL",
         &[0x2321],
         &["H100 NVL"],
         bridged(12, NVLINK_50),
         GEN5_X16,
-        3900.0,
-        Some(835.0),
-        Some(835.0),
+        None,
+        None,
+        None,
         false,
     ),
-    // NVIDIA H200 Tensor Core GPU datasheet: SXM 4.8 TB/s, 1,979 sparse
-    // (989 dense), NVLink 900 GB/s.
+    // H200 SXM: GH100 with HBM3e, compute "functionally identical" to H100
+    // (aiwiki.ai/wiki/nvidia_h200, after NVIDIA's H200 page), so H100 SXM's
+    // 989.4 dense (itkb.uw.cz's dense table: "~989"); 4.8 TB/s; NVLink
+    // 900 GB/s on the HGX board, as H100's 18 links. PCIe Gen5 x16: the
+    // real dump (healthy_h200).
     dc(
         "H200 SXM 141GB",
         &[0x2335],
         &["H200"],
         sxm(18, NVLINK_50),
         GEN5_X16,
-        4800.0,
-        Some(989.0),
-        Some(989.0),
+        Some(4800.0),
+        Some(989.4),
+        Some(989.4),
         true,
     ),
-    // Same datasheet, H200 NVL: 4.8 TB/s, 1,671 sparse (835 dense), NVLink
-    // bridge 900 GB/s.
+    // H200 NVL: "141 GB at 4.8 TB/s on its SXM and NVL boards" (aiwiki.ai,
+    // after NVIDIA's H200 page). Its NVLink bridges, PCIe link and TFLOPS:
+    // no source read here, so unknown.
     dc(
         "H200 NVL",
         &[0x233b],
         &["H200 NVL"],
-        bridged(18, NVLINK_50),
-        GEN5_X16,
-        4800.0,
-        Some(835.0),
-        Some(835.0),
+        None,
+        None,
+        Some(4800.0),
+        None,
+        None,
         false,
     ),
-    // NVIDIA H800 SXM5 product brief: H100 SXM compute and memory, NVLink
-    // cut to 400 GB/s (8 links).
+    // H800 (SXM5): NVLink cut to "400 GB/s total aggregate bidirectional"
+    // (philisun.com's H800 vs H100 analysis; no NVIDIA product brief was
+    // found), so 8 links of NVLINK_50; memory "largely consistent" with
+    // H100 SXM's 3.35 TB/s (same page). TFLOPS, PCIe link and NVLS: no
+    // source, so unknown.
     dc(
         "H800 SXM5",
         &[0x2324],
         &["H800"],
         sxm(8, NVLINK_50),
-        GEN5_X16,
-        3350.0,
-        Some(989.0),
-        Some(989.0),
-        true,
+        None,
+        Some(3350.0),
+        None,
+        None,
+        false,
     ),
-    // NVIDIA H800 PCIe product brief: H100 PCIe figures, NVLink bridge
-    // 400 GB/s.
+    // H800 PCIe: no source for any figure was found, so all unknown.
     dc(
         "H800 PCIe",
         &[0x2322],
         &["H800 PCIe"],
-        bridged(8, NVLINK_50),
-        GEN5_X16,
-        2000.0,
-        Some(756.0),
-        Some(756.0),
+        None,
+        None,
+        None,
+        None,
+        None,
         false,
     ),
-    // NVIDIA A100 Tensor Core GPU datasheet: bf16/fp16 312 TFLOPS dense
-    // (624 sparse), NVLink 600 GB/s, PCIe Gen4; 40GB 1,555 GB/s, 80GB SXM
-    // 2,039 GB/s, 80GB PCIe 1,935 GB/s.
+    // NVIDIA A100 Tensor Core GPU datasheet (as tabled, with its footnote
+    // link, on glennklockwood.com/garden/processors/A100, and on the
+    // Paderborn PC2 wiki's "NVIDIA A100 40GB with NVLINK" page: "312 TFLOPS
+    // / 624 TFLOPS*", "*With sparsity"): BF16/FP16 312 dense; 40GB
+    // 1,555 GB/s, 80GB SXM 2,039 GB/s; NVLink 600 GB/s over 12 links
+    // (NVLINK_50). PCIe Gen4 x16: the real dumps (netdata's a100-sxm4-mig,
+    // a100_sxm_x4_remap_pending).
     dc(
         "A100 SXM4 40GB",
         &[0x20b0],
         &["A100-SXM4-40GB"],
         sxm(12, NVLINK_50),
         GEN4_X16,
-        1555.0,
+        Some(1555.0),
         Some(312.0),
         Some(312.0),
         false,
@@ -269,42 +314,50 @@ pub static SKUS: &[Sku] = &[
         &["A100-SXM4-80GB"],
         sxm(12, NVLINK_50),
         GEN4_X16,
-        2039.0,
+        Some(2039.0),
         Some(312.0),
         Some(312.0),
         false,
     ),
+    // A100 PCIe 40GB: the datasheet's compute; 1,555 GB/s and PCIe 4.0 x16
+    // (sysrqmts.com's A100 PCIe page). Its NVLink bridge ("NVLink Bridge for
+    // up to 2 GPUs", NVIDIA's A100 page as quoted on xynio.com): no figure,
+    // so unknown.
     dc(
         "A100 PCIe 40GB",
         &[0x20b1, 0x20f1],
         &["A100-PCIE-40GB"],
-        bridged(12, NVLINK_50),
+        None,
         GEN4_X16,
-        1555.0,
+        Some(1555.0),
         Some(312.0),
         Some(312.0),
         false,
     ),
+    // A100 PCIe 80GB: the datasheet's compute; its memory bandwidth, PCIe
+    // link and NVLink bridge were not confirmed by a source read here.
     dc(
         "A100 PCIe 80GB",
         &[0x20b5],
         &["A100 80GB PCIe"],
-        bridged(12, NVLINK_50),
-        GEN4_X16,
-        1935.0,
+        None,
+        None,
+        None,
         Some(312.0),
         Some(312.0),
         false,
     ),
-    // NVIDIA A800 product briefs: A100 compute and memory, NVLink cut to
-    // 400 GB/s (8 links).
+    // A800: "only the interconnect was throttled", NVLink 600 -> 400 GB/s,
+    // compute, memory and Tensor Cores unchanged (aiwiki.ai/wiki/nvidia_a800;
+    // no NVIDIA product brief was found): the A100's figures with 8 SXM
+    // links. The PCIe cards' bridges: unknown.
     dc(
         "A800 SXM4 80GB",
         &[0x20f3],
         &["A800-SXM4-80GB"],
         sxm(8, NVLINK_50),
         GEN4_X16,
-        2039.0,
+        Some(2039.0),
         Some(312.0),
         Some(312.0),
         false,
@@ -315,7 +368,7 @@ pub static SKUS: &[Sku] = &[
         &["A800-SXM4-40GB"],
         sxm(8, NVLINK_50),
         GEN4_X16,
-        1555.0,
+        Some(1555.0),
         Some(312.0),
         Some(312.0),
         false,
@@ -324,9 +377,9 @@ pub static SKUS: &[Sku] = &[
         "A800 PCIe 80GB",
         &[0x20f5],
         &["A800 80GB PCIe"],
-        bridged(8, NVLINK_50),
-        GEN4_X16,
-        1935.0,
+        None,
+        None,
+        None,
         Some(312.0),
         Some(312.0),
         false,
@@ -335,141 +388,158 @@ pub static SKUS: &[Sku] = &[
         "A800 PCIe 40GB",
         &[0x20f6],
         &["A800 40GB PCIe"],
-        bridged(8, NVLINK_50),
+        None,
         GEN4_X16,
-        1555.0,
+        Some(1555.0),
         Some(312.0),
         Some(312.0),
         false,
     ),
-    // NVIDIA A10 datasheet: 600 GB/s GDDR6, bf16/fp16 125 TFLOPS dense
-    // (250 sparse), PCIe Gen4 x16, no NVLink.
+    // A10: 600 GB/s GDDR6 and PCIe 4.0 x16 (sysrqmts.com's A10 PCIe page:
+    // 600.2 GB/s; the real dump healthy_a10: Gen4 x16), no NVLink. Its
+    // tensor TFLOPS: NVIDIA's A10 datasheet was not found, so unknown.
     dc(
         "A10",
         &[0x2236],
         &["A10"],
         None,
         GEN4_X16,
-        600.0,
-        Some(125.0),
-        Some(125.0),
+        Some(600.0),
+        None,
+        None,
         false,
     ),
-    // A10G (AWS G5): the A10's GA102 and memory; NVIDIA publishes no
-    // datasheet or tensor figure for it (AWS G5 instance page: 24 GB,
-    // 600 GB/s).
+    // A10G (AWS G5): NVIDIA publishes no datasheet for it; "24 gigabytes of
+    // GDDR6 VRAM with a memory bandwidth of 600 gigabytes per second", the
+    // A10's (baseten.co, "NVIDIA A10 vs A10G"); no NVLink (AWS's G5 table
+    // as gathered on gist.github.com/askainet: interconnect "NA"). PCIe
+    // Gen4 x16 and ECC on: the real dump healthy_a10g (NVIDIA/DCGM#232).
+    // Tensor TFLOPS: unknown.
     dc(
         "A10G",
         &[0x2237],
         &["A10G"],
         None,
         GEN4_X16,
-        600.0,
+        Some(600.0),
         None,
         None,
         false,
     ),
-    // NVIDIA A30 datasheet: 933 GB/s HBM2, bf16/fp16 165 dense (330
-    // sparse), NVLink bridge 200 GB/s, PCIe Gen4.
+    // A30 (pci.ids: "GA100GL [A30 PCIe]"): NVIDIA's A30 datasheet was not
+    // found and no other page gave its figures, so all unknown.
     dc(
         "A30",
         &[0x20b7],
         &["A30"],
-        bridged(4, NVLINK_50),
-        GEN4_X16,
-        933.0,
-        Some(165.0),
-        Some(165.0),
+        None,
+        None,
+        None,
+        None,
+        None,
         false,
     ),
-    // NVIDIA A40 datasheet: 696 GB/s GDDR6 with ECC, bf16/fp16 149.7 dense
-    // (299.4 sparse), NVLink bridge 112.5 GB/s, PCIe Gen4.
+    // NVIDIA A40 datasheet (as reproduced on ecer.com): 48 GB GDDR6 with
+    // ECC, 696 GB/s; "Peak BF16 Tensor TFLOPS with FP32 Accumulate 149.7 |
+    // 299.4*" (FP16 with FP16 accumulate the same); NVLink 112.5 GB/s
+    // bidirectional; PCIe Gen4 64 GB/s (x16; the real dump healthy_a40_x10).
     dc(
         "A40",
         &[0x2235],
         &["A40"],
         bridged(4, NVLINK_GA102),
         GEN4_X16,
-        696.0,
+        Some(696.0),
         Some(149.7),
         Some(149.7),
         false,
     ),
-    // NVIDIA L4 datasheet: 300 GB/s GDDR6, bf16/fp16 242 sparse (121
-    // dense), PCIe Gen4 x16, no NVLink.
+    // NVIDIA L4: 300 GB/s GDDR6, "242 TFLOPS in FP16 Tensor Core
+    // operations (with sparsity)" (NVIDIA's L4 datasheet as summarised on
+    // grokipedia.com's L4 vs L40S page), so 121 dense; BF16 runs at the
+    // FP16 rate on Ada (hmc-tech.com's L4 table lists both alike). PCIe 4.0
+    // x16 (the real dump healthy_l4), no NVLink.
     dc(
         "L4",
         &[0x27b8],
         &["L4"],
         None,
         GEN4_X16,
-        300.0,
+        Some(300.0),
         Some(121.0),
         Some(121.0),
         false,
     ),
-    // NVIDIA L40 datasheet: 864 GB/s GDDR6 with ECC, bf16/fp16 362 sparse
-    // (181 dense), PCIe Gen4 x16, no NVLink.
+    // NVIDIA L40 / L40S datasheet table (as reproduced on mullet.se, "*
+    // With Sparsity"): 48 GB GDDR6 with ECC, 864 GB/s, PCIe Gen4 x16; L40
+    // BF16 and FP16 Tensor "181.05 | 362.1*", L40S "362.05 | 733*" (the
+    // L40S's printed sparse figure is not twice its dense one; the dense
+    // figure is the one kept).
+    // No NVLink ("NVLink is not supported", itcreations.com's L40S page).
     dc(
         "L40",
         &[0x26b5],
         &["L40"],
         None,
         GEN4_X16,
-        864.0,
-        Some(181.0),
-        Some(181.0),
+        Some(864.0),
+        Some(181.05),
+        Some(181.05),
         false,
     ),
-    // NVIDIA L40S datasheet: 864 GB/s, bf16/fp16 733 sparse (362 dense),
-    // PCIe Gen4 x16, no NVLink.
     dc(
         "L40S",
         &[0x26b9],
         &["L40S"],
         None,
         GEN4_X16,
-        864.0,
-        Some(362.0),
-        Some(362.0),
+        Some(864.0),
+        Some(362.05),
+        Some(362.05),
         false,
     ),
-    // NVIDIA T4 datasheet: 320 GB/s GDDR6, mixed-precision fp16 65 TFLOPS,
-    // no bf16 (Turing), PCIe Gen3 x16.
+    // T4: 320 GB/s GDDR6, PCIe 3.0 x16, FP16 65 TFLOPS (sysrqmts.com's T4
+    // page: 65.13; NVIDIA's launch figure, FP16 peak 65 T, as quoted on
+    // gist.github.com/hewumars); Turing has no bf16 and no sparsity.
     dc(
         "T4",
         &[0x1eb8],
         &["Tesla T4"],
         None,
         GEN3_X16,
-        320.0,
+        Some(320.0),
         None,
         Some(65.0),
         false,
     ),
-    // NVIDIA V100 datasheet: 900 GB/s HBM2, no bf16 (Volta); SXM2 125 fp16
-    // tensor TFLOPS with NVLink 300 GB/s (6 links), PCIe 112; V100S PCIe
-    // 130 TFLOPS and 1,134 GB/s.
+    // V100 SXM2: 900 GB/s and 6 NVLinks (Dell EMC's Deep Learning with
+    // NVIDIA reference guide, 3.1.3); "up to 125 TFLOPS of deep learning
+    // performance" (grokipedia's Tesla V100 page, after NVIDIA's V100
+    // datasheet); Volta has no bf16 and no sparsity. PCIe Gen3 x16 (the
+    // real dump healthy_v100_sxm2_x8; lambda's gpu_specs table).
     dc(
         "V100 SXM2",
         &[0x1db1, 0x1db5, 0x1df5],
         &["Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"],
         sxm(6, NVLINK_50),
         GEN3_X16,
-        900.0,
+        Some(900.0),
         None,
         Some(125.0),
         false,
     ),
+    // V100 PCIe and V100S PCIe: PCIe 3.0 x16 (sysrqmts.com's V100 PCIe
+    // page; lambda's gpu_specs table), no NVLink. Their memory bandwidth
+    // and tensor TFLOPS: NVIDIA's datasheet was not found, so unknown.
     dc(
         "V100 PCIe",
         &[0x1db4, 0x1db6],
         &["Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"],
         None,
         GEN3_X16,
-        900.0,
         None,
-        Some(112.0),
+        None,
+        None,
         false,
     ),
     dc(
@@ -478,40 +548,45 @@ pub static SKUS: &[Sku] = &[
         &["Tesla V100S-PCIE-32GB"],
         None,
         GEN3_X16,
-        1134.0,
         None,
-        Some(130.0),
+        None,
+        None,
         false,
     ),
     // NVIDIA HGX B200 datasheet (per GPU, 1,000 W): 8 TB/s HBM3e, bf16/fp16
-    // 4.5 PFLOPS sparse (2,250 dense), NVLink 5 1.8 TB/s (18 links).
+    // 4.5 PFLOPS with sparsity (2,250 dense; hmc-tech.com's B200 table
+    // likewise: "FP16-32 2.25 PFLOPS, Sparse 4.5"), NVLink 5 1.8 TB/s over
+    // 18 links, PCIe Gen5 x16.
     dc(
         "B200",
         &[0x2901, 0x2909],
         &["B200"],
         sxm(18, NVLINK_100),
         GEN5_X16,
-        8000.0,
+        Some(8000.0),
         Some(2250.0),
         Some(2250.0),
         true,
     ),
-    // NVIDIA Ampere GA102 whitepaper, RTX 3090: 936 GB/s GDDR6X, bf16/fp16
-    // with FP32 accumulate 71 dense (142 with FP16 accumulate), NVLink
-    // bridge 112.5 GB/s; no ECC.
+    // GeForce RTX 3090: 936 GB/s GDDR6X; "FP16 TFLOPS (Sparsity) 142
+    // (285)" is with FP16 accumulate (Tom's Hardware's RTX 3090 table);
+    // the FP32-accumulate figure no page read here gave, so unknown. No
+    // ECC (the real dump healthy_rtx3090_x2: N/A); PCIe Gen4 x16 (same
+    // dump). Its NVLink bridge: no figure read, so unknown.
     desk(
         "GeForce RTX 3090",
         &[0x2204],
         &["GeForce RTX 3090"],
         Segment::GeForce,
-        bridged(4, NVLINK_GA102),
+        None,
         GEN4_X16,
-        936.0,
-        71.0,
+        Some(936.0),
+        None,
     ),
-    // NVIDIA Ada Lovelace whitepaper, RTX 4090: 1,008 GB/s GDDR6X, fp16/bf16
-    // with FP32 accumulate 165.2 dense; no NVLink; ECC offered, off as
-    // shipped.
+    // GeForce RTX 4090: 1,008 GB/s and 165 TFLOPS "dense bf16 tensor cores"
+    // (gist.github.com/mikasenghaas, "Accelerator Intensity"); ECC offered,
+    // off as shipped (the real dumps: "Disabled"); PCIe Gen4 x16 (the real
+    // dump healthy_rtx4090_x8); no NVLink.
     desk(
         "GeForce RTX 4090",
         &[0x2684],
@@ -519,11 +594,14 @@ pub static SKUS: &[Sku] = &[
         Segment::GeForce,
         None,
         GEN4_X16,
-        1008.0,
-        165.2,
+        Some(1008.0),
+        Some(165.0),
     ),
-    // NVIDIA RTX Blackwell whitepaper, RTX 5090: 1,792 GB/s GDDR7, fp16/bf16
-    // with FP32 accumulate 209.5 dense, PCIe Gen5 x16, no NVLink.
+    // GeForce RTX 5090: 1,792 GB/s GDDR7 (spheron.network's RTX 5090
+    // datasheet table, and the RTX Blackwell whitepaper as summarised on
+    // libertify.com); PCIe Gen5 x16 (the real dump healthy_rtx5090); no
+    // NVLink. Its FP32-accumulate tensor figure no page read here gave
+    // (spheron's 838.4 is sparse with FP16 accumulate), so unknown.
     desk(
         "GeForce RTX 5090",
         &[0x2b85],
@@ -531,11 +609,13 @@ pub static SKUS: &[Sku] = &[
         Segment::GeForce,
         None,
         GEN5_X16,
-        1792.0,
-        209.5,
+        Some(1792.0),
+        None,
     ),
-    // NVIDIA RTX 6000 Ada Generation datasheet: 960 GB/s GDDR6 with ECC,
-    // 1,457 FP8 sparse TFLOPS (364.2 fp16/bf16 dense), no NVLink.
+    // RTX 6000 Ada Generation: 48 GB GDDR6 with ECC (sourcecode.com's
+    // product compare), ECC off as shipped (the real dump: "Disabled"),
+    // PCIe Gen4 x16 (same dump), no NVLink. Its memory bandwidth and tensor
+    // TFLOPS: NVIDIA's datasheet was not found, so unknown.
     desk(
         "RTX 6000 Ada Generation",
         &[0x26b1],
@@ -543,32 +623,33 @@ pub static SKUS: &[Sku] = &[
         Segment::Workstation,
         None,
         GEN4_X16,
-        960.0,
-        364.2,
+        None,
+        None,
     ),
-    // NVIDIA RTX A5000 datasheet: 768 GB/s GDDR6 with ECC, 222.2 sparse
-    // tensor TFLOPS (111.1 dense), NVLink bridge 112.5 GB/s.
+    // RTX A5000: NVIDIA's datasheet was not found, so all unknown.
     desk(
         "RTX A5000",
         &[0x2231],
         &["RTX A5000"],
         Segment::Workstation,
-        bridged(4, NVLINK_GA102),
-        GEN4_X16,
-        768.0,
-        111.1,
+        None,
+        None,
+        None,
+        None,
     ),
-    // NVIDIA RTX A6000 datasheet: 768 GB/s GDDR6 with ECC, 309.7 sparse
-    // tensor TFLOPS (154.8 dense), NVLink bridge 112.5 GB/s.
+    // RTX A6000: 48 GB GDDR6 with ECC, 768 GB/s (techbriefly.com on
+    // NVIDIA's launch; sysrqmts.com's A6000 table), PCIe 4.0 x16 (the real
+    // dump healthy_rtx_a6000_x9). Its NVLink bridge ("connect two cards")
+    // and tensor TFLOPS: no figure read, so unknown.
     desk(
         "RTX A6000",
         &[0x2230],
         &["RTX A6000"],
         Segment::Workstation,
-        bridged(4, NVLINK_GA102),
+        None,
         GEN4_X16,
-        768.0,
-        154.8,
+        Some(768.0),
+        None,
     ),
     // NVIDIA RTX PRO 6000 Blackwell datasheet and RTX Blackwell whitepaper:
     // 96 GB GDDR7 with ECC, 1,792 GB/s, fp16/bf16 with FP32 accumulate 503.8
@@ -585,8 +666,8 @@ pub static SKUS: &[Sku] = &[
         Segment::Workstation,
         None,
         GEN5_X16,
-        1792.0,
-        503.8,
+        Some(1792.0),
+        Some(503.8),
     ),
 ];
 
@@ -704,9 +785,14 @@ mod tests {
                 assert!(names.insert(n.to_ascii_lowercase()), "{n} listed twice");
                 assert!(!n.starts_with("NVIDIA "), "{n}: leave the prefix out");
             }
-            assert!(s.memory_bandwidth_gbps > 0.0, "{}", s.model);
             assert!(
-                s.pcie.width == 16 && (3..=5).contains(&s.pcie.gen),
+                s.memory_bandwidth_gbps.is_none_or(|b| b > 0.0),
+                "{}",
+                s.model
+            );
+            assert!(
+                s.pcie
+                    .is_none_or(|p| p.width == 16 && (3..=5).contains(&p.gen)),
                 "{}",
                 s.model
             );
@@ -731,5 +817,45 @@ mod tests {
         assert_eq!(total("NVIDIA B200"), 1800.0);
         assert_eq!(total("NVIDIA A40"), 112.5);
         assert_eq!(by_nvml_name("NVIDIA L40S").and_then(|s| s.nvlink), None);
+    }
+
+    #[test]
+    fn tflops_are_the_datasheets_dense_figures_not_its_sparse_ones() {
+        let bf16 = |name: &str| by_nvml_name(name).and_then(|s| s.bf16_dense_tflops);
+        // The datasheets print "1,979*", "1,513*", "624*", "362.1*" and
+        // "4.5 PF*" with sparsity: the table holds half of each.
+        assert_eq!(bf16("NVIDIA H100 80GB HBM3"), Some(989.4));
+        assert_eq!(bf16("NVIDIA H100 PCIe"), Some(1513.0 / 2.0));
+        assert_eq!(bf16("NVIDIA A100-SXM4-40GB"), Some(624.0 / 2.0));
+        assert_eq!(bf16("NVIDIA L40"), Some(362.1 / 2.0));
+        assert_eq!(bf16("NVIDIA B200"), Some(4500.0 / 2.0));
+        // Volta and Turing have no bf16; their fp16 tensor figure stays.
+        assert_eq!(bf16("Tesla T4"), None);
+        assert_eq!(
+            by_nvml_name("Tesla T4").and_then(|s| s.fp16_dense_tflops),
+            Some(65.0)
+        );
+    }
+
+    #[test]
+    fn a_figure_no_source_confirmed_is_unknown() {
+        let a30 = by_nvml_name("NVIDIA A30").expect("known");
+        assert_eq!(
+            (
+                a30.nvlink,
+                a30.pcie,
+                a30.memory_bandwidth_gbps,
+                a30.bf16_dense_tflops
+            ),
+            (None, None, None, None)
+        );
+        // A known part with an unconfirmed link falls back to siblings: the
+        // PCIe judge finds no width here.
+        assert_eq!(by_nvml_name("NVIDIA H800 PCIe").and_then(|s| s.pcie), None);
+        // The A10G's memory is the A10's, by a third-party page.
+        assert_eq!(
+            by_nvml_name("NVIDIA A10G").and_then(|s| s.memory_bandwidth_gbps),
+            Some(600.0)
+        );
     }
 }

@@ -140,8 +140,8 @@ setting (bifurcation) in the BIOS; `sudo lspci -vv -d 10de:` shows LnkCap";
 /// widest maximum among the GPUs of the same name here (None: no wider
 /// reference).
 fn card_width(g: &PerGpu<PcieFacts>, gpus: &[PerGpu<PcieFacts>]) -> Option<(u32, bool)> {
-    if let Some(s) = sku::by_nvml_name(&g.gpu.name) {
-        return Some((s.pcie.width, true));
+    if let Some(p) = sku::by_nvml_name(&g.gpu.name).and_then(|s| s.pcie) {
+        return Some((p.width, true));
     }
     gpus.iter()
         .filter(|o| o.gpu.name == g.gpu.name)
