@@ -98,6 +98,8 @@ MAX_VALUE = 16 << 20
 MAX_LOCAL_RANKS = 1024
 SEAL = "gpucheck-hmac-sha256:"
 RUN_KEY = "gpucheck/run"
+# How often a node writes again the values it owns while it waits.
+KEEP_S = 1.0
 # How long node 0, unable to serve its port, asks what serves it.
 OCCUPANT_S = 2.0
 EXIT_UNANSWERED = 3
@@ -217,6 +219,7 @@ class Link:
         self.limit = limit
         self.prefix = "gpucheck/%s/" % run_id
         self.unverified = set()
+        self.kept, self.refreshed = {}, time.monotonic()
 
     def key(self, name):
         return self.prefix + name
@@ -268,6 +271,25 @@ class Link:
 
     def put(self, name, obj):
         self.put_raw(self.key(name), obj)
+
+    def keep_raw(self, key, value):
+        """Write a value and keep writing it (refresh) while this node
+        waits: the store has no owner for a key, so anyone who reaches the
+        port can overwrite it; with a token the owner's value comes back
+        within KEEP_S."""
+        self.kept[key] = value
+        self.call("writing " + key, lambda: self.store.set(key, value))
+
+    def keep(self, name, obj):
+        k = self.key(name)
+        self.keep_raw(k, self.seal(k, dumps(obj)))
+
+    def refresh(self):
+        if time.monotonic() - self.refreshed < KEEP_S:
+            return
+        self.refreshed = time.monotonic()
+        for k, v in list(self.kept.items()):
+            self.call("writing " + k, lambda k=k, v=v: self.store.set(k, v))
 
     def has(self, name):
         k = self.key(name)
@@ -359,6 +381,7 @@ def wait_plan(link, step, deadline):
     """The plan of step `step`, verified, polled for until deadline; None
     when none came."""
     while time.monotonic() < deadline:
+        link.refresh()
         plan = link.verified("step/%d" % step)
         if isinstance(plan, dict):
             return plan
@@ -464,7 +487,7 @@ def worker():
         result = measure(torch, dist, w, float(rank + 1), want, None)
     except BaseException as e:
         result = {"error": describe(e)}
-    link.put("r/0/%d" % rank, dict(result, rank=rank, step=0))
+    link.keep("r/0/%d" % rank, dict(result, rank=rank, step=0))
     while started and "error" not in result:
         step += 1
         plan = wait_plan(link, step, deadline)
@@ -474,7 +497,7 @@ def worker():
             result = pair_step(torch, dist, w, go, plan["pairs"])
         except BaseException as e:
             result = {"error": describe(e)}
-        link.put("r/%d/%d" % (step, rank), dict(result, rank=rank, step=step))
+        link.keep("r/%d/%d" % (step, rank), dict(result, rank=rank, step=step))
     if started:
         try:
             dist.destroy_process_group()
@@ -625,6 +648,7 @@ def collect(link, step, ranks, deadline, workers, limit_s):
     STEP_SLACK_S more, not the whole deadline."""
     got, exits = {}, {}
     while time.monotonic() < deadline and len(got) < len(ranks):
+        link.refresh()
         if workers is not None:
             workers.reap()
         for r in ranks:
@@ -731,7 +755,7 @@ def pair_rounds(cfg, link, go, nbytes, workers):
             break
         for pairs in rounds:
             step += 1
-            link.put("step/%d" % step, {"kind": "pairs", "pairs": pairs})
+            link.keep("step/%d" % step, {"kind": "pairs", "pairs": pairs})
             stage("pair round %d: %d pairs" % (step, len(pairs)))
             ranks = [r for a, b in pairs for r in ranks_of(go, a) + ranks_of(go, b)]
             results, exits = collect(link, step, ranks, time.monotonic() + limit, workers, limit)
@@ -763,7 +787,7 @@ def allreduce_stage(cfg, link, entries, backend):
     go = {"world": sum(counts), "offsets": offsets, "counts": counts, "backends": backends}
     if go["world"] < 2:
         return {}, [], 0
-    link.put("allreduce/go", go)
+    link.keep("allreduce/go", go)
     workers, step = None, 0
     try:
         workers = Workers(cfg, go, backend, link)
@@ -773,7 +797,7 @@ def allreduce_stage(cfg, link, entries, backend):
             # gpucheck decides whether pairs are worth it (not below 3 nodes).
             table, step = pair_rounds(cfg, link, go, nbytes, workers)
     finally:
-        link.put("step/%d" % (step + 1), {"kind": "stop"})
+        link.keep("step/%d" % (step + 1), {"kind": "stop"})
         if workers is not None:
             workers.stop(5)
     return reduced, table, step
@@ -814,8 +838,6 @@ def read_entry(link, r, claims, rejected, ignored):
     name = "node/%d" % r
     if not link.has(name):
         return None
-    if r not in claims:
-        claims[r] = link.verified("claim/%d" % r)
     try:
         e = link.take(name)
     except Unverified:
@@ -823,6 +845,8 @@ def read_entry(link, r, claims, rejected, ignored):
     except Refused as x:
         rejected[r] = "sent an unreadable entry: key %s, %s" % (link.key(name), x)
         return None
+    if claims.get(r) is None:
+        claims[r] = link.verified("claim/%d" % r)
     problem, ignore = entry_problem(e, r, link, claims[r])
     if problem is None:
         return e
@@ -866,6 +890,7 @@ def gather(cfg, link, own, started):
     waiting = set(range(1, nnodes))
     stage("waiting for %d nodes" % len(waiting))
     while waiting and time.monotonic() < deadline:
+        link.refresh()
         link.put("clock0", time.time())
         for r in sorted(waiting):
             e = read_entry(link, r, claims, rejected, ignored)
@@ -890,15 +915,15 @@ def publish_verdict(cfg, link, joined):
         sealed = loads(line).get("sealed") if line.strip() else None
     except Refused:
         pass
-    if isinstance(sealed, str):
-        link.call("writing " + key, lambda: link.store.set(key, sealed))
-    else:
+    if not isinstance(sealed, str):
         line = "FLEET NOT READY: node 0's gpucheck gave no verdict within %.0f s" % cfg["margin_s"]
-        link.put_raw(key, {"exit_code": 1, "line": line, "run_id": link.run_id})
+        sealed = link.seal(key, dumps({"exit_code": 1, "line": line, "run_id": link.run_id}))
+    link.keep_raw(key, sealed)
     acked = set()
     deadline = time.monotonic() + cfg["ack_timeout_s"]
     stage("waiting for every node to read the verdict")
     while len(acked) < len(joined) and time.monotonic() < deadline:
+        link.refresh()
         for r in joined:
             if r not in acked:
                 ack = link.verified("ack/%d" % r)
@@ -1023,6 +1048,7 @@ def claim(link, rank, me):
     for _ in range(4):
         got = link.call("claiming " + k, lambda: link.store.compare_set(k, expected, mine))
         if got == mine.encode():
+            link.kept[k] = mine
             return None
         try:
             holder = loads(link.unseal(k, got))
@@ -1057,7 +1083,7 @@ def join(cfg, link, entry, started, local):
     except (Refused, Unverified) as e:
         clock = None
         stage("clock not measured: %s" % clean(e))
-    link.put("node/%d" % rank, dict(entry, clock=clock, claim=me["nonce"]))
+    link.keep("node/%d" % rank, dict(entry, clock=clock, claim=me["nonce"]))
     emit({"event": "joined", "run_id": link.run_id, "clock": clock})
     wait_verdict(cfg, link, started, local)
 
@@ -1089,9 +1115,12 @@ def wait_verdict(cfg, link, started, local):
     workers = None
     try:
         while time.monotonic() < deadline:
+            link.refresh()
             if workers is None and link.has("allreduce/go"):
                 try:
                     go = checked_go(link.take("allreduce/go"), cfg, local)
+                    # Node 0 has read the entry: no need to keep writing it.
+                    link.kept.pop(link.key("node/%d" % rank), None)
                     deadline += worker_budget(cfg)
                     stage("all-reduce: %d local ranks of %d" % (go["counts"][rank], go["world"]))
                     workers = Workers(cfg, go, local["backend"], link)
@@ -1186,7 +1215,7 @@ def occupant(cfg, token, where):
 def lead(cfg, store, token, dog, where, entry, started, backend):
     run_id = cfg.get("run_id") or secrets.token_hex(4)
     link = Link(store, run_id, token, dog, where, op_limit(cfg))
-    link.put_raw(RUN_KEY, run_record(cfg, run_id))
+    link.keep_raw(RUN_KEY, link.seal(RUN_KEY, dumps(run_record(cfg, run_id))))
     link.put("claim/0", {"host": cfg["host"], "pid": os.getpid(), "nonce": "node0", "node_rank": 0})
     link.put("clock0", time.time())
     emit({"event": "joined", "run_id": run_id, "clock": None, "address": cfg["master_addr"]})
