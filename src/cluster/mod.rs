@@ -814,3 +814,47 @@ impl ReportOut {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unauthenticated_note_is_for_fleets_of_more_than_one_host() {
+        assert!(!spans_hosts("127.0.0.1", &[]));
+        assert!(!spans_hosts("localhost", &[]));
+        assert!(!spans_hosts("::1", &[]));
+        assert!(spans_hosts("node01", &[]));
+        assert!(spans_hosts("10.0.0.1", &[]));
+        assert!(!spans_hosts("10.0.0.1", &["vm", "vm"]));
+        assert!(spans_hosts("127.0.0.1", &["gpu-001", "gpu-002"]));
+    }
+
+    #[test]
+    fn a_verdict_is_accepted_only_when_its_seal_key_and_run_match() {
+        let t = Token::new(b"secret").unwrap();
+        let body =
+            r#"{"exit_code":0,"line":"FLEET READY: 2 of 2 nodes joined\u001b[2J","run_id":"r1"}"#;
+        let key = "gpucheck/r1/verdict";
+        let v = opened_verdict(Some(&t), key, &seal::seal(Some(&t), key, body), Some("r1"));
+        assert_eq!(v.exit_code, 0);
+        assert_eq!(v.line, "FLEET READY: 2 of 2 nodes joined [2J");
+        // Unsigned, under another key, of another run, out of range.
+        let v = opened_verdict(Some(&t), key, body, Some("r1"));
+        assert_eq!(v.exit_code, 1);
+        assert!(
+            v.line
+                .contains("node 0's verdict was refused: it is not sealed"),
+            "{}",
+            v.line
+        );
+        let other = "gpucheck/r2/verdict";
+        let v = opened_verdict(Some(&t), other, &seal::seal(Some(&t), other, body), None);
+        assert_eq!(v.exit_code, 1, "{}", v.line);
+        let v = opened_verdict(None, key, body, Some("r2"));
+        assert_eq!(v.exit_code, 1);
+        assert!(v.line.contains("belongs to run r1"), "{}", v.line);
+        let odd = r#"{"exit_code":-7,"line":"x","run_id":"r1"}"#;
+        assert_eq!(opened_verdict(None, key, odd, None).exit_code, 1);
+    }
+}

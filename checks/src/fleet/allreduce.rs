@@ -36,6 +36,12 @@ figure is not judged against the links at all. A healthy inter-node ring \
 reaches most of the per-node NIC line rate. With gloo on CPU the figure is reported, not \
 judged against the NICs.
 
+When a rank dies or hangs mid all-reduce, the other ranks' collectives fail too; each \
+collective is waited for with a deadline, each node records how its ranks ended (exit status \
+or signal, last stderr line), and only the node of the rank that stopped first is named, \
+with the ranks that merely waited on it counted (a rank NCCL's watchdog took down only \
+waited).
+
 Why it matters: this is the first thing DDP does between nodes. A firewall on NCCL's or \
 gloo's ports, a wrong NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME, an InfiniBand port down or a \
 misconfigured RDMA device makes it hang or fail here, in seconds, instead of in the job.

@@ -10,7 +10,14 @@ fleet_check!(
     "Every node joined the rendezvous",
     "Every node of the job (node ranks 0 to nnodes-1) reached node rank 0's store \
 (torch.distributed's TCPStore at the master address and port) within --rdzv-timeout \
-and handed over its report.
+and handed over its report, each node rank claimed by exactly one node of this run, each \
+entry readable and consistent with its key. Nodes of another run on the same port (another \
+run id or node count) are refused at the handshake; a node of this run with another gpucheck \
+or profile refuses to join and says why; a node rank claimed twice names both hosts; an \
+entry that cannot be judged (not JSON, a NaN, another format_version) is that node's error \
+while the others are judged. With GPUCHECK_CLUSTER_TOKEN (or --token-file) every store value \
+carries an HMAC-SHA256 over its key and body, and values that do not verify are ignored and \
+counted here.
 
 Why it matters: a DDP job waits for every rank at init_process_group; a node that never \
 comes (not scheduled, crashed, wrong master address, a firewall between the nodes) makes \
@@ -19,7 +26,9 @@ the whole job hang until torch's own timeout, often 30 minutes, with no name on 
 Fix: look at the named node: did its gpucheck start (srun / the pod's logs)? Did it say \
 it cannot reach the master (address, resolved IPs, port, error)? Check that every node \
 resolves the master's name to an address it can reach, that the port is open between the \
-nodes, and that --nnodes matches the number of nodes started."
+nodes, and that --nnodes matches the number of nodes started. Give every node its own \
+--node-rank, the same gpucheck and flags, and, where other processes can reach the master \
+port, a shared GPUCHECK_CLUSTER_TOKEN."
 );
 
 impl FleetCheck for Rendezvous {
