@@ -994,7 +994,9 @@ fn a_node_behind_a_slow_link_is_named_by_the_pair_rounds() {
 /// PORT MODE. MODE "forge": a READY verdict, acknowledgements, all-reduce
 /// results of -1 and 1e-300 s, a go signal of 3 ranks per node and an
 /// entry under rank 1 that claims rank 0, three times over 1.5 s, then
-/// done. MODE "nan-entry": claim node rank 2 as a node would and write its
+/// done. MODE "inconsistent": what the checks refuse without a token: a
+/// READY verdict of another run, the go signal of 3 ranks per node, the
+/// entry under rank 1 that claims rank 0. MODE "nan-entry": claim node rank 2 as a node would and write its
 /// entry with a NaN in it, as Python's json.dumps does by default.
 const ADVERSARY_PY: &str = r#"
 import datetime, json, sys, time
@@ -1014,6 +1016,12 @@ if mode == "forge":
         for r in range(4):
             s.set(P + "ack/%d" % r, json.dumps({"node_rank": r}))
             s.set(P + "r/0/%d" % r, json.dumps({"rank": r, "step": 0, "verified": True, "seconds": [-1, 1e-300][r % 2]}))
+        s.set(P + "allreduce/go", json.dumps({"world": 6, "offsets": [0, 3], "counts": [3, 3], "backends": ["gloo", "gloo"]}))
+        s.set(P + "node/1", json.dumps({"node_rank": 0, "run_id": run}))
+        time.sleep(0.5)
+elif mode == "inconsistent":
+    for _ in range(3):
+        s.set(P + "verdict", json.dumps({"exit_code": 0, "line": "FLEET READY: of another run", "run_id": "other"}))
         s.set(P + "allreduce/go", json.dumps({"world": 6, "offsets": [0, 3], "counts": [3, 3], "backends": ["gloo", "gloo"]}))
         s.set(P + "node/1", json.dumps({"node_rank": 0, "run_id": run}))
         time.sleep(0.5)
@@ -1398,6 +1406,42 @@ fn one_rank_aborting_mid_all_reduce_names_only_its_node_and_every_node_gets_the_
     assert!(
         summary.ends_with("the ranks of 2 other nodes failed only waiting for it"),
         "{summary}"
+    );
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn without_a_token_inconsistent_forgeries_are_refused() {
+    let _one = lock();
+    let mut cluster = Cluster::new(2, 30);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let forger = adversary(cluster.port, "inconsistent");
+    let mut nodes = healthy(0..2);
+    nodes[1].1.scenario = Some(nvml_scenario("ecc_remap"));
+    let (results, payloads) = cluster.run(&nodes);
+    let said = finish_adversary(forger);
+    let all = show(&results);
+    assert!(
+        said.starts_with("run "),
+        "the adversary never saw the run: {said}"
+    );
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+        assert!(!f.stdout.contains("training starts"), "CMD ran: {all}");
+        assert!(!f.stderr.contains("of another run"), "{all}");
+        // One host (127.0.0.1): no note about the unauthenticated port.
+        assert!(!f.stderr.contains("unauthenticated"), "{all}");
+    }
+    let doc = cluster.report();
+    assert_eq!(fleet_result(&doc, "fleet.local")["status"], "fail");
+    // The forged go signal started no extra rank.
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert!(
+        reduce["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 ranks (1 per node)"),
+        "{reduce}"
     );
     assert_nothing_left(&payloads);
 }

@@ -127,9 +127,15 @@ fn broken_nodes(fleet: &Fleet) -> Vec<String> {
             continue;
         };
         let stopped = stopped_ranks(a);
+        let watchdog: Vec<String> = a
+            .exits
+            .iter()
+            .filter(|e| e.watchdog)
+            .map(|e| format!("rank {} was aborted by NCCL's watchdog", e.rank))
+            .collect();
         if !stopped.is_empty() {
             first.push(format!("{}: {}", n.label(), stopped.join("; ")));
-        } else if a.waited && a.error.is_some() {
+        } else if a.waited && (a.error.is_some() || !watchdog.is_empty()) {
             waited += 1;
             continue;
         }
@@ -137,6 +143,9 @@ fn broken_nodes(fleet: &Fleet) -> Vec<String> {
             (Some(e), _) => failed.push(format!("{}: {e}", n.label())),
             (None, Some(true)) => {}
             (None, _) if !stopped.is_empty() => {}
+            (None, _) if !watchdog.is_empty() => {
+                failed.push(format!("{}: {}", n.label(), watchdog.join("; ")))
+            }
             (None, _) => failed.push(format!("{}: the sum was not verified", n.label())),
         }
     }
@@ -514,7 +523,7 @@ mod tests {
                 watchdog: false,
             }];
         }
-        let o = evaluate(&fleet(vec![waited(0), waited(1), aborted]));
+        let o = evaluate(&fleet(vec![waited(0), waited(1), aborted.clone()]));
         assert_eq!(o.status, Status::Fail);
         assert_eq!(
             o.summary,
@@ -523,6 +532,35 @@ mod tests {
              nodes failed only waiting for it"
         );
         assert!(!o.summary.contains("node 0"), "{}", o.summary);
+        // With NCCL, the waiting ranks may be taken down by NCCL's watchdog
+        // instead of failing: they still only waited.
+        let mut by_watchdog = waited(1);
+        if let Some(a) = by_watchdog.allreduce.as_mut() {
+            a.error = None;
+            a.exits = vec![super::super::RankExit {
+                rank: 1,
+                how: "was killed by SIGABRT".into(),
+                last_line: Some("Watchdog caught collective operation timeout".into()),
+                watchdog: true,
+            }];
+        }
+        let o = evaluate(&fleet(vec![waited(0), by_watchdog.clone(), aborted]));
+        assert!(
+            o.summary
+                .ends_with("the ranks of 2 other nodes failed only waiting for it"),
+            "{}",
+            o.summary
+        );
+        // Nobody stopped first: the watchdog's abort is named as such.
+        if let Some(a) = by_watchdog.allreduce.as_mut() {
+            a.waited = false;
+        }
+        let o = evaluate(&fleet(vec![reduced(0, 1.0), by_watchdog]));
+        assert_eq!(
+            o.summary,
+            "the all-reduce across nodes failed: node 1 (n1): rank 1 was aborted by NCCL's \
+             watchdog"
+        );
     }
 
     #[test]
