@@ -731,13 +731,23 @@ def full_allreduce(cfg, link, go, workers):
     return reduced, nbytes
 
 
+_pending = [b""]
+
+
 def read_line(deadline):
     """One line from stdin (gpucheck), waited for until deadline; "" at the
-    end of input or the deadline."""
-    left = deadline - time.monotonic()
-    if left <= 0 or not select.select([sys.stdin], [], [], left)[0]:
-        return ""
-    return sys.stdin.readline()
+    end of input or the deadline. Read from the descriptor itself, so a
+    line already in a buffer is never waited for."""
+    while b"\n" not in _pending[0]:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([0], [], [], left)[0]:
+            return ""
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            return ""
+        _pending[0] += chunk
+    line, _, _pending[0] = _pending[0].partition(b"\n")
+    return line.decode("utf-8", "replace")
 
 
 def pair_rounds(cfg, link, go, nbytes, workers):
@@ -1242,7 +1252,7 @@ def follow(cfg, store, token, dog, where, entry, started, local):
 
 def main():
     cfg = json.loads(os.environ["GPUCHECK_CLUSTER_CONFIG"])
-    message = loads(sys.stdin.readline())
+    message = loads(read_line(time.monotonic() + 60))
     token = bytes.fromhex(os.environ.get("GPUCHECK_CLUSTER_KEY", "")) or None
     stage("import torch")
     try:
