@@ -1445,3 +1445,87 @@ fn without_a_token_inconsistent_forgeries_are_refused() {
     );
     assert_nothing_left(&payloads);
 }
+
+#[test]
+fn an_unreadable_token_file_an_empty_token_and_a_bad_run_id_are_usage_errors() {
+    let base = [
+        "cluster",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+    ];
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let out = gpucheck()
+            .args(base)
+            .args(extra)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run gpucheck");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        )
+    };
+    let (code, err) = run(&["--token-file", "/nonexistent/token"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("gpucheck: cannot read --token-file /nonexistent/token: "),
+        "{err}"
+    );
+    let (code, err) = run(&[], &[("GPUCHECK_CLUSTER_TOKEN", "")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(
+        err,
+        "gpucheck: the cluster token ($GPUCHECK_CLUSTER_TOKEN) is empty"
+    );
+    let (code, err) = run(&["--run-id", "a/b"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("run id 'a/b' (--run-id) must be"), "{err}");
+}
+
+#[test]
+fn a_node_with_another_token_is_refused_and_named_as_missing() {
+    let _one = lock();
+    let cluster = Cluster::new(2, 8);
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "the right one\n").expect("write the token file");
+    let mut nodes = healthy(0..2);
+    nodes[0]
+        .1
+        .env
+        .push(("GPUCHECK_CLUSTER_TOKEN".into(), "the right one".into()));
+    nodes[1]
+        .1
+        .env
+        .push(("GPUCHECK_CLUSTER_TOKEN".into(), "a wrong one".into()));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    assert!(
+        results[1]
+            .1
+            .stdout
+            .contains("does not verify with this node's token: is GPUCHECK_CLUSTER_TOKEN"),
+        "{all}"
+    );
+    let doc = cluster.report();
+    assert_eq!(doc["missing_node_ranks"], serde_json::json!([1]), "{doc}");
+    assert_nothing_left(&payloads);
+    // The token file reads the same secret: the fleet is ready.
+    let mut cluster = Cluster::new(2, 30);
+    cluster
+        .extra
+        .extend(["--token-file".into(), file.display().to_string()]);
+    let (results, payloads) = cluster.run(&healthy(0..2));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+    }
+    assert_nothing_left(&payloads);
+}
