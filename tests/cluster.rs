@@ -1529,3 +1529,49 @@ fn a_node_with_another_token_is_refused_and_named_as_missing() {
     }
     assert_nothing_left(&payloads);
 }
+
+#[test]
+fn one_rank_freezing_mid_all_reduce_names_only_its_node() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    // Node 2's rank hangs in its second all-reduce; the others' collectives
+    // end at the all-reduce timeout (30 s) with an error each.
+    let freeze = tempfile::tempdir().expect("a temporary folder");
+    std::fs::write(
+        freeze.path().join("sitecustomize.py"),
+        "import os, time\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    import torch.distributed as d\n    real, calls = d.all_reduce, []\n    def all_reduce(*a, **k):\n        calls.append(1)\n        if len(calls) == 2:\n            time.sleep(3600)\n        return real(*a, **k)\n    d.all_reduce = all_reduce\n",
+    )
+    .expect("write sitecustomize.py");
+    let mut nodes = healthy(0..3);
+    nodes[2]
+        .1
+        .env
+        .push(("PYTHONPATH".into(), freeze.path().display().to_string()));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    for (_, f) in results.iter().skip(1) {
+        assert!(
+            f.stdout.contains("FLEET NOT READY") && f.stdout.contains("fleet.allreduce"),
+            "every node gets node 0's verdict: {all}"
+        );
+    }
+    let doc = cluster.report();
+    let summary = fleet_result(&doc, "fleet.allreduce")["summary"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        summary.starts_with("the all-reduce across nodes failed: node 2 (")
+            && summary.contains("no result from rank 2 (the node died or hung)")
+            && summary.ends_with("the ranks of 2 other nodes failed only waiting for it"),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("node 0 (") && !summary.contains("node 1 ("),
+        "{summary}"
+    );
+    assert_nothing_left(&payloads);
+}
