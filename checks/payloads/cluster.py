@@ -94,6 +94,10 @@ OP_TIMEOUT_S = 10.0
 MAX_TEXT = 400
 # The largest value read from the store (a node report with 8 GPUs is 30-40 KB).
 MAX_VALUE = 16 << 20
+# The shortest all-reduce time believed: a collective across processes costs
+# at least a kernel launch or a syscall round trip, microseconds; a time
+# below this is not a measurement.
+MIN_SECONDS = 1e-6
 # The most ranks one node may bring to the all-reduce (GPUs or --nproc).
 MAX_LOCAL_RANKS = 1024
 SEAL = "gpucheck-hmac-sha256:"
@@ -160,12 +164,12 @@ def dumps(obj):
     return json.dumps(obj, allow_nan=False, ensure_ascii=True, separators=(",", ":"))
 
 
-def positive(value, what, most):
-    """A finite number in (0, most]."""
+def positive(value, what, most, least=0.0):
+    """A finite number in (least, most] (a positive one by default)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Refused("%s is %s, not a number" % (what, clean(repr(value), 40)))
-    if not math.isfinite(value) or value <= 0 or value > most:
-        raise Refused("%s is %r, outside (0, %g]" % (what, value, most))
+    if not math.isfinite(value) or value <= least or value > most:
+        raise Refused("%s is %r, outside (%g, %g]" % (what, value, least, most))
     return float(value)
 
 
@@ -413,7 +417,7 @@ def measure(torch, dist, w, fill, want, group):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     lo, hi = float(x.min()), float(x.max())
-    result = {"verified": lo == want and hi == want, "seconds": max(min(times), 1e-9)}
+    result = {"verified": lo == want and hi == want, "seconds": max(min(times), 2 * MIN_SECONDS)}
     if not result["verified"]:
         result["error"] = "wrong sum: got %g..%g, want %g" % (lo, hi, want)
     return result
@@ -635,7 +639,7 @@ def checked_result(res, rank, step, limit_s):
     if not isinstance(res.get("verified"), bool):
         raise Refused("'verified' is not true or false")
     out["verified"] = res["verified"]
-    out["seconds"] = positive(res.get("seconds"), "'seconds'", limit_s)
+    out["seconds"] = positive(res.get("seconds"), "'seconds'", limit_s, MIN_SECONDS)
     if "pair" in res:
         out["pair"] = res["pair"]
     return out

@@ -21,6 +21,10 @@ pub const MAX_LOCAL_RANKS: u32 = 1024;
 /// The slowest all-reduce time accepted, seconds: each collective is bounded
 /// by the all-reduce timeout (30 s) well below this.
 pub const MAX_SECONDS: f64 = 3600.0;
+/// The fastest accepted: a collective across processes costs at least a
+/// kernel launch or a syscall round trip (microseconds); the payload's
+/// MIN_SECONDS.
+pub const MIN_SECONDS: f64 = 1e-6;
 
 /// `text` fit for a terminal: every control character (the ESC of an
 /// escape sequence, CR, BEL, C1) replaced by a space, cut to `limit`
@@ -106,17 +110,29 @@ pub fn sanitize_run(run: &mut Run) {
     }
 }
 
+/// "-1", "3600", "1e-300": short whatever the magnitude.
+fn number(x: f64) -> String {
+    if x != 0.0 && !(1e-3..1e7).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// A node's all-reduce figures: finite and positive, counts bounded,
 /// strings cleaned.
 fn allreduce(a: &mut gpucheck_checks::fleet::NodeAllReduce) -> Result<(), String> {
-    let positive = |v: Option<f64>, what: &str, most: f64| match v {
-        Some(x) if !(x.is_finite() && x > 0.0 && x <= most) => {
-            Err(format!("{what} is {x}, outside (0, {most}]"))
-        }
+    let within = |v: Option<f64>, what: &str, least: f64, most: f64| match v {
+        Some(x) if !(x.is_finite() && x > least && x <= most) => Err(format!(
+            "{what} is {}, outside ({}, {}]",
+            number(x),
+            number(least),
+            number(most)
+        )),
         _ => Ok(()),
     };
-    positive(a.seconds, "its time", MAX_SECONDS)?;
-    positive(a.busbw_gbps, "its bus bandwidth", 1e6)?;
+    within(a.seconds, "its time", MIN_SECONDS, MAX_SECONDS)?;
+    within(a.busbw_gbps, "its bus bandwidth", 0.0, 1e6)?;
     if let Some(n) = a.local_ranks.filter(|n| !(1..=MAX_LOCAL_RANKS).contains(n)) {
         return Err(format!("it says it ran {n} ranks"));
     }
@@ -185,11 +201,19 @@ mod tests {
         let err = entry(1, v).unwrap_err();
         assert_eq!(
             err,
-            "sent an unreadable all-reduce result: its time is -1, outside (0, 3600]"
+            "sent an unreadable all-reduce result: its time is -1, outside (1e-6, 3600]"
         );
         let mut v = message(1, &run);
         v["allreduce"] = serde_json::json!({"backend": "gloo", "bytes": 8, "local_ranks": 5000});
         assert!(entry(1, v).unwrap_err().contains("5000 ranks"));
+        let mut v = message(1, &run);
+        v["allreduce"] = serde_json::json!({"backend": "gloo", "bytes": 8, "seconds": 1e-300});
+        assert!(
+            entry(1, v)
+                .unwrap_err()
+                .contains("its time is 1e-300, outside"),
+            "1e-300 s is no time"
+        );
         assert!(serde_json::from_str::<Value>("{\"seconds\": NaN}").is_err());
     }
 }
