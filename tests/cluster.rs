@@ -114,65 +114,11 @@ impl Cluster {
     /// Start the given ranks, wait for all, and return each one's result
     /// plus every payload pid seen under them while they ran.
     fn run(&self, nodes: &[(u32, NodeSetup)]) -> (Vec<(u32, Finished)>, Vec<i32>) {
-        let started = Instant::now();
-        let mut children: Vec<(u32, Child, Option<Finished>)> = nodes
+        let children: Vec<(u32, Child)> = nodes
             .iter()
-            .map(|(rank, setup)| (*rank, self.spawn(*rank, setup), None))
+            .map(|(rank, setup)| (*rank, self.spawn(*rank, setup)))
             .collect();
-        let mut readers = Vec::new();
-        for (_, child, _) in children.iter_mut() {
-            let mut out = child.stdout.take().expect("stdout piped");
-            let mut err = child.stderr.take().expect("stderr piped");
-            readers.push((
-                std::thread::spawn(move || {
-                    let mut s = String::new();
-                    let _ = out.read_to_string(&mut s);
-                    s
-                }),
-                std::thread::spawn(move || {
-                    let mut s = String::new();
-                    let _ = err.read_to_string(&mut s);
-                    s
-                }),
-            ));
-        }
-        let mut payloads: Vec<i32> = Vec::new();
-        let mut codes: Vec<Option<(i32, Duration)>> = vec![None; children.len()];
-        while codes.iter().any(Option::is_none) {
-            for (i, (_, child, _)) in children.iter_mut().enumerate() {
-                if codes[i].is_none() {
-                    for pid in descendants_of(child.id() as i32) {
-                        if !payloads.contains(&pid) {
-                            payloads.push(pid);
-                        }
-                    }
-                    if let Some(status) = child.try_wait().expect("wait for gpucheck") {
-                        codes[i] = Some((status.code().unwrap_or(-1), started.elapsed()));
-                    }
-                }
-            }
-            if started.elapsed() > LIVENESS {
-                for (_, child, _) in children.iter_mut() {
-                    let _ = child.kill();
-                }
-                panic!("a node did not exit within {LIVENESS:?}: the rendezvous was not bounded");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let mut results = Vec::new();
-        for (((rank, _, _), (out, err)), code) in children.into_iter().zip(readers).zip(codes) {
-            let (code, elapsed) = code.expect("every node ended");
-            results.push((
-                rank,
-                Finished {
-                    code,
-                    stdout: out.join().unwrap_or_default(),
-                    stderr: err.join().unwrap_or_default(),
-                    elapsed,
-                },
-            ));
-        }
-        (results, payloads)
+        wait_all(children)
     }
 
     fn report(&self) -> Value {
@@ -191,6 +137,70 @@ impl Cluster {
         );
         doc
     }
+}
+
+/// Wait for every started node, and return each one's result plus every
+/// payload pid seen under them while they ran.
+fn wait_all(children: Vec<(u32, Child)>) -> (Vec<(u32, Finished)>, Vec<i32>) {
+    let started = Instant::now();
+    let mut children: Vec<(u32, Child, Option<Finished>)> = children
+        .into_iter()
+        .map(|(rank, child)| (rank, child, None))
+        .collect();
+    let mut readers = Vec::new();
+    for (_, child, _) in children.iter_mut() {
+        let mut out = child.stdout.take().expect("stdout piped");
+        let mut err = child.stderr.take().expect("stderr piped");
+        readers.push((
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = out.read_to_string(&mut s);
+                s
+            }),
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = err.read_to_string(&mut s);
+                s
+            }),
+        ));
+    }
+    let mut payloads: Vec<i32> = Vec::new();
+    let mut codes: Vec<Option<(i32, Duration)>> = vec![None; children.len()];
+    while codes.iter().any(Option::is_none) {
+        for (i, (_, child, _)) in children.iter_mut().enumerate() {
+            if codes[i].is_none() {
+                for pid in descendants_of(child.id() as i32) {
+                    if !payloads.contains(&pid) {
+                        payloads.push(pid);
+                    }
+                }
+                if let Some(status) = child.try_wait().expect("wait for gpucheck") {
+                    codes[i] = Some((status.code().unwrap_or(-1), started.elapsed()));
+                }
+            }
+        }
+        if started.elapsed() > LIVENESS {
+            for (_, child, _) in children.iter_mut() {
+                let _ = child.kill();
+            }
+            panic!("a node did not exit within {LIVENESS:?}: the rendezvous was not bounded");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut results = Vec::new();
+    for (((rank, _, _), (out, err)), code) in children.into_iter().zip(readers).zip(codes) {
+        let (code, elapsed) = code.expect("every node ended");
+        results.push((
+            rank,
+            Finished {
+                code,
+                stdout: out.join().unwrap_or_default(),
+                stderr: err.join().unwrap_or_default(),
+                elapsed,
+            },
+        ));
+    }
+    (results, payloads)
 }
 
 /// Direct children of `pid` (from /proc/*/stat).
@@ -479,6 +489,9 @@ fn a_node_that_cannot_reach_the_master_says_where_it_tried() {
         "{all}"
     );
     assert!(node1.stdout.contains("resolved to 127.0.0.1"), "{all}");
+    // torch's client tries twice: each try gets half the timeout, so the
+    // closed port is given up on within --rdzv-timeout, not twice that.
+    assert!(node1.stdout.contains("timed out after 1500ms"), "{all}");
     assert_nothing_left(&payloads);
 }
 
@@ -599,6 +612,10 @@ fn ctrl_c_on_node_0_ends_every_node_and_leaves_nothing_running() {
     let mut out = String::new();
     let _ = node1.stdout.take().map(|mut o| o.read_to_string(&mut out));
     assert!(out.contains("FLEET NOT READY"), "{out}");
+    assert!(
+        out.contains("closed the connection") && out.contains("(node 0 ended or was killed)"),
+        "{out}"
+    );
     eprintln!(
         "node 0 ended {:.1} s after SIGINT",
         node0_took.as_secs_f64()
@@ -969,4 +986,592 @@ fn a_node_behind_a_slow_link_is_named_by_the_pair_rounds() {
         "{summary}"
     );
     assert_nothing_left(&seen);
+}
+
+/// An adversary: a Python process (the test venv's torch) that connects to
+/// node 0's store as any process reaching the port can, waits for the run
+/// record, and writes under the key names the protocol uses. Arguments:
+/// PORT MODE. MODE "forge": a READY verdict, acknowledgements, all-reduce
+/// results of -1 and 1e-300 s, a go signal of 3 ranks per node and an
+/// entry under rank 1 that claims rank 0, three times over 1.5 s, then
+/// done. MODE "inconsistent": what the checks refuse without a token: a
+/// READY verdict of another run, the go signal of 3 ranks per node, the
+/// entry under rank 1 that claims rank 0. MODE "nan-entry": claim node rank 2 as a node would and write its
+/// entry with a NaN in it, as Python's json.dumps does by default.
+const ADVERSARY_PY: &str = r#"
+import datetime, json, sys, time
+from torch.distributed import TCPStore
+port, mode = int(sys.argv[1]), sys.argv[2]
+s = TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=120), wait_for_workers=False)
+end = time.time() + 120
+while not s.check(["gpucheck/run"]) and time.time() < end:
+    time.sleep(0.02)
+raw = s.get("gpucheck/run").decode()
+run = json.loads(raw.split("\n", 1)[1] if raw.startswith("gpucheck-hmac-sha256:") else raw)["run_id"]
+P = "gpucheck/%s/" % run
+print("run", run, flush=True)
+if mode == "forge":
+    for _ in range(3):
+        s.set(P + "verdict", json.dumps({"exit_code": 0, "line": "FLEET READY: forged \x1b[2J", "run_id": run}))
+        for r in range(4):
+            s.set(P + "ack/%d" % r, json.dumps({"node_rank": r}))
+            s.set(P + "r/0/%d" % r, json.dumps({"rank": r, "step": 0, "verified": True, "seconds": [-1, 1e-300][r % 2]}))
+        s.set(P + "allreduce/go", json.dumps({"world": 6, "offsets": [0, 3], "counts": [3, 3], "backends": ["gloo", "gloo"]}))
+        s.set(P + "node/1", json.dumps({"node_rank": 0, "run_id": run}))
+        time.sleep(0.5)
+elif mode == "inconsistent":
+    for _ in range(3):
+        s.set(P + "verdict", json.dumps({"exit_code": 0, "line": "FLEET READY: of another run", "run_id": "other"}))
+        s.set(P + "allreduce/go", json.dumps({"world": 6, "offsets": [0, 3], "counts": [3, 3], "backends": ["gloo", "gloo"]}))
+        s.set(P + "node/1", json.dumps({"node_rank": 0, "run_id": run}))
+        time.sleep(0.5)
+elif mode == "nan-entry":
+    claim = {"host": "adversary", "pid": 1, "nonce": "n", "node_rank": 2}
+    s.compare_set(P + "claim/2", "", json.dumps(claim))
+    entry = {"node_rank": 2, "run_id": run, "protocol": 3, "claim": "n", "backend": "gloo",
+             "local_ranks": 1, "message": {}, "clock": {"offset_s": float("nan"), "uncertainty_s": 0.1}}
+    s.set(P + "node/2", json.dumps(entry))
+"#;
+
+/// Start the adversary against `port`.
+fn adversary(port: u16, mode: &str) -> Child {
+    std::process::Command::new(venv_python())
+        .arg("-c")
+        .arg(ADVERSARY_PY)
+        .arg(port.to_string())
+        .arg(mode)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the adversary")
+}
+
+fn with_env(mut setup: NodeSetup, vars: &[(&str, &str)]) -> NodeSetup {
+    setup
+        .env
+        .extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    setup
+}
+
+fn finish_adversary(mut a: Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = a.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = a.wait();
+    let mut out = String::new();
+    let _ = a.stdout.take().map(|mut o| o.read_to_string(&mut out));
+    out
+}
+
+#[test]
+fn with_a_token_forged_verdicts_entries_acks_results_and_go_change_nothing() {
+    let _one = lock();
+    let token = [("GPUCHECK_CLUSTER_TOKEN", "correct horse battery staple")];
+    // A healthy fleet stays READY and runs CMD everywhere, whatever the
+    // adversary writes.
+    let mut cluster = Cluster::new(2, 30);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let forger = adversary(cluster.port, "forge");
+    let nodes: Vec<(u32, NodeSetup)> = (0..2)
+        .map(|r| (r, with_env(NodeSetup::default(), &token)))
+        .collect();
+    let (results, payloads) = cluster.run(&nodes);
+    let said = finish_adversary(forger);
+    let all = show(&results);
+    assert!(
+        said.starts_with("run "),
+        "the adversary never saw the run: {said}"
+    );
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+        assert_eq!(f.stdout, "training starts\n", "{all}");
+        assert!(!f.stderr.contains("forged"), "{all}");
+        assert!(!f.stderr.contains("unauthenticated"), "{all}");
+    }
+    assert!(
+        results[1]
+            .1
+            .stderr
+            .contains("did not verify with the cluster token"),
+        "{all}"
+    );
+    let doc = cluster.report();
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert!(
+        reduce["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 ranks (1 per node)"),
+        "{reduce}"
+    );
+    assert_nothing_left(&payloads);
+
+    // A fleet with a broken node stays NOT READY: the forged READY verdict
+    // opens the gate nowhere.
+    let mut cluster = Cluster::new(2, 30);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let forger = adversary(cluster.port, "forge");
+    let mut nodes: Vec<(u32, NodeSetup)> = (0..2)
+        .map(|r| (r, with_env(NodeSetup::default(), &token)))
+        .collect();
+    nodes[1].1.scenario = Some(nvml_scenario("ecc_remap"));
+    let (results, payloads) = cluster.run(&nodes);
+    finish_adversary(forger);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+        assert!(!f.stdout.contains("training starts"), "CMD ran: {all}");
+        assert!(f.stderr.contains("FLEET NOT READY"), "{all}");
+        assert!(!f.stderr.contains("forged"), "{all}");
+    }
+    let doc = cluster.report();
+    let local = fleet_result(&doc, "fleet.local");
+    assert!(
+        local["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("node 1 ("),
+        "{local}"
+    );
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_nan_in_one_entry_is_that_nodes_error_and_the_others_are_judged() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 20);
+    let forger = adversary(cluster.port, "nan-entry");
+    let (results, payloads) = cluster.run(&healthy(0..2));
+    finish_adversary(forger);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    let doc = cluster.report();
+    let rdzv = fleet_result(&doc, "fleet.rendezvous");
+    let summary = rdzv["summary"].as_str().unwrap_or_default();
+    assert_eq!(rdzv["status"], "fail", "{all}");
+    assert!(
+        summary.starts_with(&format!(
+            "node 2 sent an unreadable entry: key gpucheck/{}/node/2, NaN, which JSON does not \
+             allow",
+            doc["run_id"].as_str().unwrap_or_default()
+        )),
+        "{summary}"
+    );
+    assert!(!summary.contains("never joined"), "{summary}");
+    // Nodes 0 and 1 are still judged, each on its own.
+    assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(2), "{doc}");
+    assert_eq!(fleet_result(&doc, "fleet.local")["status"], "pass");
+    assert_eq!(fleet_result(&doc, "fleet.driver")["status"], "pass");
+    assert_eq!(doc["rejected_nodes"][0]["node_rank"], 2, "{doc}");
+    assert!(results[0].1.stdout.contains("node 2    ?"), "{all}");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_node_of_another_run_on_the_same_port_is_refused_naming_both() {
+    let _one = lock();
+    // Run "job-a" (2 nodes) holds the port; a node of run "job-b" and a
+    // node that expects 3 nodes meet it there.
+    let a = Cluster::new(2, 30);
+    let mut b = Cluster::new(3, 30);
+    b.port = a.port;
+    let job = |id: &str| with_env(NodeSetup::default(), &[("GPUCHECK_RUN_ID", id)]);
+    let mut children = vec![(0, a.spawn(0, &job("job-a")))];
+    let started = Instant::now();
+    while clients_of(a.port) < 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "node 0 of job-a never served"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    children.push((1, a.spawn(1, &job("job-a"))));
+    children.push((11, b.spawn(1, &job("job-b"))));
+    children.push((12, b.spawn(2, &NodeSetup::default())));
+    children.push((10, b.spawn(0, &job("job-b"))));
+    let (results, payloads) = wait_all(children);
+    let all = show(&results);
+    assert_eq!(results[0].1.code, 0, "run job-a is not disturbed: {all}");
+    assert_eq!(results[1].1.code, 0, "{all}");
+    assert!(results[1].1.stdout.contains("FLEET READY"), "{all}");
+    let other_run = &results[2].1;
+    assert_eq!(other_run.code, 1, "{all}");
+    assert!(
+        other_run.stdout.contains(&format!(
+            "127.0.0.1:{} already serves a gpucheck cluster of 2 nodes, run job-a; this one is \
+             run job-b ($GPUCHECK_RUN_ID)",
+            a.port
+        )),
+        "{all}"
+    );
+    let other_size = &results[3].1;
+    assert_eq!(other_size.code, 1, "{all}");
+    assert!(
+        other_size.stdout.contains(&format!(
+            "127.0.0.1:{} already serves a gpucheck cluster of 2 nodes, run job-a; this one \
+             expects 3",
+            a.port
+        )),
+        "{all}"
+    );
+    // Another node 0 cannot serve the port, and says who holds it.
+    assert_eq!(results[4].1.code, 1, "{all}");
+    let doc = b.report();
+    let rdzv = fleet_result(&doc, "fleet.rendezvous");
+    assert!(
+        rdzv["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!(
+            "failed: serve: 127.0.0.1:{} already serves a gpucheck cluster of 2 nodes, run job-a",
+            a.port
+        )),
+        "{rdzv}"
+    );
+    let doc = a.report();
+    assert_eq!(doc["run_id"], "job-a");
+    assert_eq!(doc["nodes"].as_array().map(Vec::len), Some(2), "{doc}");
+    assert_eq!(fleet_result(&doc, "fleet.rendezvous")["status"], "pass");
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_rank_started_twice_fails_both_claimants_naming_both() {
+    let _one = lock();
+    let mut cluster = Cluster::new(2, 30);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let setup = NodeSetup::default();
+    let children = vec![
+        (0, cluster.spawn(0, &setup)),
+        (1, cluster.spawn(1, &setup)),
+        (1, cluster.spawn(1, &setup)),
+    ];
+    let pids: Vec<u32> = children.iter().map(|(_, c)| c.id()).collect();
+    let (results, payloads) = wait_all(children);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+        assert!(!f.stdout.contains("training starts"), "CMD ran: {all}");
+    }
+    let second: Vec<&Finished> = results
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f.stderr.contains("is a second claimant"))
+        .collect();
+    assert_eq!(second.len(), 1, "exactly one second claimant: {all}");
+    assert!(
+        second[0].stderr.contains("node rank 1 of run ")
+            && second[0].stderr.contains("is already taken by"),
+        "{all}"
+    );
+    let holder = results
+        .iter()
+        .skip(1)
+        .map(|(_, f)| f)
+        .find(|f| !f.stderr.contains("is a second claimant"))
+        .expect("the holder");
+    assert!(
+        holder
+            .stderr
+            .contains("this node's rank was also claimed by"),
+        "{all}"
+    );
+    let doc = cluster.report();
+    let rdzv = fleet_result(&doc, "fleet.rendezvous");
+    assert_eq!(rdzv["status"], "fail", "{rdzv}");
+    let summary = rdzv["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("node rank 1 was claimed twice: by "),
+        "{summary}"
+    );
+    // Both claimants are named by host and payload pid: two pids of the
+    // rank-1 nodes' payloads, which are children of the two gpucheck pids.
+    assert_eq!(summary.matches("(pid ").count(), 2, "{summary}");
+    assert!(pids.len() == 3);
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn a_frozen_node_0_ends_the_others_within_the_timeout_saying_so() {
+    let _one = lock();
+    const RDZV: u64 = 8;
+    // Three nodes expected, two started: node 0 waits in the rendezvous
+    // while node 1 has joined; then node 0 and its payload are frozen.
+    let mut cluster = Cluster::new(3, RDZV as u32);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let setup = NodeSetup::default();
+    let node0 = cluster.spawn(0, &setup);
+    let node1 = cluster.spawn(1, &setup);
+    // Node 1 is connected once node 0's store has two clients (node 0's own
+    // and node 1's).
+    let started = Instant::now();
+    let mut frozen: Vec<i32> = Vec::new();
+    while clients_of(cluster.port) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "node 1 never connected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    frozen.push(node0.id() as i32);
+    frozen.extend(descendants_of(node0.id() as i32));
+    for pid in &frozen {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGSTOP,
+        );
+    }
+    let froze = Instant::now();
+    let (results, payloads) = wait_all(vec![(1, node1)]);
+    let took = froze.elapsed();
+    for pid in &frozen {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let mut node0 = node0;
+    let _ = node0.wait();
+    let all = show(&results);
+    let f = &results[0].1;
+    assert_eq!(f.code, 1, "{all}");
+    assert!(
+        f.stderr
+            .contains("FLEET NOT READY: node 0 stopped answering: its store at 127.0.0.1:"),
+        "{all}"
+    );
+    assert!(!f.stdout.contains("training starts"), "{all}");
+    eprintln!(
+        "node 1 ended {:.1} s after node 0 froze",
+        took.as_secs_f64()
+    );
+    assert!(
+        took < Duration::from_secs(RDZV + 10),
+        "node 1 took {took:?} after node 0 froze"
+    );
+    assert_nothing_left(&payloads);
+    assert_nothing_left(&frozen);
+}
+
+#[test]
+fn one_rank_aborting_mid_all_reduce_names_only_its_node_and_every_node_gets_the_verdict() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    // Node 2's rank aborts in its second all-reduce (the first timed one),
+    // as a rank dies mid-collective; the other ranks' all-reduces fail.
+    let abort = tempfile::tempdir().expect("a temporary folder");
+    std::fs::write(
+        abort.path().join("sitecustomize.py"),
+        "import os\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    import torch.distributed as d\n    real, calls = d.all_reduce, []\n    def all_reduce(*a, **k):\n        calls.append(1)\n        if len(calls) == 2:\n            os.abort()\n        return real(*a, **k)\n    d.all_reduce = all_reduce\n",
+    )
+    .expect("write sitecustomize.py");
+    let mut nodes = healthy(0..3);
+    nodes[2]
+        .1
+        .env
+        .push(("PYTHONPATH".into(), abort.path().display().to_string()));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    for (_, f) in results.iter().skip(1) {
+        assert!(
+            f.stdout.contains("FLEET NOT READY") && f.stdout.contains("fleet.allreduce"),
+            "every node gets node 0's verdict: {all}"
+        );
+    }
+    let doc = cluster.report();
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert_eq!(reduce["status"], "fail", "{all}");
+    let summary = reduce["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("the all-reduce across nodes failed: node 2 (")
+            && summary.contains("rank 2 was killed by SIGABRT without a result"),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("node 0 (") && !summary.contains("node 1 ("),
+        "only the aborting rank's node is named: {summary}"
+    );
+    assert!(
+        summary.ends_with("the ranks of 2 other nodes failed only waiting for it"),
+        "{summary}"
+    );
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn without_a_token_inconsistent_forgeries_are_refused() {
+    let _one = lock();
+    let mut cluster = Cluster::new(2, 30);
+    cluster.exec = Some(vec!["echo".into(), "training starts".into()]);
+    let forger = adversary(cluster.port, "inconsistent");
+    let mut nodes = healthy(0..2);
+    nodes[1].1.scenario = Some(nvml_scenario("ecc_remap"));
+    let (results, payloads) = cluster.run(&nodes);
+    let said = finish_adversary(forger);
+    let all = show(&results);
+    assert!(
+        said.starts_with("run "),
+        "the adversary never saw the run: {said}"
+    );
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+        assert!(!f.stdout.contains("training starts"), "CMD ran: {all}");
+        assert!(!f.stderr.contains("of another run"), "{all}");
+        // One host (127.0.0.1): no note about the unauthenticated port.
+        assert!(!f.stderr.contains("unauthenticated"), "{all}");
+    }
+    let doc = cluster.report();
+    assert_eq!(fleet_result(&doc, "fleet.local")["status"], "fail");
+    // The forged go signal started no extra rank.
+    let reduce = fleet_result(&doc, "fleet.allreduce");
+    assert!(
+        reduce["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 ranks (1 per node)"),
+        "{reduce}"
+    );
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn an_unreadable_token_file_an_empty_token_and_a_bad_run_id_are_usage_errors() {
+    let base = [
+        "cluster",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+    ];
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let out = gpucheck()
+            .args(base)
+            .args(extra)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run gpucheck");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        )
+    };
+    let (code, err) = run(&["--token-file", "/nonexistent/token"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("gpucheck: cannot read --token-file /nonexistent/token: "),
+        "{err}"
+    );
+    let (code, err) = run(&[], &[("GPUCHECK_CLUSTER_TOKEN", "")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(
+        err,
+        "gpucheck: the cluster token ($GPUCHECK_CLUSTER_TOKEN) is empty"
+    );
+    let (code, err) = run(&["--run-id", "a/b"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("run id 'a/b' (--run-id) must be"), "{err}");
+}
+
+#[test]
+fn a_node_with_another_token_is_refused_and_named_as_missing() {
+    let _one = lock();
+    let cluster = Cluster::new(2, 8);
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "the right one\n").expect("write the token file");
+    let mut nodes = healthy(0..2);
+    nodes[0]
+        .1
+        .env
+        .push(("GPUCHECK_CLUSTER_TOKEN".into(), "the right one".into()));
+    nodes[1]
+        .1
+        .env
+        .push(("GPUCHECK_CLUSTER_TOKEN".into(), "a wrong one".into()));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    assert!(
+        results[1]
+            .1
+            .stdout
+            .contains("does not verify with this node's token: is GPUCHECK_CLUSTER_TOKEN"),
+        "{all}"
+    );
+    let doc = cluster.report();
+    assert_eq!(doc["missing_node_ranks"], serde_json::json!([1]), "{doc}");
+    assert_nothing_left(&payloads);
+    // The token file reads the same secret: the fleet is ready.
+    let mut cluster = Cluster::new(2, 30);
+    cluster
+        .extra
+        .extend(["--token-file".into(), file.display().to_string()]);
+    let (results, payloads) = cluster.run(&healthy(0..2));
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 0, "{all}");
+    }
+    assert_nothing_left(&payloads);
+}
+
+#[test]
+fn one_rank_freezing_mid_all_reduce_names_only_its_node() {
+    let _one = lock();
+    let cluster = Cluster::new(3, 60);
+    // Node 2's rank hangs in its second all-reduce; the others' collectives
+    // end at the all-reduce timeout (30 s) with an error each.
+    let freeze = tempfile::tempdir().expect("a temporary folder");
+    std::fs::write(
+        freeze.path().join("sitecustomize.py"),
+        "import os, time\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    import torch.distributed as d\n    real, calls = d.all_reduce, []\n    def all_reduce(*a, **k):\n        calls.append(1)\n        if len(calls) == 2:\n            time.sleep(3600)\n        return real(*a, **k)\n    d.all_reduce = all_reduce\n",
+    )
+    .expect("write sitecustomize.py");
+    let mut nodes = healthy(0..3);
+    nodes[2]
+        .1
+        .env
+        .push(("PYTHONPATH".into(), freeze.path().display().to_string()));
+    let (results, payloads) = cluster.run(&nodes);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+    }
+    for (_, f) in results.iter().skip(1) {
+        assert!(
+            f.stdout.contains("FLEET NOT READY") && f.stdout.contains("fleet.allreduce"),
+            "every node gets node 0's verdict: {all}"
+        );
+    }
+    let doc = cluster.report();
+    let summary = fleet_result(&doc, "fleet.allreduce")["summary"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        summary.starts_with("the all-reduce across nodes failed: node 2 (")
+            && summary.contains("no result from rank 2 (the node died or hung)")
+            && summary.ends_with("the ranks of 2 other nodes failed only waiting for it"),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("node 0 (") && !summary.contains("node 1 ("),
+        "{summary}"
+    );
+    assert_nothing_left(&payloads);
 }

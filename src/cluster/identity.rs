@@ -154,6 +154,53 @@ fn validate(id: Identity) -> Result<Identity, String> {
     Ok(id)
 }
 
+/// The longest run id accepted (SLURM job and step ids, torchrun's
+/// `--rdzv-id`, a Kubernetes uid are all far shorter).
+pub const MAX_RUN_ID: usize = 128;
+
+/// The id of this run every node must share, from `--run-id`, then
+/// `$GPUCHECK_RUN_ID`, then the launcher's: SLURM's job and step
+/// (`$SLURM_JOB_ID.$SLURM_STEP_ID`, every task of one `srun` has the same),
+/// then torchrun's `$TORCHELASTIC_RUN_ID` (its `--rdzv-id`; "none", the
+/// default, is no id). None: node 0 creates one and the others take it.
+pub fn run_id(
+    flag: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Sourced<String>>, String> {
+    let found = match flag {
+        Some(f) => Some(Sourced {
+            value: f.trim().to_string(),
+            from: "--run-id".to_string(),
+        }),
+        None => first_var(env, &["GPUCHECK_RUN_ID"]).or_else(|| {
+            let job = first_var(env, &["SLURM_JOB_ID"])?;
+            Some(match first_var(env, &["SLURM_STEP_ID"]) {
+                Some(step) => Sourced {
+                    value: format!("slurm-{}.{}", job.value, step.value),
+                    from: "$SLURM_JOB_ID and $SLURM_STEP_ID".to_string(),
+                },
+                None => Sourced {
+                    value: format!("slurm-{}", job.value),
+                    from: "$SLURM_JOB_ID".to_string(),
+                },
+            })
+        }),
+    };
+    let found = found.or_else(|| {
+        first_var(env, &["TORCHELASTIC_RUN_ID"]).filter(|s| !s.value.eq_ignore_ascii_case("none"))
+    });
+    let Some(id) = found else { return Ok(None) };
+    let fine = |c: char| c.is_ascii_alphanumeric() || "._:-".contains(c);
+    if id.value.is_empty() || id.value.len() > MAX_RUN_ID || !id.value.chars().all(fine) {
+        return Err(format!(
+            "run id '{}' ({}) must be 1 to {MAX_RUN_ID} letters, digits or . _ : -",
+            id.value.escape_debug(),
+            id.from
+        ));
+    }
+    Ok(Some(id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,5 +343,44 @@ mod tests {
             .unwrap_err()
             .contains("at least 1"));
         assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn run_id_from_the_flag_then_gpucheck_then_slurm_then_torchrun() {
+        let env = env_of(&[
+            ("GPUCHECK_RUN_ID", "g1"),
+            ("SLURM_JOB_ID", "8841"),
+            ("SLURM_STEP_ID", "2"),
+            ("TORCHELASTIC_RUN_ID", "t1"),
+        ]);
+        let id = |flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>| {
+            run_id(flag, env).unwrap().map(|s| (s.value, s.from))
+        };
+        assert_eq!(
+            id(Some("mine"), &env),
+            Some(("mine".into(), "--run-id".into()))
+        );
+        assert_eq!(id(None, &env).unwrap().0, "g1");
+        let env = env_of(&[("SLURM_JOB_ID", "8841"), ("SLURM_STEP_ID", "2")]);
+        assert_eq!(
+            id(None, &env),
+            Some((
+                "slurm-8841.2".into(),
+                "$SLURM_JOB_ID and $SLURM_STEP_ID".into()
+            ))
+        );
+        assert_eq!(
+            id(None, &env_of(&[("TORCHELASTIC_RUN_ID", "job-7")]))
+                .unwrap()
+                .0,
+            "job-7"
+        );
+        assert_eq!(id(None, &env_of(&[("TORCHELASTIC_RUN_ID", "none")])), None);
+        assert_eq!(id(None, &env_of(&[])), None);
+        let err = run_id(Some("a b\x1b[2J"), &env_of(&[])).unwrap_err();
+        assert!(
+            err.starts_with("run id 'a b\\u{1b}[2J' (--run-id) must be"),
+            "{err}"
+        );
     }
 }

@@ -26,13 +26,16 @@ use crate::model::{CheckResult, Run};
 use crate::report::Format;
 use crate::UsageError;
 
+pub mod checked;
 pub mod identity;
 pub mod rendezvous;
 pub mod report;
+pub mod seal;
 
 use identity::IdentityFlags;
-use rendezvous::{Config, Event, Joined, PairPlan, PairResult, Session, Verdict};
+use rendezvous::{Config, DuplicateNote, Event, Joined, PairPlan, PairResult, Session, Verdict};
 use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
+use seal::Token;
 
 pub const CLUSTER_HELP: &str = "\
 Every node runs the same command. Node count, node rank and master come from the flags, then \
@@ -79,6 +82,16 @@ pub struct ClusterFlags {
     /// How long to wait for every node to join, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_RDZV_TIMEOUT_S, value_parser = parse_rdzv_timeout, help_heading = "Cluster")]
     pub rdzv_timeout: f64,
+    /// The id every node of this run shares (default: $GPUCHECK_RUN_ID,
+    /// SLURM's job and step, $TORCHELASTIC_RUN_ID, else one node 0 makes);
+    /// a node of another run on the same port is refused.
+    #[arg(long, value_name = "ID", help_heading = "Cluster")]
+    pub run_id: Option<String>,
+    /// A file holding the secret every node shares (default:
+    /// $GPUCHECK_CLUSTER_TOKEN): every store value is then authenticated
+    /// (HMAC-SHA256) and values that do not verify are ignored.
+    #[arg(long, value_name = "PATH", help_heading = "Cluster")]
+    pub token_file: Option<PathBuf>,
 }
 
 impl ClusterFlags {
@@ -88,6 +101,28 @@ impl ClusterFlags {
             || self.node_rank.is_some()
             || self.master_addr.is_some()
             || self.master_port.is_some()
+            || self.run_id.is_some()
+            || self.token_file.is_some()
+    }
+
+    /// The cluster token: --token-file, else $GPUCHECK_CLUSTER_TOKEN; an
+    /// unreadable or empty one is a usage error.
+    fn token(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Token>, UsageError> {
+        let (bytes, from) = match &self.token_file {
+            Some(p) => (
+                std::fs::read(p).map_err(|e| {
+                    UsageError(format!("cannot read --token-file {}: {e}", p.display()))
+                })?,
+                format!("--token-file {}", p.display()),
+            ),
+            None => match env("GPUCHECK_CLUSTER_TOKEN") {
+                Some(t) => (t.into_bytes(), "$GPUCHECK_CLUSTER_TOKEN".to_string()),
+                None => return Ok(None),
+            },
+        };
+        Token::new(&bytes)
+            .map(Some)
+            .ok_or_else(|| UsageError(format!("the cluster token ({from}) is empty")))
     }
 }
 
@@ -162,7 +197,10 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         master_addr: cluster.master_addr.clone(),
         master_port: cluster.master_port,
     };
-    let id = identity::resolve(&flags, &|k| std::env::var(k).ok()).map_err(UsageError)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let id = identity::resolve(&flags, &env).map_err(UsageError)?;
+    let run_id = identity::run_id(cluster.run_id.as_deref(), &env).map_err(UsageError)?;
+    let token = cluster.token(&env)?;
     let python = find_python(run_args.python.as_deref())
         .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
     let node_rank = id.node_rank.value;
@@ -174,18 +212,56 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         report: run.clone(),
         env: fleet_env(),
     };
-    let config = session_config(&id, run_args, cluster);
-    let session = Session::start(&python.path, &config, &serde_json::to_string(&own)?);
+    let mut config = session_config(&id, run_args, cluster);
+    config.run_id = run_id.as_ref().map(|r| r.value.clone());
+    config.run_id_from = run_id.map(|r| r.from);
+    config.profile = format!("{:?}", run.profile).to_lowercase();
+    config.host = checked::clean(&run.host.hostname, checked::MAX_HOST);
+    let session = Session::start(
+        &python.path,
+        &config,
+        token.as_ref(),
+        &serde_json::to_string(&own)?,
+    );
     if node_rank == 0 {
-        let report = lead(session, &config, &own, run_args.min_busbw, run_args.strict);
+        let report = lead(session, &config, token.as_ref(), &own, run_args);
         outputs.finish(&report, &run, run_args, to_stderr)?;
+        let hosts: Vec<&str> = report.nodes.iter().map(|n| n.host.as_str()).collect();
+        note_unauthenticated(to_stderr, token.is_none(), &config.master_addr, &hosts);
         Ok(report.exit_code.clamp(0, 255) as u8)
     } else {
-        let verdict = follow(session, &config);
+        let verdict = follow(session, &config, token.as_ref());
         let text = format!("{}\n{}\n", report::node_line(node_rank, &run), verdict.line);
         show(&text, to_stderr)?;
+        note_unauthenticated(to_stderr, token.is_none(), &config.master_addr, &[]);
         Ok(verdict.exit_code.max(run.exit_code).clamp(0, 255) as u8)
     }
+}
+
+/// Under `exec --cluster` on a fleet of more than one host without a
+/// token, say once that the gate could have been opened by anyone who
+/// reaches the port.
+fn note_unauthenticated(exec: bool, no_token: bool, master: &str, hosts: &[&str]) {
+    if exec && no_token && spans_hosts(master, hosts) {
+        say!(
+            "gpucheck: note: the rendezvous at {master} is unauthenticated: any process that \
+             reaches its port can change this verdict; set GPUCHECK_CLUSTER_TOKEN (or \
+             --token-file) on every node"
+        );
+    }
+}
+
+/// Whether the fleet spans more than one host: node 0 knows its nodes'
+/// host names; another node knows it when the master is not itself.
+fn spans_hosts(master: &str, hosts: &[&str]) -> bool {
+    if !hosts.is_empty() {
+        return hosts.iter().any(|h| *h != hosts[0]);
+    }
+    let loopback = master
+        .parse::<std::net::IpAddr>()
+        .map(|ip| ip.is_loopback())
+        .unwrap_or(master == "localhost");
+    !loopback
 }
 
 /// This node's local checks, as `gpucheck run` runs them (its reports go
@@ -218,6 +294,11 @@ fn session_config(id: &identity::Identity, run_args: &RunArgs, cluster: &Cluster
         allreduce_timeout_s: rendezvous::ALLREDUCE_TIMEOUT.as_secs_f64(),
         nproc: run_args.nproc,
         pair_steps: rendezvous::PAIR_STEPS,
+        run_id: None,
+        run_id_from: None,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        profile: String::new(),
+        host: String::new(),
     }
 }
 
@@ -301,14 +382,14 @@ fn show(text: &str, to_stderr: bool) -> anyhow::Result<()> {
 fn lead(
     session: Result<Session, String>,
     config: &Config,
+    token: Option<&Token>,
     own: &NodeMessage,
-    min_busbw_gbps: Option<f64>,
-    strict: bool,
+    run_args: &RunArgs,
 ) -> FleetReport {
     let mut fleet = Fleet {
         nnodes: config.nnodes,
         master: format!("{}:{}", config.master_addr, config.master_port),
-        min_busbw_gbps,
+        min_busbw_gbps: run_args.min_busbw,
         ..Default::default()
     };
     let mut session = match session {
@@ -319,6 +400,7 @@ fn lead(
         }
     };
     let mut raw: Vec<(u32, Joined, NodeMessage)> = Vec::new();
+    let mut run_id = config.run_id.clone().unwrap_or_default();
     if let Some(s) = session.as_mut() {
         let deadline = Instant::now()
             + rendezvous::IMPORT_BUDGET
@@ -327,12 +409,15 @@ fn lead(
             + rendezvous::collective_budget();
         match gathered(s, deadline, config.nnodes) {
             Ok(g) => {
+                run_id = g.run_id.clone();
                 raw = g.nodes;
                 fleet.missing = g.missing;
                 fleet.pairs = g.pairs;
-                if !g.unreadable.is_empty() {
-                    fleet.rendezvous_error = Some(g.unreadable.join("; "));
-                }
+                fleet.rejected = g.rejected;
+                fleet.refused = g.refused;
+                fleet.ignored = g.ignored;
+                fleet.duplicates = g.duplicates;
+                fleet.unverified = g.unverified;
             }
             Err(e) => fleet.rendezvous_error = Some(e),
         }
@@ -349,32 +434,41 @@ fn lead(
         raw.push((0, joined, own.clone()));
     }
     fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
-    let report = judge(&fleet, &raw, strict);
+    let report = judge(&fleet, &raw, &run_id, run_args.strict);
     if let Some(s) = session.as_mut() {
-        publish_verdict(s, &report);
+        publish_verdict(s, &report, token);
     }
     report
 }
 
-/// Hand node 0's payload the verdict and wait (bounded) while the other
-/// nodes read it.
-fn publish_verdict(session: &mut Session, report: &FleetReport) {
+/// Hand node 0's payload the verdict, sealed here for the key it is stored
+/// at, and wait (bounded) while the other nodes read it.
+fn publish_verdict(session: &mut Session, report: &FleetReport, token: Option<&Token>) {
     let verdict = Verdict {
         exit_code: report.exit_code,
         line: report.verdict_line(),
+        run_id: report.run_id.clone(),
     };
-    session.send(serde_json::to_string(&verdict).unwrap_or_default());
+    let key = format!("gpucheck/{}/verdict", report.run_id);
+    let body = serde_json::to_string(&verdict).unwrap_or_default();
+    let sealed = serde_json::json!({ "sealed": seal::seal(token, &key, &body) });
+    session.send(sealed.to_string());
     let _ = session.next(
-        Instant::now() + rendezvous::ACK_TIMEOUT + Duration::from_secs(5),
+        Instant::now() + rendezvous::ACK_TIMEOUT + rendezvous::VERDICT_MARGIN,
         "the nodes to read the verdict",
     );
 }
 
 /// What node 0's payload gathered.
 struct Gathered {
+    run_id: String,
     nodes: Vec<(u32, Joined, NodeMessage)>,
     missing: Vec<u32>,
-    unreadable: Vec<String>,
+    rejected: Vec<(u32, String)>,
+    refused: Vec<(u32, String)>,
+    ignored: Vec<String>,
+    duplicates: Vec<fleet::Duplicate>,
+    unverified: u32,
     pairs: Option<PairTable>,
 }
 
@@ -384,7 +478,9 @@ fn gathered(session: &mut Session, deadline: Instant, nnodes: u32) -> Result<Gat
     loop {
         match session.next(deadline, "every node to join")? {
             Event::Joined { .. } | Event::Done { .. } | Event::Verdict { .. } => continue,
-            Event::Error { stage, detail, .. } => return Err(format!("{stage}: {detail}")),
+            Event::Error { stage, detail, .. } => {
+                return Err(format!("{stage}: {}", checked::clean(&detail, 600)))
+            }
             Event::Pairs { pass, results } => {
                 let table: Vec<_> = results.iter().map(PairResult::bandwidth).collect();
                 let plan = PairPlan {
@@ -393,16 +489,29 @@ fn gathered(session: &mut Session, deadline: Instant, nnodes: u32) -> Result<Gat
                 session.send(serde_json::to_string(&plan).unwrap_or_default());
             }
             Event::Gathered {
+                run_id,
                 nodes,
                 missing,
+                rejected,
+                refused,
+                ignored,
+                duplicates,
+                unverified,
                 pairs,
                 pair_rounds,
             } => {
-                let (nodes, unreadable) = read_entries(nodes);
+                let (nodes, mut bad) = read_entries(nodes);
+                bad.extend(ranked(rejected));
+                bad.sort();
                 return Ok(Gathered {
+                    run_id: checked::clean(&run_id, identity::MAX_RUN_ID),
                     nodes,
                     missing,
-                    unreadable,
+                    rejected: bad,
+                    refused: ranked(refused),
+                    ignored: ignored.iter().map(|i| checked::clean(i, 300)).collect(),
+                    duplicates: duplicates.iter().map(duplicate).collect(),
+                    unverified,
                     pairs: pair_table(&pairs, pair_rounds),
                 });
             }
@@ -410,22 +519,37 @@ fn gathered(session: &mut Session, deadline: Instant, nnodes: u32) -> Result<Gat
     }
 }
 
-type Entries = (Vec<(u32, Joined, NodeMessage)>, Vec<String>);
+/// "rank" -> text maps from the payload, as (rank, cleaned text).
+fn ranked(map: BTreeMap<String, String>) -> Vec<(u32, String)> {
+    map.into_iter()
+        .filter_map(|(r, why)| Some((r.parse().ok()?, checked::clean(&why, 600))))
+        .collect()
+}
 
-/// Every node's store entry, read; what cannot be read is said.
+fn duplicate(d: &DuplicateNote) -> fleet::Duplicate {
+    let named = |host: &str, pid: Option<u32>| match pid {
+        Some(p) => format!("{} (pid {p})", checked::clean(host, checked::MAX_HOST)),
+        None => checked::clean(host, checked::MAX_HOST),
+    };
+    fleet::Duplicate {
+        node_rank: d.node_rank,
+        first: named(&d.first, d.first_pid),
+        second: named(&d.second, d.second_pid),
+    }
+}
+
+type Entries = (Vec<(u32, Joined, NodeMessage)>, Vec<(u32, String)>);
+
+/// Every node's store entry, read and checked (`checked::entry`); an entry
+/// that fails is that node's error.
 fn read_entries(nodes: BTreeMap<String, serde_json::Value>) -> Entries {
     let mut joined = Vec::new();
     let mut unreadable = Vec::new();
     for (rank, value) in nodes {
-        let parsed = serde_json::from_value::<Joined>(value)
-            .and_then(|j| serde_json::from_value::<NodeMessage>(j.message.clone()).map(|m| (j, m)));
-        match (rank.parse::<u32>(), parsed) {
-            (Ok(r), Ok((j, m))) => joined.push((r, j, m)),
-            (_, Err(e)) => unreadable.push(format!(
-                "node {rank} sent a report this gpucheck cannot read (another gpucheck \
-                 version?): {e}"
-            )),
-            (Err(_), _) => unreadable.push(format!("a node sent rank '{rank}'")),
+        let Ok(r) = rank.parse::<u32>() else { continue };
+        match checked::entry(r, value) {
+            Ok((j, m)) => joined.push((r, j, m)),
+            Err(e) => unreadable.push((r, e)),
         }
     }
     (joined, unreadable)
@@ -441,7 +565,10 @@ fn pair_table(results: &[PairResult], rounds: u32) -> Option<PairTable> {
         rounds,
         errors: results
             .iter()
-            .filter_map(|p| Some(format!("pair ({}, {}): {}", p.a, p.b, p.error.as_ref()?)))
+            .filter_map(|p| {
+                let e = checked::clean(p.error.as_ref()?, 600);
+                Some(format!("pair ({}, {}): {e}", p.a, p.b))
+            })
             .collect(),
     })
 }
@@ -465,7 +592,12 @@ fn fleet_node(rank: u32, joined: &Joined, m: &NodeMessage) -> FleetNode {
 }
 
 /// Run every fleet check over the gathered fleet.
-fn judge(fleet: &Fleet, raw: &[(u32, Joined, NodeMessage)], strict: bool) -> FleetReport {
+fn judge(
+    fleet: &Fleet,
+    raw: &[(u32, Joined, NodeMessage)],
+    run_id: &str,
+    strict: bool,
+) -> FleetReport {
     let results: Vec<CheckResult> = fleet::FLEET_CATALOG
         .iter()
         .map(|c| {
@@ -500,7 +632,18 @@ fn judge(fleet: &Fleet, raw: &[(u32, Joined, NodeMessage)], strict: bool) -> Fle
         tool_version: env!("CARGO_PKG_VERSION").into(),
         nnodes: fleet.nnodes,
         master: fleet.master.clone(),
+        run_id: run_id.to_string(),
         nodes,
+        rejected_nodes: fleet
+            .rejected
+            .iter()
+            .chain(&fleet.refused)
+            .map(|(r, why)| report::RejectedNode {
+                node_rank: *r,
+                reason: why.clone(),
+            })
+            .collect(),
+        unverified_values: fleet.unverified,
         missing_node_ranks: fleet.missing.clone(),
         exit_code: Run::exit_code_for(&counts, strict),
         fleet: results,
@@ -510,12 +653,8 @@ fn judge(fleet: &Fleet, raw: &[(u32, Joined, NodeMessage)], strict: bool) -> Fle
 
 /// Another node: wait for node 0's verdict; no verdict is a failure that
 /// says what was tried.
-fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
+fn follow(session: Result<Session, String>, config: &Config, token: Option<&Token>) -> Verdict {
     let master = format!("{}:{}", config.master_addr, config.master_port);
-    let not_ready = |why: String| Verdict {
-        exit_code: 1,
-        line: format!("FLEET NOT READY: {why}"),
-    };
     let mut session = match session {
         Ok(s) => s,
         Err(e) => return not_ready(format!("cannot start the rendezvous: {e}")),
@@ -525,40 +664,115 @@ fn follow(session: Result<Session, String>, config: &Config) -> Verdict {
         + Duration::from_secs_f64(config.rdzv_timeout_s)
         + rendezvous::VERDICT_MARGIN * 2
         + rendezvous::collective_budget();
+    let mut run_id = config.run_id.clone();
     loop {
         match session.next(deadline, "node 0's verdict") {
-            Ok(Event::Verdict { verdict }) => return verdict,
+            Ok(Event::Joined { run_id: Some(r) }) => run_id = Some(r),
+            Ok(Event::Verdict {
+                sealed,
+                key,
+                duplicate,
+                unverified,
+            }) => {
+                let mut v = opened_verdict(token, &key, &sealed, run_id.as_deref());
+                if let Some(host) = duplicate {
+                    v.exit_code = v.exit_code.max(1);
+                    v.line.push_str(&format!(
+                        "\nthis node's rank was also claimed by {}: give every node its own \
+                         --node-rank",
+                        checked::clean(&host, checked::MAX_HOST)
+                    ));
+                }
+                if unverified > 0 {
+                    v.line.push_str(&format!(
+                        "\n{} that did not verify with the cluster token {} ignored",
+                        gpucheck_checks::domain::text::counted(
+                            unverified as usize,
+                            "store value",
+                            "store values"
+                        ),
+                        if unverified == 1 { "was" } else { "were" }
+                    ));
+                }
+                return v;
+            }
             Ok(Event::Error {
                 stage,
                 detail,
                 resolved,
                 missing,
                 ..
-            }) => {
-                let why = match stage.as_str() {
-                    "resolve" | "connect" => format!(
-                        "cannot reach the master {master} (resolved to {}): {detail}",
-                        if resolved.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            resolved.join(", ")
-                        }
-                    ),
-                    "verdict" if !missing.is_empty() => format!(
-                        "{detail}; node ranks not in the store: {}",
-                        missing
-                            .iter()
-                            .map(u32::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    _ => format!("the rendezvous at {master} failed ({stage}): {detail}"),
-                };
-                return not_ready(why);
-            }
+            }) => return not_ready(error_why(&master, &stage, &detail, &resolved, &missing)),
             Ok(_) => continue,
             Err(e) => return not_ready(format!("{e} (master {master})")),
         }
+    }
+}
+
+fn not_ready(why: String) -> Verdict {
+    Verdict {
+        exit_code: 1,
+        line: format!("FLEET NOT READY: {why}"),
+        run_id: String::new(),
+    }
+}
+
+/// Node 0's verdict as stored at `key`: opened with the token (gpucheck
+/// checks the MAC itself), strictly parsed, of this run, its line cleaned.
+fn opened_verdict(token: Option<&Token>, key: &str, sealed: &str, run_id: Option<&str>) -> Verdict {
+    let body = match seal::open(token, key, sealed) {
+        Ok(b) => b,
+        Err(e) => return not_ready(format!("node 0's verdict was refused: {e}")),
+    };
+    let v: Verdict = match serde_json::from_str(body) {
+        Ok(v) => v,
+        Err(e) => return not_ready(format!("node 0's verdict cannot be read: {e}")),
+    };
+    if run_id.is_some_and(|r| r != v.run_id) || key != format!("gpucheck/{}/verdict", v.run_id) {
+        return not_ready(format!(
+            "the verdict read belongs to run {}, not to this one",
+            checked::clean(&v.run_id, identity::MAX_RUN_ID)
+        ));
+    }
+    Verdict {
+        exit_code: if (0..=2).contains(&v.exit_code) {
+            v.exit_code
+        } else {
+            1
+        },
+        line: checked::clean(&v.line, 2 * checked::MAX_LINE),
+        run_id: v.run_id,
+    }
+}
+
+/// What a node that got no verdict prints after "FLEET NOT READY: ".
+fn error_why(
+    master: &str,
+    stage: &str,
+    detail: &str,
+    resolved: &[String],
+    missing: &[u32],
+) -> String {
+    let detail = checked::clean(detail, 2 * checked::MAX_LINE);
+    match stage {
+        "resolve" | "connect" => format!(
+            "cannot reach the master {master} (resolved to {}): {detail}",
+            if resolved.is_empty() {
+                "nothing".to_string()
+            } else {
+                resolved.join(", ")
+            }
+        ),
+        "verdict" if !missing.is_empty() => format!(
+            "{detail}; node ranks not in the store: {}",
+            missing
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "verdict" | "unanswered" | "gone" | "run" | "claim" => detail,
+        _ => format!("the rendezvous at {master} failed ({stage}): {detail}"),
     }
 }
 
@@ -598,5 +812,49 @@ impl ReportOut {
         std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(fail)?;
         temp.persist(&self.path).map_err(|e| fail(e.error))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unauthenticated_note_is_for_fleets_of_more_than_one_host() {
+        assert!(!spans_hosts("127.0.0.1", &[]));
+        assert!(!spans_hosts("localhost", &[]));
+        assert!(!spans_hosts("::1", &[]));
+        assert!(spans_hosts("node01", &[]));
+        assert!(spans_hosts("10.0.0.1", &[]));
+        assert!(!spans_hosts("10.0.0.1", &["vm", "vm"]));
+        assert!(spans_hosts("127.0.0.1", &["gpu-001", "gpu-002"]));
+    }
+
+    #[test]
+    fn a_verdict_is_accepted_only_when_its_seal_key_and_run_match() {
+        let t = Token::new(b"secret").unwrap();
+        let body =
+            r#"{"exit_code":0,"line":"FLEET READY: 2 of 2 nodes joined\u001b[2J","run_id":"r1"}"#;
+        let key = "gpucheck/r1/verdict";
+        let v = opened_verdict(Some(&t), key, &seal::seal(Some(&t), key, body), Some("r1"));
+        assert_eq!(v.exit_code, 0);
+        assert_eq!(v.line, "FLEET READY: 2 of 2 nodes joined [2J");
+        // Unsigned, under another key, of another run, out of range.
+        let v = opened_verdict(Some(&t), key, body, Some("r1"));
+        assert_eq!(v.exit_code, 1);
+        assert!(
+            v.line
+                .contains("node 0's verdict was refused: it is not sealed"),
+            "{}",
+            v.line
+        );
+        let other = "gpucheck/r2/verdict";
+        let v = opened_verdict(Some(&t), other, &seal::seal(Some(&t), other, body), None);
+        assert_eq!(v.exit_code, 1, "{}", v.line);
+        let v = opened_verdict(None, key, body, Some("r2"));
+        assert_eq!(v.exit_code, 1);
+        assert!(v.line.contains("belongs to run r1"), "{}", v.line);
+        let odd = r#"{"exit_code":-7,"line":"x","run_id":"r1"}"#;
+        assert_eq!(opened_verdict(None, key, odd, None).exit_code, 1);
     }
 }

@@ -25,6 +25,7 @@ use gpucheck_checks::probe::process::{
 use gpucheck_checks::probe::python::{python_command, PayloadFile};
 use serde::{Deserialize, Serialize};
 
+use super::seal::Token;
 use crate::runner;
 
 /// The payload, embedded so the binary is all a node needs.
@@ -74,6 +75,16 @@ pub struct Config {
     pub nproc: Option<u32>,
     /// The most pair steps node 0 may publish ([`PAIR_STEPS`]).
     pub pair_steps: u32,
+    /// The run every node must share (`identity::run_id`); None: node 0
+    /// creates one and the others take it from its run record.
+    pub run_id: Option<String>,
+    /// Where the run id came from ("--run-id", "$SLURM_JOB_ID ...").
+    pub run_id_from: Option<String>,
+    /// Compared at the handshake: another gpucheck or profile is refused.
+    pub tool_version: String,
+    pub profile: String,
+    /// This node's host name, for the messages that name it.
+    pub host: String,
 }
 
 /// One pair all-reduce as node 0's payload measured it.
@@ -127,30 +138,67 @@ pub struct Verdict {
     pub exit_code: i32,
     /// "FLEET READY: ..." / "FLEET NOT READY: ... — see fleet.local".
     pub line: String,
+    /// The run it judges: a verdict of another run is not this one's.
+    #[serde(default)]
+    pub run_id: String,
+}
+
+/// A node rank that two nodes claimed, as node 0's payload found the note
+/// the second claimant left.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DuplicateNote {
+    pub node_rank: u32,
+    pub first: String,
+    #[serde(default)]
+    pub first_pid: Option<u32>,
+    pub second: String,
+    #[serde(default)]
+    pub second_pid: Option<u32>,
 }
 
 /// What the payload reports, one marker line each.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// This node is in the store.
-    Joined {},
+    /// This node is in the store, in run `run_id`.
+    Joined {
+        #[serde(default)]
+        run_id: Option<String>,
+    },
     /// Node 0, after the all-reduce: the pairs measured so far; it waits
     /// for a [`PairPlan`] line.
-    Pairs {
-        pass: u32,
-        results: Vec<PairResult>,
-    },
+    Pairs { pass: u32, results: Vec<PairResult> },
     Gathered {
+        run_id: String,
         nodes: BTreeMap<String, serde_json::Value>,
         missing: Vec<u32>,
+        /// Node rank -> why its entry could not be judged.
+        #[serde(default)]
+        rejected: BTreeMap<String, String>,
+        /// Node rank -> why it refused to join (another gpucheck, profile).
+        #[serde(default)]
+        refused: BTreeMap<String, String>,
+        #[serde(default)]
+        ignored: Vec<String>,
+        #[serde(default)]
+        duplicates: Vec<DuplicateNote>,
+        #[serde(default)]
+        unverified: u32,
         #[serde(default)]
         pairs: Vec<PairResult>,
         #[serde(default)]
         pair_rounds: u32,
     },
+    /// Another node: node 0's verdict as stored at `key` (sealed when a
+    /// token is shared; gpucheck opens it itself).
     Verdict {
-        verdict: Verdict,
+        sealed: String,
+        key: String,
+        /// The host of a second claimant of this node's rank.
+        #[serde(default)]
+        duplicate: Option<String>,
+        #[serde(default)]
+        unverified: u32,
     },
     /// Node 0: every node read the verdict, or the wait for that ended.
     Done {},
@@ -175,15 +223,24 @@ pub struct Session {
 
 impl Session {
     /// Start the payload and hand it this node's message.
-    pub fn start(python: &Path, config: &Config, message: &str) -> Result<Session, String> {
+    pub fn start(
+        python: &Path,
+        config: &Config,
+        token: Option<&Token>,
+        message: &str,
+    ) -> Result<Session, String> {
         let script = PayloadFile::write("cluster", CLUSTER_PY).map_err(|e| e.to_string())?;
         let config = serde_json::to_string(config).map_err(|e| e.to_string())?;
         let mut cmd = python_command(python);
         cmd.arg(script.path())
             .env("GPUCHECK_CLUSTER_CONFIG", config)
+            .env_remove("GPUCHECK_CLUSTER_KEY")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(t) = token {
+            cmd.env("GPUCHECK_CLUSTER_KEY", t.hex());
+        }
         isolate(&mut cmd);
         let mut child = cmd
             .spawn()

@@ -36,6 +36,14 @@ pub struct NodeEntry {
     pub clock_offset_s: Option<f64>,
 }
 
+/// A node rank that reached the store but could not be judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RejectedNode {
+    pub node_rank: u32,
+    /// "sent an unreadable entry: key gpucheck/RUN/node/2, NaN, ..."
+    pub reason: String,
+}
+
 /// The whole fleet: what `gpucheck cluster --json` writes on node rank 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(title = "gpucheck fleet report")]
@@ -51,10 +59,21 @@ pub struct FleetReport {
     pub nnodes: u32,
     /// "host:port" of node rank 0's store.
     pub master: String,
+    /// The run every node agreed on (`--run-id`, the launcher's, or the one
+    /// node 0 made); every store key of the rendezvous lives under it.
+    #[serde(default)]
+    pub run_id: String,
     /// Every node that joined, by node rank.
     pub nodes: Vec<NodeEntry>,
     /// Node ranks that never joined.
     pub missing_node_ranks: Vec<u32>,
+    /// Node ranks whose entry could not be judged (unreadable, another
+    /// format) or that refused to join, and why.
+    #[serde(default)]
+    pub rejected_nodes: Vec<RejectedNode>,
+    /// Store values that did not verify with the cluster token, ignored.
+    #[serde(default)]
+    pub unverified_values: u32,
     /// The fleet checks (`fleet.*`), judged on node rank 0.
     pub fleet: Vec<CheckResult>,
     /// Verdict counts of the fleet checks.
@@ -160,7 +179,21 @@ impl FleetReport {
             ));
         }
         for r in &self.missing_node_ranks {
-            out.push_str(&format!("  node {r:<4} {:<24} never joined\n", "?"));
+            let why = self
+                .rejected_nodes
+                .iter()
+                .find(|n| n.node_rank == *r)
+                .map(|n| format!("refused to join: {}", n.reason))
+                .unwrap_or_else(|| "never joined".to_string());
+            out.push_str(&format!("  node {r:<4} {:<24} {why}\n", "?"));
+        }
+        for n in &self.rejected_nodes {
+            if !self.missing_node_ranks.contains(&n.node_rank) {
+                out.push_str(&format!(
+                    "  node {:<4} {:<24} {}\n",
+                    n.node_rank, "?", n.reason
+                ));
+            }
         }
         let details = self.details(verbose);
         if !details.is_empty() {
@@ -304,8 +337,11 @@ mod tests {
             tool_version: "0.1.0".into(),
             nnodes: 3,
             master: "gpu-000:29500".into(),
+            run_id: "slurm-8841.0".into(),
             nodes: vec![entry(0, &ok), entry(1, &bad)],
             missing_node_ranks: vec![2],
+            rejected_nodes: Vec::new(),
+            unverified_values: 0,
             fleet,
             counts,
             exit_code: 1,

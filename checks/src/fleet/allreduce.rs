@@ -36,6 +36,12 @@ figure is not judged against the links at all. A healthy inter-node ring \
 reaches most of the per-node NIC line rate. With gloo on CPU the figure is reported, not \
 judged against the NICs.
 
+When a rank dies or hangs mid all-reduce, the other ranks' collectives fail too; each \
+collective is waited for with a deadline, each node records how its ranks ended (exit status \
+or signal, last stderr line), and only the node of the rank that stopped first is named, \
+with the ranks that merely waited on it counted (a rank NCCL's watchdog took down only \
+waited).
+
 Why it matters: this is the first thing DDP does between nodes. A firewall on NCCL's or \
 gloo's ports, a wrong NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME, an InfiniBand port down or a \
 misconfigured RDMA device makes it hang or fail here, in seconds, instead of in the job.
@@ -60,7 +66,7 @@ fn evaluate(fleet: &Fleet) -> Outcome {
     if with.is_empty() {
         return Outcome::skip(if fleet.nnodes <= 1 {
             "one node: nothing to reduce across nodes".to_string()
-        } else if !fleet.missing.is_empty() {
+        } else if !fleet.missing.is_empty() || !fleet.rejected.is_empty() {
             "not run: not every node joined".to_string()
         } else {
             "not run: no node reported an all-reduce".to_string()
@@ -108,35 +114,77 @@ fn evaluate(fleet: &Fleet) -> Outcome {
     }
 }
 
-/// What went wrong on which node, the nodes whose ranks gave no result at
-/// all (a node that died or hung: the others only time out waiting for
-/// it) first.
+/// What went wrong on which node. When ranks stopped first (died, hung,
+/// or ended without a result), only their nodes are named and the ranks
+/// that merely waited on them are counted; otherwise each node's error.
 fn broken_nodes(fleet: &Fleet) -> Vec<String> {
-    let mut silent: Vec<String> = Vec::new();
+    let mut first: Vec<String> = Vec::new();
     let mut failed: Vec<String> = Vec::new();
+    let mut waited = 0;
     for n in &fleet.nodes {
         let Some(a) = &n.allreduce else {
             failed.push(format!("{}: no result (timed out?)", n.label()));
             continue;
         };
-        if !a.silent_ranks.is_empty() {
-            let ranks: Vec<String> = a.silent_ranks.iter().map(u32::to_string).collect();
-            silent.push(format!(
-                "{}: no result from {} {} (the node died or hung)",
-                n.label(),
-                if ranks.len() == 1 { "rank" } else { "ranks" },
-                text::list_cut(&ranks, 4)
-            ));
+        let stopped = stopped_ranks(a);
+        let watchdog: Vec<String> = a
+            .exits
+            .iter()
+            .filter(|e| e.watchdog)
+            .map(|e| format!("rank {} was aborted by NCCL's watchdog", e.rank))
+            .collect();
+        if !stopped.is_empty() {
+            first.push(format!("{}: {}", n.label(), stopped.join("; ")));
+        } else if a.waited && (a.error.is_some() || !watchdog.is_empty()) {
+            waited += 1;
+            continue;
         }
         match (&a.error, a.verified) {
             (Some(e), _) => failed.push(format!("{}: {e}", n.label())),
             (None, Some(true)) => {}
-            (None, _) if !a.silent_ranks.is_empty() => {}
+            (None, _) if !stopped.is_empty() => {}
+            (None, _) if !watchdog.is_empty() => {
+                failed.push(format!("{}: {}", n.label(), watchdog.join("; ")))
+            }
             (None, _) => failed.push(format!("{}: the sum was not verified", n.label())),
         }
     }
-    silent.extend(failed);
-    silent
+    first.extend(failed);
+    if waited > 0 {
+        first.push(format!(
+            "the ranks of {} failed only waiting for it",
+            text::counted(waited, "other node", "other nodes")
+        ));
+    }
+    first
+}
+
+/// A node's ranks that stopped without a result: "rank 2 was killed by
+/// SIGABRT (last words: ...)", "no result from rank 2 (the node died or
+/// hung)". A rank NCCL's watchdog took down only waited and is not one.
+fn stopped_ranks(a: &super::NodeAllReduce) -> Vec<String> {
+    let mut out: Vec<String> = a
+        .exits
+        .iter()
+        .filter(|e| !e.watchdog)
+        .map(|e| {
+            let last = e
+                .last_line
+                .as_deref()
+                .map(|l| format!(" (its last words: {l})"))
+                .unwrap_or_default();
+            format!("rank {} {} without a result{last}", e.rank, e.how)
+        })
+        .collect();
+    if !a.silent_ranks.is_empty() {
+        let ranks: Vec<String> = a.silent_ranks.iter().map(u32::to_string).collect();
+        out.push(format!(
+            "no result from {} {} (the node died or hung)",
+            if ranks.len() == 1 { "rank" } else { "ranks" },
+            text::list_cut(&ranks, 4)
+        ));
+    }
+    out
 }
 
 /// One row per node: its ranks, whether they verified, its slowest rank's
@@ -382,7 +430,7 @@ mod tests {
             error: None,
             world_size: None,
             local_ranks: None,
-            silent_ranks: Vec::new(),
+            ..Default::default()
         });
         n
     }
@@ -449,6 +497,69 @@ mod tests {
             ),
             "{}",
             o.summary
+        );
+    }
+
+    #[test]
+    fn only_the_node_of_the_rank_that_stopped_first_is_named() {
+        let waited = |r: u32| {
+            let mut n = reduced(r, 0.0);
+            if let Some(a) = n.allreduce.as_mut() {
+                a.verified = Some(false);
+                a.waited = true;
+                a.error = Some(format!(
+                    "rank {r}: DistBackendError: Connection closed by peer"
+                ));
+            }
+            n
+        };
+        let mut aborted = reduced(2, 0.0);
+        if let Some(a) = aborted.allreduce.as_mut() {
+            a.verified = Some(false);
+            a.exits = vec![super::super::RankExit {
+                rank: 2,
+                how: "was killed by SIGABRT".into(),
+                last_line: Some("Fatal Python error: Aborted".into()),
+                watchdog: false,
+            }];
+        }
+        let o = evaluate(&fleet(vec![waited(0), waited(1), aborted.clone()]));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "the all-reduce across nodes failed: node 2 (n2): rank 2 was killed by SIGABRT \
+             without a result (its last words: Fatal Python error: Aborted), the ranks of 2 other \
+             nodes failed only waiting for it"
+        );
+        assert!(!o.summary.contains("node 0"), "{}", o.summary);
+        // With NCCL, the waiting ranks may be taken down by NCCL's watchdog
+        // instead of failing: they still only waited.
+        let mut by_watchdog = waited(1);
+        if let Some(a) = by_watchdog.allreduce.as_mut() {
+            a.error = None;
+            a.exits = vec![super::super::RankExit {
+                rank: 1,
+                how: "was killed by SIGABRT".into(),
+                last_line: Some("Watchdog caught collective operation timeout".into()),
+                watchdog: true,
+            }];
+        }
+        let o = evaluate(&fleet(vec![waited(0), by_watchdog.clone(), aborted]));
+        assert!(
+            o.summary
+                .ends_with("the ranks of 2 other nodes failed only waiting for it"),
+            "{}",
+            o.summary
+        );
+        // Nobody stopped first: the watchdog's abort is named as such.
+        if let Some(a) = by_watchdog.allreduce.as_mut() {
+            a.waited = false;
+        }
+        let o = evaluate(&fleet(vec![reduced(0, 1.0), by_watchdog]));
+        assert_eq!(
+            o.summary,
+            "the all-reduce across nodes failed: node 1 (n1): rank 1 was aborted by NCCL's \
+             watchdog"
         );
     }
 

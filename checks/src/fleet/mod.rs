@@ -113,9 +113,39 @@ pub struct NodeAllReduce {
     #[serde(default)]
     pub local_ranks: Option<u32>,
     /// Its global ranks that gave no result at all before node 0 stopped
-    /// waiting (died, or hung past the timeout).
+    /// waiting (died, or hung past the timeout) and whose end nobody saw.
     #[serde(default)]
     pub silent_ranks: Vec<u32>,
+    /// Its ranks that ended without a result, as their node's payload saw
+    /// them end.
+    #[serde(default)]
+    pub exits: Vec<RankExit>,
+    /// This node's ranks failed only because a rank elsewhere stopped first.
+    #[serde(default)]
+    pub waited: bool,
+}
+
+/// How one rank's process ended without giving a result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankExit {
+    pub rank: u32,
+    /// "killed by SIGABRT", "exited with status 1".
+    pub how: String,
+    /// The last line it wrote to its stderr.
+    #[serde(default)]
+    pub last_line: Option<String>,
+    /// NCCL's watchdog took it down: it waited on another rank.
+    #[serde(default)]
+    pub watchdog: bool,
+}
+
+/// One node rank claimed by two nodes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Duplicate {
+    pub node_rank: u32,
+    /// The host (and pid) that holds the rank, and the one refused.
+    pub first: String,
+    pub second: String,
 }
 
 /// The pair all-reduces of the slow-node search: every pair measured, the
@@ -177,6 +207,18 @@ pub struct Fleet {
     /// The pair rounds, when they ran (3 nodes or more, after a verified
     /// all-reduce).
     pub pairs: Option<PairTable>,
+    /// Node ranks whose entry could not be judged, and why ("sent an
+    /// unreadable entry: key ..., NaN, which JSON does not allow").
+    pub rejected: Vec<(u32, String)>,
+    /// Node ranks that found themselves out of step with node 0 (another
+    /// gpucheck, another profile) and said so.
+    pub refused: Vec<(u32, String)>,
+    /// Node ranks claimed twice.
+    pub duplicates: Vec<Duplicate>,
+    /// Entries ignored and waited past ("an entry for rank 1 claims rank 0").
+    pub ignored: Vec<String>,
+    /// Store values that did not verify with the cluster token (ignored).
+    pub unverified: u32,
 }
 
 /// A fleet check: a [`Check`] (for list and explain) that is judged over the
