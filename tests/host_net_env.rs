@@ -377,6 +377,19 @@ fn host_limits_says_rdma_devices_that_cannot_be_opened_need_passing_in() {
     );
 }
 
+#[test]
+fn host_limits_reads_the_rdma_devices_under_the_sysfs_root_fabric_rdma_reads() {
+    // The same tree fabric.rdma and nccl.env read: four HCAs.
+    let mut cmd = with_low_limits(gpucheck(), 1024, 64 * 1024);
+    cmd.env(
+        "GPUCHECK_SYSFS_ROOT",
+        root().join("tests/fixtures/sysfs/ndr_active"),
+    );
+    let r = run_check(cmd, "host.limits");
+    assert_eq!(r.fact("rdma_devices"), "mlx5_0, mlx5_1, mlx5_2, mlx5_3");
+    assert_eq!(r.status, "warn", "{}", r.summary);
+}
+
 // ---------------------------------------------------------------- net.loopback
 
 #[test]

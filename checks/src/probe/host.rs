@@ -203,7 +203,8 @@ pub struct LimitsFacts {
     pub memlock: Rlimit,
     /// RLIMIT_NOFILE (open file descriptors).
     pub nofile: Rlimit,
-    /// RDMA devices under /sys/class/infiniband (mlx5_0, efa_0, ...).
+    /// RDMA devices under /sys/class/infiniband (mlx5_0, efa_0, ...), read
+    /// under GPUCHECK_SYSFS_ROOT like every other sysfs fact.
     pub rdma_devices: Vec<String>,
     /// /dev/infiniband/uverbs* exists: a process here can open the RDMA
     /// devices (sysfs lists the host's devices even in a container that was
@@ -221,13 +222,14 @@ pub fn limits() -> Result<LimitsFacts, String> {
             })
             .map_err(|e| format!("getrlimit({name}) failed: {}", e.desc()))
     };
-    let mut rdma_devices: Vec<String> = fs::read_dir("/sys/class/infiniband")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut rdma_devices: Vec<String> =
+        fs::read_dir(super::sysfs::sysfs_root().join("class/infiniband"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
     rdma_devices.sort();
     Ok(LimitsFacts {
         memlock: read(Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK")?,
