@@ -4,6 +4,7 @@
 //! so a bad capture file or an unwritable path is a one-line error, exit 2.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use gpucheck_checks::facts::nvml::{NvmlDriver, NvmlInventory};
@@ -108,10 +109,28 @@ pub fn finish(plan: &Plan, options: &Options, run: &Run) -> Result<(), String> {
     if *redact {
         capture = seam::redact::redact(&capture);
     }
-    let fail = |e: std::io::Error| format!("cannot write the capture {}: {e}", path.display());
-    let mut file = tempfile::NamedTempFile::new_in(folder_of(path)).map_err(fail)?;
-    file.write_all(capture.to_text().as_bytes()).map_err(fail)?;
-    file.persist(path).map_err(|e| fail(e.error))?;
+    write_whole(path, &capture.to_text())
+        .map_err(|e| format!("cannot write the capture {}: {e}", path.display()))
+}
+
+/// Write `text` as the file at `path` the way the reports are written: a
+/// hidden temporary file beside it (0666 less the umask, or the old file's
+/// permissions), on disk, then renamed into place.
+fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_default());
+    prefix.push(".");
+    let mut temp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(folder_of(path))?;
+    temp.write_all(text.as_bytes())?;
+    if let Ok(old) = std::fs::metadata(path) {
+        temp.as_file().set_permissions(old.permissions())?;
+    }
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
@@ -141,6 +160,18 @@ fn keep_nvml_facts(capture: &mut Capture, run: &Run) {
                 .entry(seam::key(entry, &lib))
                 .or_insert_with(|| v.clone());
         }
+    }
+    // NVML that failed in gpu.driver fails every later inventory the same
+    // way (facts::nvml::inventory_for_run), with no gpu.count to publish it.
+    let driver = capture
+        .answers
+        .get(&seam::key("nvml::driver", &lib))
+        .cloned();
+    if let Some(failure) = driver.filter(|d| d.get("Err").is_some()) {
+        capture
+            .answers
+            .entry(seam::key("nvml::inventory", &lib))
+            .or_insert(failure);
     }
 }
 

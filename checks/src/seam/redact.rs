@@ -120,8 +120,11 @@ fn walk(v: &mut Value, key: Option<&str>, hosts: &[String], p: &mut Placeholders
         Value::String(s) => *s = redact_text(s, key, hosts, p),
         Value::Array(items) => items.iter_mut().for_each(|i| walk(i, key, hosts, p)),
         Value::Object(map) => {
-            for (k, item) in map.iter_mut() {
-                walk(item, Some(k), hosts, p);
+            // Keys too: an answer's key holds its arguments (`net::resolve(HOST)`).
+            let entries = std::mem::take(map);
+            for (k, mut item) in entries {
+                walk(&mut item, Some(&k), hosts, p);
+                map.insert(redact_text(&k, None, hosts, p), item);
             }
         }
         _ => {}
@@ -143,9 +146,13 @@ fn redact_text(s: &str, key: Option<&str>, hosts: &[String], p: &mut Placeholder
     }
     let mut out = s.to_string();
     for host in hosts {
-        if out.contains(host.as_str()) {
+        // As a whole word only: a host called `vm` leaves `/dev/nvme0` alone.
+        let Ok(word) = Regex::new(&format!(r"\b{}\b", regex::escape(host))) else {
+            continue;
+        };
+        if word.is_match(&out) {
             let placeholder = p.get("host", host, |n| format!("host-{n}"));
-            out = out.replace(host.as_str(), &placeholder);
+            out = word.replace_all(&out, placeholder.as_str()).into_owned();
         }
     }
     let out = UUID.replace_all(&out, |c: &regex::Captures| {
@@ -257,13 +264,15 @@ mod tests {
                 "nic".to_string(),
                 serde_json::json!({"mac": "0A:00:27:4E:66:A1", "serial": "1652221012345",
                   "board_part_number": "692-2G506-0200-006", "node_guid": "9803:9b03:00a1:b2c3",
-                  "driver_version": "9.1.0.70", "log": "gpu-node-17 said hi from 10.4.7.21"}),
+                  "driver_version": "9.1.0.70", "log": "gpu-node-17 said hi from 10.4.7.21",
+                  "disk": "/dev/gpu-node-170"}),
             ),
         ]));
         let r = redact(&c);
         let text = r.to_text();
         for secret in [
-            "gpu-node-17",
+            "gpu-node-17 ",
+            "gpu-node-17.",
             "trainer-master",
             "10.4.7.21",
             "0a1b2c3d",
@@ -289,5 +298,9 @@ mod tests {
         assert_eq!(nic["serial"], "SERIAL-REDACTED-1");
         assert_eq!(nic["driver_version"], "9.1.0.70");
         assert_eq!(nic["log"], "host-1 said hi from 192.0.2.1");
+        assert_eq!(
+            nic["disk"], "/dev/gpu-node-170",
+            "only whole host names are replaced"
+        );
     }
 }
