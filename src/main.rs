@@ -394,7 +394,20 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
 
 /// The host, probed once per run for every report.
 fn host_facts() -> HostFacts {
-    let h = gpucheck_checks::probe::system::host_facts();
+    // A capture without the host's answer (written by hand) names no host,
+    // rather than ending the run.
+    let Ok(h) = std::panic::catch_unwind(gpucheck_checks::probe::system::host_facts) else {
+        return HostFacts {
+            hostname: "unknown".into(),
+            os: String::new(),
+            kernel: String::new(),
+            arch: String::new(),
+            cpu: String::new(),
+            cpu_count: 0,
+            memory_total_mib: 0,
+            container: None,
+        };
+    };
     HostFacts {
         hostname: h.hostname,
         os: h.os,

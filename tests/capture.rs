@@ -351,3 +351,78 @@ fn every_capture_in_tests_replays_gives_its_expected_verdicts() {
     }
     assert!(seen >= 1, "no captures in {}", dir.display());
 }
+
+/// torch.import runs in an isolated child: its answers travel back with
+/// its outcome, and its replay (in gpucheck's own process) asks no Python.
+#[test]
+fn an_isolated_check_records_in_its_child_and_replays_without_python() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.json");
+    let live = gpucheck()
+        .arg("--capture")
+        .arg(&file)
+        .arg("--python")
+        .arg(common::venv_python())
+        .args(["--only", "torch.import", "--json", "-"])
+        .output()
+        .expect("run");
+    let live: Value = serde_json::from_slice(&live.stdout).expect("JSON");
+    let captured: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("capture")).expect("JSON");
+    let keys: Vec<&String> = captured["answers"].as_object().unwrap().keys().collect();
+    assert!(
+        keys.iter().any(|k| k.starts_with("torch::probe_torch(")),
+        "{keys:?}"
+    );
+    // No Python to be found: PATH empty, no virtual environment.
+    let again = gpucheck()
+        .env("PATH", "")
+        .env_remove("VIRTUAL_ENV")
+        .arg("--replay")
+        .arg(&file)
+        .args(["--only", "torch.import", "--json", "-"])
+        .output()
+        .expect("run");
+    let again: Value = serde_json::from_slice(&again.stdout).expect("JSON");
+    let (a, b) = (
+        common::result(&live, "torch.import"),
+        common::result(&again, "torch.import"),
+    );
+    assert_eq!(a["status"], "pass", "{a}");
+    for field in ["status", "summary", "hint", "facts"] {
+        assert_eq!(a[field], b[field], "{field}");
+    }
+}
+
+/// A capture that lacks an answer (written by hand, or by an older
+/// gpucheck) skips the checks that need it, naming the answer; no panic.
+#[test]
+fn a_capture_missing_answers_skips_those_checks_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("bare.json");
+    let bare = serde_json::json!({
+        "capture_version": 1, "gpucheck_version": "0.1.0", "profile": "quick",
+        "captured_at_unix": 0, "machine": {"hostname": "h", "os": "", "kernel": ""},
+        "options": {"profile": "quick", "nvml_lib": null, "nccl_lib": null, "python": null,
+            "expect_gpus": null, "min_busbw_gbps": null, "nproc": null, "ddp_model": "medium",
+            "ddp_backend": null, "ddp_device": null, "min_scaling": null, "timeout_s": 0.0},
+        "answers": {"env(RANK)": "0"}
+    });
+    std::fs::write(&file, bare.to_string()).unwrap();
+    let out = gpucheck()
+        .arg("--replay")
+        .arg(&file)
+        .args(["--profile", "quick", "--json", "-"])
+        .output()
+        .expect("run");
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_eq!(
+        common::text_field(&doc, "host.shm", "summary"),
+        "not in the capture (host::shm_at(/dev/shm))"
+    );
+    assert_eq!(common::status_of(&doc, "net.loopback"), "skip");
+    assert_eq!(doc["host"]["hostname"], "unknown");
+}

@@ -132,8 +132,8 @@ fn torchrun_command(
     // torchrun takes PET_* variables as defaults for its own flags (a stray
     // PET_TEE or PET_REDIRECTS would hide the workers' output); the
     // benchmark's launch is gpucheck's own.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("PET_") {
+    for key in crate::seam::env_names() {
+        if key.starts_with("PET_") {
             cmd.env_remove(&key);
         }
     }
@@ -165,7 +165,7 @@ fn torchrun_command(
         ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "5"),
         ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     ] {
-        if std::env::var_os(key).is_none() {
+        if crate::seam::env(key).is_none() {
             cmd.env(key, value);
         }
     }

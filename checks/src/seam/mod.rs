@@ -22,6 +22,14 @@
 //! The mode is process-global, set once by the runner before the first
 //! check runs ([`install`]); without it every probe is live, as in unit
 //! tests.
+//!
+//! Environment variables go through [`env`] and [`env_names`]
+//! (`probe::host::env_lossy` is [`env`]). Still read directly, in probes
+//! not wired yet: `PATH` (probe/kernel_log.rs), `NCCL_CONF_FILE`, `HOME`,
+//! every `NCCL_*` and the NCCL debug variables (probe/nccl.rs),
+//! `LD_LIBRARY_PATH` and the library-folder variables (probe/libs.rs,
+//! probe/cuda.rs, cuda/runtime.rs). `GPUCHECK_CHILD` (probe/mod.rs) is the
+//! child protocol, not a fact about the machine.
 
 pub mod capture;
 #[cfg(test)]
