@@ -53,9 +53,13 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
 /// The folder of `path` takes a new file (tried, then removed).
 fn writable(path: &Path) -> Result<(), String> {
     let dir = folder_of(path);
+    let refuse = |e: std::io::Error| format!("cannot write the capture {}: {e}", path.display());
+    // The folder first, for the OS's own words (tempfile's error adds the
+    // temporary file's name).
+    std::fs::metadata(dir).map_err(refuse)?;
     tempfile::NamedTempFile::new_in(dir)
         .map(drop)
-        .map_err(|e| format!("cannot write the capture {}: {e}", path.display()))
+        .map_err(|e| refuse(std::io::Error::from(e.kind())))
 }
 
 fn folder_of(path: &Path) -> &Path {

@@ -426,3 +426,21 @@ fn a_capture_missing_answers_skips_those_checks_by_name() {
     assert_eq!(common::status_of(&doc, "net.loopback"), "skip");
     assert_eq!(doc["host"]["hostname"], "unknown");
 }
+
+#[test]
+fn capture_usage_errors_are_one_line_and_exit_2_before_any_check_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (args, says) in [
+        (vec!["--redact"], "--redact needs --capture FILE (or `gpucheck capture FILE`)"),
+        (
+            vec!["capture", "/nonexistent-folder/c.json"],
+            "cannot write the capture /nonexistent-folder/c.json: No such file or directory (os error 2)",
+        ),
+    ] {
+        let out = gpucheck().current_dir(dir.path()).args(&args).output().expect("run");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end(), format!("gpucheck: {says}"), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: no check ran");
+    }
+}
