@@ -234,3 +234,59 @@ pub fn header(capture: &Capture) -> String {
         if capture.redacted { " (redacted)" } else { "" }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpucheck_checks::Profile;
+
+    fn capture() -> Capture {
+        Capture {
+            capture_version: CAPTURE_VERSION,
+            gpucheck_version: "0.1.0".into(),
+            profile: Profile::Standard,
+            captured_at_unix: 1_796_150_000,
+            redacted: true,
+            machine: Machine {
+                hostname: "host-1".into(),
+                gpus: vec!["NVIDIA H100 80GB HBM3".into(); 8],
+                driver: Some("570.86.15".into()),
+                ..Machine::default()
+            },
+            options: Options {
+                expect_gpus: Some(8),
+                python: Some("/opt/venv/bin/python".into()),
+                ..Options::default()
+            },
+            answers: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_header_names_the_machine_its_gpus_driver_and_when() {
+        assert_eq!(
+            header(&capture()),
+            "replay of host-1: 8 GPUs (NVIDIA H100 80GB HBM3), driver 570.86.15, standard \
+             profile, captured 2026-12-01 18:33 UTC by gpucheck 0.1.0 (redacted)\n"
+        );
+        let mut bare = capture();
+        bare.machine.gpus.clear();
+        bare.machine.driver = None;
+        assert!(header(&bare).contains("no GPUs described, driver unknown"));
+    }
+
+    #[test]
+    fn a_replay_asks_with_the_captured_options_and_judges_with_todays_thresholds() {
+        let now = Options {
+            profile: Profile::Quick,
+            python: Some("/usr/bin/python3".into()),
+            min_busbw_gbps: Some(300.0),
+            ..Options::default()
+        };
+        let o = replay_options(&capture(), &now);
+        assert_eq!(o.profile, Profile::Quick);
+        assert_eq!(o.python.as_deref(), Some(Path::new("/opt/venv/bin/python")));
+        assert_eq!(o.expect_gpus, Some(8));
+        assert_eq!(o.min_busbw_gbps, Some(300.0));
+    }
+}

@@ -791,6 +791,38 @@ mod tests {
         assert!(o.devices[0].metrics.is_empty(), "{o:?}");
     }
 
+    /// A check whose probe found no answer in the capture.
+    struct MissingAnswer;
+
+    impl Check for MissingAnswer {
+        fn id(&self) -> &'static str {
+            "test.miss"
+        }
+        fn title(&self) -> &'static str {
+            "Missing answer"
+        }
+        fn profile(&self) -> Profile {
+            Profile::Quick
+        }
+        fn explain(&self) -> &'static str {
+            "test"
+        }
+        fn run(&self, _: &Context) -> Outcome {
+            std::panic::resume_unwind(Box::new(seam::Miss {
+                key: "net::resolve(node01)".into(),
+                why: String::new(),
+            }))
+        }
+    }
+
+    #[test]
+    fn a_probe_answer_missing_from_the_capture_skips_the_check_by_name() {
+        let results = run_checks(&[&MissingAnswer], &Options::default(), None, None);
+        let o = &results[0].outcome;
+        assert_eq!(o.status, Status::Skip, "{o:?}");
+        assert_eq!(o.summary, "not in the capture (net::resolve(node01))");
+    }
+
     #[test]
     fn a_killed_probe_points_at_the_oom_killer_a_crash_at_the_driver() {
         assert!(crash_hint(libc::SIGKILL).contains("OOM killer"));

@@ -6,13 +6,16 @@
 //! machine's own. Secrets never enter a capture in the first place (see
 //! [`super::env`]).
 //!
+//! Addresses are those the network probes and the environment gave (the
+//! machine's own, MASTER_ADDR's, what a name resolved to), replaced
+//! wherever they appear; a dotted version is never taken for one.
 //! Placeholders keep each value's shape where a check parses it: IPv4
 //! addresses become addresses of TEST-NET-1 (192.0.2.0/24, RFC 5737),
 //! IPv6 ones keep their first 64 bits unless global (then 2001:db8::/32,
 //! RFC 3849), MACs become locally administered ones (02:00:00:..).
 //! Loopback and unspecified addresses say nothing about a machine and stay.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::LazyLock;
 
@@ -86,10 +89,68 @@ pub fn redact(capture: &Capture) -> Capture {
         p.get("host", name, |n| format!("host-{n}"));
     }
     let mut doc = serde_json::to_value(capture).unwrap_or(Value::Null);
-    walk(&mut doc, None, &hosts, &mut p);
+    let known = Known {
+        addrs: addresses(capture),
+        hosts,
+    };
+    walk(&mut doc, None, &known, &mut p);
     let mut out: Capture = serde_json::from_value(doc).unwrap_or_else(|_| capture.clone());
     out.redacted = true;
     out
+}
+
+/// What identifies the source machine, found before anything is replaced.
+struct Known {
+    /// Host names, longest first.
+    hosts: Vec<String>,
+    /// The IP addresses the network probes and the environment gave: only
+    /// these are replaced, wherever they appear, so that a dotted version
+    /// elsewhere (`cudnn 9.1.0.70`) is never taken for one.
+    addrs: BTreeSet<String>,
+}
+
+/// The addresses in the answers of the network probes and the environment
+/// (keys and values), loopback and unspecified left out.
+fn addresses(capture: &Capture) -> BTreeSet<String> {
+    let mut texts = Vec::new();
+    for (key, value) in &capture.answers {
+        if key.starts_with("net::") || key.starts_with("env(") {
+            texts.push(key.clone());
+            strings(value, &mut texts);
+        }
+    }
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut found = BTreeSet::new();
+    for text in &texts {
+        for m in IPV4.find_iter(text) {
+            let ip = m.as_str().parse::<Ipv4Addr>();
+            if ip.is_ok_and(|ip| !ip.is_loopback() && !ip.is_unspecified()) {
+                found.insert(m.as_str().to_string());
+            }
+        }
+        for m in IPV6.find_iter(text) {
+            let alone = !word(text[..m.start()].chars().next_back())
+                && !word(text[m.end()..].chars().next());
+            let ip = m.as_str().parse::<Ipv6Addr>();
+            if alone && ip.is_ok_and(|ip| !ip.is_loopback() && !ip.is_unspecified()) {
+                found.insert(m.as_str().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Every string in `v` (object keys too), into `out`.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+        Value::Object(map) => map.iter().for_each(|(k, i)| {
+            out.push(k.clone());
+            strings(i, out);
+        }),
+        _ => {}
+    }
 }
 
 /// The host names the capture knows: the machine's own (and its short
@@ -115,23 +176,23 @@ fn host_names(capture: &Capture) -> Vec<String> {
     names
 }
 
-fn walk(v: &mut Value, key: Option<&str>, hosts: &[String], p: &mut Placeholders) {
+fn walk(v: &mut Value, key: Option<&str>, known: &Known, p: &mut Placeholders) {
     match v {
-        Value::String(s) => *s = redact_text(s, key, hosts, p),
-        Value::Array(items) => items.iter_mut().for_each(|i| walk(i, key, hosts, p)),
+        Value::String(s) => *s = redact_text(s, key, known, p),
+        Value::Array(items) => items.iter_mut().for_each(|i| walk(i, key, known, p)),
         Value::Object(map) => {
             // Keys too: an answer's key holds its arguments (`net::resolve(HOST)`).
             let entries = std::mem::take(map);
             for (k, mut item) in entries {
-                walk(&mut item, Some(&k), hosts, p);
-                map.insert(redact_text(&k, None, hosts, p), item);
+                walk(&mut item, Some(&k), known, p);
+                map.insert(redact_text(&k, None, known, p), item);
             }
         }
         _ => {}
     }
 }
 
-fn redact_text(s: &str, key: Option<&str>, hosts: &[String], p: &mut Placeholders) -> String {
+fn redact_text(s: &str, key: Option<&str>, known: &Known, p: &mut Placeholders) -> String {
     let key = key.unwrap_or("").to_ascii_lowercase();
     if !s.is_empty() {
         if SERIAL_KEYS.contains(&key.as_str()) {
@@ -145,7 +206,7 @@ fn redact_text(s: &str, key: Option<&str>, hosts: &[String], p: &mut Placeholder
         }
     }
     let mut out = s.to_string();
-    for host in hosts {
+    for host in &known.hosts {
         // As a whole word only: a host called `vm` leaves `/dev/nvme0` alone.
         let Ok(word) = Regex::new(&format!(r"\b{}\b", regex::escape(host))) else {
             continue;
@@ -174,7 +235,7 @@ fn redact_text(s: &str, key: Option<&str>, hosts: &[String], p: &mut Placeholder
         return out.into_owned();
     }
     let out = IPV4.replace_all(&out, |c: &regex::Captures| match c[0].parse::<Ipv4Addr>() {
-        Ok(ip) if !ip.is_loopback() && !ip.is_unspecified() => {
+        Ok(_) if known.addrs.contains(&c[0]) => {
             p.get("ipv4", &c[0], |n| format!("192.0.2.{}", n.min(254)))
         }
         _ => c[0].to_string(),
@@ -186,7 +247,7 @@ fn redact_text(s: &str, key: Option<&str>, hosts: &[String], p: &mut Placeholder
         let alone =
             !word(text[..m.start()].chars().next_back()) && !word(text[m.end()..].chars().next());
         match m.as_str().parse::<Ipv6Addr>() {
-            Ok(ip) if alone && !ip.is_loopback() && !ip.is_unspecified() => {
+            Ok(ip) if alone && known.addrs.contains(m.as_str()) => {
                 p.get("ipv6", m.as_str(), |n| ipv6_placeholder(ip, n))
             }
             _ => m.as_str().to_string(),
@@ -243,6 +304,14 @@ mod tests {
             options: crate::Options::default(),
             answers,
         }
+    }
+
+    #[test]
+    fn what_only_looks_like_an_address_is_left_alone() {
+        let text = "bus 00000000:18:00.0, driver 570.86.15, cudnn 9.1.0.70, std::env::var, \
+                    at 12:34:56, 127.0.0.1 and ::1";
+        let c = capture(Answers::from([("t".to_string(), Value::from(text))]));
+        assert_eq!(redact(&c).answers["t"], text);
     }
 
     #[test]
