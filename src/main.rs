@@ -518,6 +518,12 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
+    if args.run.replay.is_some() {
+        return Err(UsageError(
+            "--replay judges a capture, not this machine, so it cannot gate `exec`".into(),
+        )
+        .into());
+    }
     if args.cluster {
         return cluster::exec(args);
     }

@@ -431,6 +431,10 @@ fn a_capture_missing_answers_skips_those_checks_by_name() {
 fn capture_usage_errors_are_one_line_and_exit_2_before_any_check_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (args, says) in [
+        (
+            vec!["exec", "--replay", "c.json", "--", "true"],
+            "--replay judges a capture, not this machine, so it cannot gate `exec`",
+        ),
         (vec!["--redact"], "--redact needs --capture FILE (or `gpucheck capture FILE`)"),
         (
             vec!["capture", "/nonexistent-folder/c.json"],
