@@ -19,6 +19,11 @@
 //!   replay nothing can hang, so the runner runs child-isolated checks in
 //!   its own process.
 //!
+//! Wrap a probe's whole body, outermost: a [`Miss`] must unwind straight
+//! to the runner, so `answer` is never called inside a thread the probe
+//! starts itself (a bounded wait) or inside its own `catch_unwind` (the
+//! cudarc guard in probe/cuda.rs); the live closure may do both.
+//!
 //! The mode is process-global, set once by the runner before the first
 //! check runs ([`install`]); without it every probe is live, as in unit
 //! tests.
