@@ -28,6 +28,9 @@
 #   cluster.txt, fleet.json  `gpucheck cluster --nnodes 1`: the rendezvous and
 #                  the fleet checks through this machine's torch (its NCCL version)
 #   report.json    the JSON report        report.xml   the JUnit report
+#   machine.capture.json  the same run's probe answers, redacted (--capture
+#                  --redact): `gpucheck --replay` judges it anywhere; commit
+#                  it under results/ and add it to tests/replays/
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
 #   summary.txt    GPU model, driver, NCCL busbw per size and the algorithm
 #                  NCCL chose (from its tuning log), the DDP benchmark's
@@ -92,9 +95,10 @@ gpu_line="$(timeout -k 5 20 nvidia-smi --query-gpu=index,name,driver_version,pci
     --format=csv,noheader 2>/dev/null || true)"
 timeout -k 5 10 "$bin" --version >"$outdir/version.txt" 2>&1 || true
 
-step "gpucheck --profile full (at most ${run_timeout} s) -> table.txt, report.json, report.xml"
+step "gpucheck --profile full (at most ${run_timeout} s) -> table.txt, report.json, report.xml, machine.capture.json"
 timeout -k 10 "$run_timeout" "$bin" --profile full --verbose \
     --json "$outdir/report.json" --junit "$outdir/report.xml" \
+    --capture "$outdir/machine.capture.json" --redact \
     ${python_args[@]+"${python_args[@]}"} ${extra[@]+"${extra[@]}"} \
     >"$outdir/table.txt" 2>"$outdir/stderr.txt"
 rc=$?

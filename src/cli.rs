@@ -68,6 +68,10 @@ If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: g
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Run the checks and keep every answer the probes got in FILE (= a run with --capture FILE),
+    /// for `--replay` on any machine or to attach to a bug report (with --redact).
+    #[command(after_help = CAPTURE_HELP)]
+    Capture(CaptureArgs),
     /// Internal: run one check in this process and write its outcome as JSON.
     #[command(name = "__child", hide = true)]
     Child {
@@ -195,6 +199,21 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Output")]
     pub strict: bool,
 
+    /// Also keep every answer the probes got in FILE, a capture that `--replay` judges again anywhere.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "replay",
+        help_heading = "Capture and replay"
+    )]
+    pub capture: Option<PathBuf>,
+    /// Judge a capture instead of this machine: the chosen profile's checks run against FILE's answers.
+    #[arg(long, value_name = "FILE", help_heading = "Capture and replay")]
+    pub replay: Option<PathBuf>,
+    /// In the capture, replace host names, IP and MAC addresses, serials, part numbers and GPU UUIDs.
+    #[arg(long, help_heading = "Capture and replay")]
+    pub redact: bool,
+
     /// Expect at least N GPUs; fewer fails gpu.count.
     #[arg(
         long,
@@ -280,6 +299,22 @@ pub struct ExecArgs {
     /// (arguments need not be UTF-8).
     #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(std::ffi::OsString))]
     pub command: Vec<std::ffi::OsString>,
+}
+
+pub const CAPTURE_HELP: &str = "\
+A capture holds what NVML, CUDA, NCCL, the training Python, /sys, /proc and the environment \
+answered, the options and the profile; `gpucheck --replay FILE` judges it again on any machine, \
+without a GPU. Secrets never enter it; --redact also replaces host names, IP and MAC addresses, \
+serial and part numbers and GPU UUIDs by placeholders.\n\n\
+Reporting a problem: attach the file written by `gpucheck capture --redact report.capture.json`.";
+
+#[derive(Debug, Clone, Args)]
+pub struct CaptureArgs {
+    /// Where to write the capture (JSON).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -30,6 +30,7 @@ macro_rules! say {
     }};
 }
 
+mod capture;
 mod cli;
 mod cluster;
 #[cfg(test)]
@@ -259,6 +260,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         None => run_command(&cli.run),
         Some(Command::Run(args)) => run_command(&args),
+        Some(Command::Capture(c)) => {
+            if c.run.capture.is_some() {
+                return Err(UsageError("`gpucheck capture FILE` takes no --capture".into()).into());
+            }
+            let mut args = c.run;
+            args.capture = Some(c.file);
+            run_command(&args)
+        }
         Some(Command::List(args)) => list(args.format),
         Some(Command::Explain { id }) => explain(&id),
         Some(Command::Exec(args)) => exec(&args),
@@ -307,6 +316,8 @@ struct Plan {
     /// The whole run's budget (the health profile's).
     budget: Option<Duration>,
     outputs: output::Outputs,
+    /// `--capture` / `--replay`: what the run does at the probe boundary.
+    seam: capture::Plan,
 }
 
 fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
@@ -323,9 +334,15 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     )
     .map_err(UsageError)?;
     let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
+    let seam = capture::plan(args).map_err(UsageError)?;
+    let options = match &seam {
+        capture::Plan::Replay(c) => capture::replay_options(c, &options(args)),
+        _ => options(args),
+    };
     Ok(Plan {
         checks,
-        options: options(args),
+        options,
+        seam,
         timeout: match args.timeout {
             Some(t) => Some(Duration::from_secs_f64(t)),
             None if health => Some(HEALTH_CHECK_TIMEOUT),
@@ -337,6 +354,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 }
 
 fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
+    capture::start(&plan.seam);
     process::become_subreaper();
     let started_at_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -353,7 +371,7 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     if interrupted.is_some() {
         exit_code = EXIT_NOT_READY as i32;
     }
-    Run {
+    let mut run = Run {
         format_version: model::FORMAT_VERSION,
         tool: "gpucheck".to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -366,12 +384,30 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         counts,
         interrupted,
         exit_code,
+    };
+    if let Err(e) = capture::finish(&plan.seam, &plan.options, &run) {
+        say!("gpucheck: {e}");
+        run.exit_code = i32::from(EXIT_USAGE);
     }
+    run
 }
 
 /// The host, probed once per run for every report.
 fn host_facts() -> HostFacts {
-    let h = gpucheck_checks::probe::system::host_facts();
+    // A capture without the host's answer (written by hand) names no host,
+    // rather than ending the run.
+    let Ok(h) = std::panic::catch_unwind(gpucheck_checks::probe::system::host_facts) else {
+        return HostFacts {
+            hostname: "unknown".into(),
+            os: String::new(),
+            kernel: String::new(),
+            arch: String::new(),
+            cpu: String::new(),
+            cpu_count: 0,
+            memory_total_mib: 0,
+            container: None,
+        };
+    };
     HostFacts {
         hostname: h.hostname,
         os: h.os,
@@ -460,9 +496,17 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let plan = plan(args)?;
     let run = execute(&plan, args.strict, args.profile.into());
     let color = use_color(args.color, std::io::stdout().is_terminal());
-    let text = plan
+    let mut text = plan
         .outputs
         .stream_text(&run, style(args, color, std::io::stdout()));
+    if let capture::Plan::Replay(c) = &plan.seam {
+        // Whose machine this is: above the table, else on stderr.
+        if plan.outputs.stream_format() == Format::Table && !args.quiet {
+            text.insert_str(0, &capture::header(c));
+        } else if !args.quiet {
+            say!("gpucheck: {}", capture::header(c).trim_end());
+        }
+    }
     // The checks have run: show their report even when a report file
     // cannot be written, then fail with that error (exit 2).
     let table_on_stdout = plan.outputs.stream_format() == Format::Table;
@@ -474,6 +518,12 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
+    if args.run.replay.is_some() {
+        return Err(UsageError(
+            "--replay judges a capture, not this machine, so it cannot gate `exec`".into(),
+        )
+        .into());
+    }
     if args.cluster {
         return cluster::exec(args);
     }

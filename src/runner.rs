@@ -20,6 +20,7 @@ use gpucheck_checks::probe::process::{
     isolate, kill_group, reap_descendants, supervise, wait_killed, Ending, KILL_GRACE,
 };
 use gpucheck_checks::probe::{CHILD_ENV, STAGE_PREFIX};
+use gpucheck_checks::seam;
 use gpucheck_checks::{
     Cause, Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG,
 };
@@ -260,6 +261,11 @@ pub fn run_checks(
                 .with_cause(Cause::NeedsFailed { need })
         } else if deadline.is_some_and(|d| started >= d) {
             Outcome::skip("not run: the run's time budget was spent by the checks before it")
+        } else if let Some(reason) = seam::is_replay()
+            .then(|| seam::not_replayable(check.id()))
+            .flatten()
+        {
+            Outcome::skip(reason)
         } else {
             let mut timeout = timeout_override.unwrap_or_else(|| check.timeout());
             if let Some(d) = deadline {
@@ -271,9 +277,10 @@ pub fn run_checks(
                 options,
                 earlier: earlier.clone(),
             };
+            // Under replay nothing can hang or crash: every check runs here.
             match check.isolation() {
-                Isolation::InProcess => run_in_process(*check, ctx, timeout),
-                Isolation::Child => run_in_child(*check, &ctx, timeout),
+                Isolation::Child if !seam::is_replay() => run_in_child(*check, &ctx, timeout),
+                _ => run_in_process(*check, ctx, timeout),
             }
         };
         outcome.drop_non_finite_metrics();
@@ -368,6 +375,9 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
         }
         match rx.recv_timeout(POLL.min(deadline - now)) {
             Ok(Ok(outcome)) => return outcome,
+            Ok(Err(payload)) if seam::miss_reason(payload.as_ref()).is_some() => {
+                return Outcome::skip(seam::miss_reason(payload.as_ref()).unwrap_or_default())
+            }
             Ok(Err(panic)) => {
                 return Outcome::error(format!(
                     "gpucheck bug: the check panicked: {}",
@@ -436,6 +446,11 @@ fn start_child(check: &dyn Check, ctx: &Context) -> Result<std::process::Child, 
     if let Some((path, stub)) = gpucheck_checks::probe::cuda::child_library_path(path.as_deref()) {
         cmd.env("LD_LIBRARY_PATH", path)
             .env(gpucheck_checks::probe::cuda::STUB_ENV, stub);
+    }
+    if seam::is_recording() {
+        cmd.env(seam::RECORD_ENV, "1");
+    } else {
+        cmd.env_remove(seam::RECORD_ENV);
     }
     isolate(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| {
@@ -531,13 +546,27 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
                 }),
         );
     }
-    match serde_json::from_slice::<Outcome>(&seen.stdout) {
-        Ok(o) => o,
+    match serde_json::from_slice::<ChildReply>(&seen.stdout) {
+        Ok(reply) => {
+            if let Some(seam) = seam::global() {
+                seam.keep(reply.answers);
+            }
+            reply.outcome
+        }
         Err(_) => with_tail(Outcome::error(format!(
             "the isolated probe exited with status {} without a result",
             status.code().unwrap_or(-1)
         ))),
     }
+}
+
+/// What an isolated child writes on its stdout: its outcome and, when the
+/// run records a capture, every answer its probes got.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ChildReply {
+    outcome: Outcome,
+    #[serde(default)]
+    answers: seam::Answers,
 }
 
 /// What to do about an isolated probe that died of signal `sig`.
@@ -611,6 +640,9 @@ pub fn child_main(id: &str) -> i32 {
         return 2;
     };
     guard_child_tree();
+    if std::env::var_os(seam::RECORD_ENV).is_some() {
+        seam::install(seam::Mode::Record(Default::default()));
+    }
     let _ = nix::unistd::dup2(2, 1);
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx))) {
         Ok(o) => o,
@@ -621,7 +653,11 @@ pub fn child_main(id: &str) -> i32 {
     };
     let mut outcome = outcome;
     outcome.drop_non_finite_metrics();
-    let json = serde_json::to_vec(&outcome).unwrap_or_default();
+    let reply = ChildReply {
+        outcome,
+        answers: seam::global().map(|s| s.recorded()).unwrap_or_default(),
+    };
+    let json = serde_json::to_vec(&reply).unwrap_or_default();
     // SAFETY: result_fd is the dup of the original stdout, owned here.
     let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(result_fd) };
     if file.write_all(&json).is_err() {
@@ -760,6 +796,38 @@ mod tests {
         let o = &results[0].outcome;
         assert_eq!((o.status, o.summary.as_str()), (Status::Pass, "ran"));
         assert!(o.devices[0].metrics.is_empty(), "{o:?}");
+    }
+
+    /// A check whose probe found no answer in the capture.
+    struct MissingAnswer;
+
+    impl Check for MissingAnswer {
+        fn id(&self) -> &'static str {
+            "test.miss"
+        }
+        fn title(&self) -> &'static str {
+            "Missing answer"
+        }
+        fn profile(&self) -> Profile {
+            Profile::Quick
+        }
+        fn explain(&self) -> &'static str {
+            "test"
+        }
+        fn run(&self, _: &Context) -> Outcome {
+            std::panic::resume_unwind(Box::new(seam::Miss {
+                key: "net::resolve(node01)".into(),
+                why: String::new(),
+            }))
+        }
+    }
+
+    #[test]
+    fn a_probe_answer_missing_from_the_capture_skips_the_check_by_name() {
+        let results = run_checks(&[&MissingAnswer], &Options::default(), None, None);
+        let o = &results[0].outcome;
+        assert_eq!(o.status, Status::Skip, "{o:?}");
+        assert_eq!(o.summary, "not in the capture (net::resolve(node01))");
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //! domain/       pure knowledge no check owns: text helpers, CUDA_VISIBLE_DEVICES
 //!               rules, driver/CUDA/wheel tables, launcher defaults, Xid
 //!               catalog, redaction of secrets
+//! seam/         the probe boundary: live, record (--capture) or replay
+//!               (--replay); the capture document and --redact
 //! probe/        the outside world, one file per source (NVML, libcuda,
 //!               libnccl, Python/torch, /proc, /sys, sockets, kernel log,
 //!               processes); plain structs out, no judging
@@ -49,6 +51,7 @@ pub mod fleet;
 pub mod options;
 pub mod outcome;
 pub mod probe;
+pub mod seam;
 
 pub mod cuda;
 pub mod ddp;

@@ -67,7 +67,11 @@ pub fn inventory_for_run(ctx: &Context) -> NvmlInventory {
         return NvmlInventory(Err(e));
     }
     crate::probe::stage("NVML device list");
-    NvmlInventory(bounded(ctx, |lib| nvml::inventory(lib.as_deref())))
+    NvmlInventory(crate::seam::answer(
+        "nvml::inventory",
+        &lib_arg(ctx),
+        || bounded(ctx, |lib| nvml::inventory(lib.as_deref())),
+    ))
 }
 
 /// The GPUs NVML describes for this run (see [`inventory_for_run`]).
@@ -85,7 +89,18 @@ pub fn driver_for_run(ctx: &Context) -> Result<DriverInfo, NvmlFailure> {
         return Err(NvmlFailure::Other { detail });
     }
     crate::probe::stage("NVML driver version");
-    bounded(ctx, |lib| nvml::driver(lib.as_deref()))
+    crate::seam::answer("nvml::driver", &lib_arg(ctx), || {
+        bounded(ctx, |lib| nvml::driver(lib.as_deref()))
+    })
+}
+
+/// The `--nvml-lib` an NVML answer was asked through, for its capture key.
+fn lib_arg(ctx: &Context) -> String {
+    ctx.options
+        .nvml_lib
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 /// How long a check waits for NVML: [`NVML_WAIT`], cut to 80% of the

@@ -124,7 +124,7 @@ mod tests {
     fn loopback_ipv4_failure_fails_naming_the_step() {
         let o = evaluate_loopback(&LoopbackFacts {
             ipv4: EchoResult::Failed {
-                step: "connect",
+                step: "connect".into(),
                 error: "Connection refused".into(),
             },
             ipv6: None,
@@ -156,7 +156,7 @@ mod tests {
         let o = evaluate_loopback(&LoopbackFacts {
             ipv4: EchoResult::Exchanged,
             ipv6: Some(EchoResult::Failed {
-                step: "receive",
+                step: "receive".into(),
                 error: "timed out".into(),
             }),
         });

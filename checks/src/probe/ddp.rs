@@ -54,9 +54,11 @@ pub struct Plan {
 /// True when this machine has an NVIDIA (or ROCm, or WSL) GPU device node:
 /// without one no GPU can be used, and starting Python would only confirm it.
 pub fn gpu_device_nodes_present() -> bool {
-    ["/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd"]
-        .iter()
-        .any(|p| Path::new(p).exists())
+    crate::seam::answer("ddp::gpu_device_nodes_present", "", || {
+        ["/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd"]
+            .iter()
+            .any(|p| Path::new(p).exists())
+    })
 }
 
 /// A port for the rendezvous store: one the kernel hands out as free, then
@@ -130,8 +132,8 @@ fn torchrun_command(
     // torchrun takes PET_* variables as defaults for its own flags (a stray
     // PET_TEE or PET_REDIRECTS would hide the workers' output); the
     // benchmark's launch is gpucheck's own.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("PET_") {
+    for key in crate::seam::env_names() {
+        if key.starts_with("PET_") {
             cmd.env_remove(&key);
         }
     }
@@ -163,7 +165,7 @@ fn torchrun_command(
         ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "5"),
         ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     ] {
-        if std::env::var_os(key).is_none() {
+        if crate::seam::env(key).is_none() {
             cmd.env(key, value);
         }
     }
@@ -171,7 +173,7 @@ fn torchrun_command(
 }
 
 /// Why the benchmark could not be launched at all.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum LaunchError {
     /// No free TCP port for the rendezvous store.
     NoStorePort(String),
@@ -180,7 +182,7 @@ pub enum LaunchError {
 }
 
 /// A benchmark that was launched: how it went, and the command line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Launched {
     pub run: BenchRun,
     /// The launch as a person would retype it (the payload by its name).
@@ -190,19 +192,25 @@ pub struct Launched {
 /// Launch the benchmark with `python`'s torchrun and wait for it at most
 /// `budget`; then kill whatever still runs the payload.
 pub fn run(python: &Path, plan: &Plan, budget: Duration) -> Result<Launched, LaunchError> {
-    let port = free_store_port().map_err(|e| LaunchError::NoStorePort(e.to_string()))?;
-    let file = PayloadFile::write("ddp_bench", PAYLOAD).map_err(LaunchError::Payload)?;
-    let local_addr = torchrun_local_addr_flag(python);
-    let cmd = torchrun_command(python, file.path(), plan, port, budget, local_addr);
-    let launcher = describe_command(&cmd, file.path());
-    super::stage("torchrun");
-    let result = process::run_bounded_then(cmd, budget, || {
-        process::kill_processes_with_arg(file.path().as_os_str(), Duration::from_secs(2));
-    });
-    Ok(Launched {
-        run: interpret(result, &python.display().to_string()),
-        launcher,
-    })
+    crate::seam::answer(
+        "ddp::run",
+        &format!("{}, {plan:?}", python.display()),
+        || {
+            let port = free_store_port().map_err(|e| LaunchError::NoStorePort(e.to_string()))?;
+            let file = PayloadFile::write("ddp_bench", PAYLOAD).map_err(LaunchError::Payload)?;
+            let local_addr = torchrun_local_addr_flag(python);
+            let cmd = torchrun_command(python, file.path(), plan, port, budget, local_addr);
+            let launcher = describe_command(&cmd, file.path());
+            super::stage("torchrun");
+            let result = process::run_bounded_then(cmd, budget, || {
+                process::kill_processes_with_arg(file.path().as_os_str(), Duration::from_secs(2));
+            });
+            Ok(Launched {
+                run: interpret(result, &python.display().to_string()),
+                launcher,
+            })
+        },
+    )
 }
 
 /// The command line as a person would retype it, the temporary script shown
@@ -224,7 +232,7 @@ fn describe_command(cmd: &Command, script: &Path) -> String {
 // ---------------------------------------------------------------------------
 
 /// Rank 0's description of the run.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct Setup {
     pub torch_version: String,
     pub backend: String,
@@ -241,7 +249,7 @@ pub struct Setup {
 }
 
 /// Rank 0 training alone.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct SingleStats {
     pub samples_per_s: f64,
     pub step_p50_ms: f64,
@@ -249,14 +257,14 @@ pub struct SingleStats {
 }
 
 /// All ranks under DDP: global throughput.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct MultiStats {
     pub world_size: u32,
     pub samples_per_s: f64,
 }
 
 /// One rank's numbers under DDP.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct RankStats {
     pub rank: u32,
     pub local_rank: u32,
@@ -305,7 +313,7 @@ impl RankStats {
 }
 
 /// An exception a rank reported before it died.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct WorkerError {
     pub rank: u32,
     /// The exception type ("RuntimeError"), or "no_gpu".
@@ -328,7 +336,7 @@ enum Record {
 }
 
 /// Everything the payload said, in order.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Parsed {
     pub setup: Option<Setup>,
     pub single: Option<SingleStats>,
@@ -366,7 +374,7 @@ pub fn parse_records(stdout: &str) -> Parsed {
 }
 
 /// A benchmark that ran to the end.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BenchFacts {
     pub setup: Setup,
     pub single: SingleStats,
@@ -375,7 +383,7 @@ pub struct BenchFacts {
 }
 
 /// How a run that did not finish ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Ending {
     /// The interpreter could not be started.
     NotStarted {
@@ -391,7 +399,7 @@ pub enum Ending {
 }
 
 /// A benchmark that did not finish.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunFailure {
     pub ending: Ending,
     pub parsed: Parsed,
@@ -402,7 +410,7 @@ pub struct RunFailure {
 }
 
 /// How a benchmark went.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum BenchRun {
     Finished(BenchFacts),
     Failed(RunFailure),

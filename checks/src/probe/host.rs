@@ -12,12 +12,14 @@ use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
 
 /// An environment variable as text, with any invalid UTF-8 replaced (values
 /// are echoed in reports; the reporters escape what is left). `None` when unset.
+/// Read through the probe boundary ([`crate::seam::env`]), so a capture
+/// keeps it and a replay answers it.
 pub fn env_lossy(name: &str) -> Option<String> {
-    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    crate::seam::env(name)
 }
 
 /// What opening a device node read-only said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NodeState {
     /// Opened (and closed again).
     Openable,
@@ -33,14 +35,14 @@ pub enum NodeState {
 }
 
 /// One device node and what opening it said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceNode {
     pub path: String,
     pub state: NodeState,
 }
 
 /// The NVIDIA device nodes a CUDA process needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceNodes {
     /// /dev/nvidiactl, the driver's control node.
     pub control: DeviceNode,
@@ -57,30 +59,32 @@ pub fn device_nodes() -> DeviceNodes {
 
 /// Probe the NVIDIA device nodes under `dev` (a directory laid out like /dev).
 pub fn device_nodes_in(dev: &Path) -> DeviceNodes {
-    let node = |name: &str| {
-        let path = dev.join(name);
-        DeviceNode {
-            path: path.to_string_lossy().into_owned(),
-            state: open_state(&path),
+    crate::seam::answer("host::device_nodes_in", &dev.display().to_string(), || {
+        let node = |name: &str| {
+            let path = dev.join(name);
+            DeviceNode {
+                path: path.to_string_lossy().into_owned(),
+                state: open_state(&path),
+            }
+        };
+        let mut minors: Vec<u32> = fs::read_dir(dev)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| gpu_minor(&e.file_name().to_string_lossy()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        minors.sort_unstable();
+        DeviceNodes {
+            control: node("nvidiactl"),
+            uvm: node("nvidia-uvm"),
+            gpus: minors
+                .into_iter()
+                .map(|m| node(&format!("nvidia{m}")))
+                .collect(),
         }
-    };
-    let mut minors: Vec<u32> = fs::read_dir(dev)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| gpu_minor(&e.file_name().to_string_lossy()))
-                .collect()
-        })
-        .unwrap_or_default();
-    minors.sort_unstable();
-    DeviceNodes {
-        control: node("nvidiactl"),
-        uvm: node("nvidia-uvm"),
-        gpus: minors
-            .into_iter()
-            .map(|m| node(&format!("nvidia{m}")))
-            .collect(),
-    }
+    })
 }
 
 /// The minor number of a per-GPU node name (`nvidia3` -> 3); `None` for
@@ -114,10 +118,12 @@ pub fn classify_open_error(e: &io::Error) -> NodeState {
 /// The first line of /proc/driver/nvidia/version when the NVIDIA kernel
 /// module is loaded ("NVRM version: NVIDIA UNIX x86_64 Kernel Module 570.86.15 ...").
 pub fn kernel_module_version() -> Option<String> {
-    fs::read_to_string("/proc/driver/nvidia/version")
-        .ok()
-        .and_then(|t| t.lines().next().map(|l| l.trim().to_string()))
-        .filter(|l| !l.is_empty())
+    crate::seam::answer("host::kernel_module_version", "", || {
+        fs::read_to_string("/proc/driver/nvidia/version")
+            .ok()
+            .and_then(|t| t.lines().next().map(|l| l.trim().to_string()))
+            .filter(|l| !l.is_empty())
+    })
 }
 
 /// Where the NVIDIA user-space driver looks for nvidia-modprobe.
@@ -134,22 +140,26 @@ const NVIDIA_MODPROBE_PATHS: &[&str] = &[
 /// setuid root" by nvidia-installer; "the NVIDIA user-space driver
 /// components will fork(2)/exec(3) it when needed").
 pub fn setuid_nvidia_modprobe() -> Option<String> {
-    NVIDIA_MODPROBE_PATHS
-        .iter()
-        .find(|p| is_setuid_root(Path::new(p)))
-        .map(|p| p.to_string())
+    crate::seam::answer("host::setuid_nvidia_modprobe", "", || {
+        NVIDIA_MODPROBE_PATHS
+            .iter()
+            .find(|p| is_setuid_root(Path::new(p)))
+            .map(|p| p.to_string())
+    })
 }
 
 /// True for a regular file owned by root with the setuid bit set.
 pub fn is_setuid_root(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.uid() == 0 && m.mode() & 0o4000 != 0)
-        .unwrap_or(false)
+    crate::seam::answer("host::is_setuid_root", &path.display().to_string(), || {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(path)
+            .map(|m| m.is_file() && m.uid() == 0 && m.mode() & 0o4000 != 0)
+            .unwrap_or(false)
+    })
 }
 
 /// What statvfs/statfs said about /dev/shm.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ShmFacts {
     /// /dev/shm does not exist.
     Missing,
@@ -172,39 +182,40 @@ pub fn shm() -> ShmFacts {
 // The statvfs field types are 32-bit on some targets, hence the casts.
 #[allow(clippy::unnecessary_cast)]
 pub fn shm_at(path: &Path) -> ShmFacts {
-    match nix::sys::statvfs::statvfs(path) {
-        Err(nix::errno::Errno::ENOENT) => ShmFacts::Missing,
-        Err(e) => ShmFacts::Unreadable(e.desc().to_string()),
-        Ok(v) => {
-            let frsize = v.fragment_size() as u64;
-            let tmpfs = nix::sys::statfs::statfs(path)
-                .map(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
-                .unwrap_or(true);
-            ShmFacts::Mounted {
-                size_bytes: (v.blocks() as u64).saturating_mul(frsize),
-                available_bytes: (v.blocks_available() as u64).saturating_mul(frsize),
-                tmpfs,
+    crate::seam::answer("host::shm_at", &path.display().to_string(), || {
+        match nix::sys::statvfs::statvfs(path) {
+            Err(nix::errno::Errno::ENOENT) => ShmFacts::Missing,
+            Err(e) => ShmFacts::Unreadable(e.desc().to_string()),
+            Ok(v) => {
+                let frsize = v.fragment_size() as u64;
+                let tmpfs = nix::sys::statfs::statfs(path)
+                    .map(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+                    .unwrap_or(true);
+                ShmFacts::Mounted {
+                    size_bytes: (v.blocks() as u64).saturating_mul(frsize),
+                    available_bytes: (v.blocks_available() as u64).saturating_mul(frsize),
+                    tmpfs,
+                }
             }
         }
-    }
+    })
 }
 
 /// A resource limit pair; `None` means unlimited (RLIM_INFINITY).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rlimit {
     pub soft: Option<u64>,
     pub hard: Option<u64>,
 }
 
 /// The limits a training process started from here inherits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LimitsFacts {
     /// RLIMIT_MEMLOCK in bytes.
     pub memlock: Rlimit,
     /// RLIMIT_NOFILE (open file descriptors).
     pub nofile: Rlimit,
-    /// RDMA devices under /sys/class/infiniband (mlx5_0, efa_0, ...), read
-    /// under GPUCHECK_SYSFS_ROOT like every other sysfs fact.
+    /// RDMA devices under /sys/class/infiniband (mlx5_0, efa_0, ...).
     pub rdma_devices: Vec<String>,
     /// /dev/infiniband/uverbs* exists: a process here can open the RDMA
     /// devices (sysfs lists the host's devices even in a container that was
@@ -214,33 +225,35 @@ pub struct LimitsFacts {
 
 /// Probe RLIMIT_MEMLOCK, RLIMIT_NOFILE and the RDMA devices.
 pub fn limits() -> Result<LimitsFacts, String> {
-    let read = |r: Resource, name: &str| {
-        getrlimit(r)
-            .map(|(soft, hard)| Rlimit {
-                soft: finite(soft),
-                hard: finite(hard),
-            })
-            .map_err(|e| format!("getrlimit({name}) failed: {}", e.desc()))
-    };
-    let mut rdma_devices: Vec<String> =
-        fs::read_dir(super::sysfs::sysfs_root().join("class/infiniband"))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-    rdma_devices.sort();
-    Ok(LimitsFacts {
-        memlock: read(Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK")?,
-        nofile: read(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE")?,
-        rdma_devices,
-        uverbs_nodes: fs::read_dir("/dev/infiniband")
-            .map(|d| {
-                d.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("uverbs"))
-            })
-            .unwrap_or(false),
+    crate::seam::answer("host::limits", "", || {
+        let read = |r: Resource, name: &str| {
+            getrlimit(r)
+                .map(|(soft, hard)| Rlimit {
+                    soft: finite(soft),
+                    hard: finite(hard),
+                })
+                .map_err(|e| format!("getrlimit({name}) failed: {}", e.desc()))
+        };
+        let mut rdma_devices: Vec<String> =
+            fs::read_dir(super::sysfs::sysfs_root().join("class/infiniband"))
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+        rdma_devices.sort();
+        Ok(LimitsFacts {
+            memlock: read(Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK")?,
+            nofile: read(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE")?,
+            rdma_devices,
+            uverbs_nodes: fs::read_dir("/dev/infiniband")
+                .map(|d| {
+                    d.flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with("uverbs"))
+                })
+                .unwrap_or(false),
+        })
     })
 }
 

@@ -28,7 +28,7 @@ pub const FREE_PORT_SEARCH_SPAN: u16 = 100;
 // ---------------------------------------------------------------- loopback
 
 /// What a bind-connect-exchange round over one loopback address did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EchoResult {
     /// Bytes went both ways and came back unchanged.
     Exchanged,
@@ -36,56 +36,59 @@ pub enum EchoResult {
     /// (EAFNOSUPPORT / EADDRNOTAVAIL).
     Unavailable(String),
     /// A step failed: which one ("bind", "connect", "send", ...) and the error.
-    Failed { step: &'static str, error: String },
+    Failed { step: String, error: String },
 }
 
 /// Listen on `ip` (an ephemeral port), connect to it, send a few bytes each
 /// way and compare them. Every step is bounded.
 pub fn loopback_echo(ip: IpAddr) -> EchoResult {
-    let fail = |step: &'static str| move |e: io::Error| (step, e);
-    let run = || -> Result<(), (&'static str, io::Error)> {
-        let addr = SocketAddr::new(ip, 0);
-        let listener = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(fail("socket"))?;
-        listener.bind(&addr.into()).map_err(fail("bind"))?;
-        listener.listen(4).map_err(fail("listen"))?;
-        let bound = listener.local_addr().map_err(fail("getsockname"))?;
-        let client = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(fail("socket"))?;
-        client
-            .connect_timeout(&bound, LOOPBACK_STEP_TIMEOUT)
-            .map_err(fail("connect"))?;
-        // accept(2) honours SO_RCVTIMEO: a connection that a firewall rule
-        // redirected elsewhere never arrives, and must not block forever.
-        listener
-            .set_read_timeout(Some(LOOPBACK_STEP_TIMEOUT))
-            .map_err(fail("setsockopt"))?;
-        let (server, _) = listener.accept().map_err(fail("accept"))?;
-        for s in [&client, &server] {
-            s.set_read_timeout(Some(LOOPBACK_STEP_TIMEOUT))
+    crate::seam::answer("net::loopback_echo", &ip.to_string(), || {
+        let fail = |step: &'static str| move |e: io::Error| (step, e);
+        let run = || -> Result<(), (&'static str, io::Error)> {
+            let addr = SocketAddr::new(ip, 0);
+            let listener =
+                Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+                    .map_err(fail("socket"))?;
+            listener.bind(&addr.into()).map_err(fail("bind"))?;
+            listener.listen(4).map_err(fail("listen"))?;
+            let bound = listener.local_addr().map_err(fail("getsockname"))?;
+            let client = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+                .map_err(fail("socket"))?;
+            client
+                .connect_timeout(&bound, LOOPBACK_STEP_TIMEOUT)
+                .map_err(fail("connect"))?;
+            // accept(2) honours SO_RCVTIMEO: a connection that a firewall rule
+            // redirected elsewhere never arrives, and must not block forever.
+            listener
+                .set_read_timeout(Some(LOOPBACK_STEP_TIMEOUT))
                 .map_err(fail("setsockopt"))?;
-            s.set_write_timeout(Some(LOOPBACK_STEP_TIMEOUT))
-                .map_err(fail("setsockopt"))?;
+            let (server, _) = listener.accept().map_err(fail("accept"))?;
+            for s in [&client, &server] {
+                s.set_read_timeout(Some(LOOPBACK_STEP_TIMEOUT))
+                    .map_err(fail("setsockopt"))?;
+                s.set_write_timeout(Some(LOOPBACK_STEP_TIMEOUT))
+                    .map_err(fail("setsockopt"))?;
+            }
+            exchange(&client, &server, b"gpucheck ping")?;
+            exchange(&server, &client, b"gpucheck pong")?;
+            Ok(())
+        };
+        match run() {
+            Ok(()) => EchoResult::Exchanged,
+            Err((_, e))
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAFNOSUPPORT) | Some(libc::EADDRNOTAVAIL)
+                ) =>
+            {
+                EchoResult::Unavailable(e.to_string())
+            }
+            Err((step, e)) => EchoResult::Failed {
+                step: step.to_string(),
+                error: e.to_string(),
+            },
         }
-        exchange(&client, &server, b"gpucheck ping")?;
-        exchange(&server, &client, b"gpucheck pong")?;
-        Ok(())
-    };
-    match run() {
-        Ok(()) => EchoResult::Exchanged,
-        Err((_, e))
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EAFNOSUPPORT) | Some(libc::EADDRNOTAVAIL)
-            ) =>
-        {
-            EchoResult::Unavailable(e.to_string())
-        }
-        Err((step, e)) => EchoResult::Failed {
-            step,
-            error: e.to_string(),
-        },
-    }
+    })
 }
 
 fn exchange(from: &Socket, to: &Socket, msg: &[u8]) -> Result<(), (&'static str, io::Error)> {
@@ -106,9 +109,11 @@ fn exchange(from: &Socket, to: &Socket, msg: &[u8]) -> Result<(), (&'static str,
 /// True when the kernel lists ::1 on an interface (/proc/net/if_inet6). A
 /// missing file means IPv6 is disabled or not built in.
 pub fn ipv6_loopback_configured() -> bool {
-    fs::read_to_string("/proc/net/if_inet6")
-        .map(|t| if_inet6_has_loopback(&t))
-        .unwrap_or(false)
+    crate::seam::answer("net::ipv6_loopback_configured", "", || {
+        fs::read_to_string("/proc/net/if_inet6")
+            .map(|t| if_inet6_has_loopback(&t))
+            .unwrap_or(false)
+    })
 }
 
 /// Whether /proc/net/if_inet6 text lists the address ::1.
@@ -120,7 +125,7 @@ pub fn if_inet6_has_loopback(text: &str) -> bool {
 // ---------------------------------------------------------------- resolution
 
 /// What resolving a host name gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Resolution {
     /// Addresses in the resolver's order, without repeats.
     Resolved(Vec<IpAddr>),
@@ -138,71 +143,75 @@ static RESOLVED: Mutex<Option<HashMap<String, Resolution>>> = Mutex::new(None);
 /// checks looking at the same name wait only once; a resolver that hangs
 /// keeps its thread until it returns, and dies with gpucheck.
 pub fn resolve(host: &str, wait: Duration) -> Resolution {
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Resolution::Resolved(vec![ip]);
-    }
-    if let Some(known) = RESOLVED
-        .lock()
-        .ok()
-        .and_then(|m| m.as_ref().and_then(|m| m.get(host).cloned()))
-    {
-        return known;
-    }
-    let (tx, rx) = mpsc::channel();
-    let name = host.to_string();
-    let spawned = thread::Builder::new()
-        .name("gpucheck-resolve".into())
-        .spawn(move || {
-            let answer = match (name.as_str(), 0u16).to_socket_addrs() {
-                Ok(addrs) => {
-                    let mut ips: Vec<IpAddr> = Vec::new();
-                    for a in addrs {
-                        let ip = a.ip().to_canonical();
-                        if !ips.contains(&ip) {
-                            ips.push(ip);
+    crate::seam::answer("net::resolve", host, || {
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return Resolution::Resolved(vec![ip]);
+        }
+        if let Some(known) = RESOLVED
+            .lock()
+            .ok()
+            .and_then(|m| m.as_ref().and_then(|m| m.get(host).cloned()))
+        {
+            return known;
+        }
+        let (tx, rx) = mpsc::channel();
+        let name = host.to_string();
+        let spawned = thread::Builder::new()
+            .name("gpucheck-resolve".into())
+            .spawn(move || {
+                let answer = match (name.as_str(), 0u16).to_socket_addrs() {
+                    Ok(addrs) => {
+                        let mut ips: Vec<IpAddr> = Vec::new();
+                        for a in addrs {
+                            let ip = a.ip().to_canonical();
+                            if !ips.contains(&ip) {
+                                ips.push(ip);
+                            }
+                        }
+                        if ips.is_empty() {
+                            Resolution::Failed("no addresses".into())
+                        } else {
+                            Resolution::Resolved(ips)
                         }
                     }
-                    if ips.is_empty() {
-                        Resolution::Failed("no addresses".into())
-                    } else {
-                        Resolution::Resolved(ips)
-                    }
-                }
-                Err(e) => Resolution::Failed(e.to_string()),
-            };
-            let _ = tx.send(answer);
-        });
-    let answer = match spawned {
-        Err(e) => Resolution::Failed(format!("could not start a resolver thread: {e}")),
-        Ok(_) => rx.recv_timeout(wait).unwrap_or(Resolution::TimedOut(wait)),
-    };
-    if let Ok(mut m) = RESOLVED.lock() {
-        m.get_or_insert_with(HashMap::new)
-            .insert(host.to_string(), answer.clone());
-    }
-    answer
+                    Err(e) => Resolution::Failed(e.to_string()),
+                };
+                let _ = tx.send(answer);
+            });
+        let answer = match spawned {
+            Err(e) => Resolution::Failed(format!("could not start a resolver thread: {e}")),
+            Ok(_) => rx.recv_timeout(wait).unwrap_or(Resolution::TimedOut(wait)),
+        };
+        if let Ok(mut m) = RESOLVED.lock() {
+            m.get_or_insert_with(HashMap::new)
+                .insert(host.to_string(), answer.clone());
+        }
+        answer
+    })
 }
 
 /// The addresses configured on this machine's interfaces (getifaddrs).
 pub fn local_addresses() -> Vec<IpAddr> {
-    let Ok(ifaddrs) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for ifa in ifaddrs {
-        let Some(addr) = ifa.address else { continue };
-        let ip = if let Some(v4) = addr.as_sockaddr_in() {
-            IpAddr::V4(v4.ip())
-        } else if let Some(v6) = addr.as_sockaddr_in6() {
-            IpAddr::V6(v6.ip())
-        } else {
-            continue;
+    crate::seam::answer("net::local_addresses", "", || {
+        let Ok(ifaddrs) = nix::ifaddrs::getifaddrs() else {
+            return Vec::new();
         };
-        if !out.contains(&ip) {
-            out.push(ip);
+        let mut out = Vec::new();
+        for ifa in ifaddrs {
+            let Some(addr) = ifa.address else { continue };
+            let ip = if let Some(v4) = addr.as_sockaddr_in() {
+                IpAddr::V4(v4.ip())
+            } else if let Some(v6) = addr.as_sockaddr_in6() {
+                IpAddr::V6(v6.ip())
+            } else {
+                continue;
+            };
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
         }
-    }
-    out
+        out
+    })
 }
 
 /// True when `ip` belongs to this machine: loopback (all of 127/8 and ::1),
@@ -220,7 +229,7 @@ pub fn is_local(ip: IpAddr, locals: &[IpAddr]) -> bool {
 pub const RESOLVE_WAIT: Duration = Duration::from_secs(3);
 
 /// One address a master name resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResolvedAddr {
     pub ip: IpAddr,
     /// An address of this machine (loopback, unspecified, or on an interface).
@@ -230,7 +239,7 @@ pub struct ResolvedAddr {
 }
 
 /// What a master name's lookup found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AddrLookup {
     Resolved(Vec<ResolvedAddr>),
     Failed(String),
@@ -239,39 +248,42 @@ pub enum AddrLookup {
 
 /// Resolve `host` and classify each address (local or not, bindable or not).
 pub fn lookup_addr(host: &str) -> AddrLookup {
-    match resolve(host, RESOLVE_WAIT) {
-        Resolution::Failed(e) => AddrLookup::Failed(e),
-        Resolution::TimedOut(d) => AddrLookup::TimedOut(d),
-        Resolution::Resolved(ips) => {
-            let locals = local_addresses();
-            AddrLookup::Resolved(
-                ips.into_iter()
-                    .map(|ip| {
-                        let local = is_local(ip, &locals);
-                        // A link-local IPv6 address binds only with its
-                        // interface's scope id, which a name lookup lacks.
-                        let link_local = matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
-                        let bind_error = if local && !link_local {
-                            try_listen(SocketAddr::new(ip, 0)).err()
-                        } else {
-                            None
-                        };
-                        ResolvedAddr {
-                            ip,
-                            local,
-                            bind_error,
-                        }
-                    })
-                    .collect(),
-            )
+    crate::seam::answer("net::lookup_addr", host, || {
+        match resolve(host, RESOLVE_WAIT) {
+            Resolution::Failed(e) => AddrLookup::Failed(e),
+            Resolution::TimedOut(d) => AddrLookup::TimedOut(d),
+            Resolution::Resolved(ips) => {
+                let locals = local_addresses();
+                AddrLookup::Resolved(
+                    ips.into_iter()
+                        .map(|ip| {
+                            let local = is_local(ip, &locals);
+                            // A link-local IPv6 address binds only with its
+                            // interface's scope id, which a name lookup lacks.
+                            let link_local =
+                                matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+                            let bind_error = if local && !link_local {
+                                try_listen(SocketAddr::new(ip, 0)).err()
+                            } else {
+                                None
+                            };
+                            ResolvedAddr {
+                                ip,
+                                local,
+                                bind_error,
+                            }
+                        })
+                        .collect(),
+                )
+            }
         }
-    }
+    })
 }
 
 // ---------------------------------------------------------------- binding
 
 /// Why a bind failed, in the terms a verdict needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BindError {
     /// EADDRINUSE: something else holds the port.
     InUse,
@@ -308,18 +320,20 @@ impl std::fmt::Display for BindError {
 /// TIME_WAIT do not count), then release it. An IPv6 wildcard is bound
 /// dual-stack.
 pub fn try_listen(addr: SocketAddr) -> Result<(), BindError> {
-    let attempt = || -> io::Result<()> {
-        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        s.set_reuse_address(true)?;
-        if let SocketAddr::V6(v6) = addr {
-            if v6.ip().is_unspecified() {
-                s.set_only_v6(false)?;
+    crate::seam::answer("net::try_listen", &addr.to_string(), || {
+        let attempt = || -> io::Result<()> {
+            let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+            s.set_reuse_address(true)?;
+            if let SocketAddr::V6(v6) = addr {
+                if v6.ip().is_unspecified() {
+                    s.set_only_v6(false)?;
+                }
             }
-        }
-        s.bind(&SockAddr::from(addr))?;
-        s.listen(1)
-    };
-    attempt().map_err(|e| BindError::from_io(&e))
+            s.bind(&SockAddr::from(addr))?;
+            s.listen(1)
+        };
+        attempt().map_err(|e| BindError::from_io(&e))
+    })
 }
 
 /// Can the rendezvous store listen on `port`? PyTorch's TCPStore server binds
@@ -328,14 +342,16 @@ pub fn try_listen(addr: SocketAddr) -> Result<(), BindError> {
 /// usable when either wildcard binds; otherwise the IPv6 error is returned
 /// unless IPv6 is simply unavailable.
 pub fn store_port_free(port: u16) -> Result<(), BindError> {
-    let Err(v6) = try_listen(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)) else {
-        return Ok(());
-    };
-    match try_listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)) {
-        Ok(()) => Ok(()),
-        Err(_) if v6 == BindError::InUse => Err(v6),
-        Err(v4) => Err(v4),
-    }
+    crate::seam::answer("net::store_port_free", &port.to_string(), || {
+        let Err(v6) = try_listen(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)) else {
+            return Ok(());
+        };
+        match try_listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)) {
+            Ok(()) => Ok(()),
+            Err(_) if v6 == BindError::InUse => Err(v6),
+            Err(v4) => Err(v4),
+        }
+    })
 }
 
 /// A port near `port` that the rendezvous store could listen on right now,
@@ -343,17 +359,19 @@ pub fn store_port_free(port: u16) -> Result<(), BindError> {
 /// above it first, then the ones below (never below 1024). There is a window
 /// between this check and the real bind, as with any free-port search.
 pub fn free_port_near(port: u16, span: u16) -> Option<u16> {
-    let above = (1..=span).filter_map(|d| port.checked_add(d));
-    let below = (1..=span)
-        .filter_map(|d| port.checked_sub(d))
-        .filter(|p| *p >= 1024);
-    above.chain(below).find(|p| store_port_free(*p).is_ok())
+    crate::seam::answer("net::free_port_near", &format!("{port}, {span}"), || {
+        let above = (1..=span).filter_map(|d| port.checked_add(d));
+        let below = (1..=span)
+            .filter_map(|d| port.checked_sub(d))
+            .filter(|p| *p >= 1024);
+        above.chain(below).find(|p| store_port_free(*p).is_ok())
+    })
 }
 
 // ---------------------------------------------------------------- port owner
 
 /// One socket from /proc/net/tcp or tcp6 bound to the port in question.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcNetSocket {
     /// A LISTEN socket (otherwise bound only, or connected).
     pub listening: bool,
@@ -375,7 +393,7 @@ pub fn sockets_on_port(table: &[TcpNetEntry], port: u16) -> Vec<ProcNetSocket> {
 }
 
 /// A process holding a socket.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortOwner {
     pub pid: u32,
     /// Its command line (arguments joined by spaces, shortened).
@@ -386,7 +404,7 @@ pub struct PortOwner {
 }
 
 /// Who holds a TCP port, as far as /proc tells this user.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PortHolder {
     /// The processes with the socket open; `listening` when it is a LISTEN socket.
     Processes {
@@ -404,39 +422,41 @@ pub enum PortHolder {
 /// Find who holds TCP `port`: the socket inode from /proc/net/tcp{,6}, then
 /// the processes with a descriptor on that socket (/proc/*/fd).
 pub fn port_holder(port: u16) -> PortHolder {
-    let tables = [procfs::net::tcp(), procfs::net::tcp6()];
-    let mut sockets: Vec<ProcNetSocket> = tables
-        .iter()
-        .flatten()
-        .flat_map(|t| sockets_on_port(t, port))
-        .filter(|s| s.inode != 0)
-        .collect();
-    let listening = sockets.iter().any(|s| s.listening);
-    if listening {
-        sockets.retain(|s| s.listening);
-    }
-    let Some(first) = sockets.first() else {
-        return PortHolder::Unlisted;
-    };
-    let uid = first.uid;
-    let inodes: Vec<u64> = sockets.iter().map(|s| s.inode).collect();
-    let mut pids = socket_holders(&inodes);
-    if pids.is_empty() {
-        return PortHolder::Hidden { uid, listening };
-    }
-    pids.sort_unstable();
-    let ancestors = ancestors();
-    let commands = command_lines(&pids);
-    let owners = pids
-        .into_iter()
-        .zip(commands)
-        .map(|(pid, cmdline)| PortOwner {
-            pid,
-            cmdline,
-            ancestor: ancestors.contains(&pid),
-        })
-        .collect();
-    PortHolder::Processes { owners, listening }
+    crate::seam::answer("net::port_holder", &port.to_string(), || {
+        let tables = [procfs::net::tcp(), procfs::net::tcp6()];
+        let mut sockets: Vec<ProcNetSocket> = tables
+            .iter()
+            .flatten()
+            .flat_map(|t| sockets_on_port(t, port))
+            .filter(|s| s.inode != 0)
+            .collect();
+        let listening = sockets.iter().any(|s| s.listening);
+        if listening {
+            sockets.retain(|s| s.listening);
+        }
+        let Some(first) = sockets.first() else {
+            return PortHolder::Unlisted;
+        };
+        let uid = first.uid;
+        let inodes: Vec<u64> = sockets.iter().map(|s| s.inode).collect();
+        let mut pids = socket_holders(&inodes);
+        if pids.is_empty() {
+            return PortHolder::Hidden { uid, listening };
+        }
+        pids.sort_unstable();
+        let ancestors = ancestors();
+        let commands = command_lines(&pids);
+        let owners = pids
+            .into_iter()
+            .zip(commands)
+            .map(|(pid, cmdline)| PortOwner {
+                pid,
+                cmdline,
+                ancestor: ancestors.contains(&pid),
+            })
+            .collect();
+        PortHolder::Processes { owners, listening }
+    })
 }
 
 /// The pids whose open descriptors include one of the socket `inodes`, as
@@ -464,20 +484,22 @@ const CMDLINE_MAX_CHARS: usize = 160;
 /// shortened; the process name in brackets when the command line is empty
 /// (kernel threads); empty brackets for a process that is gone.
 pub fn command_lines(pids: &[u32]) -> Vec<String> {
-    let wanted: Vec<Pid> = pids.iter().map(|p| Pid::from_u32(*p)).collect();
-    let mut system = System::new();
-    system.refresh_processes_specifics(
-        ProcessesToUpdate::Some(&wanted),
-        false,
-        ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
-    );
-    wanted
-        .iter()
-        .map(|pid| match system.process(*pid) {
-            Some(p) => shown_command(p.cmd(), &p.name().to_string_lossy()),
-            None => "[]".to_string(),
-        })
-        .collect()
+    crate::seam::answer("net::command_lines", &format!("{pids:?}"), || {
+        let wanted: Vec<Pid> = pids.iter().map(|p| Pid::from_u32(*p)).collect();
+        let mut system = System::new();
+        system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&wanted),
+            false,
+            ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
+        );
+        wanted
+            .iter()
+            .map(|pid| match system.process(*pid) {
+                Some(p) => shown_command(p.cmd(), &p.name().to_string_lossy()),
+                None => "[]".to_string(),
+            })
+            .collect()
+    })
 }
 
 /// A command line as a report shows it: the non-empty arguments joined by

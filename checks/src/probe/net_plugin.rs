@@ -35,7 +35,7 @@ pub const KNOWN_PLUGIN_DIRS: &[&str] = &[
 ];
 
 /// The host facts that make a network plugin necessary.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PluginDemand {
     /// AWS EFA devices: RDMA devices named `efa*` or driven by `efa`
     /// (`rdmap16s27` with `device/driver -> .../efa`), or network
@@ -51,15 +51,21 @@ pub struct PluginDemand {
 
 /// EFA devices under `<root>` (a folder standing for /sys).
 pub fn efa_devices(root: &Path) -> Vec<String> {
-    let ib = root.join("class/infiniband");
-    let mut found: Vec<String> = entries(&ib)
-        .filter(|name| name.starts_with("efa") || driven_by_efa(&ib.join(name)))
-        .collect();
-    let net = root.join("class/net");
-    found.extend(entries(&net).filter(|name| driven_by_efa(&net.join(name))));
-    found.sort();
-    found.dedup();
-    found
+    crate::seam::answer(
+        "net_plugin::efa_devices",
+        &root.display().to_string(),
+        || {
+            let ib = root.join("class/infiniband");
+            let mut found: Vec<String> = entries(&ib)
+                .filter(|name| name.starts_with("efa") || driven_by_efa(&ib.join(name)))
+                .collect();
+            let net = root.join("class/net");
+            found.extend(entries(&net).filter(|name| driven_by_efa(&net.join(name))));
+            found.sort();
+            found.dedup();
+            found
+        },
+    )
 }
 
 /// True when `<dir>/device/driver` links to the `efa` driver.
@@ -80,23 +86,24 @@ fn entries(dir: &Path) -> impl Iterator<Item = String> {
 
 /// The names of the environment variables set that start with `prefix`.
 fn vars_with_prefix(prefix: &str) -> Vec<String> {
-    let mut names: Vec<String> = std::env::vars_os()
-        .map(|(k, _)| k.to_string_lossy().into_owned())
+    crate::seam::env_names()
+        .into_iter()
         .filter(|k| k.starts_with(prefix))
-        .collect();
-    names.sort();
-    names
+        .collect()
 }
 
 /// What this host shows that calls for a plugin.
 pub fn demand(sysfs_root: &Path) -> PluginDemand {
-    PluginDemand {
-        efa_devices: efa_devices(sysfs_root),
-        nccl_net_plugin: std::env::var_os("NCCL_NET_PLUGIN")
-            .map(|v| v.to_string_lossy().into_owned()),
-        tcpx_vars: vars_with_prefix("NCCL_GPUDIRECTTCPX_"),
-        tcpxo_vars: vars_with_prefix("NCCL_FASTRAK_"),
-    }
+    crate::seam::answer(
+        "net_plugin::demand",
+        &sysfs_root.display().to_string(),
+        || PluginDemand {
+            efa_devices: efa_devices(sysfs_root),
+            nccl_net_plugin: crate::seam::env("NCCL_NET_PLUGIN"),
+            tcpx_vars: vars_with_prefix("NCCL_GPUDIRECTTCPX_"),
+            tcpxo_vars: vars_with_prefix("NCCL_FASTRAK_"),
+        },
+    )
 }
 
 /// The library names NCCL dlopens for a NCCL_NET_PLUGIN value, in order;
@@ -111,7 +118,7 @@ pub fn plugin_names(setting: Option<&str>) -> Vec<String> {
 }
 
 /// A plugin library that loaded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoadedPlugin {
     /// The name dlopen was given.
     pub requested: String,
@@ -123,7 +130,7 @@ pub struct LoadedPlugin {
 }
 
 /// Why no plugin library loaded: one dlopen error per name tried.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PluginLoadError {
     pub attempts: Vec<(String, String)>,
     /// Copies of the tried names in [`KNOWN_PLUGIN_DIRS`].
@@ -149,37 +156,39 @@ impl PluginLoadError {
 /// read the plugin API version of the first that loads. The library stays
 /// loaded for the rest of this (isolated) process.
 pub fn load_plugin(names: &[String]) -> Result<LoadedPlugin, PluginLoadError> {
-    let mut attempts = Vec::new();
-    for name in names {
-        stage(&format!("dlopen {name}"));
-        // SAFETY: loading a library runs its initialisers; this runs in an
-        // isolated child process, as NCCL itself would load it.
-        match unsafe { libloading::Library::new(name) } {
-            Ok(lib) => {
-                let api = plugin_api(&lib);
-                let file = Path::new(name)
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| name.clone());
-                let path = super::cuda::mapped_library(&file);
-                std::mem::forget(lib);
-                return Ok(LoadedPlugin {
-                    requested: name.clone(),
-                    path,
-                    api,
-                });
+    crate::seam::answer("net_plugin::load_plugin", &names.join(", "), || {
+        let mut attempts = Vec::new();
+        for name in names {
+            stage(&format!("dlopen {name}"));
+            // SAFETY: loading a library runs its initialisers; this runs in an
+            // isolated child process, as NCCL itself would load it.
+            match unsafe { libloading::Library::new(name) } {
+                Ok(lib) => {
+                    let api = plugin_api(&lib);
+                    let file = Path::new(name)
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| name.clone());
+                    let path = super::cuda::mapped_library(&file);
+                    std::mem::forget(lib);
+                    return Ok(LoadedPlugin {
+                        requested: name.clone(),
+                        path,
+                        api,
+                    });
+                }
+                Err(e) => attempts.push((name.clone(), e.to_string())),
             }
-            Err(e) => attempts.push((name.clone(), e.to_string())),
         }
-    }
-    let elsewhere = KNOWN_PLUGIN_DIRS
-        .iter()
-        .flat_map(|d| names.iter().map(move |n| Path::new(d).join(n)))
-        .filter(|p| p.is_file())
-        .collect();
-    Err(PluginLoadError {
-        attempts,
-        elsewhere,
+        let elsewhere = KNOWN_PLUGIN_DIRS
+            .iter()
+            .flat_map(|d| names.iter().map(move |n| Path::new(d).join(n)))
+            .filter(|p| p.is_file())
+            .collect();
+        Err(PluginLoadError {
+            attempts,
+            elsewhere,
+        })
     })
 }
 

@@ -18,7 +18,7 @@ use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 use thiserror::Error;
 
 /// What a program printed and how it ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Output {
     pub stdout: String,
     pub stderr: String,
@@ -28,7 +28,7 @@ pub struct Output {
     pub signal: Option<i32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Debug, Clone, PartialEq, Error, serde::Serialize, serde::Deserialize)]
 pub enum RunError {
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },

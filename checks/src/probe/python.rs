@@ -19,7 +19,7 @@ use crate::domain::text::quote_value;
 use thiserror::Error;
 
 /// Where the chosen interpreter came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PythonSource {
     /// `--python` or GPUCHECK_PYTHON.
     Explicit,
@@ -54,17 +54,17 @@ impl PythonSource {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PythonChoice {
     pub path: PathBuf,
     pub source: PythonSource,
 }
 
 /// Why no interpreter was chosen.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
 pub enum FindPythonError {
     #[error("{path} (from {from}) does not exist or is not executable")]
-    ExplicitMissing { path: String, from: &'static str },
+    ExplicitMissing { path: String, from: String },
     #[error("no Python found: --python not given, no $VIRTUAL_ENV or $CONDA_PREFIX, and no python3 on PATH")]
     NotFound,
 }
@@ -81,10 +81,19 @@ fn is_executable(p: &Path) -> bool {
 /// `:`) names whatever folder gpucheck happens to be started in, which may
 /// hold anyone's `python3`.
 pub fn which(name: &str, path_var: Option<&OsString>) -> Option<PathBuf> {
-    std::env::split_paths(path_var?)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
+    crate::seam::answer(
+        "python::which",
+        &format!(
+            "{name}, {}",
+            path_var.map(|p| p.to_string_lossy()).unwrap_or_default()
+        ),
+        || {
+            std::env::split_paths(path_var?)
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join(name))
+                .find(|p| is_executable(p))
+        },
+    )
 }
 
 /// The relative PATH entries holding an executable `name` that a shell
@@ -145,7 +154,7 @@ pub fn choose_python(
             }),
             _ => Err(FindPythonError::ExplicitMissing {
                 path: p.display().to_string(),
-                from: EXPLICIT,
+                from: EXPLICIT.to_string(),
             }),
         };
     }
@@ -187,13 +196,17 @@ pub fn choose_python(
 
 /// [`choose_python`] with this process's environment.
 pub fn find_python(explicit: Option<&Path>) -> Result<PythonChoice, FindPythonError> {
-    let venv = std::env::var_os("VIRTUAL_ENV").map(PathBuf::from);
-    let conda = std::env::var_os("CONDA_PREFIX").map(PathBuf::from);
-    choose_python(
-        explicit,
-        venv.as_deref(),
-        conda.as_deref(),
-        std::env::var_os("PATH").as_ref(),
+    crate::seam::answer(
+        "python::find_python",
+        &explicit
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        || {
+            let venv = crate::seam::env("VIRTUAL_ENV").map(PathBuf::from);
+            let conda = crate::seam::env("CONDA_PREFIX").map(PathBuf::from);
+            let path = crate::seam::env("PATH").map(OsString::from);
+            choose_python(explicit, venv.as_deref(), conda.as_deref(), path.as_ref())
+        },
     )
 }
 
@@ -364,7 +377,7 @@ pub fn run_payload(
     run_bounded(cmd, timeout).map_err(PayloadError::Run)
 }
 
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Debug, Clone, PartialEq, Error, serde::Serialize, serde::Deserialize)]
 pub enum PayloadError {
     #[error("cannot write the payload to a temporary file: {0}")]
     TempFile(String),
@@ -422,7 +435,7 @@ fn ask_interpreter(python: &Path) -> SelfReport {
 
 /// The training Python's environment, as every check names and searches
 /// it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PythonEnv {
     /// The interpreter as it names itself (`sys.executable`, what torch's
     /// payload reports too): a pyenv shim is named by the Python it runs.
@@ -434,23 +447,25 @@ pub struct PythonEnv {
 
 /// Ask `python` once where it is and what it runs.
 pub fn python_env(python: &Path) -> PythonEnv {
-    let answer = ask_interpreter(python);
-    let mut prefixes: Vec<PathBuf> = answer.prefix.into_iter().collect();
-    if let Some(beside) = python.parent().and_then(|bin| bin.parent()) {
-        prefixes.push(beside.to_path_buf());
-    }
-    let mut found = Vec::new();
-    for prefix in &prefixes {
-        for d in site_packages_under(prefix) {
-            if !found.contains(&d) {
-                found.push(d);
+    crate::seam::answer("python::python_env", &python.display().to_string(), || {
+        let answer = ask_interpreter(python);
+        let mut prefixes: Vec<PathBuf> = answer.prefix.into_iter().collect();
+        if let Some(beside) = python.parent().and_then(|bin| bin.parent()) {
+            prefixes.push(beside.to_path_buf());
+        }
+        let mut found = Vec::new();
+        for prefix in &prefixes {
+            for d in site_packages_under(prefix) {
+                if !found.contains(&d) {
+                    found.push(d);
+                }
             }
         }
-    }
-    PythonEnv {
-        name: answer.executable.unwrap_or_else(|| python.to_path_buf()),
-        site_packages: found,
-    }
+        PythonEnv {
+            name: answer.executable.unwrap_or_else(|| python.to_path_buf()),
+            site_packages: found,
+        }
+    })
 }
 
 /// How every report names the training Python `python`: as it names
@@ -466,7 +481,11 @@ pub fn name_of(python: &Path) -> PathBuf {
 /// prefix the interpreter reports (`sys.prefix`) and the folder above its
 /// `bin/` (all there is when the interpreter does not answer).
 pub fn site_packages(python: &Path) -> Vec<PathBuf> {
-    python_env(python).site_packages
+    crate::seam::answer(
+        "python::site_packages",
+        &python.display().to_string(),
+        || python_env(python).site_packages,
+    )
 }
 
 /// `<prefix>/lib{,64}/python3*/site-packages`, resolved, in order.

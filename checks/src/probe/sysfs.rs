@@ -9,24 +9,26 @@ use std::path::{Path, PathBuf};
 
 /// The folder that stands for /sys: `GPUCHECK_SYSFS_ROOT` when set.
 pub fn sysfs_root() -> PathBuf {
-    std::env::var_os("GPUCHECK_SYSFS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
+    crate::seam::env("GPUCHECK_SYSFS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
 }
 
 /// The folder that stands for /proc: `GPUCHECK_PROC_ROOT` when set.
 pub fn proc_root() -> PathBuf {
-    std::env::var_os("GPUCHECK_PROC_ROOT").map_or_else(|| PathBuf::from("/proc"), PathBuf::from)
+    crate::seam::env("GPUCHECK_PROC_ROOT").map_or_else(|| PathBuf::from("/proc"), PathBuf::from)
 }
 
 /// A sysfs attribute as trimmed text (bytes that are not UTF-8 replaced);
 /// `None` when it cannot be read (absent, or EINVAL for an unset GID type).
 pub fn attr(path: &Path) -> Option<String> {
-    fs::read(path)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    crate::seam::answer("sysfs::attr", &path.display().to_string(), || {
+        fs::read(path)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    })
 }
 
 /// One GID table entry of a port with an address.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Gid {
     pub index: u32,
     /// "0000:0000:0000:0000:0000:ffff:0a00:0001".
@@ -36,14 +38,14 @@ pub struct Gid {
 }
 
 /// A network interface of an RDMA device and its MTU.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Netdev {
     pub name: String,
     pub mtu: Option<u32>,
 }
 
 /// One port of an RDMA device (`class/infiniband/<device>/ports/<port>`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RdmaPort {
     /// "mlx5_0".
     pub device: String,
@@ -65,32 +67,34 @@ pub struct RdmaPort {
 /// Every port of every RDMA device under `<root>/class/infiniband`, sorted.
 /// No such folder is no devices; any other error on it is returned.
 pub fn rdma_ports(root: &Path) -> Result<Vec<RdmaPort>, String> {
-    let class = root.join("class/infiniband");
-    let devices = match fs::read_dir(&class) {
-        Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("cannot list {}: {e}", class.display())),
-    };
-    let mut ports = Vec::new();
-    for dev in devices.flatten() {
-        let device = dev.file_name().to_string_lossy().into_owned();
-        let dir = dev.path();
-        let netdevs = netdevs_of(root, &dir);
-        for (port, port_dir) in numbered_entries(&dir.join("ports")) {
-            ports.push(RdmaPort {
-                device: device.clone(),
-                port,
-                state: attr(&port_dir.join("state")),
-                phys_state: attr(&port_dir.join("phys_state")),
-                rate: attr(&port_dir.join("rate")),
-                link_layer: attr(&port_dir.join("link_layer")),
-                gids: gids_of(&port_dir),
-                netdevs: netdevs.clone(),
-            });
+    crate::seam::answer("sysfs::rdma_ports", &root.display().to_string(), || {
+        let class = root.join("class/infiniband");
+        let devices = match fs::read_dir(&class) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("cannot list {}: {e}", class.display())),
+        };
+        let mut ports = Vec::new();
+        for dev in devices.flatten() {
+            let device = dev.file_name().to_string_lossy().into_owned();
+            let dir = dev.path();
+            let netdevs = netdevs_of(root, &dir);
+            for (port, port_dir) in numbered_entries(&dir.join("ports")) {
+                ports.push(RdmaPort {
+                    device: device.clone(),
+                    port,
+                    state: attr(&port_dir.join("state")),
+                    phys_state: attr(&port_dir.join("phys_state")),
+                    rate: attr(&port_dir.join("rate")),
+                    link_layer: attr(&port_dir.join("link_layer")),
+                    gids: gids_of(&port_dir),
+                    netdevs: netdevs.clone(),
+                });
+            }
         }
-    }
-    ports.sort_by(|a, b| (&a.device, a.port).cmp(&(&b.device, b.port)));
-    Ok(ports)
+        ports.sort_by(|a, b| (&a.device, a.port).cmp(&(&b.device, b.port)));
+        Ok(ports)
+    })
 }
 
 /// The entries of `dir` whose names are numbers, sorted by number.
@@ -146,7 +150,7 @@ fn netdevs_of(root: &Path, device_dir: &Path) -> Vec<Netdev> {
 }
 
 /// What decides whether a NIC can read and write GPU memory.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerMemFacts {
     /// `<sysfs>/module/nvidia_peermem` exists (driver R470+).
     pub nvidia_peermem: bool,
@@ -162,22 +166,28 @@ pub struct PeerMemFacts {
 
 /// Read the GPUDirect RDMA facts through the two roots.
 pub fn peermem_facts(sys: &Path, proc: &Path) -> PeerMemFacts {
-    let kernel_release = attr(&proc.join("sys/kernel/osrelease"))
-        .filter(|r| !r.is_empty())
-        .or_else(|| {
-            nix::sys::utsname::uname()
-                .ok()
-                .map(|u| u.release().to_string_lossy().into_owned())
-        });
-    PeerMemFacts {
-        nvidia_peermem: sys.join("module/nvidia_peermem").is_dir(),
-        nv_peer_mem: sys.join("module/nv_peer_mem").is_dir(),
-        nvidia_module: attr(&sys.join("module/nvidia/version")).filter(|v| !v.is_empty()),
-        nvidia_proc_version: attr(&proc.join("driver/nvidia/version"))
-            .and_then(|t| t.lines().next().map(|l| l.trim().to_string()))
-            .filter(|l| !l.is_empty()),
-        kernel_release,
-    }
+    crate::seam::answer(
+        "sysfs::peermem_facts",
+        &format!("{}, {}", sys.display(), proc.display()),
+        || {
+            let kernel_release = attr(&proc.join("sys/kernel/osrelease"))
+                .filter(|r| !r.is_empty())
+                .or_else(|| {
+                    nix::sys::utsname::uname()
+                        .ok()
+                        .map(|u| u.release().to_string_lossy().into_owned())
+                });
+            PeerMemFacts {
+                nvidia_peermem: sys.join("module/nvidia_peermem").is_dir(),
+                nv_peer_mem: sys.join("module/nv_peer_mem").is_dir(),
+                nvidia_module: attr(&sys.join("module/nvidia/version")).filter(|v| !v.is_empty()),
+                nvidia_proc_version: attr(&proc.join("driver/nvidia/version"))
+                    .and_then(|t| t.lines().next().map(|l| l.trim().to_string()))
+                    .filter(|l| !l.is_empty()),
+                kernel_release,
+            }
+        },
+    )
 }
 
 #[cfg(test)]

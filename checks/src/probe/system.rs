@@ -28,29 +28,31 @@ pub struct HostFacts {
 /// Gather the host facts. Cheap: uname, /etc/os-release, the CPU list
 /// and /proc/meminfo, nothing per process.
 pub fn host_facts() -> HostFacts {
-    let mut system = System::new();
-    system.refresh_cpu_list(CpuRefreshKind::nothing());
-    system.refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram());
-    let unknown = || "unknown".to_string();
-    HostFacts {
-        hostname: System::host_name().unwrap_or_else(unknown),
-        os: pretty_name(&fs::read_to_string("/etc/os-release").unwrap_or_default())
-            .or_else(|| os_name(System::name(), System::os_version()))
-            .unwrap_or_else(unknown),
-        kernel: System::kernel_version().unwrap_or_else(unknown),
-        arch: System::cpu_arch(),
-        cpu: system
-            .cpus()
-            .first()
-            .map(|c| c.brand().trim().to_string())
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(unknown),
-        cpu_count: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(0),
-        memory_total_mib: system.total_memory() / (1024 * 1024),
-        container: container(),
-    }
+    crate::seam::answer("system::host_facts", "", || {
+        let mut system = System::new();
+        system.refresh_cpu_list(CpuRefreshKind::nothing());
+        system.refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram());
+        let unknown = || "unknown".to_string();
+        HostFacts {
+            hostname: System::host_name().unwrap_or_else(unknown),
+            os: pretty_name(&fs::read_to_string("/etc/os-release").unwrap_or_default())
+                .or_else(|| os_name(System::name(), System::os_version()))
+                .unwrap_or_else(unknown),
+            kernel: System::kernel_version().unwrap_or_else(unknown),
+            arch: System::cpu_arch(),
+            cpu: system
+                .cpus()
+                .first()
+                .map(|c| c.brand().trim().to_string())
+                .filter(|b| !b.is_empty())
+                .unwrap_or_else(unknown),
+            cpu_count: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(0),
+            memory_total_mib: system.total_memory() / (1024 * 1024),
+            container: container(),
+        }
+    })
 }
 
 /// PRETTY_NAME from os-release text ("Ubuntu 22.04.4 LTS"). sysinfo reads
@@ -75,13 +77,15 @@ fn os_name(name: Option<String>, version: Option<String>) -> Option<String> {
 /// The container runtime gpucheck runs under ("docker", "kubernetes", ...),
 /// `None` on bare metal or a VM. Cheap: a few file tests.
 pub fn container() -> Option<String> {
-    detect_container(
-        std::path::Path::new("/.dockerenv").exists(),
-        std::path::Path::new("/run/.containerenv").exists(),
-        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-        &fs::read_to_string("/proc/1/cgroup").unwrap_or_default(),
-        std::env::var("container").ok().as_deref(),
-    )
+    crate::seam::answer("system::container", "", || {
+        detect_container(
+            std::path::Path::new("/.dockerenv").exists(),
+            std::path::Path::new("/run/.containerenv").exists(),
+            crate::seam::env("KUBERNETES_SERVICE_HOST").is_some(),
+            &fs::read_to_string("/proc/1/cgroup").unwrap_or_default(),
+            crate::seam::env("container").as_deref(),
+        )
+    })
 }
 
 /// Pure container detection from the usual markers.

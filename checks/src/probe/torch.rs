@@ -60,7 +60,7 @@ pub struct TorchInfo {
 }
 
 /// Why the payload gave no [`TorchInfo`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum TorchProbeError {
     NoPython(FindPythonError),
     /// `import torch` raised ModuleNotFoundError for torch itself.
@@ -226,39 +226,46 @@ fn clean_tail(stderr: &str) -> String {
 
 /// Run the payload with `python` under `timeout`.
 pub fn run_torch_payload(python: &Path, timeout: Duration) -> Result<TorchInfo, TorchProbeError> {
-    super::stage("python torch_info.py");
-    let out = match python::run_payload(python, "torch-info", TORCH_INFO_PY, &[], &[], timeout) {
-        Ok(o) => o,
-        Err(PayloadError::Run(RunError::Timeout { secs, stderr, .. })) => {
-            return Err(TorchProbeError::Timeout {
-                python: python.to_path_buf(),
-                secs,
-                stage: last_stage(&stderr),
-                stderr_tail: clean_tail(&stderr),
-            })
-        }
-        Err(e) => {
-            return Err(TorchProbeError::Spawn {
-                python: python.to_path_buf(),
-                detail: e.to_string(),
-            })
-        }
-    };
-    if let Some(r) = parse_output(python, &out.stdout) {
-        return r;
-    }
-    match out.signal {
-        Some(signal) => Err(TorchProbeError::Crashed {
-            python: python.to_path_buf(),
-            signal,
-            stderr_tail: clean_tail(&out.stderr),
-        }),
-        None => Err(TorchProbeError::NoResult {
-            python: python.to_path_buf(),
-            code: out.code,
-            stderr_tail: clean_tail(&out.stderr),
-        }),
-    }
+    crate::seam::answer(
+        "torch::run_torch_payload",
+        &python.display().to_string(),
+        || {
+            super::stage("python torch_info.py");
+            let out =
+                match python::run_payload(python, "torch-info", TORCH_INFO_PY, &[], &[], timeout) {
+                    Ok(o) => o,
+                    Err(PayloadError::Run(RunError::Timeout { secs, stderr, .. })) => {
+                        return Err(TorchProbeError::Timeout {
+                            python: python.to_path_buf(),
+                            secs,
+                            stage: last_stage(&stderr),
+                            stderr_tail: clean_tail(&stderr),
+                        })
+                    }
+                    Err(e) => {
+                        return Err(TorchProbeError::Spawn {
+                            python: python.to_path_buf(),
+                            detail: e.to_string(),
+                        })
+                    }
+                };
+            if let Some(r) = parse_output(python, &out.stdout) {
+                return r;
+            }
+            match out.signal {
+                Some(signal) => Err(TorchProbeError::Crashed {
+                    python: python.to_path_buf(),
+                    signal,
+                    stderr_tail: clean_tail(&out.stderr),
+                }),
+                None => Err(TorchProbeError::NoResult {
+                    python: python.to_path_buf(),
+                    code: out.code,
+                    stderr_tail: clean_tail(&out.stderr),
+                }),
+            }
+        },
+    )
 }
 
 /// Find the training Python (`--python`, VIRTUAL_ENV, CONDA_PREFIX,
@@ -267,13 +274,19 @@ pub fn probe_torch(
     explicit: Option<&Path>,
     timeout: Duration,
 ) -> (Option<PythonChoice>, Result<TorchInfo, TorchProbeError>) {
-    match python::find_python(explicit) {
-        Ok(choice) => {
-            let r = run_torch_payload(&choice.path, timeout);
-            (Some(choice), r)
-        }
-        Err(e) => (None, Err(TorchProbeError::NoPython(e))),
-    }
+    crate::seam::answer(
+        "torch::probe_torch",
+        &explicit
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        || match python::find_python(explicit) {
+            Ok(choice) => {
+                let r = run_torch_payload(&choice.path, timeout);
+                (Some(choice), r)
+            }
+            Err(e) => (None, Err(TorchProbeError::NoPython(e))),
+        },
+    )
 }
 
 #[cfg(test)]

@@ -446,7 +446,7 @@ mod tests {
         let o = probe_failure(&TorchProbeError::NoPython(
             FindPythonError::ExplicitMissing {
                 path: "/nope/python".into(),
-                from: "--python / GPUCHECK_PYTHON",
+                from: "--python / GPUCHECK_PYTHON".into(),
             },
         ));
         assert_eq!(o.status, Status::Fail);

@@ -1,0 +1,379 @@
+//! The probe boundary: the one way a check reaches the outside world.
+//!
+//! Every probe entry point (an NVML query, a sysfs read, the training
+//! Python's answer, an environment variable) hands its live work to
+//! [`answer`] as a closure. What happens then is the run's [`Mode`]:
+//!
+//! - **live** (the default): the closure runs; nothing is kept.
+//! - **record** (`--capture FILE`): the closure runs and its answer is kept,
+//!   serialised, under the entry point's name and arguments
+//!   (`"sysfs::rdma_ports(/sys)"`); the runner writes them all into the
+//!   capture document ([`capture`]). A child-isolated check records in its
+//!   own process and sends its answers back with its outcome.
+//! - **replay** (`--replay FILE`): the answer comes from the capture and the
+//!   closure never runs. An answer that is not there (a newer probe, a
+//!   profile the capture did not run) is an explicit miss: the probe unwinds
+//!   with a [`Miss`] (through `resume_unwind`, so no panic message is
+//!   printed) and the runner turns it into the check's `skip` with the
+//!   reason "not in the capture (KEY)". Nothing is ever made up. Under
+//!   replay nothing can hang, so the runner runs child-isolated checks in
+//!   its own process.
+//!
+//! Wrap a probe's whole body, outermost: a [`Miss`] must unwind straight
+//! to the runner, so `answer` is never called inside a thread the probe
+//! starts itself (a bounded wait) or inside its own `catch_unwind` (the
+//! cudarc guard in probe/cuda.rs); the live closure may do both.
+//!
+//! The mode is process-global, set once by the runner before the first
+//! check runs ([`install`]); without it every probe is live, as in unit
+//! tests.
+//!
+//! Environment variables go through [`env`] and [`env_names`]
+//! (`probe::host::env_lossy` is [`env`]). Still read directly, in probes
+//! not wired yet: `PATH` (probe/kernel_log.rs), `NCCL_CONF_FILE`, `HOME`,
+//! every `NCCL_*` and the NCCL debug variables (probe/nccl.rs),
+//! `LD_LIBRARY_PATH` and the library-folder variables (probe/libs.rs,
+//! probe/cuda.rs, cuda/runtime.rs). `GPUCHECK_CHILD` (probe/mod.rs) is the
+//! child protocol, not a fact about the machine.
+
+pub mod capture;
+#[cfg(test)]
+mod entry_points;
+pub mod redact;
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::redact::{redact_url_credentials, redact_value};
+
+/// Recorded answers: the key (entry point and arguments) to the answer.
+pub type Answers = BTreeMap<String, Value>;
+
+/// The environment variable that tells `gpucheck __child` to record.
+pub const RECORD_ENV: &str = "GPUCHECK_SEAM_RECORD";
+
+/// How probes answer in this process.
+#[derive(Debug)]
+pub enum Mode {
+    /// Ask the machine.
+    Live,
+    /// Ask the machine and keep every answer.
+    Record(Mutex<Answers>),
+    /// Answer from a capture; never ask the machine.
+    Replay(Answers),
+}
+
+/// One boundary with its mode; the process has at most one, installed by
+/// the runner ([`install`]), and tests build their own.
+#[derive(Debug)]
+pub struct Seam {
+    mode: Mode,
+}
+
+/// A probe's answer that the capture does not hold (or holds in a shape
+/// this gpucheck cannot read). Carried by unwinding to the runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Miss {
+    pub key: String,
+    /// Empty when the key is absent; why the answer could not be read otherwise.
+    pub why: String,
+}
+
+impl Miss {
+    /// The check's skip reason: "not in the capture (KEY)".
+    pub fn reason(&self) -> String {
+        if self.why.is_empty() {
+            format!("not in the capture ({})", self.key)
+        } else {
+            format!("not in the capture ({}: {})", self.key, self.why)
+        }
+    }
+}
+
+impl Seam {
+    pub fn new(mode: Mode) -> Self {
+        Seam { mode }
+    }
+
+    /// The answer of entry point `entry` called with `args`, per the mode.
+    pub fn answer<T: Serialize + DeserializeOwned>(
+        &self,
+        entry: &str,
+        args: &str,
+        live: impl FnOnce() -> T,
+    ) -> Result<T, Miss> {
+        let key = key(entry, args);
+        match &self.mode {
+            Mode::Live => Ok(live()),
+            Mode::Record(kept) => {
+                let value = live();
+                if let Ok(json) = serde_json::to_value(&value) {
+                    if let Ok(mut kept) = kept.lock() {
+                        kept.entry(key).or_insert(json);
+                    }
+                }
+                Ok(value)
+            }
+            Mode::Replay(answers) => match answers.get(&key) {
+                None => Err(Miss {
+                    key,
+                    why: String::new(),
+                }),
+                Some(v) => serde_json::from_value(v.clone()).map_err(|e| Miss {
+                    key,
+                    why: format!("recorded in another shape: {e}"),
+                }),
+            },
+        }
+    }
+
+    /// Keep answers recorded elsewhere (an isolated child's), first one wins.
+    pub fn keep(&self, answers: Answers) {
+        if let Mode::Record(kept) = &self.mode {
+            if let Ok(mut kept) = kept.lock() {
+                for (k, v) in answers {
+                    kept.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+
+    /// Every answer recorded so far (empty unless recording).
+    pub fn recorded(&self) -> Answers {
+        match &self.mode {
+            Mode::Record(kept) => kept.lock().map(|k| k.clone()).unwrap_or_default(),
+            _ => Answers::new(),
+        }
+    }
+
+    pub fn is_replay(&self) -> bool {
+        matches!(self.mode, Mode::Replay(_))
+    }
+
+    pub fn is_recording(&self) -> bool {
+        matches!(self.mode, Mode::Record(_))
+    }
+}
+
+/// An answer's key: `entry` alone, or `entry(args)`.
+pub fn key(entry: &str, args: &str) -> String {
+    if args.is_empty() {
+        entry.to_string()
+    } else {
+        format!("{entry}({args})")
+    }
+}
+
+static GLOBAL: OnceLock<Seam> = OnceLock::new();
+
+/// Set this process's mode, once, before the first check runs. False when
+/// a mode was already set (it stays).
+pub fn install(mode: Mode) -> bool {
+    GLOBAL.set(Seam::new(mode)).is_ok()
+}
+
+/// This process's boundary, when the runner installed one.
+pub fn global() -> Option<&'static Seam> {
+    GLOBAL.get()
+}
+
+/// True under `--replay`.
+pub fn is_replay() -> bool {
+    global().is_some_and(Seam::is_replay)
+}
+
+/// True under `--capture`.
+pub fn is_recording() -> bool {
+    global().is_some_and(Seam::is_recording)
+}
+
+/// The one call every probe entry point makes: `live` asks the machine;
+/// under replay the capture answers instead, and a missing answer unwinds
+/// with a [`Miss`] that the runner reports as the check's skip.
+pub fn answer<T: Serialize + DeserializeOwned>(
+    entry: &str,
+    args: &str,
+    live: impl FnOnce() -> T,
+) -> T {
+    let Some(seam) = global() else {
+        return live();
+    };
+    match seam.answer(entry, args, live) {
+        Ok(v) => v,
+        // No panic hook runs for resume_unwind: nothing is printed.
+        Err(miss) => std::panic::resume_unwind(Box::new(miss)),
+    }
+}
+
+/// The skip reason when `payload` (what a check's unwinding carried) is a
+/// [`Miss`].
+pub fn miss_reason(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload.downcast_ref::<Miss>().map(Miss::reason)
+}
+
+/// An environment variable the checks read, as text (non-UTF-8 bytes
+/// replaced), through the boundary: recorded with secrets redacted (the
+/// reports' own rules: secret-looking names, passwords in addresses), and
+/// under replay read from the capture.
+pub fn env(name: &str) -> Option<String> {
+    let live = || std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    if !is_recording() {
+        return answer("env", name, live);
+    }
+    let value = live();
+    let kept = value.as_deref().map(|v| without_secrets(name, v));
+    if let Some(seam) = global() {
+        seam.keep(Answers::from([(
+            key("env", name),
+            serde_json::to_value(&kept).unwrap_or(Value::Null),
+        )]));
+    }
+    value
+}
+
+/// The names of every environment variable set (for the probes that look
+/// for a family: `NCCL_*`, `FI_*`), through the boundary.
+pub fn env_names() -> Vec<String> {
+    answer("env::names", "", || {
+        let mut names: Vec<String> = std::env::vars_os()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    })
+}
+
+/// `value` of `name` as a capture may keep it.
+fn without_secrets(name: &str, value: &str) -> String {
+    let value = redact_value(name, value);
+    if value.contains('@') {
+        redact_url_credentials(&value)
+    } else {
+        value
+    }
+}
+
+/// Checks that still reach the machine through probes that do not go
+/// through this boundary yet (NVML, libcuda, libnccl, the library search,
+/// the kernel log, the copy benchmark). Under replay they are skipped,
+/// never run against the replaying machine. The list shrinks as those
+/// probes are wired; a test in `probe_entry_points` keeps it honest.
+pub const NOT_YET_WIRED_CHECKS: &[(&str, &str)] = &[
+    ("gpu.driver", "probe::nvml"),
+    ("gpu.count", "probe::nvml"),
+    ("gpu.ecc", "probe::nvml"),
+    ("gpu.pcie", "probe::nvml"),
+    ("gpu.throttle", "probe::nvml"),
+    ("gpu.mode", "probe::nvml"),
+    ("gpu.processes", "probe::nvml"),
+    ("gpu.topology", "probe::nvml"),
+    ("cuda.driver", "probe::cuda"),
+    ("cuda.runtime", "probe::cuda, probe::libs"),
+    ("cuda.copy_bandwidth", "probe::copy_bandwidth, probe::nvml"),
+    ("fabric.xid", "probe::kernel_log"),
+    ("nccl.library", "probe::nccl, probe::libs"),
+    ("nccl.env", "probe::nccl"),
+    ("nccl.allreduce", "probe::nccl"),
+    ("nccl.nic_path", "probe::nccl"),
+];
+
+/// Under replay, why check `id` cannot be replayed yet (its probes are
+/// not captured), or None when it can.
+pub fn not_replayable(id: &str) -> Option<String> {
+    NOT_YET_WIRED_CHECKS
+        .iter()
+        .find(|(check, _)| *check == id)
+        .map(|(_, probes)| {
+            format!("not in the capture ({id}'s probes, {probes}, are not captured yet)")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_asks_the_machine_and_keeps_nothing() {
+        let seam = Seam::new(Mode::Live);
+        assert_eq!(seam.answer("x", "", || 7u32), Ok(7));
+        assert!(seam.recorded().is_empty());
+    }
+
+    #[test]
+    fn record_keeps_the_first_answer_under_entry_and_arguments() {
+        let seam = Seam::new(Mode::Record(Mutex::new(Answers::new())));
+        assert_eq!(
+            seam.answer("sysfs::attr", "/sys/x", || "1".to_string()),
+            Ok("1".into())
+        );
+        assert_eq!(
+            seam.answer("sysfs::attr", "/sys/x", || "2".to_string()),
+            Ok("2".into())
+        );
+        let kept = seam.recorded();
+        assert_eq!(kept.get("sysfs::attr(/sys/x)"), Some(&Value::from("1")));
+    }
+
+    #[test]
+    fn replay_answers_from_the_capture_without_asking() {
+        let answers = Answers::from([("gpu::count(0)".to_string(), Value::from(8))]);
+        let seam = Seam::new(Mode::Replay(answers));
+        let asked = std::cell::Cell::new(false);
+        let got = seam.answer("gpu::count", "0", || {
+            asked.set(true);
+            1u32
+        });
+        assert_eq!(got, Ok(8));
+        assert!(!asked.get(), "replay must never run the live probe");
+    }
+
+    #[test]
+    fn a_missing_answer_is_an_explicit_miss_naming_the_key() {
+        let seam = Seam::new(Mode::Replay(Answers::new()));
+        let miss = seam.answer("net::resolve", "node01", || 0u8).unwrap_err();
+        assert_eq!(miss.reason(), "not in the capture (net::resolve(node01))");
+    }
+
+    #[test]
+    fn an_answer_of_another_shape_is_a_miss_not_a_default() {
+        let answers = Answers::from([("n".to_string(), Value::from("eight"))]);
+        let seam = Seam::new(Mode::Replay(answers));
+        let miss = seam.answer("n", "", || 0u32).unwrap_err();
+        assert!(
+            miss.reason()
+                .starts_with("not in the capture (n: recorded in another shape"),
+            "{miss:?}"
+        );
+    }
+
+    #[test]
+    fn a_miss_unwinds_to_the_runner_silently_and_is_recognised() {
+        let caught = std::panic::catch_unwind(|| {
+            std::panic::resume_unwind(Box::new(Miss {
+                key: "env(RANK)".into(),
+                why: String::new(),
+            }))
+        })
+        .unwrap_err();
+        assert_eq!(
+            miss_reason(caught.as_ref()).as_deref(),
+            Some("not in the capture (env(RANK))")
+        );
+        let other = std::panic::catch_unwind(|| panic!("a bug")).unwrap_err();
+        assert_eq!(miss_reason(other.as_ref()), None);
+    }
+
+    #[test]
+    fn recorded_environment_values_lose_their_secrets() {
+        assert_eq!(without_secrets("HF_TOKEN", "hf_abc"), "***");
+        assert_eq!(
+            without_secrets("MASTER_ADDR", "tcp://user:pw@node01:29500"),
+            "tcp://user:***@node01:29500"
+        );
+        assert_eq!(without_secrets("NCCL_SOCKET_IFNAME", "eth0"), "eth0");
+    }
+}

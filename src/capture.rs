@@ -1,0 +1,292 @@
+//! `--capture FILE` and `--replay FILE` on the binary's side: set the probe
+//! boundary's mode (`gpucheck_checks::seam`) before the checks run, and
+//! write the capture document after them. Planned before any check runs,
+//! so a bad capture file or an unwritable path is a one-line error, exit 2.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use gpucheck_checks::facts::nvml::{NvmlDriver, NvmlInventory};
+use gpucheck_checks::seam::capture::{Capture, Machine, CAPTURE_VERSION};
+use gpucheck_checks::seam::{self, Mode};
+use gpucheck_checks::{Fact, Options};
+
+use crate::cli::RunArgs;
+use crate::model::Run;
+
+/// What the run does at the probe boundary.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Live,
+    /// Keep every answer and write them to `path` at the end.
+    Record {
+        path: PathBuf,
+        redact: bool,
+    },
+    /// Answer from this capture.
+    Replay(Box<Capture>),
+}
+
+/// The boundary's plan for `args`, or the one-line reason it cannot be.
+pub fn plan(args: &RunArgs) -> Result<Plan, String> {
+    if args.redact && args.capture.is_none() {
+        return Err("--redact needs --capture FILE (or `gpucheck capture FILE`)".to_string());
+    }
+    if let Some(path) = &args.replay {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the capture {shown}: {e}"))?;
+        let capture = Capture::parse(&shown, &text).map_err(|e| e.to_string())?;
+        return Ok(Plan::Replay(Box::new(capture)));
+    }
+    let Some(path) = &args.capture else {
+        return Ok(Plan::Live);
+    };
+    writable(path)?;
+    Ok(Plan::Record {
+        path: path.clone(),
+        redact: args.redact,
+    })
+}
+
+/// The folder of `path` takes a new file (tried, then removed).
+fn writable(path: &Path) -> Result<(), String> {
+    let dir = folder_of(path);
+    let refuse = |e: std::io::Error| format!("cannot write the capture {}: {e}", path.display());
+    // The folder first, for the OS's own words (tempfile's error adds the
+    // temporary file's name).
+    std::fs::metadata(dir).map_err(refuse)?;
+    tempfile::NamedTempFile::new_in(dir)
+        .map(drop)
+        .map_err(|e| refuse(std::io::Error::from(e.kind())))
+}
+
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// The options a replay runs with: the capture's (its probes asked with
+/// those paths), with the profile chosen now and any threshold given now.
+pub fn replay_options(capture: &Capture, now: &Options) -> Options {
+    Options {
+        profile: now.profile,
+        expect_gpus: now.expect_gpus.or(capture.options.expect_gpus),
+        min_busbw_gbps: now.min_busbw_gbps.or(capture.options.min_busbw_gbps),
+        min_scaling: now.min_scaling.or(capture.options.min_scaling),
+        ..capture.options.clone()
+    }
+}
+
+/// Set the boundary's mode for this process; before the first check.
+pub fn start(plan: &Plan) {
+    match plan {
+        Plan::Live => {}
+        Plan::Record { .. } => {
+            seam::install(Mode::Record(Default::default()));
+        }
+        Plan::Replay(capture) => {
+            seam::install(Mode::Replay(capture.answers.clone()));
+        }
+    }
+}
+
+/// After the checks: write the capture when recording. The error is one line.
+pub fn finish(plan: &Plan, options: &Options, run: &Run) -> Result<(), String> {
+    let Plan::Record { path, redact } = plan else {
+        return Ok(());
+    };
+    let mut capture = Capture {
+        capture_version: CAPTURE_VERSION,
+        gpucheck_version: env!("CARGO_PKG_VERSION").to_string(),
+        profile: run.profile,
+        captured_at_unix: run.started_at_unix,
+        redacted: false,
+        machine: machine(run),
+        options: options.clone(),
+        answers: seam::global().map(|s| s.recorded()).unwrap_or_default(),
+    };
+    keep_nvml_facts(&mut capture, run);
+    if *redact {
+        capture = seam::redact::redact(&capture);
+    }
+    write_whole(path, &capture.to_text())
+        .map_err(|e| format!("cannot write the capture {}: {e}", path.display()))
+}
+
+/// Write `text` as the file at `path` the way the reports are written: a
+/// hidden temporary file beside it (0666 less the umask, or the old file's
+/// permissions), on disk, then renamed into place.
+fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_default());
+    prefix.push(".");
+    let mut temp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(folder_of(path))?;
+    temp.write_all(text.as_bytes())?;
+    if let Ok(old) = std::fs::metadata(path) {
+        temp.as_file().set_permissions(old.permissions())?;
+    }
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// What gpu.driver and gpu.count published is what NVML answered them:
+/// kept as the answers a later check's own NVML question gets
+/// (`facts::nvml`), so those checks replay even while the gpu checks'
+/// probes are not captured yet.
+fn keep_nvml_facts(capture: &mut Capture, run: &Run) {
+    let lib = capture
+        .options
+        .nvml_lib
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    for (entry, fact) in [
+        ("nvml::driver", NvmlDriver::KEY),
+        ("nvml::inventory", NvmlInventory::KEY),
+    ] {
+        let published = run
+            .results
+            .iter()
+            .rev()
+            .find_map(|r| r.outcome.data.get(fact));
+        if let Some(v) = published {
+            capture
+                .answers
+                .entry(seam::key(entry, &lib))
+                .or_insert_with(|| v.clone());
+        }
+    }
+    // NVML that failed in gpu.driver fails every later inventory the same
+    // way (facts::nvml::inventory_for_run), with no gpu.count to publish it.
+    let driver = capture
+        .answers
+        .get(&seam::key("nvml::driver", &lib))
+        .cloned();
+    if let Some(failure) = driver.filter(|d| d.get("Err").is_some()) {
+        capture
+            .answers
+            .entry(seam::key("nvml::inventory", &lib))
+            .or_insert(failure);
+    }
+}
+
+/// Whose machine the run was on: the host, and the GPUs and driver NVML
+/// described to the gpu checks.
+fn machine(run: &Run) -> Machine {
+    let fact = |key: &str| {
+        run.results
+            .iter()
+            .rev()
+            .find_map(|r| r.outcome.data.get(key).cloned())
+    };
+    let driver = fact(NvmlDriver::KEY)
+        .and_then(|v| serde_json::from_value::<NvmlDriver>(v).ok())
+        .and_then(|d| d.0.ok())
+        .map(|d| d.driver_version);
+    let gpus = fact(NvmlInventory::KEY)
+        .and_then(|v| serde_json::from_value::<NvmlInventory>(v).ok())
+        .and_then(|i| i.gpus().ok())
+        .unwrap_or_default();
+    Machine {
+        hostname: run.host.hostname.clone(),
+        os: run.host.os.clone(),
+        kernel: run.host.kernel.clone(),
+        gpus: gpus.iter().map(|g| g.name.clone()).collect(),
+        gpu_uuids: gpus.iter().map(|g| g.uuid.clone()).collect(),
+        driver,
+    }
+}
+
+/// The line a replay prints above its table: whose machine it is.
+pub fn header(capture: &Capture) -> String {
+    let m = &capture.machine;
+    let gpus = match m.gpus.len() {
+        0 => "no GPUs described".to_string(),
+        n => {
+            let mut names = m.gpus.clone();
+            names.dedup();
+            format!(
+                "{n} GPU{} ({})",
+                if n == 1 { "" } else { "s" },
+                names.join(", ")
+            )
+        }
+    };
+    let when = chrono::DateTime::from_timestamp(capture.captured_at_unix as i64, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| capture.captured_at_unix.to_string());
+    format!(
+        "replay of {}: {}, driver {}, {} profile, captured {when} by gpucheck {}{}\n",
+        m.hostname,
+        gpus,
+        m.driver.as_deref().unwrap_or("unknown"),
+        capture.profile.as_str(),
+        capture.gpucheck_version,
+        if capture.redacted { " (redacted)" } else { "" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpucheck_checks::Profile;
+
+    fn capture() -> Capture {
+        Capture {
+            capture_version: CAPTURE_VERSION,
+            gpucheck_version: "0.1.0".into(),
+            profile: Profile::Standard,
+            captured_at_unix: 1_796_150_000,
+            redacted: true,
+            machine: Machine {
+                hostname: "host-1".into(),
+                gpus: vec!["NVIDIA H100 80GB HBM3".into(); 8],
+                driver: Some("570.86.15".into()),
+                ..Machine::default()
+            },
+            options: Options {
+                expect_gpus: Some(8),
+                python: Some("/opt/venv/bin/python".into()),
+                ..Options::default()
+            },
+            answers: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_header_names_the_machine_its_gpus_driver_and_when() {
+        assert_eq!(
+            header(&capture()),
+            "replay of host-1: 8 GPUs (NVIDIA H100 80GB HBM3), driver 570.86.15, standard \
+             profile, captured 2026-12-01 18:33 UTC by gpucheck 0.1.0 (redacted)\n"
+        );
+        let mut bare = capture();
+        bare.machine.gpus.clear();
+        bare.machine.driver = None;
+        assert!(header(&bare).contains("no GPUs described, driver unknown"));
+    }
+
+    #[test]
+    fn a_replay_asks_with_the_captured_options_and_judges_with_todays_thresholds() {
+        let now = Options {
+            profile: Profile::Quick,
+            python: Some("/usr/bin/python3".into()),
+            min_busbw_gbps: Some(300.0),
+            ..Options::default()
+        };
+        let o = replay_options(&capture(), &now);
+        assert_eq!(o.profile, Profile::Quick);
+        assert_eq!(o.python.as_deref(), Some(Path::new("/opt/venv/bin/python")));
+        assert_eq!(o.expect_gpus, Some(8));
+        assert_eq!(o.min_busbw_gbps, Some(300.0));
+    }
+}
