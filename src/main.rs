@@ -36,6 +36,7 @@ mod cluster;
 mod man;
 mod model;
 mod output;
+mod progress;
 mod report;
 mod runner;
 
@@ -307,6 +308,8 @@ struct Plan {
     /// The whole run's budget (the health profile's).
     budget: Option<Duration>,
     outputs: output::Outputs,
+    /// `--quiet`: no progress line either.
+    quiet: bool,
 }
 
 fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
@@ -333,6 +336,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         },
         budget: health.then_some(HEALTH_BUDGET),
         outputs,
+        quiet: args.quiet,
     })
 }
 
@@ -345,7 +349,9 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     let start = Instant::now();
     let host = host_facts();
     let deadline = plan.budget.map(|b| start + b);
+    let shown = progress::Progress::start(plan.checks.len(), plan.quiet);
     let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
+    drop(shown);
     process::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();
