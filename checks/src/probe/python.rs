@@ -198,7 +198,21 @@ pub fn choose_python(
             )),
         }
     }
-    let found = which("python3", path_var);
+    // `uvx` puts its throwaway environment's bin/ first on PATH.
+    let in_tool_env = |p: &Path| p.parent().and_then(Path::parent).is_some_and(is_tool_env);
+    let found = which("python3", path_var).filter(|p| !in_tool_env(p));
+    let found = found.or_else(|| {
+        let dirs = std::env::split_paths(path_var?).filter(|d| d.is_absolute());
+        let tools = dirs.map(|d| d.join("python3")).filter(|p| is_executable(p));
+        let (tool, rest): (Vec<PathBuf>, Vec<PathBuf>) = tools.partition(|p| in_tool_env(p));
+        passed_over.extend(tool.iter().map(|p| {
+            format!(
+                "{} was passed over: it is a tool's own environment (pipx, uv), not one to train in",
+                p.display()
+            )
+        }));
+        rest.into_iter().next()
+    });
     passed_over.extend(skipped_relative("python3", path_var, found.as_deref()));
     found
         .map(|path| PythonChoice {
@@ -211,8 +225,9 @@ pub fn choose_python(
 /// The Python environment the executable `exe` is installed in, when it
 /// lies in one's `bin/`: a virtual environment (`pyvenv.cfg`) or a conda one
 /// (`conda-meta/`). Not a tool's own environment, which holds gpucheck and
-/// nothing to train with: pipx's (`pipx_metadata.json`) and uv's tool
-/// environments (`uv-receipt.toml`).
+/// nothing to train with: pipx's (`pipx_metadata.json`, `pipx run`'s too),
+/// uv's tool environments (`uv-receipt.toml`) and any kept in a cache, as
+/// `uvx`'s are (`CACHEDIR.TAG`, the Cache Directory Tagging marker).
 pub fn installed_env(exe: &Path) -> Option<PathBuf> {
     let bin = exe.parent()?;
     if bin.file_name()? != "bin" {
@@ -220,10 +235,14 @@ pub fn installed_env(exe: &Path) -> Option<PathBuf> {
     }
     let prefix = bin.parent()?;
     let is_env = prefix.join("pyvenv.cfg").is_file() || prefix.join("conda-meta").is_dir();
-    let is_tool = ["pipx_metadata.json", "uv-receipt.toml"]
+    (is_env && !is_tool_env(prefix)).then(|| prefix.to_path_buf())
+}
+
+/// An environment a tool runner made for one tool (see [`installed_env`]).
+fn is_tool_env(prefix: &Path) -> bool {
+    ["pipx_metadata.json", "uv-receipt.toml", "CACHEDIR.TAG"]
         .iter()
-        .any(|marker| prefix.join(marker).exists());
-    (is_env && !is_tool).then(|| prefix.to_path_buf())
+        .any(|marker| prefix.join(marker).exists())
 }
 
 /// [`choose_python`] with this process's environment.
@@ -609,6 +628,37 @@ mod tests {
             installed_env(&uv_tool.join("bin/gpucheck")),
             None,
             "uv's tool env"
+        );
+        let uvx = dir.path().join("cache/uv/archive-v0/x1");
+        std::fs::create_dir_all(uvx.join("bin")).unwrap();
+        std::fs::write(uvx.join("pyvenv.cfg"), "").unwrap();
+        assert!(installed_env(&uvx.join("bin/gpucheck")).is_some());
+        std::fs::write(
+            uvx.join("CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55",
+        )
+        .unwrap();
+        assert_eq!(
+            installed_env(&uvx.join("bin/gpucheck")),
+            None,
+            "uvx's cached env"
+        );
+    }
+
+    #[test]
+    fn python3_of_a_tool_env_first_on_path_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let uvx = dir.path().join("cache/archive-v0/x1");
+        let system = dir.path().join("usr/bin");
+        exe(&uvx.join("bin/python3"));
+        exe(&system.join("python3"));
+        std::fs::write(uvx.join("CACHEDIR.TAG"), "").unwrap();
+        let var = std::env::join_paths([uvx.join("bin"), system.clone()]).unwrap();
+        let c = choose_python(None, None, None, None, Some(&var)).unwrap();
+        assert_eq!(c.path, system.join("python3"));
+        assert!(
+            c.source.describe().contains("a tool's own environment"),
+            "{c:?}"
         );
     }
 
