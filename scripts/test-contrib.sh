@@ -546,7 +546,8 @@ t "k8s: node-problem-detector's rule: a run that cannot start is unknown (2), wi
 NODE_EXPORTER_DIR=$WORK/node-exporter
 NODE_EXPORTER_PID=
 node_exporter_start() {
-    local port=$((47000 + $$ % 2000)) i
+    # Above the ports scripts/lib/real-slurm.sh takes (42000-51999).
+    local port=$((52000 + $$ % 2000)) i
     mkdir -p "$NODE_EXPORTER_DIR/textfile"
     prometheus-node-exporter --collector.disable-defaults --collector.textfile \
         --collector.textfile.directory="$NODE_EXPORTER_DIR/textfile" \
