@@ -6,6 +6,10 @@
 # cargo-zigbuild, and writes to OUTDIR:
 #   gpucheck-<version>-<target>.tar.gz  binary, man page, shell completions, README, licences
 #   gpucheck_<version>-1_<arch>.deb     the same files where Debian puts them (cargo-deb)
+#   gpucheck-<version>-py3-none-manylinux_2_28_<arch>.whl
+#                                       the same binary as a Python wheel (pip install):
+#                                       <env>/bin/gpucheck, the man page and completions
+#                                       under <env>/share (scripts/lib/wheel.py)
 #   SHA256SUMS                          sha256sum -c SHA256SUMS verifies all of them
 # The binary stays dynamically linked to glibc: it loads libnvidia-ml, libcuda
 # and libnccl at run time.
@@ -114,7 +118,8 @@ main() {
     export SOURCE_DATE_EPOCH
     local version
     version=$(cargo pkgid -p gpucheck | sed 's/.*[#@]//')
-    rm -f "$OUT"/gpucheck-"$version"-*.tar.gz "$OUT"/gpucheck_"$version"-*.deb "$OUT/SHA256SUMS"
+    rm -f "$OUT"/gpucheck-"$version"-*.tar.gz "$OUT"/gpucheck_"$version"-*.deb \
+        "$OUT"/gpucheck-"$version"-*.whl "$OUT/SHA256SUMS"
     local target rustc built=()
     for target in $TARGETS; do
         rustc=$(rustc_for "$target") || continue
@@ -127,8 +132,10 @@ main() {
         archive "$target" "$version"
         cargo deb --no-build --no-strip --locked --target "$target" --output "$OUT" >/dev/null
         say "wrote $(ls "$OUT"/gpucheck_"$version"-*_"$(deb_arch "$target")".deb)"
+        say "wrote $("$ZIG_PYTHON" scripts/lib/wheel.py "$OUT" "$version" "${target%%-*}" \
+            "target/$target/release/gpucheck" "$ASSETS/completions" . "$(summary)")"
     done
-    (cd "$OUT" && sha256sum -- *.tar.gz *.deb >SHA256SUMS)
+    (cd "$OUT" && sha256sum -- *.tar.gz *.deb *.whl >SHA256SUMS)
     say "wrote $OUT/SHA256SUMS"
 }
 
@@ -143,6 +150,11 @@ host_binary() {
     done
     cargo build --release --locked --quiet >&2
     echo target/release/gpucheck
+}
+
+# Cargo.toml's description, the wheel's Summary.
+summary() {
+    sed -n 's/^description = "\(.*\)"$/\1/p' Cargo.toml | head -n 1
 }
 
 deb_arch() {

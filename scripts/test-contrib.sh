@@ -2,11 +2,18 @@
 # Tests every file in contrib/ against the real gpucheck binary and the fake
 # NVML (tests/fixtures/fake_nvml.c driven by tests/fixtures/nvml/*.scenario):
 #   slurm/   the health check and prolog, with fake scontrol and sinfo on PATH
-#            that record their arguments and keep the node's reason;
+#            that record their arguments and keep the node's reason, then
+#            under Debian's real slurmctld and slurmd (slurm-wlm, one node on
+#            loopback, installed with apt-get when missing): drain, resume,
+#            an administrator's reason, and what a failing prolog does to an
+#            srun, an sbatch and a --no-requeue job;
 #   k8s/     the manifests validated against the Kubernetes schemas
 #            (kubernetes-validate --strict, from PyPI), and the command lines
 #            they hold run as written;
-#   docker/  the Dockerfile's ENTRYPOINT and HEALTHCHECK commands run as written.
+#   docker/  the Dockerfile's ENTRYPOINT and HEALTHCHECK commands run as written;
+#   --prom   files of two profiles (and of one, twice) in one folder, scraped
+#            from Debian's real prometheus-node-exporter (textfile collector
+#            only, loopback, installed with apt-get when missing).
 # This machine has no /dev/nvidia* nodes, so host.devices fails everywhere; the
 # passing-node cases skip it through GPUCHECK_ARGS.
 # Usage: scripts/test-contrib.sh [GPUCHECK_BINARY]  (default: cargo's debug build)
@@ -102,8 +109,28 @@ slurm_failing_node_drained_with_ids() {
     local rc=0
     on_node ecc_remap -- "$HC" 2>/dev/null || rc=$?
     [[ $rc == 1 ]] || fail "exit $rc, want 1"
-    local want="update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.ecc"
+    local want="update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.ecc (GPU 3)"
     [[ $(scontrol_calls) == "$want" ]] || fail "scontrol calls: $(scontrol_calls); want $want"
+}
+slurm_any_format_drains() {
+    # The verdict comes from the exit code and the --prom report, not from
+    # the text on stdout: another --format changes nothing.
+    local format rc want="update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.ecc (GPU 3)"
+    for format in json junit markdown table; do
+        slurm_node none
+        rc=0
+        on_node ecc_remap "GPUCHECK_ARGS=--profile health --format $format" -- "$HC" >/dev/null 2>&1 || rc=$?
+        [[ $rc == 1 ]] || fail "--format $format: exit $rc, want 1"
+        [[ $(scontrol_calls) == "$want" ]] || fail "--format $format: scontrol calls: $(scontrol_calls)"
+    done
+}
+slurm_node_is_slurmds_name() {
+    # slurmd sets SLURMD_NODENAME for its health check and prolog; the host
+    # name (this machine's) is another.
+    [[ $(hostname -s) != node07 ]] || fail "this host is called node07: the test cannot tell the names apart"
+    slurm_node "gpucheck: gpu.ecc (GPU 3)"
+    on_node h100x8 "$HEALTHY_HERE" GPUCHECK_NODE= SLURMD_NODENAME=node07 -- "$HC" 2>/dev/null || fail "exit $?, want 0"
+    [[ $(scontrol_calls) == "update|nodename=node07|state=resume" ]] || fail "scontrol calls: $(scontrol_calls)"
 }
 slurm_own_drain_resumed() {
     slurm_node "gpucheck: gpu.ecc"
@@ -163,7 +190,7 @@ slurm_prolog_stops_job_on_bad_node() {
     local rc=0
     on_node gpu_lost SLURM_JOB_ID=42 -- "$PROLOG" 2>/dev/null || rc=$?
     [[ $rc == 1 ]] || fail "exit $rc, want 1"
-    [[ $(scontrol_calls) == "update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.count" ]] ||
+    [[ $(scontrol_calls) == "update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.count (GPU 2)" ]] ||
         fail "scontrol calls: $(scontrol_calls)"
 }
 slurm_prolog_lets_job_run() {
@@ -173,7 +200,9 @@ slurm_prolog_lets_job_run() {
 }
 
 t "slurm: a healthy node is left alone" slurm_healthy_node_untouched
-t "slurm: a failing node is drained, reason gpucheck: <ids>" slurm_failing_node_drained_with_ids
+t "slurm: a failing node is drained, reason gpucheck: <ids> (GPU <indices>)" slurm_failing_node_drained_with_ids
+t "slurm: the verdict is read from the exit code and --prom, under any --format" slurm_any_format_drains
+t "slurm: the node is \$SLURMD_NODENAME, not the host name" slurm_node_is_slurmds_name
 t "slurm: a node gpucheck drained is resumed once healthy" slurm_own_drain_resumed
 t "slurm: an administrator's drain is never resumed" slurm_admin_drain_kept_when_healthy
 t "slurm: an administrator's reason is never overwritten" slurm_admin_drain_kept_when_failing
@@ -183,6 +212,166 @@ t "slurm: a usage error leaves the node as it is (exit 2)" slurm_usage_error_lea
 t "slurm: a bad GPUCHECK_* setting leaves the node as it is (exit 2, the job runs)" slurm_bad_setting_leaves_node
 t "slurm: the prolog drains a bad node and stops the job" slurm_prolog_stops_job_on_bad_node
 t "slurm: the prolog lets the job run on a good node" slurm_prolog_lets_job_run
+
+# --- SLURM, for real -----------------------------------------------------------
+# Debian's slurmctld and slurmd on loopback (scripts/lib/real-slurm.sh), the
+# node named gpunode07 on a host of another name. slurmd runs the health
+# check every second and the prolog before each job through the node's own
+# wiring (a wrapper that puts gpucheck on PATH, the fake NVML as the
+# system's libnvidia-ml.so.1 and the scenario of the moment), and the
+# contrib scripts talk to slurmctld with the real scontrol and sinfo.
+# shellcheck source=scripts/lib/real-slurm.sh
+source "$ROOT/scripts/lib/real-slurm.sh"
+REAL=$WORK/real-slurm
+mkdir -p "$REAL/bin"
+ln -s "$BIN" "$REAL/bin/gpucheck"
+
+# The node's state: real_node SCENARIO [GPUCHECK_ARGS] (health check and prolog alike).
+real_node() {
+    echo "$1" >"$REAL/scenario"
+    echo "${2:---profile health --quiet}" >"$REAL/args"
+}
+real_healthcheck() { # on or off: off, the health check answers 0 without running gpucheck
+    if [[ $1 == off ]]; then touch "$REAL/hc-off"; else rm -f "$REAL/hc-off"; fi
+}
+# slurmd gives its programs a bare environment (SLURMD_NODENAME and the
+# job's variables); a node's wrapper sets what the node needs.
+for script in healthcheck prolog; do
+    cat >"$REAL/$script" <<WRAPPER
+#!/usr/bin/env bash
+[[ $script == prolog || ! -e $REAL/hc-off ]] || exit 0
+echo "\$(date +%s) \${SLURMD_NODENAME:-unset}" >>"$REAL/$script.runs"
+export PATH=$REAL/bin:/usr/sbin:/usr/bin:/bin SLURM_CONF=$REAL/slurm.conf LD_LIBRARY_PATH=$NVML_DIR
+export FAKE_NVML_SCENARIO=$ROOT/tests/fixtures/nvml/\$(cat "$REAL/scenario").scenario
+GPUCHECK_ARGS=\$(cat "$REAL/args") exec $ROOT/contrib/slurm/gpucheck-$script.sh
+WRAPPER
+    chmod +x "$REAL/$script"
+done
+HEALTHY_ARGS="--profile health --quiet --skip host.devices"
+ECC_REASON="gpucheck: host.devices, gpu.ecc (GPU 3)"
+
+node_field() { sinfo -h -n "$REAL_SLURM_NODE" -o "$1" 2>/dev/null; }
+# Waits up to SECS for CMD to succeed.
+within() {
+    local secs=$1 i
+    shift
+    for i in $(seq $((secs * 5))); do
+        "$@" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+reason_is() { [[ $(node_field %E) == "$1" ]]; }
+state_is() { [[ $(node_field %T) == "$1" ]]; }
+job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1; }
+job_field_is() { [[ $(job_field "$1" "$2") == "$2=$3" ]]; }
+job_field_is_not() { [[ $(job_field "$1" "$2") != "$2=$3" ]]; }
+# At least N health-check runs started at or after the Unix time MARK.
+health_checks_since() { (($(awk -v t="$1" '$1 >= t' "$REAL/healthcheck.runs" 2>/dev/null | wc -l) >= $2)); }
+
+real_slurm_up() {
+    need_debian_packages slurmctld slurmctld slurmd slurm-client || return 1
+    real_node h100x8 "$HEALTHY_ARGS"
+    real_slurm_start "$REAL" "$REAL/healthcheck" "$REAL/prolog" || fail "slurmctld and slurmd did not start"
+}
+real_slurm_health_check_drains_by_node_name() {
+    [[ $(hostname -s) != "$REAL_SLURM_NODE" ]] || fail "the host is named $REAL_SLURM_NODE"
+    real_node ecc_remap
+    within 20 reason_is "$ECC_REASON" || fail "reason: $(node_field %E)"
+    state_is drained || state_is draining || fail "state: $(node_field %T)"
+    [[ $(tail -n 1 "$REAL/healthcheck.runs") == *" $REAL_SLURM_NODE" ]] ||
+        fail "SLURMD_NODENAME: $(tail -n 1 "$REAL/healthcheck.runs")"
+}
+real_slurm_health_check_resumes() {
+    real_node h100x8 "$HEALTHY_ARGS"
+    within 20 state_is idle || fail "state: $(node_field %T), reason: $(node_field %E)"
+    reason_is none || fail "reason: $(node_field %E)"
+}
+real_slurm_admin_drain_kept() {
+    local admin="replacing PSU, ticket 4711" mark
+    scontrol update nodename="$REAL_SLURM_NODE" state=drain reason="$admin"
+    real_node ecc_remap
+    mark=$(($(date +%s) + 1))
+    within 20 health_checks_since "$mark" 2 || fail "the health check did not run"
+    reason_is "$admin" || fail "failing: reason $(node_field %E)"
+    real_node h100x8 "$HEALTHY_ARGS"
+    mark=$(($(date +%s) + 1))
+    within 20 health_checks_since "$mark" 2 || fail "the health check did not run"
+    reason_is "$admin" || fail "healthy: reason $(node_field %E)"
+    state_is drained || fail "healthy: state $(node_field %T)"
+    scontrol update nodename="$REAL_SLURM_NODE" state=resume
+}
+real_slurm_prolog_runs_job_on_good_node() {
+    real_healthcheck off
+    real_node h100x8 "$HEALTHY_ARGS"
+    within 10 state_is idle || fail "state: $(node_field %T)"
+    local out
+    out=$(timeout 60 srun -N1 echo TRAINING-STARTED 2>&1) || fail "srun: $out"
+    [[ $out == TRAINING-STARTED ]] || fail "srun printed: $out"
+}
+real_slurm_prolog_cancels_interactive_srun() {
+    real_node ecc_remap
+    local out rc=0 id
+    out=$(timeout 60 srun -N1 -J gpucheck-interactive echo TRAINING-STARTED 2>&1) || rc=$?
+    [[ $rc != 0 ]] || fail "srun exit 0"
+    [[ $out != *TRAINING-STARTED* ]] || fail "the job ran: $out"
+    [[ $out == *"Job prolog failed"* ]] || fail "srun said: $out"
+    reason_is "$ECC_REASON" || fail "reason: $(node_field %E)"
+    # Not requeued: the job is over.
+    id=$(squeue -h -n gpucheck-interactive -o %i)
+    [[ -z $id ]] || fail "job $id still queued: $(job_field "$id" JobState)"
+    scontrol update nodename="$REAL_SLURM_NODE" state=resume
+}
+# A batch job on a node whose prolog fails: requeued, held, until released.
+real_slurm_prolog_holds_batch_job() {
+    real_node ecc_remap
+    within 10 state_is idle || fail "state: $(node_field %T)"
+    local id
+    id=$(sbatch --parsable -N1 -o /dev/null --wrap 'echo TRAINING-STARTED') || fail "sbatch"
+    within 20 job_field_is "$id" Reason launch_failed_requeued_held ||
+        fail "job $id: $(job_field "$id" JobState) $(job_field "$id" Reason)"
+    job_field_is "$id" JobState PENDING || fail "job $id: $(job_field "$id" JobState)"
+    job_field_is "$id" Restarts 1 || fail "job $id: $(job_field "$id" Restarts)"
+    reason_is "$ECC_REASON" || fail "reason: $(node_field %E)"
+    scontrol release "$id"
+    within 10 job_field_is_not "$id" Reason launch_failed_requeued_held ||
+        fail "job $id still held after scontrol release"
+    scancel "$id"
+    scontrol update nodename="$REAL_SLURM_NODE" state=resume
+}
+real_slurm_prolog_ends_no_requeue_job() {
+    real_node ecc_remap
+    within 10 state_is idle || fail "state: $(node_field %T)"
+    local id
+    id=$(sbatch --parsable --no-requeue -N1 -o /dev/null --wrap 'echo TRAINING-STARTED') || fail "sbatch"
+    within 20 job_field_is "$id" JobState CANCELLED || fail "job $id: $(job_field "$id" JobState) $(job_field "$id" Reason)"
+    job_field_is "$id" Restarts 0 || fail "job $id: $(job_field "$id" Restarts)"
+    scontrol update nodename="$REAL_SLURM_NODE" state=resume
+}
+real_slurm_nohold_on_prolog_fail() {
+    real_slurm_reconfigure "SchedulerParameters=nohold_on_prolog_fail" || fail "scontrol reconfigure"
+    within 10 state_is idle || fail "state: $(node_field %T)"
+    real_node ecc_remap
+    local id
+    id=$(sbatch --parsable -N1 -o /dev/null --wrap 'echo TRAINING-STARTED') || fail "sbatch"
+    within 20 job_field_is "$id" Restarts 1 || fail "job $id: $(job_field "$id" Restarts)"
+    job_field_is "$id" JobState PENDING || fail "job $id: $(job_field "$id" JobState)"
+    job_field_is_not "$id" Reason launch_failed_requeued_held || fail "job $id held"
+    scancel "$id"
+}
+
+if t "slurm (real): slurmctld and slurmd start (Debian's slurm-wlm, loopback)" real_slurm_up; then
+    trap 'real_slurm_stop; rm -rf "$WORK"' EXIT
+    t "slurm (real): slurmd's health check drains a failing node, reason gpucheck: <ids> (GPU <indices>)" real_slurm_health_check_drains_by_node_name
+    t "slurm (real): the health check resumes the node it drained (its NodeName, not the host name, finds its reason)" real_slurm_health_check_resumes
+    t "slurm (real): an administrator's drain and reason are kept, failing or healthy" real_slurm_admin_drain_kept
+    t "slurm (real): the prolog lets srun run on a good node" real_slurm_prolog_runs_job_on_good_node
+    t "slurm (real): a failing prolog drains the node and cancels an interactive srun" real_slurm_prolog_cancels_interactive_srun
+    t "slurm (real): a failing prolog requeues a batch job, held until scontrol release" real_slurm_prolog_holds_batch_job
+    t "slurm (real): a failing prolog cancels a --no-requeue batch job" real_slurm_prolog_ends_no_requeue_job
+    t "slurm (real): with SchedulerParameters=nohold_on_prolog_fail it is requeued unheld" real_slurm_nohold_on_prolog_fail
+    real_slurm_stop
+fi
 
 # --- Kubernetes ----------------------------------------------------------------
 K8S=$ROOT/contrib/k8s
@@ -234,7 +423,7 @@ k8s_daemonset_writes_prometheus_file() {
         setsid sh -c 'echo $$ >"$0"; exec "$@"' "$pgid_file" "${argv[@]}" >/dev/null 2>&1 &
     local pid=$! i pgid=
     for i in $(seq 100); do
-        [[ -s $textfile_dir/gpucheck.prom ]] && break
+        [[ -s $textfile_dir/gpucheck-health.prom ]] && break
         sleep 0.1
     done
     pgid=$(cat "$pgid_file" 2>/dev/null || true)
@@ -248,17 +437,17 @@ k8s_daemonset_writes_prometheus_file() {
         sleep 0.1
     done
     ! ps -o stat= -g "$pgid" 2>/dev/null | grep -qv '^Z' || fail "the DaemonSet's loop is still running"
-    [[ -s $textfile_dir/gpucheck.prom ]] || fail "no $textfile_dir/gpucheck.prom after 10 s"
+    [[ -s $textfile_dir/gpucheck-health.prom ]] || fail "no $textfile_dir/gpucheck-health.prom after 10 s"
     # node_exporter reads every *.prom file in the folder: gpucheck's only,
     # no temporary file left behind.
-    [[ $(ls -A "$textfile_dir") == gpucheck.prom ]] || fail "the folder holds: $(ls -A "$textfile_dir" | tr '\n' ' ')"
-    "$PY" - "$textfile_dir/gpucheck.prom" <<'EOF' || fail "the metrics do not parse or say the wrong thing"
+    [[ $(ls -A "$textfile_dir") == gpucheck-health.prom ]] || fail "the folder holds: $(ls -A "$textfile_dir" | tr '\n' ' ')"
+    "$PY" - "$textfile_dir/gpucheck-health.prom" <<'EOF' || fail "the metrics do not parse or say the wrong thing"
 import sys
 from prometheus_client.parser import text_string_to_metric_families
 samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
            for fam in text_string_to_metric_families(open(sys.argv[1]).read()) for s in fam.samples}
 def value(name, **labels):
-    return samples[(name, tuple(sorted(labels.items())))]
+    return samples[(name, tuple(sorted(dict(labels, profile="health").items())))]
 info = [dict(labels) for name, labels in samples if name == "gpucheck_info"]
 assert [i["profile"] for i in info] == ["health"], info
 assert value("gpucheck_ready") == 0
@@ -341,13 +530,110 @@ npd_misconfigured_is_unknown() {
 }
 
 t "k8s: daemonset.yaml and training-job.yaml validate (kubernetes-validate --strict)" k8s_manifests_validate
-t "k8s: the DaemonSet's command writes node_exporter's gpucheck.prom (prometheus_client parses it)" k8s_daemonset_writes_prometheus_file
+t "k8s: the DaemonSet's command writes node_exporter's gpucheck-health.prom (prometheus_client parses it)" k8s_daemonset_writes_prometheus_file
 t "k8s: the init container's command fails on a bad node" k8s_init_container_stops_training
 t "k8s: node-problem-detector.json is consistent" npd_config_consistent
 t "k8s: node-problem-detector's rule: 1 (problem) with the failing ids on a bad node" npd_bad_node_is_a_problem
 t "k8s: node-problem-detector's rule: 0 (OK) on a healthy node" npd_healthy_node_is_ok
 t "k8s: node-problem-detector's rule: a hung driver is a problem, within the health budget" npd_hung_driver_is_a_problem
 t "k8s: node-problem-detector's rule: a run that cannot start is unknown (2), with the reason" npd_misconfigured_is_unknown
+
+# --- node_exporter, for real ----------------------------------------------------
+# Debian's prometheus-node-exporter (1.5) with only its textfile collector,
+# on loopback, reading a folder of gpucheck .prom files as the README's cron
+# line and the DaemonSet write them; the scrape is read back with
+# prometheus_client's parser.
+NODE_EXPORTER_DIR=$WORK/node-exporter
+NODE_EXPORTER_PID=
+node_exporter_start() {
+    # Above the ports scripts/lib/real-slurm.sh takes (42000-51999).
+    local port=$((52000 + $$ % 2000)) i
+    mkdir -p "$NODE_EXPORTER_DIR/textfile"
+    prometheus-node-exporter --collector.disable-defaults --collector.textfile \
+        --collector.textfile.directory="$NODE_EXPORTER_DIR/textfile" \
+        --web.listen-address="127.0.0.1:$port" >"$NODE_EXPORTER_DIR/log" 2>&1 &
+    NODE_EXPORTER_PID=$!
+    NODE_EXPORTER_URL=http://127.0.0.1:$port/metrics
+    for i in $(seq 50); do
+        "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$NODE_EXPORTER_URL" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    fail "node_exporter did not answer on $NODE_EXPORTER_URL: $(tail -n 3 "$NODE_EXPORTER_DIR/log")"
+}
+node_exporter_stop() {
+    [[ -n $NODE_EXPORTER_PID ]] || return 0
+    kill "$NODE_EXPORTER_PID" 2>/dev/null || true
+    wait "$NODE_EXPORTER_PID" 2>/dev/null || true
+    NODE_EXPORTER_PID=
+}
+# Writes FILE in the textfile folder: textfile_write FILE SCENARIO GPUCHECK_ARGS...
+textfile_write() {
+    local file=$1 scenario=$2
+    shift 2
+    on_node "$scenario" -- gpucheck "$@" --prom "$NODE_EXPORTER_DIR/textfile/$file" >/dev/null 2>&1 || true
+    [[ -s $NODE_EXPORTER_DIR/textfile/$file ]] || fail "gpucheck wrote no $file"
+}
+# Scrapes node_exporter and runs the Python CHECKS on the result: `samples`
+# is every (name, labels, value), `value(name, **labels)` the one match.
+node_scrape() {
+    "$PY" - "$NODE_EXPORTER_URL" "$1" <<'PYEOF'
+import sys, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+def value(name, **labels):
+    hits = [v for n, l, v in samples if n == name and all(l.get(k) == x for k, x in labels.items())]
+    assert len(hits) == 1, f"{name}{labels}: {hits}"
+    return hits[0]
+exec(sys.argv[2])
+PYEOF
+}
+
+node_exporter_two_profiles() {
+    rm -f "$NODE_EXPORTER_DIR/textfile"/*
+    textfile_write gpucheck-quick.prom h100x8 --profile quick --quiet --skip host.devices
+    textfile_write gpucheck-health.prom ecc_remap --profile health --quiet
+    node_scrape '
+assert value("node_textfile_scrape_error") == 0
+assert value("gpucheck_ready", profile="quick") == 1
+assert value("gpucheck_ready", profile="health") == 0
+assert value("gpucheck_check_status", profile="health", check="gpu.ecc", status="fail") == 1
+assert value("gpucheck_check_status", profile="quick", check="gpu.ecc", status="pass") == 1
+' || fail "the scrape lost a file's series"
+    ! grep -q 'collected before' "$NODE_EXPORTER_DIR/log" || fail "node_exporter logged: $(grep 'collected before' "$NODE_EXPORTER_DIR/log" | head -n 1)"
+}
+node_exporter_same_profile_twice_collides() {
+    # What the README warns of: two files of one profile, a series repeated.
+    rm -f "$NODE_EXPORTER_DIR/textfile"/*
+    textfile_write gpucheck-a.prom h100x8 --profile health --quiet --skip host.devices
+    textfile_write gpucheck-b.prom ecc_remap --profile health --quiet
+    node_scrape '
+assert len([1 for n, l, v in samples if n == "gpucheck_ready"]) == 1, "both files scraped"
+' || fail "node_exporter kept both files' series"
+    grep -q 'collected before' "$NODE_EXPORTER_DIR/log" || fail "node_exporter logged nothing: $(tail -n 3 "$NODE_EXPORTER_DIR/log")"
+}
+node_exporter_lost_gpu_no_empty_uuid() {
+    rm -f "$NODE_EXPORTER_DIR/textfile"/*
+    textfile_write gpucheck-health.prom gpu_lost --profile health --quiet
+    node_scrape '
+gpu2 = [l for n, l, v in samples if n == "gpucheck_gpu_check_status" and l.get("gpu") == "2"]
+assert gpu2, "GPU 2 has series"
+assert all("uuid" not in l for l in gpu2), gpu2
+assert value("gpucheck_gpu_check_status", profile="health", check="gpu.count", gpu="2", status="fail") == 1
+info = sorted(l["gpu"] for n, l, v in samples if n == "gpucheck_gpu_info")
+assert info == ["0", "1", "3", "4", "5", "6", "7"], info
+' || fail "GPU 2's series"
+}
+
+if need_debian_packages prometheus-node-exporter prometheus-node-exporter && t "node_exporter (real): starts with the textfile collector (Debian's prometheus-node-exporter, loopback)" node_exporter_start; then
+    trap 'node_exporter_stop; rm -rf "$WORK"' EXIT
+    t "node_exporter (real): a quick and a health profile file side by side keep every series" node_exporter_two_profiles
+    t "node_exporter (real): two files of one profile collide, as the README warns" node_exporter_same_profile_twice_collides
+    t "node_exporter (real): a lost GPU's series carry no uuid (gpucheck_gpu_info has the others')" node_exporter_lost_gpu_no_empty_uuid
+    node_exporter_stop
+else
+    t "node_exporter (real): prometheus-node-exporter is installed" false
+fi
 
 # --- Docker --------------------------------------------------------------------
 DOCKERFILE=$ROOT/contrib/docker/Dockerfile

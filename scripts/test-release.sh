@@ -8,7 +8,12 @@
 #     (Debian's qemu-user and libc6-arm64-cross): --version, list, explain and
 #     the quick profile's JSON (validated against schema/report.schema.json);
 #   - each .deb has its control fields and files, unpacks (dpkg-deb -x into a
-#     temporary root) and its gpucheck --version answers.
+#     temporary root) and its gpucheck --version answers;
+#   - each wheel holds the archive's binary, the man page and completions and
+#     the manylinux_2_28 tag; twine check --strict accepts its metadata; pip
+#     installs it into a fresh venv, where gpucheck runs as the archive's does
+#     and judges that venv's Python (aarch64: pip --platform into a folder,
+#     run under qemu); uv pip installs it and uvx runs it (uv from PyPI).
 # Then lints --prom's output with promtool check metrics, Prometheus's own
 # linter (tests/formats.rs promtool_accepts_the_metrics, ignored in plain
 # cargo test): promtool comes from Debian's prometheus package, downloaded
@@ -41,7 +46,12 @@ start=$SECONDS
 GPUCHECK_RELEASE_TARGETS=$TARGETS bash scripts/release.sh "$OUT"
 echo "release.sh took $((SECONDS - start)) s"
 PY=$ROOT/.tools/venv/bin/python
-"$PY" -c 'import jsonschema' 2>/dev/null || .tools/venv/bin/pip install --quiet jsonschema
+# jsonschema validates the JSON reports; twine checks the wheels' metadata
+# (with readme_renderer's Markdown support, for the README as description);
+# uv installs them as pip does.
+"$PY" -c 'import jsonschema, twine, cmarkgfm' 2>/dev/null ||
+    .tools/venv/bin/pip install --quiet jsonschema twine 'readme_renderer[md]'
+.tools/venv/bin/uv --version >/dev/null 2>&1 || .tools/venv/bin/pip install --quiet uv
 version=$(cargo pkgid -p gpucheck | sed 's/.*[#@]//')
 
 # shellcheck source=scripts/lib/harness.sh
@@ -74,7 +84,9 @@ sums_verify() {
     local listed
     listed=$(awk '{print $2}' "$OUT/SHA256SUMS" | sort | tr '\n' ' ')
     local want=""
-    for target in $TARGETS; do want+="gpucheck-$version-$target.tar.gz gpucheck_$version-1_$(deb_arch "$target").deb "; done
+    for target in $TARGETS; do
+        want+="gpucheck-$version-$target.tar.gz gpucheck_$version-1_$(deb_arch "$target").deb $(wheel_name "$target") "
+    done
     want=$(tr ' ' '\n' <<<"$want" | sed '/^$/d' | sort | tr '\n' ' ')
     [[ $listed == "$want" ]] || fail "SHA256SUMS lists: $listed; want: $want"
 }
@@ -108,8 +120,9 @@ elf_glibc_baseline() {
         fail "needs GLIBC_$newest, newer than the $GLIBC_BASELINE baseline"
 }
 
+# Usage: binary_runs TARGET [BINARY] (default: the archive's).
 binary_runs() {
-    local target=$1 bin=$WORK/$1/gpucheck-$version-$1/gpucheck out rc
+    local target=$1 bin=${2:-$WORK/$1/gpucheck-$version-$1/gpucheck} out rc
     out=$(run_for "$target" "$bin" --version) || fail "--version failed"
     [[ $out == "gpucheck $version" ]] || fail "--version: $out"
     out=$(run_for "$target" "$bin" list) || fail "list failed"
@@ -151,6 +164,75 @@ deb_installs() {
     [[ $out == "gpucheck $version" ]] || fail "gpucheck --version: $out"
 }
 
+wheel_name() { echo "gpucheck-$version-py3-none-manylinux_2_28_${1%%-*}.whl"; }
+# The wheel's files, modes and WHEEL tag; its binary is the archive's, byte for byte.
+wheel_complete() {
+    local target=$1
+    "$PY" - "$OUT/$(wheel_name "$target")" "$WORK/$target/gpucheck-$version-$target/gpucheck" "$version" "${target%%-*}" <<'EOF' ||
+import sys, zipfile
+path, binary, version, arch = sys.argv[1:5]
+whl = zipfile.ZipFile(path)
+data, info = f"gpucheck-{version}.data", f"gpucheck-{version}.dist-info"
+want = sorted([f"{data}/scripts/gpucheck", f"{data}/data/share/man/man1/gpucheck.1",
+    f"{data}/data/share/bash-completion/completions/gpucheck",
+    f"{data}/data/share/zsh/site-functions/_gpucheck",
+    f"{data}/data/share/fish/vendor_completions.d/gpucheck.fish",
+    f"{info}/METADATA", f"{info}/WHEEL", f"{info}/RECORD",
+    f"{info}/licenses/LICENSE-MIT", f"{info}/licenses/LICENSE-APACHE"])
+assert sorted(whl.namelist()) == want, whl.namelist()
+wheel = whl.read(f"{info}/WHEEL").decode()
+assert f"Tag: py3-none-manylinux_2_28_{arch}\n" in wheel, wheel
+assert "Root-Is-Purelib: false\n" in wheel, wheel
+assert (whl.getinfo(f"{data}/scripts/gpucheck").external_attr >> 16) & 0o777 == 0o755
+assert whl.read(f"{data}/scripts/gpucheck") == open(binary, "rb").read(), "not the archive's binary"
+EOF
+        fail "the wheel's contents"
+}
+wheels_metadata() {
+    "$ROOT/.tools/venv/bin/twine" check --strict "$OUT"/*.whl >"$WORK/twine.log" 2>&1 ||
+        fail "twine check: $(cat "$WORK/twine.log")"
+}
+# pip install into a fresh venv; its gpucheck answers, run without
+# activation, and judges the venv's Python. aarch64: pip installs it for that
+# platform into a folder (pip puts no foreign wheel in this machine's venv)
+# and qemu runs it.
+wheel_pip_installs() {
+    local target=$1 whl venv=$WORK/pip-$1 bin out
+    whl=$OUT/$(wheel_name "$target")
+    if [[ $target == "$(uname -m)"-* ]]; then
+        python3 -m venv "$venv" || fail "python3 -m venv"
+        "$venv/bin/pip" install --quiet --no-index "$whl" || fail "pip install $whl"
+        bin=$venv/bin/gpucheck
+        [[ -s $venv/share/man/man1/gpucheck.1 && -s $venv/share/bash-completion/completions/gpucheck ]] ||
+            fail "no man page or completions under $venv/share"
+        out=$(env -i PATH=/usr/bin:/bin "$bin" --only torch.import --json - 2>/dev/null) || true
+        "$PY" -c 'import json,sys; r=json.loads(sys.argv[1])["results"][0]; assert r["facts"]["python"] == sys.argv[2], r["facts"]' \
+            "$out" "$venv/bin/python" || fail "torch.import did not judge $venv/bin/python"
+    else
+        "$PY" -m pip install --quiet --no-index --no-deps --only-binary=:all: \
+            --platform "manylinux_2_28_${target%%-*}" --target "$venv" "$whl" || fail "pip install --platform"
+        bin=$venv/bin/gpucheck
+    fi
+    [[ -x $bin ]] || fail "pip installed no executable $bin"
+    binary_runs "$target" "$bin"
+}
+# uv pip install into a uv venv, and uvx running it from the wheel.
+wheel_uv_installs() {
+    local target=$1 whl venv=$WORK/uv-$1 out uv=$ROOT/.tools/venv/bin/uv
+    whl=$OUT/$(wheel_name "$target")
+    export UV_CACHE_DIR=$WORK/uv-cache
+    "$uv" venv --quiet "$venv" || fail "uv venv"
+    VIRTUAL_ENV=$venv "$uv" pip install --quiet --offline "$whl" || fail "uv pip install"
+    out=$(env -i PATH=/usr/bin:/bin "$venv/bin/gpucheck" --version) || fail "gpucheck --version"
+    [[ $out == "gpucheck $version" ]] || fail "--version: $out"
+    out=$("$ROOT/.tools/venv/bin/uvx" --offline --from "$whl" gpucheck --version) || fail "uvx gpucheck --version"
+    [[ $out == "gpucheck $version" ]] || fail "uvx: $out"
+    # uvx's environment is a throwaway one in uv's cache: not the training Python.
+    out=$("$ROOT/.tools/venv/bin/uvx" --offline --from "$whl" gpucheck --only torch.import --json - 2>/dev/null) || true
+    "$PY" -c 'import json,sys; r=json.loads(sys.argv[1])["results"][0]; assert "archive-v0" not in r["facts"].get("python", ""), r["facts"]' \
+        "$out" || fail "uvx judged its own throwaway environment's Python"
+}
+
 # promtool on PATH, or else unpacked from Debian's prometheus package.
 promtool_lints_metrics() {
     local dir=$WORK/prometheus
@@ -172,7 +254,11 @@ for target in $TARGETS; do
     t "$target: dynamically linked, needs glibc <= $GLIBC_BASELINE (ELF version needs)" elf_glibc_baseline "$target"
     t "$target: --version, list, explain and --profile quick --json - (schema-valid) run" binary_runs "$target"
     t "$target: the .deb unpacks and its gpucheck --version answers" deb_installs "$target"
+    t "$target: the wheel holds the archive's binary, man page and completions, tagged manylinux_2_28" wheel_complete "$target"
+    t "$target: pip installs the wheel; its gpucheck runs (--version, list, explain, quick JSON)" wheel_pip_installs "$target"
 done
+t "twine check --strict accepts the wheels' metadata" wheels_metadata
+t "x86_64-unknown-linux-gnu: uv pip installs the wheel and uvx runs it" wheel_uv_installs x86_64-unknown-linux-gnu
 t "promtool check metrics accepts --prom's output (Debian's promtool)" promtool_lints_metrics
 
 echo

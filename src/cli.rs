@@ -233,7 +233,7 @@ pub struct RunArgs {
         help_heading = "Machine"
     )]
     pub nccl_lib: Option<PathBuf>,
-    /// The Python that will train (default: $VIRTUAL_ENV, $CONDA_PREFIX, then python3 on PATH).
+    /// The Python that will train (default: $VIRTUAL_ENV, the environment gpucheck is installed in, $CONDA_PREFIX, then python3 on PATH).
     #[arg(
         long,
         value_name = "PATH",

@@ -37,6 +37,7 @@ mod cluster;
 mod man;
 mod model;
 mod output;
+mod progress;
 mod report;
 mod runner;
 
@@ -318,6 +319,8 @@ struct Plan {
     outputs: output::Outputs,
     /// `--capture` / `--replay`: what the run does at the probe boundary.
     seam: capture::Plan,
+    /// `--quiet`: no progress line either.
+    quiet: bool,
 }
 
 fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
@@ -350,6 +353,7 @@ fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         },
         budget: health.then_some(HEALTH_BUDGET),
         outputs,
+        quiet: args.quiet,
     })
 }
 
@@ -363,7 +367,9 @@ fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     let start = Instant::now();
     let host = host_facts();
     let deadline = plan.budget.map(|b| start + b);
+    let shown = progress::Progress::start(plan.checks.len(), plan.quiet);
     let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
+    drop(shown);
     process::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();

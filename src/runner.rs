@@ -251,7 +251,8 @@ pub fn run_checks(
 ) -> Vec<CheckResult> {
     let mut results: Vec<CheckResult> = Vec::with_capacity(checks.len());
     let mut earlier: BTreeMap<String, Outcome> = BTreeMap::new();
-    for check in checks {
+    for (done, check) in checks.iter().enumerate() {
+        crate::progress::check_started(done, check.id());
         let started = Instant::now();
         let mut outcome = if let Some(sig) = interrupted() {
             Outcome::skip(format!("not run: gpucheck was interrupted by {sig}"))

@@ -167,7 +167,12 @@ fn prometheus_file_of_a_healthy_h100x8_says_ready() {
         })
         .collect();
     assert_eq!(gpus.len(), 8, "one passing series per GPU");
-    assert!(gpus
+    let uuids: Vec<_> = samples
+        .iter()
+        .filter(|(n, _, v)| n == "gpucheck_gpu_info" && *v == 1.0)
+        .collect();
+    assert_eq!(uuids.len(), 8, "one gpucheck_gpu_info per GPU");
+    assert!(uuids
         .iter()
         .all(|(_, l, _)| l["uuid"].as_str().is_some_and(|u| u.starts_with("GPU-"))));
 }
@@ -191,6 +196,37 @@ fn prometheus_file_of_a_failing_ecc_names_the_check_and_the_gpu() {
             && l["check"] == "gpu.ecc"
             && l["status"] == "fail"
             && *v == 1.0));
+}
+
+/// GPU 2 fell off the bus (NVML counts it but cannot open it, so no UUID):
+/// the per-GPU series carry no `uuid` (a lost GPU's series would change
+/// identity; node_exporter fills a label its family's other series carry
+/// with "" and Prometheus reads that as no label), gpucheck_gpu_info names
+/// the seven others, and every series names the profile, so a file of
+/// another profile beside this one repeats none of them.
+#[test]
+fn prometheus_file_of_a_lost_gpu_keeps_uuids_off_the_status_series() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, samples) = prom_of("gpu_lost", dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(samples.iter().all(|(_, l, _)| l["profile"] == "standard"));
+    let per_gpu = |gpu: &str| {
+        samples
+            .iter()
+            .filter(|(n, l, _)| n == "gpucheck_gpu_check_status" && l["gpu"] == gpu)
+            .count()
+    };
+    assert!(per_gpu("2") > 0, "GPU 2 has per-GPU series");
+    assert!(samples
+        .iter()
+        .filter(|(n, _, _)| n == "gpucheck_gpu_check_status")
+        .all(|(_, l, _)| l.get("uuid").is_none()));
+    let info: Vec<&str> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "gpucheck_gpu_info")
+        .map(|(_, l, _)| l["gpu"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(info, ["0", "1", "3", "4", "5", "6", "7"]);
 }
 
 /// Python that parses Markdown with markdown-it-py (CommonMark with GFM

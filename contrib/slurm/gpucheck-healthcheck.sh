@@ -2,12 +2,18 @@
 # SLURM HealthCheckProgram: runs gpucheck's health profile on this node.
 #   slurm.conf:  HealthCheckProgram=/usr/local/sbin/gpucheck-healthcheck.sh
 #                HealthCheckInterval=300
-# On failure it drains the node with the reason "gpucheck: <failing check ids>";
+# On failure it drains the node with the reason
+# "gpucheck: <failing check> (GPU <indices>), <failing check>, ...";
 # when the checks pass again it resumes the node, but only if the node's reason
 # still starts with "gpucheck:", so a drain set by an administrator is never
 # undone (nor is its reason overwritten). gpucheck runs under `timeout`, well
 # inside SLURM's 60 s limit for a health check; a run that hangs (a GPU whose
 # driver no longer answers) drains the node too.
+#
+# The verdict is read from gpucheck's exit code and its Prometheus report
+# (--prom, one sample per line, read with awk), never from the text on
+# stdout, so GPUCHECK_ARGS may choose any --format. A run that cannot start
+# writes no report: no report, no drain.
 #
 # Exit status: 0 healthy, 1 unhealthy (drained, or an administrator's drain kept),
 # 2 gpucheck could not judge (not found, bad arguments or settings): the node is
@@ -15,17 +21,21 @@
 #
 # Environment (all optional):
 #   GPUCHECK          the binary (default: gpucheck on PATH)
-#   GPUCHECK_ARGS     its arguments (default: --profile health --quiet; split on spaces)
+#   GPUCHECK_ARGS     its arguments (default: --profile health --quiet; split on
+#                     spaces; --prom is this script's own)
 #   GPUCHECK_TIMEOUT  seconds before the run counts as hung (default: 50)
-#   GPUCHECK_NODE     the SLURM node name (default: hostname -s)
+#   GPUCHECK_NODE     the SLURM node name (default: $SLURMD_NODENAME, which
+#                     slurmd sets for its health check and prolog, else hostname -s)
 set -u
 
 GPUCHECK=${GPUCHECK:-gpucheck}
 GPUCHECK_ARGS=${GPUCHECK_ARGS:---profile health --quiet}
 GPUCHECK_TIMEOUT=${GPUCHECK_TIMEOUT:-50}
-NODE=${GPUCHECK_NODE:-$(hostname -s)}
+NODE=${GPUCHECK_NODE:-${SLURMD_NODENAME:-$(hostname -s)}}
 PREFIX="gpucheck:"
-# SLURM keeps the reason on one line; a longer one is cut here.
+# The reason is kept to whole items within this many characters (SLURM
+# stores longer ones, but `sinfo -R` shows only the first 20 and
+# `scontrol show node` one line); the first failing check comes first.
 REASON_MAX=200
 
 log() { echo "gpucheck-healthcheck: $*" >&2; }
@@ -40,7 +50,6 @@ current_reason() {
 
 drain() {
     local reason="$PREFIX $1" current
-    reason=${reason:0:$REASON_MAX}
     current=$(current_reason)
     if [[ -n $current && $current != "$PREFIX"* ]]; then
         log "$NODE failed ($1) but keeps its own reason: $current"
@@ -59,28 +68,67 @@ resume_if_ours() {
     fi
 }
 
+# The failing checks of a --prom report, in run order, each with the GPUs it
+# failed on: "gpu.ecc (GPU 1,3), host.devices", cut to whole items within
+# REASON_MAX. Failed or errored checks; warned ones when none did (--strict).
+failing_checks() {
+    awk -v max=$((REASON_MAX - ${#PREFIX} - 1)) '
+    function label(name,   m) {
+        if (!match($0, name "=\"[^\"]*\"")) return ""
+        m = substr($0, RSTART + length(name) + 2, RLENGTH - length(name) - 3)
+        return m
+    }
+    $NF != 1 { next }
+    /^gpucheck_check_status\{/ {
+        s = label("status"); c = label("check")
+        if (s == "fail" || s == "error") { bad[++nbad] = c }
+        else if (s == "warn") { warned[++nwarn] = c }
+    }
+    /^gpucheck_gpu_check_status\{/ {
+        s = label("status"); c = label("check")
+        if (s == "fail" || s == "error" || s == "warn") {
+            gpus[c, s == "warn"] = gpus[c, s == "warn"] (gpus[c, s == "warn"] == "" ? "" : ",") label("gpu")
+        }
+    }
+    END {
+        w = 0
+        if (nbad == 0) { for (i = 1; i <= nwarn; i++) bad[i] = warned[i]; nbad = nwarn; w = 1 }
+        out = ""
+        for (i = 1; i <= nbad; i++) {
+            item = bad[i]
+            if (gpus[bad[i], w] != "") item = item " (GPU " gpus[bad[i], w] ")"
+            next_out = out == "" ? item : out ", " item
+            if (length(next_out) > max) break
+            out = next_out
+        }
+        print out
+    }' "$1"
+}
+
 main() {
-    local out verdict rc exit_code ids
+    local dir out rc ids
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/gpucheck-healthcheck.XXXXXX") || {
+        log "cannot make a temporary folder; $NODE left as it is"
+        return 2
+    }
+    # shellcheck disable=SC2064 # the folder is known now
+    trap "rm -rf '$dir'" EXIT
     # shellcheck disable=SC2086 # GPUCHECK_ARGS is a list of words
-    out=$(timeout "$GPUCHECK_TIMEOUT" "$GPUCHECK" $GPUCHECK_ARGS 2>&1)
+    out=$(timeout "$GPUCHECK_TIMEOUT" "$GPUCHECK" $GPUCHECK_ARGS --prom "$dir/result.prom" 2>&1)
     rc=$?
-    exit_code=$rc
-    # The verdict line ("NOT HEALTHY: ... — see gpu.ecc"), gpucheck's last on
-    # stdout. The health profile exits 1 also for a run it cannot start (a bad
-    # GPUCHECK_* setting), with no verdict, only the reason on stderr: no
-    # verdict, no drain.
-    verdict=$(printf '%s\n' "$out" | grep -E '^(NOT )?(HEALTHY|READY): ' | tail -n 1)
-    [[ $rc == 1 && -z $verdict ]] && rc=2
-    [[ -n $verdict ]] || verdict=$(printf '%s\n' "$out" | head -n 1)
+    # The health profile exits 1 also for a run it cannot start (a bad
+    # GPUCHECK_* setting): that run writes no report.
+    if [[ $rc == 1 && ! -s $dir/result.prom ]]; then
+        log "gpucheck could not run (exit 1, no report): $(printf '%s\n' "$out" | tail -n 1); $NODE left as it is"
+        return 2
+    fi
     case $rc in
     0)
         resume_if_ours
         return 0
         ;;
     1)
-        # The verdict line ends "— see <id>, <id>": those are the failing checks.
-        ids=${verdict##*— see }
-        [[ $ids == "$verdict" ]] && ids=$verdict
+        ids=$(failing_checks "$dir/result.prom")
         drain "${ids:-failed}"
         return 1
         ;;
@@ -89,7 +137,7 @@ main() {
         return 1
         ;;
     *)
-        log "gpucheck could not run (exit $exit_code): ${verdict:-no output}; $NODE left as it is"
+        log "gpucheck could not run (exit $rc): $(printf '%s\n' "$out" | head -n 1); $NODE left as it is"
         return 2
         ;;
     esac

@@ -7,8 +7,19 @@
 //! base units in the name (seconds, bytes, ratio), and a verdict as an enum
 //! of labelled 0/1 series (one per status, the one that holds is 1), so a
 //! rule reads `gpucheck_check_status{status="fail"} == 1`. Per-GPU series
-//! carry `gpu` (the index) and `uuid` labels as DCGM exporter's do. No
-//! sample carries a timestamp: the textfile collector refuses them.
+//! carry `gpu` (the index, as DCGM exporter labels it); the UUID NVML read
+//! for each index is in `gpucheck_gpu_info{gpu,uuid}`, to join on. A UUID
+//! on the per-GPU series would change their identity whenever a GPU is lost
+//! (its handle no longer answers, so no UUID): a series without a label
+//! that its family's others carry gets it empty from node_exporter's textfile
+//! collector, and `uuid=""` is no label to Prometheus. No sample carries a
+//! timestamp: the textfile collector refuses them.
+//!
+//! Every series carries the run's `profile`. node_exporter's textfile
+//! collector merges all `*.prom` files of its folder into one scrape and
+//! drops a series that a second file repeats (the scrape still succeeds; the
+//! error is only logged), so a quick-profile file and a health-profile file
+//! side by side would otherwise hide one another's verdicts.
 
 use std::fmt::Write as _;
 
@@ -93,6 +104,16 @@ impl Family {
         self.samples.push((labels, value));
     }
 
+    /// Puts `profile` first on every sample (the info family names it already).
+    fn with_profile(mut self, profile: &str) -> Self {
+        for (labels, _) in &mut self.samples {
+            if !labels.iter().any(|(k, _)| *k == "profile") {
+                labels.insert(0, ("profile", profile.to_string()));
+            }
+        }
+        self
+    }
+
     fn write(&self, out: &mut String) {
         if self.samples.is_empty() {
             return;
@@ -119,6 +140,19 @@ fn metric(run: &Run, (check, name): (&str, &str)) -> Option<f64> {
         .iter()
         .find(|r| r.id == check)
         .and_then(|r| r.outcome.metric(name))
+}
+
+/// The UUID NVML reported for each GPU index anywhere in the run (a lost
+/// GPU has none).
+fn uuids_by_index(run: &Run) -> std::collections::BTreeMap<u32, String> {
+    let mut uuids = std::collections::BTreeMap::new();
+    let rows = run.results.iter().flat_map(|r| &r.outcome.devices);
+    for d in rows.filter(|d| d.label.is_none()) {
+        if let Some(uuid) = d.uuid.as_ref().filter(|u| !u.is_empty()) {
+            uuids.entry(d.index).or_insert_with(|| uuid.clone());
+        }
+    }
+    uuids
 }
 
 impl Reporter for Prom {
@@ -166,6 +200,13 @@ impl Reporter for Prom {
             "gpucheck_gpu_check_status",
             "A check's verdict for one GPU: 1 on the series whose status label holds, 0 on the others.",
         );
+        let mut gpu_info = Family::new(
+            "gpucheck_gpu_info",
+            "The UUID NVML reported for a GPU index (always 1); a lost GPU has none.",
+        );
+        for (index, uuid) in uuids_by_index(run) {
+            gpu_info.add(vec![("gpu", index.to_string()), ("uuid", uuid)], 1.0);
+        }
         for r in &run.results {
             let ids = || vec![("check", r.id.clone()), ("group", r.group.clone())];
             for s in STATUSES {
@@ -185,7 +226,6 @@ impl Reporter for Prom {
                     let labels = vec![
                         ("check", r.id.clone()),
                         ("gpu", d.index.to_string()),
-                        ("uuid", d.uuid.clone().unwrap_or_default()),
                         ("status", status_name(s).into()),
                     ];
                     gpu.add(labels, f64::from(u8::from(d.status == s)));
@@ -208,9 +248,9 @@ impl Reporter for Prom {
         }
         let mut out = String::new();
         for family in [
-            info, ready, exit, stamp, took, status, duration, gpu, busbw, scaling,
+            info, ready, exit, stamp, took, status, duration, gpu, gpu_info, busbw, scaling,
         ] {
-            family.write(&mut out);
+            family.with_profile(run.profile.as_str()).write(&mut out);
         }
         out
     }
@@ -224,18 +264,73 @@ mod tests {
     #[test]
     fn every_check_has_one_status_series_set_to_one() {
         let text = Prom.render(&fixtures::every_status());
-        assert!(text.contains(
-            "gpucheck_check_status{check=\"gpu.ecc\",group=\"gpu\",status=\"fail\"} 1\n"
-        ));
-        assert!(text.contains(
-            "gpucheck_check_status{check=\"gpu.ecc\",group=\"gpu\",status=\"pass\"} 0\n"
-        ));
-        assert!(text.contains("gpucheck_ready 0\n"), "{text}");
-        assert!(text.contains("gpucheck_exit_code 1\n"));
-        assert!(text.contains("gpucheck_last_run_timestamp_seconds 1767225600\n"));
-        assert!(text.contains(
-            "gpucheck_gpu_check_status{check=\"gpu.ecc\",gpu=\"1\",uuid=\"\",status=\"fail\"} 1\n"
-        ));
+        let p = "profile=\"standard\"";
+        assert!(text.contains(&format!(
+            "gpucheck_check_status{{{p},check=\"gpu.ecc\",group=\"gpu\",status=\"fail\"}} 1\n"
+        )));
+        assert!(text.contains(&format!(
+            "gpucheck_check_status{{{p},check=\"gpu.ecc\",group=\"gpu\",status=\"pass\"}} 0\n"
+        )));
+        assert!(
+            text.contains(&format!("gpucheck_ready{{{p}}} 0\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("gpucheck_exit_code{{{p}}} 1\n")));
+        assert!(text.contains(&format!(
+            "gpucheck_last_run_timestamp_seconds{{{p}}} 1767225600\n"
+        )));
+        assert!(text.contains(&format!(
+            "gpucheck_gpu_check_status{{{p},check=\"gpu.ecc\",gpu=\"1\",status=\"fail\"}} 1\n"
+        )));
+    }
+
+    /// Two files in one textfile folder (a quick and a health profile run)
+    /// share no series: node_exporter drops a repeated one.
+    #[test]
+    fn every_series_names_its_profile() {
+        use gpucheck_checks::Profile;
+        let quick = Prom.render(&fixtures::every_status());
+        let mut run = fixtures::every_status();
+        run.profile = Profile::Health;
+        let health = Prom.render(&run);
+        let series = |text: &str| -> std::collections::BTreeSet<String> {
+            let lines = text.lines().filter(|l| !l.starts_with('#'));
+            lines
+                .map(|l| l.rsplit_once(' ').map_or(l, |(s, _)| s).to_string())
+                .collect()
+        };
+        let (quick, health) = (series(&quick), series(&health));
+        assert!(!quick.is_empty());
+        assert!(
+            quick.iter().all(|s| s.contains("profile=\"standard\"")),
+            "{quick:?}"
+        );
+        assert_eq!(quick.intersection(&health).count(), 0);
+    }
+
+    /// Per-GPU series carry no UUID (a lost GPU has none, so they would
+    /// change identity); gpucheck_gpu_info names each index's UUID once.
+    #[test]
+    fn uuids_are_in_gpu_info_once_per_gpu_never_on_the_status_series() {
+        let mut run = fixtures::every_status();
+        let mut again = run.results[1].outcome.devices[0].clone();
+        again.uuid = Some("GPU-0aa".into());
+        run.results[0].outcome.devices.push(again);
+        let text = Prom.render(&run);
+        let status_lines = text
+            .lines()
+            .filter(|l| l.starts_with("gpucheck_gpu_check_status{"));
+        assert!(status_lines.clone().count() > 0);
+        assert!(status_lines.clone().all(|l| !l.contains("uuid=")), "{text}");
+        let info: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpucheck_gpu_info{"))
+            .collect();
+        assert_eq!(
+            info,
+            ["gpucheck_gpu_info{profile=\"standard\",gpu=\"0\",uuid=\"GPU-0aa\"} 1"],
+            "GPU 1 has no UUID: {text}"
+        );
     }
 
     #[test]
@@ -296,9 +391,12 @@ mod tests {
             false,
         );
         let text = Prom.render(&run);
-        assert!(text.contains("gpucheck_nccl_allreduce_busbw_bytes_per_second 460000000000\n"));
-        assert!(text.contains("gpucheck_ddp_scaling_efficiency_ratio 0.93\n"));
-        assert!(text.contains("gpucheck_ready 1\n"));
+        let p = "{profile=\"standard\"}";
+        assert!(text.contains(&format!(
+            "gpucheck_nccl_allreduce_busbw_bytes_per_second{p} 460000000000\n"
+        )));
+        assert!(text.contains(&format!("gpucheck_ddp_scaling_efficiency_ratio{p} 0.93\n")));
+        assert!(text.contains(&format!("gpucheck_ready{p} 1\n")));
     }
 
     #[test]
@@ -312,7 +410,7 @@ mod tests {
         ecc.push(again);
         let text = Prom.render(&run);
         let gpu1_fail =
-            "gpucheck_gpu_check_status{check=\"gpu.ecc\",gpu=\"1\",uuid=\"\",status=\"fail\"} 1\n";
+            "gpucheck_gpu_check_status{profile=\"standard\",check=\"gpu.ecc\",gpu=\"1\",status=\"fail\"} 1\n";
         assert_eq!(text.matches(gpu1_fail).count(), 1, "{text}");
         let per_gpu = text.matches("gpucheck_gpu_check_status{").count();
         assert_eq!(per_gpu, 2 * STATUSES.len(), "{text}");

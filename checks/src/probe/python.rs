@@ -3,7 +3,9 @@
 //!
 //! The interpreter is chosen the way a user's job would be launched:
 //! `--python PATH` / GPUCHECK_PYTHON, then the active virtual environment
-//! (VIRTUAL_ENV), then the active conda environment (CONDA_PREFIX), then
+//! (VIRTUAL_ENV), then the environment gpucheck is installed in (`pip install
+//! gpucheck` into the training venv, run as `.venv/bin/gpucheck` without
+//! activating it), then the active conda environment (CONDA_PREFIX), then
 //! `python3` on PATH.
 
 use std::ffi::OsString;
@@ -24,6 +26,11 @@ pub enum PythonSource {
     /// `--python` or GPUCHECK_PYTHON.
     Explicit,
     VirtualEnv,
+    /// The environment gpucheck is installed in (`pip install gpucheck`
+    /// into it, run as `<env>/bin/gpucheck` without activating it).
+    Installed {
+        passed_over: Vec<String>,
+    },
     /// `passed_over`: what pointed elsewhere first and was not used, in
     /// words ("$VIRTUAL_ENV=... holds no Python, so it was passed over").
     Conda {
@@ -43,6 +50,9 @@ impl PythonSource {
         let (what, passed_over): (&str, &[String]) = match self {
             PythonSource::Explicit => (EXPLICIT, &[]),
             PythonSource::VirtualEnv => ("$VIRTUAL_ENV", &[]),
+            PythonSource::Installed { passed_over } => {
+                ("the environment gpucheck is installed in", passed_over)
+            }
             PythonSource::Conda { passed_over } => ("$CONDA_PREFIX", passed_over),
             PythonSource::Path { passed_over } => ("python3 on PATH", passed_over),
         };
@@ -133,6 +143,7 @@ fn env_python(prefix: &Path) -> Option<PathBuf> {
 pub fn choose_python(
     explicit: Option<&Path>,
     virtual_env: Option<&Path>,
+    installed_in: Option<&Path>,
     conda_prefix: Option<&Path>,
     path_var: Option<&OsString>,
 ) -> Result<PythonChoice, FindPythonError> {
@@ -161,7 +172,11 @@ pub fn choose_python(
     // An environment variable that points at no Python is passed over, and
     // the choice says so: the user believes that environment is active.
     let mut passed_over = Vec::new();
-    for (prefix, var) in [(virtual_env, "VIRTUAL_ENV"), (conda_prefix, "CONDA_PREFIX")] {
+    for (prefix, var) in [
+        (virtual_env, "VIRTUAL_ENV"),
+        (installed_in, ""),
+        (conda_prefix, "CONDA_PREFIX"),
+    ] {
         let Some(prefix) = prefix.filter(|p| !p.as_os_str().is_empty()) else {
             continue;
         };
@@ -172,6 +187,14 @@ pub fn choose_python(
                     source: PythonSource::VirtualEnv,
                 })
             }
+            Some(path) if var.is_empty() => {
+                return Ok(PythonChoice {
+                    path,
+                    source: PythonSource::Installed { passed_over },
+                })
+            }
+            // A broken environment around gpucheck is not the user's belief.
+            None if var.is_empty() => {}
             Some(path) => {
                 return Ok(PythonChoice {
                     path,
@@ -184,7 +207,21 @@ pub fn choose_python(
             )),
         }
     }
-    let found = which("python3", path_var);
+    // `uvx` puts its throwaway environment's bin/ first on PATH.
+    let in_tool_env = |p: &Path| p.parent().and_then(Path::parent).is_some_and(is_tool_env);
+    let found = which("python3", path_var).filter(|p| !in_tool_env(p));
+    let found = found.or_else(|| {
+        let dirs = std::env::split_paths(path_var?).filter(|d| d.is_absolute());
+        let tools = dirs.map(|d| d.join("python3")).filter(|p| is_executable(p));
+        let (tool, rest): (Vec<PathBuf>, Vec<PathBuf>) = tools.partition(|p| in_tool_env(p));
+        passed_over.extend(tool.iter().map(|p| {
+            format!(
+                "{} was passed over: it is a tool's own environment (pipx, uv), not one to train in",
+                p.display()
+            )
+        }));
+        rest.into_iter().next()
+    });
     passed_over.extend(skipped_relative("python3", path_var, found.as_deref()));
     found
         .map(|path| PythonChoice {
@@ -192,6 +229,29 @@ pub fn choose_python(
             source: PythonSource::Path { passed_over },
         })
         .ok_or(FindPythonError::NotFound)
+}
+
+/// The Python environment the executable `exe` is installed in, when it
+/// lies in one's `bin/`: a virtual environment (`pyvenv.cfg`) or a conda one
+/// (`conda-meta/`). Not a tool's own environment, which holds gpucheck and
+/// nothing to train with: pipx's (`pipx_metadata.json`, `pipx run`'s too),
+/// uv's tool environments (`uv-receipt.toml`) and any kept in a cache, as
+/// `uvx`'s are (`CACHEDIR.TAG`, the Cache Directory Tagging marker).
+pub fn installed_env(exe: &Path) -> Option<PathBuf> {
+    let bin = exe.parent()?;
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    let prefix = bin.parent()?;
+    let is_env = prefix.join("pyvenv.cfg").is_file() || prefix.join("conda-meta").is_dir();
+    (is_env && !is_tool_env(prefix)).then(|| prefix.to_path_buf())
+}
+
+/// An environment a tool runner made for one tool (see [`installed_env`]).
+fn is_tool_env(prefix: &Path) -> bool {
+    ["pipx_metadata.json", "uv-receipt.toml", "CACHEDIR.TAG"]
+        .iter()
+        .any(|marker| prefix.join(marker).exists())
 }
 
 /// [`choose_python`] with this process's environment.
@@ -205,7 +265,16 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PythonChoice, FindPythonEr
             let venv = crate::seam::env("VIRTUAL_ENV").map(PathBuf::from);
             let conda = crate::seam::env("CONDA_PREFIX").map(PathBuf::from);
             let path = crate::seam::env("PATH").map(OsString::from);
-            choose_python(explicit, venv.as_deref(), conda.as_deref(), path.as_ref())
+            let installed = std::env::current_exe()
+                .ok()
+                .and_then(|exe| installed_env(&exe));
+            choose_python(
+                explicit,
+                venv.as_deref(),
+                installed.as_deref(),
+                conda.as_deref(),
+                path.as_ref(),
+            )
         },
     )
 }
@@ -524,6 +593,100 @@ mod tests {
     }
 
     #[test]
+    fn the_environment_gpucheck_is_installed_in_comes_after_virtual_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join("active");
+        let installed = dir.path().join("train");
+        let conda = dir.path().join("conda");
+        exe(&venv.join("bin/python"));
+        exe(&installed.join("bin/python"));
+        exe(&conda.join("bin/python"));
+        let c = choose_python(None, Some(&venv), Some(&installed), Some(&conda), None).unwrap();
+        assert_eq!(c.source, PythonSource::VirtualEnv);
+        let c = choose_python(None, None, Some(&installed), Some(&conda), None).unwrap();
+        assert_eq!(
+            (c.source.describe(), c.path),
+            (
+                "the environment gpucheck is installed in".to_string(),
+                installed.join("bin/python")
+            )
+        );
+        let gone = dir.path().join("gone");
+        let c = choose_python(None, Some(&gone), Some(&installed), None, None).unwrap();
+        assert!(c.source.describe().contains("passed over"), "{c:?}");
+    }
+
+    #[test]
+    fn installed_env_is_a_venv_or_conda_env_holding_the_binary_not_a_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join(".venv");
+        exe(&venv.join("bin/gpucheck"));
+        assert_eq!(
+            installed_env(&venv.join("bin/gpucheck")),
+            None,
+            "no pyvenv.cfg"
+        );
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        assert_eq!(
+            installed_env(&venv.join("bin/gpucheck")),
+            Some(venv.clone())
+        );
+        let conda = dir.path().join("miniforge/envs/train");
+        std::fs::create_dir_all(conda.join("conda-meta")).unwrap();
+        assert_eq!(
+            installed_env(&conda.join("bin/gpucheck")),
+            Some(conda.clone())
+        );
+        assert_eq!(installed_env(Path::new("/usr/bin/gpucheck")), None);
+        std::fs::write(venv.join("pipx_metadata.json"), "{}").unwrap();
+        assert_eq!(
+            installed_env(&venv.join("bin/gpucheck")),
+            None,
+            "pipx's own venv"
+        );
+        let uv_tool = dir.path().join("uv/tools/gpucheck");
+        std::fs::create_dir_all(uv_tool.join("bin")).unwrap();
+        std::fs::write(uv_tool.join("pyvenv.cfg"), "").unwrap();
+        std::fs::write(uv_tool.join("uv-receipt.toml"), "").unwrap();
+        assert_eq!(
+            installed_env(&uv_tool.join("bin/gpucheck")),
+            None,
+            "uv's tool env"
+        );
+        let uvx = dir.path().join("cache/uv/archive-v0/x1");
+        std::fs::create_dir_all(uvx.join("bin")).unwrap();
+        std::fs::write(uvx.join("pyvenv.cfg"), "").unwrap();
+        assert!(installed_env(&uvx.join("bin/gpucheck")).is_some());
+        std::fs::write(
+            uvx.join("CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55",
+        )
+        .unwrap();
+        assert_eq!(
+            installed_env(&uvx.join("bin/gpucheck")),
+            None,
+            "uvx's cached env"
+        );
+    }
+
+    #[test]
+    fn python3_of_a_tool_env_first_on_path_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let uvx = dir.path().join("cache/archive-v0/x1");
+        let system = dir.path().join("usr/bin");
+        exe(&uvx.join("bin/python3"));
+        exe(&system.join("python3"));
+        std::fs::write(uvx.join("CACHEDIR.TAG"), "").unwrap();
+        let var = std::env::join_paths([uvx.join("bin"), system.clone()]).unwrap();
+        let c = choose_python(None, None, None, None, Some(&var)).unwrap();
+        assert_eq!(c.path, system.join("python3"));
+        assert!(
+            c.source.describe().contains("a tool's own environment"),
+            "{c:?}"
+        );
+    }
+
+    #[test]
     fn explicit_wins_then_venv_then_conda_then_path() {
         let dir = tempfile::tempdir().unwrap();
         let explicit = dir.path().join("x/python");
@@ -539,19 +702,20 @@ mod tests {
         let c = choose_python(
             Some(&explicit),
             Some(&venv),
+            None,
             Some(&conda),
             path_var.as_ref(),
         )
         .unwrap();
         assert_eq!(c.source, PythonSource::Explicit);
-        let c = choose_python(None, Some(&venv), Some(&conda), path_var.as_ref()).unwrap();
+        let c = choose_python(None, Some(&venv), None, Some(&conda), path_var.as_ref()).unwrap();
         assert_eq!(
             (c.source, c.path),
             (PythonSource::VirtualEnv, venv.join("bin/python"))
         );
-        let c = choose_python(None, None, Some(&conda), path_var.as_ref()).unwrap();
+        let c = choose_python(None, None, None, Some(&conda), path_var.as_ref()).unwrap();
         assert_eq!(c.source.describe(), "$CONDA_PREFIX");
-        let c = choose_python(None, None, None, path_var.as_ref()).unwrap();
+        let c = choose_python(None, None, None, None, path_var.as_ref()).unwrap();
         assert_eq!(
             (c.source, c.path),
             (
@@ -597,7 +761,7 @@ mod tests {
         );
         assert!(Path::new(&cwd_rel).join("python3").is_file());
         let var = OsString::from(format!("{cwd_rel}:{}", abs.display()));
-        let c = choose_python(None, None, None, Some(&var)).unwrap();
+        let c = choose_python(None, None, None, None, Some(&var)).unwrap();
         assert_eq!(c.path, abs.join("python3"));
         assert_eq!(
             c.source.describe(),
@@ -605,7 +769,7 @@ mod tests {
         );
         // After the chosen one it does not matter.
         let var = OsString::from(format!("{}:{cwd_rel}", abs.display()));
-        let c = choose_python(None, None, None, Some(&var)).unwrap();
+        let c = choose_python(None, None, None, None, Some(&var)).unwrap();
         assert_eq!(c.source.describe(), "python3 on PATH");
     }
 
@@ -618,12 +782,12 @@ mod tests {
         exe(&conda.join("bin/python"));
         let gone = Path::new("/nonexistent/venv");
         let var = Some(pathdir.clone().into_os_string());
-        let c = choose_python(None, Some(gone), Some(&conda), var.as_ref()).unwrap();
+        let c = choose_python(None, Some(gone), None, Some(&conda), var.as_ref()).unwrap();
         assert_eq!(
             c.source.describe(),
             "$CONDA_PREFIX; $VIRTUAL_ENV=\"/nonexistent/venv\" holds no Python, so it was passed over"
         );
-        let c = choose_python(None, Some(gone), Some(gone), var.as_ref()).unwrap();
+        let c = choose_python(None, Some(gone), None, Some(gone), var.as_ref()).unwrap();
         assert_eq!(c.path, pathdir.join("python3"));
         assert_eq!(
             c.source.describe(),
@@ -638,8 +802,14 @@ mod tests {
         exe(&pathdir.join("python3.11"));
         let path_var = Some(pathdir.clone().into_os_string());
         // Whatever the current folder holds, a bare name means PATH.
-        let c =
-            choose_python(Some(Path::new("python3.11")), None, None, path_var.as_ref()).unwrap();
+        let c = choose_python(
+            Some(Path::new("python3.11")),
+            None,
+            None,
+            None,
+            path_var.as_ref(),
+        )
+        .unwrap();
         assert_eq!(
             (c.source, c.path),
             (PythonSource::Explicit, pathdir.join("python3.11"))
@@ -648,20 +818,39 @@ mod tests {
         // folder; it must not shadow a `src` on PATH (nor be taken for one).
         assert!(Path::new("src").exists());
         exe(&pathdir.join("src"));
-        let c = choose_python(Some(Path::new("src")), None, None, path_var.as_ref()).unwrap();
+        let c = choose_python(Some(Path::new("src")), None, None, None, path_var.as_ref()).unwrap();
         assert_eq!(c.path, pathdir.join("src"));
-        let err =
-            choose_python(Some(Path::new("nope3")), None, None, path_var.as_ref()).unwrap_err();
+        let err = choose_python(
+            Some(Path::new("nope3")),
+            None,
+            None,
+            None,
+            path_var.as_ref(),
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("nope3 (from --python"), "{err}");
     }
 
     #[test]
     fn missing_explicit_is_an_error_not_a_fallback() {
-        let err =
-            choose_python(Some(Path::new("/nonexistent/python")), None, None, None).unwrap_err();
+        let err = choose_python(
+            Some(Path::new("/nonexistent/python")),
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("/nonexistent/python"), "{err}");
         assert_eq!(
-            choose_python(None, None, None, Some(&OsString::from("/nonexistent"))).unwrap_err(),
+            choose_python(
+                None,
+                None,
+                None,
+                None,
+                Some(&OsString::from("/nonexistent"))
+            )
+            .unwrap_err(),
             FindPythonError::NotFound
         );
     }

@@ -1,0 +1,141 @@
+//! The progress line as a user sees it: gpucheck in a real pseudo-terminal
+//! (a tmux pane: tmux is the terminal, and `capture-pane` reads back its
+//! screen), on a fake NVML whose nvmlInit hangs so a check is running long
+//! enough to be seen. While it runs the pane shows the check, the count and
+//! the time; when it ends the screen holds the report and nothing of the
+//! line. In a pipe, under `TERM=dumb` and with `--quiet` nothing is drawn.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{bin, fake_nvml, gpucheck, nvml_scenario, stderr};
+
+/// What the line starts with (src/progress.rs).
+const LINE: &str = "gpucheck: [";
+/// Printed by the pane's shell once gpucheck has exited.
+const EXITED: &str = "GPUCHECK-EXITED";
+
+/// A tmux server of its own (its socket in a temporary folder), killed on drop.
+struct Pane {
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Pane {
+    /// Starts `gpucheck ARGS` on hang_init in a 120x40 pane with `TERM=term`.
+    fn start(term: &str, args: &str) -> Pane {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("tmux.sock");
+        let line = format!(
+            "env -i PATH=/usr/bin:/bin TERM={term} FAKE_NVML_SCENARIO='{}' '{}' --nvml-lib '{}' \
+             --only gpu --color never {args}; echo {EXITED}; sleep 60",
+            nvml_scenario("hang_init").display(),
+            bin().display(),
+            fake_nvml().display(),
+        );
+        let status = tmux(&socket)
+            .args(["new-session", "-d", "-x", "120", "-y", "40", &line])
+            .status()
+            .expect("tmux (Debian's tmux package) runs");
+        assert!(status.success(), "tmux new-session failed");
+        Pane { socket, _dir: dir }
+    }
+
+    /// The pane's screen now.
+    fn screen(&self) -> String {
+        let out = tmux(&self.socket)
+            .args(["capture-pane", "-p"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The screen once `ready` holds for it, within 20 s.
+    fn screen_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if ready(&screen) || start.elapsed() > Duration::from_secs(20) {
+                return screen;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = tmux(&self.socket).arg("kill-server").status();
+    }
+}
+
+fn tmux(socket: &Path) -> Command {
+    let mut cmd = Command::new("tmux");
+    cmd.arg("-S").arg(socket).env_remove("TMUX");
+    cmd
+}
+
+#[test]
+fn a_terminal_shows_the_running_check_then_only_the_report() {
+    let pane = Pane::start("xterm-256color", "--timeout 2");
+    let running = pane.screen_when(|s| s.contains(LINE) || s.contains(EXITED));
+    let line = running
+        .lines()
+        .find(|l| l.starts_with(LINE))
+        .unwrap_or_else(|| panic!("no progress line while gpu.driver hangs:\n{running}"));
+    // "gpucheck: [0/9] gpu.driver  0.4 s"
+    let (count, rest) = line[LINE.len()..].split_once("] ").expect("[done/total]");
+    let (done, total) = count.split_once('/').expect("done/total");
+    assert!(
+        done.parse::<u32>().unwrap() < total.parse::<u32>().unwrap(),
+        "{line}"
+    );
+    assert!(rest.starts_with("gpu.driver "), "{line}");
+    assert!(rest.trim_end().ends_with(" s"), "{line}");
+
+    let done = pane.screen_when(|s| s.contains(EXITED));
+    assert!(done.contains(EXITED), "gpucheck did not end:\n{done}");
+    assert!(done.contains("NOT READY"), "the report:\n{done}");
+    assert!(done.contains("gpu.driver"), "the report:\n{done}");
+    assert!(!done.contains(LINE), "progress left on the screen:\n{done}");
+}
+
+#[test]
+fn no_progress_under_term_dumb_or_quiet() {
+    for (term, args) in [
+        ("dumb", "--timeout 1.5"),
+        ("xterm-256color", "--quiet --timeout 1.5"),
+    ] {
+        let pane = Pane::start(term, args);
+        // Sampled while gpu.driver hangs, then at the end.
+        std::thread::sleep(Duration::from_millis(700));
+        let running = pane.screen();
+        assert!(!running.contains(LINE), "TERM={term} {args}:\n{running}");
+        let done = pane.screen_when(|s| s.contains(EXITED));
+        assert!(done.contains("NOT READY"), "TERM={term} {args}:\n{done}");
+        assert!(!done.contains(LINE), "TERM={term} {args}:\n{done}");
+    }
+}
+
+#[test]
+fn a_pipe_gets_no_progress() {
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("hang_init"))
+        .env("TERM", "xterm-256color")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .args(["--only", "gpu", "--timeout", "1", "--color", "never"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        !err.contains(LINE) && !err.contains('\r') && !err.contains('\x1b'),
+        "{err:?}"
+    );
+    let text = common::stdout(&out);
+    assert!(!text.contains(LINE) && !text.contains('\r'), "{text:?}");
+}
