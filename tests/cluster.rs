@@ -1489,7 +1489,9 @@ fn an_unreadable_token_file_an_empty_token_and_a_bad_run_id_are_usage_errors() {
 #[test]
 fn a_node_with_another_token_is_refused_and_named_as_missing() {
     let _one = lock();
-    let cluster = Cluster::new(2, 8);
+    // Long enough for node 1 to start, read node 0's run record and refuse
+    // it before node 0 gives up on it, on a loaded 2-core machine too.
+    let cluster = Cluster::new(2, 20);
     let dir = tempfile::tempdir().expect("a temporary folder");
     let file = dir.path().join("token");
     std::fs::write(&file, "the right one\n").expect("write the token file");
