@@ -353,7 +353,7 @@ pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
         ),
         (
             Profile::Full,
-            "adds the NCCL size sweep in nccl.allreduce and the DDP benchmark",
+            "adds the NCCL size sweep in nccl.allreduce, the DDP benchmark and the GPU load checks (about a minute on 8 GPUs)",
         ),
         (
             Profile::Health,

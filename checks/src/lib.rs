@@ -290,6 +290,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &gpu::Mode,
     &gpu::Processes,
     &gpu::Topology,
+    &gpu::Compute,
     // env
     &env::CudaVisibleDevices,
     &env::Torchrun,

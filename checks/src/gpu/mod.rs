@@ -18,6 +18,7 @@
 //! judge the GPUs that answer and mark the lost one.
 
 mod common;
+mod compute;
 mod count;
 mod driver;
 mod ecc;
@@ -28,8 +29,10 @@ mod pcie;
 mod processes;
 mod throttle;
 mod topology;
+mod under_load;
 
 pub use common::nvml_failure_outcome;
+pub use compute::{evaluate as evaluate_compute, Compute, ComputeFacts, ComputeGpu};
 pub use count::{evaluate_count, Count};
 pub use driver::{evaluate_driver, judge_driver, Driver};
 pub use ecc::{

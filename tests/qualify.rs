@@ -1,0 +1,143 @@
+//! The load checks (gpu.compute, gpu.memory, gpu.p2p_bandwidth) through the
+//! real binary, with the load payload run by the real torch of the test
+//! virtual environment on the CPU (GPUCHECK_LOAD_DEVICE=cpu: the same code
+//! path with small buffers) and NVML's under-load readings scripted in the
+//! fake NVML (tests/fixtures/fake_nvml.c: sm_clock=, power_w=, temp_c=,
+//! throttle= sequences, one entry per call). What a CPU cannot stand for
+//! per "GPU" (one slower than the others, one computing wrong, one word
+//! reading back wrong) the payload's GPUCHECK_QUALIFY_TEST_* hooks inject;
+//! the payload honours them only on the CPU.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::{
+    assert_valid_json_report, fake_nvml, gpucheck, nvml_scenario, processes_matching, result, root,
+    stdout, text_field, venv_python,
+};
+use serde_json::Value;
+
+/// `gpucheck --profile full --only CHECKS --format json` on the CPU against
+/// the fake NVML in `scenario`, with extra environment.
+fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
+    let mut cmd = gpucheck();
+    cmd.env("FAKE_NVML_SCENARIO", nvml_scenario(scenario))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .args(["--profile", "full", "--only", checks, "--format", "json"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+#[test]
+fn a_gpu_whose_clocks_sag_at_the_power_cap_fails_naming_the_cap() {
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:3")];
+    let (out, doc) = run("gpu.compute", "load_power_cap_gpu1", &env);
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(summary.starts_with("GPU 1: bf16 GEMM "), "{summary}");
+    assert!(
+        summary.ends_with("(power cap 700 W reached at 1,410 MHz)"),
+        "{summary}"
+    );
+    let hint = text_field(&doc, "gpu.compute", "hint");
+    assert!(hint.starts_with("GPU 1 computes slower"), "{hint}");
+    let table = &result(&doc, "gpu.compute")["tables"][0];
+    assert_eq!(table["rows"][1][3], "1,410-1,980", "{doc}");
+    assert_eq!(table["rows"][1][4], "700 / 700", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_gpu_that_computes_wrong_fails_with_the_count() {
+    let env = [("GPUCHECK_QUALIFY_TEST_CORRUPT", "1")];
+    let (out, doc) = run("gpu.compute", "load_steady_x2", &env);
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(
+        summary.starts_with(
+            "GPU 1: computed wrong results: 1 element of the seeded bf16 GEMM differ from what \
+             the other GPUs computed (largest difference 1.000e0)"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("1 element of an fp32 GEMM outside the rounding bound from float64"),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.compute")["tables"][0];
+    assert_eq!(table["rows"][0][6], "ok", "{doc}");
+    assert_eq!(table["rows"][1][6], "WRONG", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn steady_gpus_pass_with_identical_results() {
+    let (out, doc) = run("gpu.compute", "load_steady_x2", &[]);
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "pass", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(summary.starts_with("bf16 GEMM on 2 GPUs: "), "{summary}");
+    assert!(
+        summary.ends_with("results bit-identical across GPUs and within bounds of float64"),
+        "{summary}"
+    );
+    let gpu0 = &result(&doc, "gpu.compute")["devices"][0]["metrics"];
+    assert_eq!(gpu0[0]["name"], "bf16_tflops", "{doc}");
+    assert!(gpu0[0]["value"].as_f64().unwrap_or(0.0) > 0.0, "{doc}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// The README's planned budget for gpu.compute on an 8-GPU node.
+const COMPUTE_BUDGET: Duration = Duration::from_secs(20);
+
+#[test]
+fn compute_on_eight_gpus_stays_within_its_budget() {
+    let started = Instant::now();
+    let (_out, doc) = run("gpu.compute", "healthy_h100_sxm_x8", &[]);
+    let took = started.elapsed();
+    let status = text_field(&doc, "gpu.compute", "status");
+    assert!(status == "pass" || status == "fail", "{doc}");
+    assert_eq!(
+        result(&doc, "gpu.compute")["devices"]
+            .as_array()
+            .map(Vec::len),
+        Some(8)
+    );
+    assert!(took < COMPUTE_BUDGET, "took {took:?}");
+}
+
+#[test]
+fn a_load_that_hangs_times_out_and_leaves_nothing_running() {
+    let mark = format!("gpucheck-qualify-hang-{}", std::process::id());
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .env("GPUCHECK_TEST_MARK", &mark)
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(root().join("tests/fixtures/hang-python.sh"))
+        .args(["--profile", "full", "--only", "gpu.compute"])
+        .args(["--timeout", "3", "--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(
+        summary.contains("did not finish") || summary.starts_with("timed out after 3 s in load"),
+        "{summary}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_matching(&mark), Vec::new());
+    assert_eq!(out.status.code(), Some(1));
+}
