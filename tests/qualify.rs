@@ -19,9 +19,14 @@ use common::{
 };
 use serde_json::Value;
 
+static ONE_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `gpucheck --profile full --only CHECKS --format json` on the CPU against
 /// the fake NVML in `scenario`, with extra environment.
 fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
+    // One load at a time: the figures are the CPU's, which parallel tests
+    // would share.
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let mut cmd = gpucheck();
     cmd.env("FAKE_NVML_SCENARIO", nvml_scenario(scenario))
         .env("GPUCHECK_LOAD_DEVICE", "cpu")
@@ -140,4 +145,54 @@ fn a_load_that_hangs_times_out_and_leaves_nothing_running() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(processes_matching(&mark), Vec::new());
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn slow_hbm_fails_naming_the_gpu_and_its_hw_slowdown() {
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:3")];
+    let (out, doc) = run("gpu.memory", "load_hw_slowdown_gpu1", &env);
+    assert_eq!(text_field(&doc, "gpu.memory", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.memory", "summary");
+    assert!(summary.starts_with("GPU 1: memory triad "), "{summary}");
+    assert!(
+        summary.ends_with("(HW slowdown while at 87 °C)"),
+        "{summary}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_word_that_reads_back_wrong_fails_with_its_address_range() {
+    let env = [("GPUCHECK_QUALIFY_TEST_BAD_WORD", "0")];
+    let (out, doc) = run("gpu.memory", "load_steady_x2", &env);
+    assert_eq!(text_field(&doc, "gpu.memory", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.memory", "summary");
+    assert!(
+        summary.starts_with("GPU 0: 1 word of device memory read back wrong; first bad range 0x"),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("under walking ones 0x0000000000000001"),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.memory")["tables"][0];
+    assert_eq!(table["rows"][0][4], "1", "{doc}");
+    assert_eq!(table["rows"][1][4], "0", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_busy_gpu_gets_bandwidth_figures_but_no_pattern_test() {
+    let (out, doc) = run("gpu.memory", "load_busy_gpu1", &[]);
+    assert_eq!(text_field(&doc, "gpu.memory", "status"), "pass", "{doc}");
+    let gpu1 = &result(&doc, "gpu.memory")["devices"][1];
+    let summary = gpu1["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.ends_with("(no pattern test: 1 other process uses it)"),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.memory")["tables"][0];
+    assert_eq!(table["rows"][1][3], "busy", "{doc}");
+    assert_ne!(table["rows"][0][3], "busy", "{doc}");
+    assert_eq!(out.status.code(), Some(0));
 }

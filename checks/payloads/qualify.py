@@ -49,7 +49,7 @@ STREAM_BYTES = {"cuda": 1 << 30, "cpu": 16 << 20}
 CPU_PATTERN_CAP = 32 << 20
 PATTERN_SLICE_ELEMS = {"cuda": 16 << 20, "cpu": 1 << 20}
 P2P_BYTES = {"cuda": 256 << 20, "cpu": 8 << 20}
-CPU_TURN = threading.Lock()
+CPU_TURN = threading.RLock()
 
 
 def stage(what):
@@ -278,7 +278,12 @@ def compare_results(torch, per_gpu, results):
                     break
             else:
                 groups.append([g])
-        majority = max(groups, key=len)[0]
+        # The result most GPUs share; between groups of one size (two GPUs
+        # that disagree), the one whose GPUs pass the float64 reference.
+        def standing(group):
+            return (len(group), -sum(per_gpu[g].get("reference_bad", 0) for g in group))
+
+        majority = max(groups, key=standing)[0]
         for g in gpus:
             differ = bits[g] != bits[majority]
             diff = (results[g].float() - results[majority].float()).abs()
@@ -291,7 +296,7 @@ def compare_results(torch, per_gpu, results):
 def stream(d, seconds):
     torch = d.torch
     elems = STREAM_BYTES[d.kind] // 4
-    a = torch.empty(elems, device=d.dev, dtype=torch.float32)
+    a = torch.zeros(elems, device=d.dev, dtype=torch.float32)
     b = torch.ones(elems, device=d.dev, dtype=torch.float32)
     c = torch.ones(elems, device=d.dev, dtype=torch.float32)
     iters, elapsed = d.timed(lambda: a.copy_(b), seconds / 2)
@@ -346,7 +351,7 @@ def pattern_test(d, nbytes, seconds, seed, opts):
         for start in range(0, elems, step):
             count = min(step, elems - start)
             buf[start : start + count] = values(torch, start, count, d.dev)
-        if inject:
+        if inject and not done:
             buf[elems // 2] ^= 1 << 20
         for start in range(0, elems, step):
             count = min(step, elems - start)
@@ -381,6 +386,12 @@ def memory(opts):
 
     def work(d, barrier):
         barrier.wait()
+        if d.kind == "cpu":
+            with CPU_TURN:
+                return one(d)
+        return one(d)
+
+    def one(d):
         stage("copy and triad")
         out = stream(d, opts["seconds"] / 3)
         nbytes = opts["pattern_bytes"].get(d.gpu, 0)

@@ -291,6 +291,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &gpu::Processes,
     &gpu::Topology,
     &gpu::Compute,
+    &gpu::Memory,
     // env
     &env::CudaVisibleDevices,
     &env::Torchrun,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load, SIBLING_FLOOR};
+use crate::domain::qualify::{below_siblings, cause_under_load, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
 use crate::domain::sku;
 use crate::probe::load::{self, ComputeFigures, LoadDevice};
 use crate::probe::nvml::LoadReading;
@@ -21,7 +21,7 @@ use crate::{
 pub const GPU_SECONDS_PER_PRECISION: f64 = 3.0;
 /// The same on the CPU standing in for GPUs (tests): the code path, not
 /// the figure, is what runs there.
-pub const CPU_SECONDS_PER_PRECISION: f64 = 0.5;
+pub const CPU_SECONDS_PER_PRECISION: f64 = 0.25;
 
 /// Below this share of the part's dense bf16 peak a GPU warns: cuBLAS
 /// reaches 60-80 % of the datasheet's dense peak on large square bf16
@@ -49,6 +49,9 @@ pub struct ComputeGpu {
 /// What `gpu.compute` judges.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComputeFacts {
+    /// Below this share of its siblings' median a GPU is slow: [`SIBLING_FLOOR`],
+    /// or [`CPU_SIBLING_FLOOR`] when the CPU stands in for the GPUs.
+    pub sibling_floor: f64,
     pub gpus: Vec<ComputeGpu>,
 }
 
@@ -84,7 +87,7 @@ impl Check for Compute {
         Isolation::Child
     }
     fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
+        Duration::from_secs(90)
     }
     fn explain(&self) -> &'static str {
         "Runs dense square GEMMs (torch.matmul, 8192 x 8192) on every GPU at once through the training Python's torch, so through the cuBLAS the job will use: 3 s in bf16, then 3 s in fp32 with TF32 allowed, and reports the achieved TFLOPS of each GPU in a table. NVML is read every 100 ms while they run: SM clock, power draw against the enforced limit, temperature and the clock event (throttle) reasons.\n\n\
@@ -92,7 +95,7 @@ impl Check for Compute {
          idle: its clocks sag only under load (a power cap, HW slowdown, a failing fan). A GPU \
          below 85% of the median of the GPUs of its model fails, naming it and the cause NVML \
          showed under load (\"power cap 700 W reached at 1,410 MHz\", \"HW slowdown while at \
-         87 °C\"); one slow with no visible cause still fails. A GPU below half of its part's \
+         87 °C\"); one slow with no visible cause still fails. A GPU below the floor is measured again first and judged on its better run. A GPU below half of its part's \
          dense bf16 peak (the SKU table; unknown parts are judged against their siblings only) \
          warns.\n\n\
          Silent data corruption: every GPU multiplies the same seeded bf16 inputs (2048 x 2048); \
@@ -114,9 +117,19 @@ impl Check for Compute {
             Ok(p) => p,
             Err(o) => return *o,
         };
+        let first = match measure(ctx, &plan) {
+            Ok(facts) => facts,
+            Err(o) => return *o,
+        };
+        // A GPU below its siblings is measured again before it fails: a
+        // figure can dip for a moment (another tenant's burst, a clock
+        // change), a slow GPU stays slow.
+        if !any_below_siblings(&first) {
+            return evaluate(&first);
+        }
         match measure(ctx, &plan) {
-            Ok(facts) => evaluate(&facts),
-            Err(o) => *o,
+            Ok(second) => evaluate(&best_of(first, second)),
+            Err(_) => evaluate(&first),
         }
     }
 }
@@ -170,7 +183,56 @@ fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Box<Outcome>>
             }
         })
         .collect();
-    Ok(ComputeFacts { gpus })
+    let sibling_floor = match plan.device {
+        LoadDevice::Cuda => SIBLING_FLOOR,
+        LoadDevice::Cpu => CPU_SIBLING_FLOOR,
+    };
+    Ok(ComputeFacts {
+        sibling_floor,
+        gpus,
+    })
+}
+
+/// Whether some GPU's figure is below its siblings' floor.
+fn any_below_siblings(f: &ComputeFacts) -> bool {
+    let mut findings = Findings::new();
+    judge_siblings(f, "bf16", |r| r.bf16_tflops, &mut findings);
+    judge_siblings(f, "TF32", |r| r.tf32_tflops, &mut findings);
+    !findings.is_empty()
+}
+
+/// Each GPU's better figures of two runs, every reading of both, and every
+/// wrong result either saw.
+fn best_of(first: ComputeFacts, second: ComputeFacts) -> ComputeFacts {
+    let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let gpus = first
+        .gpus
+        .into_iter()
+        .map(|mut g| {
+            if let Some(o) = second.gpus.iter().find(|o| o.index == g.index) {
+                let (a, b) = (&mut g.figures, &o.figures);
+                a.bf16_tflops = max(a.bf16_tflops, b.bf16_tflops);
+                a.tf32_tflops = max(a.tf32_tflops, b.tf32_tflops);
+                if b.differing_elements > a.differing_elements {
+                    a.differing_elements = b.differing_elements;
+                    a.largest_difference = b.largest_difference;
+                }
+                if b.reference_bad > a.reference_bad {
+                    a.reference_bad = b.reference_bad;
+                    a.reference_max_error = b.reference_max_error;
+                }
+                g.readings.extend(o.readings.iter().cloned());
+            }
+            g
+        })
+        .collect();
+    ComputeFacts {
+        sibling_floor: first.sibling_floor,
+        gpus,
+    }
 }
 
 fn self_timeout() -> Duration {
@@ -208,7 +270,7 @@ fn judge_siblings(
             .filter(|o| o.name == g.name)
             .filter_map(|o| pick(&o.figures))
             .collect();
-        let Some(slow) = below_siblings(value, &all, SIBLING_FLOOR) else {
+        let Some(slow) = below_siblings(value, &all, f.sibling_floor) else {
             continue;
         };
         let cause = cause_under_load(&g.readings).unwrap_or_else(|| {
@@ -459,7 +521,10 @@ mod tests {
         if let Some((i, v, r)) = slow {
             gpus[i as usize] = gpu(i, v, r);
         }
-        ComputeFacts { gpus }
+        ComputeFacts {
+            sibling_floor: SIBLING_FLOOR,
+            gpus,
+        }
     }
 
     #[test]
@@ -549,7 +614,10 @@ mod tests {
     fn all_gpus_far_below_the_peak_warn_against_the_sku() {
         let capped = vec![reading(1100, 400, 60, 0)];
         let gpus = (0..2).map(|i| gpu(i, 300.0, capped.clone())).collect();
-        let o = evaluate(&ComputeFacts { gpus });
+        let o = evaluate(&ComputeFacts {
+            sibling_floor: SIBLING_FLOOR,
+            gpus,
+        });
         assert_eq!(o.status, Status::Warn, "{o:?}");
         assert!(
             o.summary.contains("30% of the part's dense peak 989"),

@@ -23,6 +23,7 @@ mod count;
 mod driver;
 mod ecc;
 mod job;
+mod memory;
 mod mode;
 mod nvlink_errors;
 mod pcie;
@@ -40,6 +41,7 @@ pub use ecc::{
     MAX_VOLATILE_UNCORRECTED_ECC, WARN_RETIRED_PAGES, WARN_VOLATILE_CORRECTED_ECC,
 };
 pub use job::{job_gpus, job_gpus_in_order, JobGpus};
+pub use memory::{evaluate as evaluate_memory, Memory, MemoryFacts, MemoryGpu};
 pub use mode::{evaluate_mode, Mode};
 pub use pcie::{evaluate_pcie, Pcie, PcieThresholds, BUSY_UTILIZATION_PCT};
 pub use processes::{evaluate_processes, Processes};
