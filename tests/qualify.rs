@@ -196,3 +196,24 @@ fn a_busy_gpu_gets_bandwidth_figures_but_no_pattern_test() {
     assert_ne!(table["rows"][0][3], "busy", "{doc}");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn a_slow_peer_link_fails_naming_the_pair_and_its_nvlinks() {
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW_PAIR", "2:1:20")];
+    let (out, doc) = run("gpu.p2p_bandwidth", "load_steady_x4", &env);
+    assert_eq!(
+        text_field(&doc, "gpu.p2p_bandwidth", "status"),
+        "fail",
+        "{doc}"
+    );
+    let summary = text_field(&doc, "gpu.p2p_bandwidth", "summary");
+    assert!(
+        summary.contains("GPU 2: copies to GPU 1 over 18 NVLinks "),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.p2p_bandwidth")["tables"][0];
+    assert_eq!(table["header"][2], "GPU1", "{doc}");
+    assert_eq!(table["rows"][2][3], "X", "{doc}");
+    assert_eq!(table["rows"].as_array().map(Vec::len), Some(4), "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -22,6 +22,8 @@ Test hooks, honoured only with --device cpu (a CPU cannot be made to
 compute wrong or run slow per "GPU" otherwise):
     GPUCHECK_QUALIFY_TEST_SLOW=INDEX:FACTOR   that GPU's loops take FACTOR
                                               times as long
+    GPUCHECK_QUALIFY_TEST_SLOW_PAIR=SRC:DST:FACTOR  that pair's copies
+                                              take FACTOR times as long
     GPUCHECK_QUALIFY_TEST_CORRUPT=INDEX       one element of that GPU's
                                               GEMM result is wrong
     GPUCHECK_QUALIFY_TEST_BAD_WORD=INDEX      one word of that GPU's pattern
@@ -101,6 +103,15 @@ def slow_factor(opts, gpu):
     if hook:
         index, factor = hook.split(":")
         if int(index) == gpu:
+            return float(factor)
+    return 1.0
+
+
+def slow_pair(opts, src, dst):
+    hook = test_hook(opts, "GPUCHECK_QUALIFY_TEST_SLOW_PAIR")
+    if hook:
+        s, t, factor = hook.split(":")
+        if (int(s), int(t)) == (src, dst):
             return float(factor)
     return 1.0
 
@@ -423,7 +434,7 @@ def p2p(opts):
             src = torch.ones(nbytes // 4, device=devs[s])
             dst = torch.empty(nbytes // 4, device=devs[t])
             d = Device(torch, opts, s, gpus.index(s))
-            d.slow = max(slow_factor(opts, s), slow_factor(opts, t))
+            d.slow = max(slow_factor(opts, s), slow_factor(opts, t), slow_pair(opts, s, t))
 
             def sync_both():
                 if kind == "cuda":

@@ -292,6 +292,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &gpu::Topology,
     &gpu::Compute,
     &gpu::Memory,
+    &gpu::P2pBandwidth,
     // env
     &env::CudaVisibleDevices,
     &env::Torchrun,

@@ -26,6 +26,7 @@ mod job;
 mod memory;
 mod mode;
 mod nvlink_errors;
+mod p2p_bandwidth;
 mod pcie;
 mod processes;
 mod throttle;
@@ -43,6 +44,9 @@ pub use ecc::{
 pub use job::{job_gpus, job_gpus_in_order, JobGpus};
 pub use memory::{evaluate as evaluate_memory, Memory, MemoryFacts, MemoryGpu};
 pub use mode::{evaluate_mode, Mode};
+pub use p2p_bandwidth::{
+    evaluate as evaluate_p2p_bandwidth, P2pBandwidth, P2pFacts, PairFigure, PairLink,
+};
 pub use pcie::{evaluate_pcie, Pcie, PcieThresholds, BUSY_UTILIZATION_PCT};
 pub use processes::{evaluate_processes, Processes};
 pub use throttle::{evaluate_throttle, Throttle};
