@@ -217,3 +217,51 @@ fn a_slow_peer_link_fails_naming_the_pair_and_its_nvlinks() {
     assert_eq!(table["rows"].as_array().map(Vec::len), Some(4), "{doc}");
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_warming_gpu1"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .args([
+            "--profile",
+            "burn",
+            "--duration",
+            "25s",
+            "--only",
+            "gpu.burn",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(text_field(&doc, "gpu.burn", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.burn", "summary");
+    assert!(summary.contains("GPU 1: "), "{summary}");
+    assert!(summary.contains("SM clock fell from "), "{summary}");
+    let gpu1: Vec<&Value> = result(&doc, "gpu.burn")["tables"][0]["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter(|r| r[2] == "1").collect())
+        .unwrap_or_default();
+    assert!(gpu1.len() >= 3, "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_duration_that_is_no_duration_is_a_usage_error() {
+    let out = gpucheck()
+        .args(["--profile", "burn", "--duration", "soon"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("'soon' is not a duration"),
+        "{}",
+        common::stderr(&out)
+    );
+}

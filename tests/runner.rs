@@ -687,7 +687,10 @@ fn list_says_fleet_checks_run_only_under_gpucheck_cluster() {
     }
     for row in node {
         let profile = row["profile"].as_str().unwrap_or("");
-        assert!(["quick", "standard", "full"].contains(&profile), "{row}");
+        assert!(
+            ["quick", "standard", "full", "burn"].contains(&profile),
+            "{row}"
+        );
     }
     let table = stdout(&gpucheck().arg("list").output().unwrap());
     let line = table

@@ -95,6 +95,10 @@ pub enum Profile {
     /// nodes; no launch preconditions, which a running job itself breaks.)
     /// Never a check's own profile.
     Health,
+    /// Burn-in: the quick checks, then `gpu.burn` repeats the compute and
+    /// memory load for `--duration` while sampling. Stands apart like
+    /// `health`.
+    Burn,
 }
 
 impl Profile {
@@ -104,6 +108,7 @@ impl Profile {
             Profile::Standard => "standard",
             Profile::Full => "full",
             Profile::Health => "health",
+            Profile::Burn => "burn",
         }
     }
 
@@ -111,6 +116,7 @@ impl Profile {
     pub fn includes(self, check: &dyn Check) -> bool {
         match self {
             Profile::Health => check.health(),
+            Profile::Burn => matches!(check.profile(), Profile::Quick | Profile::Burn),
             level => check.profile() <= level,
         }
     }
@@ -195,6 +201,9 @@ pub struct Options {
     /// kernel's own log.
     #[serde(default)]
     pub kernel_log: Option<PathBuf>,
+    /// `--duration`: how long `gpu.burn` keeps the GPUs under load, seconds.
+    #[serde(default)]
+    pub burn_duration_s: Option<f64>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,
@@ -293,6 +302,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &gpu::Compute,
     &gpu::Memory,
     &gpu::P2pBandwidth,
+    &gpu::Burn,
     // env
     &env::CudaVisibleDevices,
     &env::Torchrun,

@@ -197,8 +197,14 @@ pub fn thousands(v: u32) -> String {
 /// its last third, when the last is below [`DEGRADED_SHARE`] of the first.
 /// Fewer than three points say nothing.
 pub fn degraded(series: &[f64]) -> Option<(f64, f64)> {
+    degraded_below(series, DEGRADED_SHARE)
+}
+
+/// [`degraded`] with another share: [`CPU_SIBLING_FLOOR`] when the CPU
+/// stands in for the GPUs, whose figures move with the machine's load.
+pub fn degraded_below(series: &[f64], share: f64) -> Option<(f64, f64)> {
     let (first, last) = thirds(series)?;
-    (first > 0.0 && last < DEGRADED_SHARE * first).then_some((first, last))
+    (first > 0.0 && last < share * first).then_some((first, last))
 }
 
 /// A temperature that climbed by more than [`TEMP_CLIMB_C`] and ended

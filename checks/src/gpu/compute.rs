@@ -135,7 +135,7 @@ impl Check for Compute {
 }
 
 /// Run the GEMM payload on every GPU and gather its figures and readings.
-fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Box<Outcome>> {
+pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Box<Outcome>> {
     let seconds = match plan.device {
         LoadDevice::Cuda => GPU_SECONDS_PER_PRECISION,
         LoadDevice::Cpu => CPU_SECONDS_PER_PRECISION,

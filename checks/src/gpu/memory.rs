@@ -172,7 +172,7 @@ pub fn pattern_bytes(free: u64, busy: bool) -> u64 {
     share.min(free.saturating_sub(PATTERN_RESERVE))
 }
 
-fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box<Outcome>> {
+pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box<Outcome>> {
     let seconds = match plan.device {
         LoadDevice::Cuda => GPU_SECONDS,
         LoadDevice::Cpu => CPU_SECONDS,

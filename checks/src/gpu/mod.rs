@@ -17,6 +17,7 @@
 //! gpu.driver: a GPU fallen off the bus is gpu.count's failure, and they
 //! judge the GPUs that answer and mark the lost one.
 
+mod burn;
 mod common;
 mod compute;
 mod count;
@@ -33,6 +34,7 @@ mod throttle;
 mod topology;
 mod under_load;
 
+pub use burn::{evaluate as evaluate_burn, Burn, BurnFacts, Round, RoundGpu};
 pub use common::nvml_failure_outcome;
 pub use compute::{evaluate as evaluate_compute, Compute, ComputeFacts, ComputeGpu};
 pub use count::{evaluate_count, Count};
