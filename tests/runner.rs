@@ -40,7 +40,7 @@ fn usage_errors_exit_2_with_one_line() {
         (&["--color", "sometimes"], "sometimes"),
         (
             &["--profile", "huge"],
-            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health)",
+            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health, burn)",
         ),
         (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
         (&["--timeout", "1e-9"], "at least 0.001 seconds"),
@@ -1025,7 +1025,16 @@ fn the_verdict_says_how_many_more_checks_to_see() {
             "FAKE_NVML_SCENARIO",
             root().join("tests/fixtures/nvml/hang_ecc.scenario"),
         )
-        .args(["--only", "gpu", "--quiet", "--timeout", "2", "--nvml-lib"])
+        .args([
+            "--only",
+            "gpu",
+            "--skip",
+            common::LOAD_CHECKS,
+            "--quiet",
+            "--timeout",
+            "2",
+            "--nvml-lib",
+        ])
         .arg(lib)
         .output()
         .expect("run gpucheck");
