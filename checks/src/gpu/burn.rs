@@ -106,6 +106,8 @@ impl Check for Burn {
          or when the kernel logs an Xid for it during the burn; it warns when its temperature \
          climbs by more than 15 °C and ends above 80 °C. Fewer than three rounds say nothing \
          about degradation, and the report says so.\n\n\
+         Interrupting the burn (Ctrl-C) ends it at once and kills its load; the report then \
+         shows gpu.burn as interrupted, without the rounds it ran. \
          Fixes: cooling (airflow, fans, inlet temperature), the power limit, `dcgmi diag -r 3`, \
          the Xid's own guidance; a GPU that degrades or computes wrong is to be replaced."
     }
@@ -131,6 +133,9 @@ impl Check for Burn {
             let m = memory::measure(&round_ctx, &plan);
             match (c, m) {
                 (Ok(c), Ok(m)) => rounds.push(round(start.elapsed().as_secs_f64(), &c, &m)),
+                // No load could run at all (no CUDA in torch, no torch):
+                // that check's own verdict, as gpu.compute gives it.
+                (Err(o), _) | (_, Err(o)) if rounds.is_empty() => return *o,
                 (Err(o), _) | (_, Err(o)) => {
                     stopped = Some(o.summary.clone());
                     break;
