@@ -45,11 +45,13 @@ fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
 
 #[test]
 fn a_gpu_whose_clocks_sag_at_the_power_cap_fails_naming_the_cap() {
-    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:3")];
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:6")];
     let (out, doc) = run("gpu.compute", "load_power_cap_gpu1", &env);
     assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
     let summary = text_field(&doc, "gpu.compute", "summary");
-    assert!(summary.starts_with("GPU 1: bf16 GEMM "), "{summary}");
+    // bf16 or TF32, whichever fell below the floor first.
+    assert!(summary.starts_with("GPU 1: "), "{summary}");
+    assert!(summary.contains(" GEMM "), "{summary}");
     assert!(
         summary.ends_with("(power cap 700 W reached at 1,410 MHz)"),
         "{summary}"
@@ -151,7 +153,7 @@ fn a_load_that_hangs_times_out_and_leaves_nothing_running() {
 
 #[test]
 fn slow_hbm_fails_naming_the_gpu_and_its_hw_slowdown() {
-    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:3")];
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:6")];
     let (out, doc) = run("gpu.memory", "load_hw_slowdown_gpu1", &env);
     assert_eq!(text_field(&doc, "gpu.memory", "status"), "fail", "{doc}");
     let summary = text_field(&doc, "gpu.memory", "summary");
