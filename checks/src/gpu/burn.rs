@@ -347,9 +347,10 @@ pub fn evaluate(f: &BurnFacts) -> Outcome {
         .flat_map(|r| r.gpus.iter().filter_map(|g| g.bf16_tflops))
         .collect();
     let pass = format!(
-        "{} rounds in {:.0} s on {} GPUs, median bf16 {:.3} TFLOPS: steady throughput, clocks and \
-         temperature, no wrong result, no Xid{note}",
+        "{} round{} in {:.0} s on {} GPUs, median bf16 {:.3} TFLOPS: steady throughput, clocks \
+         and temperature, no wrong result, no Xid{note}",
         f.rounds.len(),
+        if f.rounds.len() == 1 { "" } else { "s" },
         f.ran_s,
         indices.len(),
         median(&bf16).unwrap_or(0.0)
