@@ -20,6 +20,7 @@
 #                    exists, else gpucheck's own choice ($VIRTUAL_ENV, $CONDA_PREFIX,
 #                    python3 on PATH).
 #   SMOKE_TIMEOUT    seconds for the gpucheck run itself (default 480).
+#   SMOKE_BURN       how long the burn-in runs (default 2m; 90s, 10m, ...).
 #   Extra gpucheck flags can follow after `--`:
 #     scripts/gpu-smoke.sh target/release/gpucheck /tmp/out -- --min-busbw 400
 #
@@ -31,6 +32,8 @@
 #   machine.capture.json  the same run's probe answers, redacted (--capture
 #                  --redact): `gpucheck --replay` judges it anywhere; commit
 #                  it under results/ and add it to tests/replays/
+#   burn.txt, burn.json  `gpucheck --profile burn --duration $SMOKE_BURN`
+#                  (default 2m): gpu.burn's rounds per GPU
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
 #   summary.txt    GPU model, driver, NCCL busbw per size and the algorithm
 #                  NCCL chose (from its tuning log), the DDP benchmark's
@@ -109,6 +112,14 @@ case $rc in
     *) step "gpucheck exited with $rc (usage error or crash); see $outdir/stderr.txt" ;;
 esac
 
+burn="${SMOKE_BURN:-2m}"
+step "gpucheck --profile burn --duration $burn (at most 300 s) -> burn.txt, burn.json"
+timeout -k 10 300 "$bin" --profile burn --duration "$burn" --only gpu.burn --verbose \
+    --json "$outdir/burn.json" ${python_args[@]+"${python_args[@]}"} \
+    >"$outdir/burn.txt" 2>&1
+burn_rc=$?
+step "gpucheck --profile burn exited with $burn_rc"
+
 step "gpucheck cluster --nnodes 1 (at most 60 s) -> cluster.txt, fleet.json"
 timeout -k 5 60 "$bin" cluster --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 \
     --master-port "${SMOKE_CLUSTER_PORT:-29533}" --rdzv-timeout 30 --profile quick \
@@ -122,6 +133,7 @@ summary="$outdir/summary.txt"
     echo "gpucheck smoke run, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
     echo "binary: $bin ($(head -n1 "$outdir/version.txt" 2>/dev/null))"
     echo "gpucheck exit code: $rc"
+    echo "gpucheck --profile burn --duration $burn exit code: $burn_rc ($(grep -m1 'gpu.burn' "$outdir/burn.txt" 2>/dev/null | sed 's/^ *//'))"
     echo "gpucheck cluster --nnodes 1 exit code: $cluster_rc ($(tail -n1 "$outdir/cluster.txt" 2>/dev/null))"
     echo "GPUs (index, name, driver, bus id, memory):"
     if [ -n "$gpu_line" ]; then
@@ -141,7 +153,9 @@ host = doc.get("host", {})
 print("host: {} ({}, kernel {})".format(host.get("hostname", "?"), host.get("os", "?"),
                                         host.get("kernel", "?")))
 measured = {"nccl.allreduce": "NCCL all-reduce", "nccl.nic_path": "NCCL all-reduce through the NICs",
-            "cuda.copy_bandwidth": "Host-device copies", "ddp.benchmark": "DDP benchmark"}
+            "cuda.copy_bandwidth": "Host-device copies", "ddp.benchmark": "DDP benchmark",
+            "gpu.compute": "GEMM under load", "gpu.memory": "Device memory under load",
+            "gpu.p2p_bandwidth": "GPU-to-GPU copies"}
 for r in results:
     if r.get("id") in measured:
         facts = r.get("facts", {})

@@ -101,6 +101,7 @@ pub enum ProfileArg {
     Standard,
     Full,
     Health,
+    Burn,
 }
 
 impl From<ProfileArg> for Profile {
@@ -110,6 +111,7 @@ impl From<ProfileArg> for Profile {
             ProfileArg::Standard => Profile::Standard,
             ProfileArg::Full => Profile::Full,
             ProfileArg::Health => Profile::Health,
+            ProfileArg::Burn => Profile::Burn,
         }
     }
 }
@@ -170,6 +172,14 @@ pub struct RunArgs {
         help_heading = "Selection"
     )]
     pub timeout: Option<f64>,
+    /// How long --profile burn keeps the GPUs under load: 90s, 10m, 2h (default 10m).
+    #[arg(
+        long,
+        value_name = "TIME",
+        value_parser = parse_duration,
+        help_heading = "Selection"
+    )]
+    pub duration: Option<f64>,
 
     /// Format for stdout.
     #[arg(long, value_enum, default_value = "table", help_heading = "Output")]
@@ -330,6 +340,22 @@ pub struct ListArgs {
     pub format: ListFormat,
 }
 
+/// "90s", "10m", "2h" or a number of seconds, to seconds.
+fn parse_duration(s: &str) -> Result<f64, String> {
+    let (number, scale) = match s.trim().char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1.0),
+        Some((i, 'm')) => (&s[..i], 60.0),
+        Some((i, 'h')) => (&s[..i], 3600.0),
+        _ => (s, 1.0),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
+        _ => Err(format!(
+            "'{s}' is not a duration (a positive number with s, m or h: 90s, 10m, 2h)"
+        )),
+    }
+}
+
 fn parse_timeout(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()
@@ -388,16 +414,21 @@ pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
         ),
         (
             Profile::Full,
-            "adds the NCCL size sweep in nccl.allreduce and the DDP benchmark",
+            "adds the NCCL size sweep in nccl.allreduce, the DDP benchmark and the GPU load checks (about a minute on 8 GPUs)",
         ),
         (
             Profile::Health,
             "for HEALTHCHECK: is the hardware still healthy while a job runs on it? \
              No launch preconditions (ports, launch variables), which a running job changes",
         ),
+        (
+            Profile::Burn,
+            "burn-in: the quick checks, then compute and memory load repeated for --duration",
+        ),
     ] {
         let ids: Vec<&str> = profile.checks().iter().map(|c| c.id()).collect();
-        let shown: Vec<&str> = if profile == Profile::Health {
+        let apart = matches!(profile, Profile::Health | Profile::Burn);
+        let shown: Vec<&str> = if apart {
             ids.clone()
         } else {
             ids.iter()
@@ -406,7 +437,7 @@ pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
                 .collect()
         };
         rows.push((profile, about, compact_ids(&shown)));
-        if profile != Profile::Health {
+        if !apart {
             before = ids;
         }
     }

@@ -304,6 +304,7 @@ fn options(args: &RunArgs) -> Options {
         ddp_device: args.ddp_device,
         min_scaling: args.min_scaling,
         kernel_log: args.kernel_log.clone(),
+        burn_duration_s: args.duration,
         timeout_s: 0.0,
     }
 }

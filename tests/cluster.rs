@@ -66,7 +66,12 @@ impl Cluster {
             rdzv_timeout,
             json: dir.path().join("fleet.json"),
             _dir: dir,
-            extra: vec!["--only".into(), "gpu".into()],
+            extra: vec![
+                "--only".into(),
+                "gpu".into(),
+                "--skip".into(),
+                common::LOAD_CHECKS.into(),
+            ],
             exec: None,
         }
     }
@@ -929,6 +934,8 @@ fn a_node_behind_a_slow_link_is_named_by_the_pair_rounds() {
         "60",
         "--only",
         "gpu",
+        "--skip",
+        common::LOAD_CHECKS,
     ])
     .arg("--nvml-lib")
     .arg(fake_nvml())

@@ -21,7 +21,14 @@ fn run_gpu(scenario: &str, envs: &[(&str, &str)], args: &[&str]) -> Output {
         )
         .arg("--nvml-lib")
         .arg(fake_nvml())
-        .args(["--only", "gpu", "--color", "never"])
+        .args([
+            "--only",
+            "gpu",
+            "--skip",
+            common::LOAD_CHECKS,
+            "--color",
+            "never",
+        ])
         .args(args)
         .output()
         .expect("run gpucheck")

@@ -105,7 +105,7 @@ fn run_with_env(
 
 /// The gpu checks only, in `scenario`, JSON on stdout (validated).
 fn run_gpu(scenario_name: &str, args: &[&str]) -> (Output, Value) {
-    let mut all = vec!["--only", "gpu"];
+    let mut all = vec!["--only", "gpu", "--skip", common::LOAD_CHECKS];
     all.extend_from_slice(args);
     run_with(&fake_nvml(), scenario_name, &all)
 }
@@ -150,7 +150,14 @@ fn junit_of(scenario_name: &str, args: &[&str]) -> String {
         .env("FAKE_NVML_SCENARIO", nvml_scenario(scenario_name))
         .arg("--nvml-lib")
         .arg(fake_nvml())
-        .args(["--only", "gpu", "--quiet", "--junit"])
+        .args([
+            "--only",
+            "gpu",
+            "--skip",
+            common::LOAD_CHECKS,
+            "--quiet",
+            "--junit",
+        ])
         .arg(&path)
         .args(args)
         .output()
@@ -596,7 +603,11 @@ fn an_old_driver_without_the_v3_process_lists_still_names_the_job() {
 fn an_old_driver_missing_newer_functions_still_works() {
     // The old-driver build lacks nvmlDeviceGetRemappedRows, _MemoryInfo_v2,
     // _MigMode, _ComputeRunningProcesses_v3, _CudaDriverVersion_v2 and more.
-    let (out, doc) = run_with(&fake_nvml_old(), "h100x8", &["--only", "gpu"]);
+    let (out, doc) = run_with(
+        &fake_nvml_old(),
+        "h100x8",
+        &["--only", "gpu", "--skip", common::LOAD_CHECKS],
+    );
     assert_eq!(exit_code(&out), 0, "{}", stdout(&out));
     // The original entry points fill in what the newer ones would have.
     assert_eq!(
@@ -874,7 +885,7 @@ fn an_nvlink_down_outside_cuda_visible_devices_is_not_judged() {
         &fake_nvml(),
         "nvlink_down",
         &[("CUDA_VISIBLE_DEVICES", "0,1,2")],
-        &["--only", "gpu"],
+        &["--only", "gpu", "--skip", common::LOAD_CHECKS],
     );
     assert_eq!(exit_code(&out), 0);
     assert_eq!(status_of(&doc, "gpu.topology"), "pass");
@@ -1128,7 +1139,14 @@ fn a_library_that_is_not_there_fails_cleanly() {
     let out = gpucheck()
         .arg("--nvml-lib")
         .arg(&missing)
-        .args(["--only", "gpu", "--format", "json"])
+        .args([
+            "--only",
+            "gpu",
+            "--skip",
+            common::LOAD_CHECKS,
+            "--format",
+            "json",
+        ])
         .output()
         .expect("run gpucheck");
     assert_eq!(exit_code(&out), 1);

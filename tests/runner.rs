@@ -40,7 +40,7 @@ fn usage_errors_exit_2_with_one_line() {
         (&["--color", "sometimes"], "sometimes"),
         (
             &["--profile", "huge"],
-            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health)",
+            "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health, burn)",
         ),
         (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
         (&["--timeout", "1e-9"], "at least 0.001 seconds"),
@@ -687,7 +687,10 @@ fn list_says_fleet_checks_run_only_under_gpucheck_cluster() {
     }
     for row in node {
         let profile = row["profile"].as_str().unwrap_or("");
-        assert!(["quick", "standard", "full"].contains(&profile), "{row}");
+        assert!(
+            ["quick", "standard", "full", "burn"].contains(&profile),
+            "{row}"
+        );
     }
     let table = stdout(&gpucheck().arg("list").output().unwrap());
     let line = table
@@ -1022,7 +1025,16 @@ fn the_verdict_says_how_many_more_checks_to_see() {
             "FAKE_NVML_SCENARIO",
             root().join("tests/fixtures/nvml/hang_ecc.scenario"),
         )
-        .args(["--only", "gpu", "--quiet", "--timeout", "2", "--nvml-lib"])
+        .args([
+            "--only",
+            "gpu",
+            "--skip",
+            common::LOAD_CHECKS,
+            "--quiet",
+            "--timeout",
+            "2",
+            "--nvml-lib",
+        ])
         .arg(lib)
         .output()
         .expect("run gpucheck");

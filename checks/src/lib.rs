@@ -98,6 +98,10 @@ pub enum Profile {
     /// nodes; no launch preconditions, which a running job itself breaks.)
     /// Never a check's own profile.
     Health,
+    /// Burn-in: the quick checks, then `gpu.burn` repeats the compute and
+    /// memory load for `--duration` while sampling. Stands apart like
+    /// `health`.
+    Burn,
 }
 
 impl Profile {
@@ -107,6 +111,7 @@ impl Profile {
             Profile::Standard => "standard",
             Profile::Full => "full",
             Profile::Health => "health",
+            Profile::Burn => "burn",
         }
     }
 
@@ -114,6 +119,7 @@ impl Profile {
     pub fn includes(self, check: &dyn Check) -> bool {
         match self {
             Profile::Health => check.health(),
+            Profile::Burn => matches!(check.profile(), Profile::Quick | Profile::Burn),
             level => check.profile() <= level,
         }
     }
@@ -198,6 +204,9 @@ pub struct Options {
     /// kernel's own log.
     #[serde(default)]
     pub kernel_log: Option<PathBuf>,
+    /// `--duration`: how long `gpu.burn` keeps the GPUs under load, seconds.
+    #[serde(default)]
+    pub burn_duration_s: Option<f64>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,
@@ -293,6 +302,10 @@ pub static CATALOG: &[&dyn Check] = &[
     &gpu::Mode,
     &gpu::Processes,
     &gpu::Topology,
+    &gpu::Compute,
+    &gpu::Memory,
+    &gpu::P2pBandwidth,
+    &gpu::Burn,
     // env
     &env::CudaVisibleDevices,
     &env::Torchrun,

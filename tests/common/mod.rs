@@ -241,3 +241,7 @@ pub fn processes_matching(needle: &str) -> Vec<(u32, String)> {
     }
     found
 }
+
+/// The load checks (tests/qualify.rs): `--only gpu` selects them too, so
+/// the suites that judge NVML's answers leave them out with `--skip`.
+pub const LOAD_CHECKS: &str = "gpu.compute,gpu.memory,gpu.p2p_bandwidth,gpu.burn";

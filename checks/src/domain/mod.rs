@@ -8,6 +8,7 @@ pub mod cuda_devices;
 pub mod hostlist;
 pub mod launch;
 pub mod pairs;
+pub mod qualify;
 pub mod redact;
 pub mod sku;
 pub mod text;

@@ -17,19 +17,26 @@
 //! gpu.driver: a GPU fallen off the bus is gpu.count's failure, and they
 //! judge the GPUs that answer and mark the lost one.
 
+mod burn;
 mod common;
+mod compute;
 mod count;
 mod driver;
 mod ecc;
 mod job;
+mod memory;
 mod mode;
 mod nvlink_errors;
+mod p2p_bandwidth;
 mod pcie;
 mod processes;
 mod throttle;
 mod topology;
+mod under_load;
 
+pub use burn::{evaluate as evaluate_burn, Burn, BurnFacts, Round, RoundGpu};
 pub use common::nvml_failure_outcome;
+pub use compute::{evaluate as evaluate_compute, Compute, ComputeFacts, ComputeGpu};
 pub use count::{evaluate_count, Count};
 pub use driver::{evaluate_driver, judge_driver, Driver};
 pub use ecc::{
@@ -37,7 +44,11 @@ pub use ecc::{
     MAX_VOLATILE_UNCORRECTED_ECC, WARN_RETIRED_PAGES, WARN_VOLATILE_CORRECTED_ECC,
 };
 pub use job::{job_gpus, job_gpus_in_order, JobGpus};
+pub use memory::{evaluate as evaluate_memory, Memory, MemoryFacts, MemoryGpu};
 pub use mode::{evaluate_mode, Mode};
+pub use p2p_bandwidth::{
+    evaluate as evaluate_p2p_bandwidth, P2pBandwidth, P2pFacts, PairFigure, PairLink,
+};
 pub use pcie::{evaluate_pcie, Pcie, PcieThresholds, BUSY_UTILIZATION_PCT};
 pub use processes::{evaluate_processes, Processes};
 pub use throttle::{evaluate_throttle, Throttle};

@@ -7,6 +7,7 @@ pub mod ddp;
 pub mod host;
 pub mod kernel_log;
 pub mod libs;
+pub mod load;
 pub mod nccl;
 pub mod net;
 pub mod net_plugin;

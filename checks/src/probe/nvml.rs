@@ -778,6 +778,39 @@ pub fn throttle(
         .collect())
 }
 
+/// One reading of a GPU while it is under load: what holds its clocks
+/// down, and how much device memory is free (the memory test sizes from
+/// it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LoadReading {
+    pub sm_clock_mhz: Reading<u32>,
+    /// nvmlDeviceGetPowerUsage, milliwatts.
+    pub power_mw: Reading<u32>,
+    /// nvmlDeviceGetEnforcedPowerLimit, milliwatts.
+    pub power_limit_mw: Reading<u32>,
+    pub temperature_c: Reading<u32>,
+    /// Clock event (throttle) reason bits, see [`reason`].
+    pub throttle_reasons: Reading<u64>,
+    pub memory_free_bytes: Reading<u64>,
+}
+
+/// One [`LoadReading`] of every GPU, for sampling while a load runs.
+pub fn load_readings(lib: Option<&Path>) -> Result<Vec<PerGpu<LoadReading>>, NvmlFailure> {
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+    per_gpu(lib, |_, d| LoadReading {
+        sm_clock_mhz: read("nvmlDeviceGetClockInfo", || d.clock_info(Clock::SM)),
+        power_mw: read("nvmlDeviceGetPowerUsage", || d.power_usage()),
+        power_limit_mw: read("nvmlDeviceGetEnforcedPowerLimit", || {
+            d.enforced_power_limit()
+        }),
+        temperature_c: read("nvmlDeviceGetTemperature", || {
+            d.temperature(TemperatureSensor::Gpu)
+        }),
+        throttle_reasons: throttle_reasons(d),
+        memory_free_bytes: read("nvmlDeviceGetMemoryInfo_v2", || d.memory_info()).map(|m| m.free),
+    })
+}
+
 /// Compute, persistence and MIG modes of every GPU.
 pub fn modes(lib: Option<&Path>) -> Result<Vec<PerGpu<ModeFacts>>, NvmlFailure> {
     per_gpu(lib, |_, d| ModeFacts {

@@ -1,0 +1,366 @@
+//! The load checks (gpu.compute, gpu.memory, gpu.p2p_bandwidth) through the
+//! real binary, with the load payload run by the real torch of the test
+//! virtual environment on the CPU (GPUCHECK_LOAD_DEVICE=cpu: the same code
+//! path with small buffers) and NVML's under-load readings scripted in the
+//! fake NVML (tests/fixtures/fake_nvml.c: sm_clock=, power_w=, temp_c=,
+//! throttle= sequences, one entry per call). What a CPU cannot stand for
+//! per "GPU" (one slower than the others, one computing wrong, one word
+//! reading back wrong) the payload's GPUCHECK_QUALIFY_TEST_* hooks inject;
+//! the payload honours them only on the CPU.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::{
+    assert_valid_json_report, fake_nvml, gpucheck, nvml_scenario, processes_matching, result, root,
+    stdout, text_field, venv_python,
+};
+use serde_json::Value;
+
+static ONE_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `gpucheck --profile full --only CHECKS --format json` on the CPU against
+/// the fake NVML in `scenario`, with extra environment.
+fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
+    // One load at a time: the figures are the CPU's, which parallel tests
+    // would share.
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = gpucheck();
+    cmd.env("FAKE_NVML_SCENARIO", nvml_scenario(scenario))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .args(["--profile", "full", "--only", checks, "--format", "json"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+#[test]
+fn a_gpu_whose_clocks_sag_at_the_power_cap_fails_naming_the_cap() {
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:6")];
+    let (out, doc) = run("gpu.compute", "load_power_cap_gpu1", &env);
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    // bf16 or TF32, whichever fell below the floor first.
+    assert!(summary.starts_with("GPU 1: "), "{summary}");
+    assert!(summary.contains(" GEMM "), "{summary}");
+    assert!(
+        summary.ends_with("(power cap 700 W reached at 1,410 MHz)"),
+        "{summary}"
+    );
+    let hint = text_field(&doc, "gpu.compute", "hint");
+    assert!(hint.starts_with("GPU 1 computes slower"), "{hint}");
+    let table = &result(&doc, "gpu.compute")["tables"][0];
+    assert_eq!(table["rows"][1][3], "1,410-1,980", "{doc}");
+    assert_eq!(table["rows"][1][4], "700 / 700", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_gpu_that_computes_wrong_fails_with_the_count() {
+    let env = [("GPUCHECK_QUALIFY_TEST_CORRUPT", "1")];
+    let (out, doc) = run("gpu.compute", "load_steady_x2", &env);
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(
+        summary.starts_with(
+            "GPU 1: computed wrong results: 1 element of the seeded bf16 GEMM differ from what \
+             the other GPUs computed (largest difference 1.000e0)"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("1 element of an fp32 GEMM outside the rounding bound from float64"),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.compute")["tables"][0];
+    assert_eq!(table["rows"][0][6], "ok", "{doc}");
+    assert_eq!(table["rows"][1][6], "WRONG", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn steady_gpus_pass_with_identical_results() {
+    let (out, doc) = run("gpu.compute", "load_steady_x2", &[]);
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "pass", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(summary.starts_with("bf16 GEMM on 2 GPUs: "), "{summary}");
+    assert!(
+        summary.ends_with("results bit-identical across GPUs and within bounds of float64"),
+        "{summary}"
+    );
+    let gpu0 = &result(&doc, "gpu.compute")["devices"][0]["metrics"];
+    assert_eq!(gpu0[0]["name"], "bf16_tflops", "{doc}");
+    assert!(gpu0[0]["value"].as_f64().unwrap_or(0.0) > 0.0, "{doc}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// The README's planned budget for the three load checks together on an
+/// 8-GPU node ("about 50 s"), with a margin for a re-measure.
+const FULL_LOAD_BUDGET: Duration = Duration::from_secs(60);
+
+#[test]
+fn the_load_checks_on_eight_gpus_stay_within_their_budget() {
+    let started = Instant::now();
+    let checks = "gpu.compute,gpu.memory,gpu.p2p_bandwidth";
+    let (_out, doc) = run(checks, "healthy_h100_sxm_x8", &[]);
+    let took = started.elapsed();
+    for id in checks.split(',') {
+        let status = text_field(&doc, id, "status");
+        assert!(status == "pass" || status == "fail", "{id}: {doc}");
+    }
+    let devices = &result(&doc, "gpu.compute")["devices"];
+    assert_eq!(devices.as_array().map(Vec::len), Some(8), "{doc}");
+    let matrix = &result(&doc, "gpu.p2p_bandwidth")["tables"][0]["rows"];
+    assert_eq!(matrix.as_array().map(Vec::len), Some(8), "{doc}");
+    assert!(took < FULL_LOAD_BUDGET, "took {took:?}");
+}
+
+#[test]
+fn a_load_that_hangs_times_out_and_leaves_nothing_running() {
+    let mark = format!("gpucheck-qualify-hang-{}", std::process::id());
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .env("GPUCHECK_TEST_MARK", &mark)
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(root().join("tests/fixtures/hang-python.sh"))
+        .args(["--profile", "full", "--only", "gpu.compute"])
+        .args(["--timeout", "3", "--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.compute", "summary");
+    assert!(
+        summary.contains("did not finish") || summary.starts_with("timed out after 3 s in load"),
+        "{summary}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_matching(&mark), Vec::new());
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn slow_hbm_fails_naming_the_gpu_and_its_hw_slowdown() {
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW", "1:6")];
+    let (out, doc) = run("gpu.memory", "load_hw_slowdown_gpu1", &env);
+    assert_eq!(text_field(&doc, "gpu.memory", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.memory", "summary");
+    assert!(summary.starts_with("GPU 1: memory triad "), "{summary}");
+    assert!(
+        summary.ends_with("(HW slowdown while at 87 °C)"),
+        "{summary}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_word_that_reads_back_wrong_fails_with_its_address_range() {
+    let env = [("GPUCHECK_QUALIFY_TEST_BAD_WORD", "0")];
+    let (out, doc) = run("gpu.memory", "load_steady_x2", &env);
+    assert_eq!(text_field(&doc, "gpu.memory", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.memory", "summary");
+    assert!(
+        summary.starts_with("GPU 0: 1 word of device memory read back wrong; first bad range 0x"),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("under walking ones 0x0000000000000001"),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.memory")["tables"][0];
+    assert_eq!(table["rows"][0][4], "1", "{doc}");
+    assert_eq!(table["rows"][1][4], "0", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_busy_gpu_gets_bandwidth_figures_but_no_pattern_test() {
+    let (out, doc) = run("gpu.memory", "load_busy_gpu1", &[]);
+    assert_eq!(text_field(&doc, "gpu.memory", "status"), "pass", "{doc}");
+    let gpu1 = &result(&doc, "gpu.memory")["devices"][1];
+    let summary = gpu1["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.ends_with("(no pattern test: 1 other process uses it)"),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.memory")["tables"][0];
+    assert_eq!(table["rows"][1][3], "busy", "{doc}");
+    assert_ne!(table["rows"][0][3], "busy", "{doc}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_slow_peer_link_fails_naming_the_pair_and_its_nvlinks() {
+    let env = [("GPUCHECK_QUALIFY_TEST_SLOW_PAIR", "2:1:20")];
+    let (out, doc) = run("gpu.p2p_bandwidth", "load_steady_x4", &env);
+    assert_eq!(
+        text_field(&doc, "gpu.p2p_bandwidth", "status"),
+        "fail",
+        "{doc}"
+    );
+    let summary = text_field(&doc, "gpu.p2p_bandwidth", "summary");
+    assert!(
+        summary.contains("GPU 2: copies to GPU 1 over 18 NVLinks "),
+        "{summary}"
+    );
+    let table = &result(&doc, "gpu.p2p_bandwidth")["tables"][0];
+    assert_eq!(table["header"][2], "GPU1", "{doc}");
+    assert_eq!(table["rows"][2][3], "X", "{doc}");
+    assert_eq!(table["rows"].as_array().map(Vec::len), Some(4), "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_warming_gpu1"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .args([
+            "--profile",
+            "burn",
+            "--duration",
+            "25s",
+            "--only",
+            "gpu.burn",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(text_field(&doc, "gpu.burn", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.burn", "summary");
+    assert!(summary.contains("GPU 1: "), "{summary}");
+    assert!(summary.contains("SM clock fell from "), "{summary}");
+    let gpu1: Vec<&Value> = result(&doc, "gpu.burn")["tables"][0]["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter(|r| r[2] == "1").collect())
+        .unwrap_or_default();
+    assert!(gpu1.len() >= 3, "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_duration_that_is_no_duration_is_a_usage_error() {
+    let out = gpucheck()
+        .args(["--profile", "burn", "--duration", "soon"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("'soon' is not a duration"),
+        "{}",
+        common::stderr(&out)
+    );
+}
+
+#[test]
+fn an_interrupted_load_leaves_nothing_running() {
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let child = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .args([
+            "--profile",
+            "burn",
+            "--duration",
+            "60s",
+            "--only",
+            "gpu.burn",
+        ])
+        .args(["--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start gpucheck");
+    // Wait until the payload runs, then press Ctrl-C.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_matching("qualify.py").is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !processes_matching("qualify.py").is_empty(),
+        "the load never started"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let out = child.wait_with_output().expect("wait for gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(text_field(&doc, "gpu.burn", "status"), "error", "{doc}");
+    assert_eq!(
+        text_field(&doc, "gpu.burn", "summary"),
+        "interrupted by SIGINT before it finished"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_matching("qualify.py"), Vec::new());
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn on_real_gpus_the_load_checks_measure_every_gpu() {
+    let out = gpucheck()
+        .arg("--python")
+        .arg(venv_python())
+        .args(["--profile", "full", "--format", "json"])
+        .args(["--only", "gpu.compute,gpu.memory,gpu.p2p_bandwidth"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    for id in ["gpu.compute", "gpu.memory"] {
+        assert_ne!(text_field(&doc, id, "status"), "error", "{doc}");
+        assert_ne!(text_field(&doc, id, "status"), "skip", "{doc}");
+        for d in result(&doc, id)["devices"].as_array().into_iter().flatten() {
+            let first = d["metrics"][0]["value"].as_f64().unwrap_or(0.0);
+            assert!(first > 0.0, "{id}: {d}");
+        }
+    }
+    let compute = text_field(&doc, "gpu.compute", "summary");
+    assert!(!compute.contains("computed wrong results"), "{compute}");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn on_real_gpus_a_short_burn_runs_rounds() {
+    let out = gpucheck()
+        .arg("--python")
+        .arg(venv_python())
+        .args([
+            "--profile",
+            "burn",
+            "--duration",
+            "90s",
+            "--only",
+            "gpu.burn",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_ne!(text_field(&doc, "gpu.burn", "status"), "error", "{doc}");
+    let rounds = &result(&doc, "gpu.burn")["metrics"][0];
+    assert_eq!(rounds["name"], "burn_rounds", "{doc}");
+    assert!(rounds["value"].as_f64().unwrap_or(0.0) >= 2.0, "{doc}");
+}
