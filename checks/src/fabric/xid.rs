@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::domain::action::Action;
 use crate::domain::text::{list_cut, plural};
 use crate::domain::xid::{judged_action, xid_info, Bucket, PciSlot, XidAction};
 use crate::facts::xid::{XidHistory, XidSeen};
@@ -295,7 +296,9 @@ fn judge(r: &Repeats, gpu: Option<&GpuInfo>, others_on_gpu: &[u32]) -> Finding {
         Some(XidAction::ResetGpu) => (Status::Fail, reset_hint(gpu, r.slot)),
         Some(XidAction::RebootNode) => (Status::Fail, reboot_hint(gpu, r.slot)),
     };
-    let finding = Finding::new(gpu.map(|g| g.index), status, text);
+    // A code the catalog does not list: update the driver, which knows it.
+    let action = class.map_or(Action::FixInstall, Action::for_xid);
+    let finding = Finding::new(gpu.map(|g| g.index), status, text).action(action);
     if hint.is_empty() {
         finding
     } else {
