@@ -75,7 +75,10 @@ impl Check for Xid {
          until a reboot. For Xid 79, drain and reboot, then check power and risers; an \
          Xid that comes back after a reset means a hardware fault: contact the vendor (RMA). For a \
          job-class Xid, debug the program that hit it (`compute-sanitizer`, CUDA_LAUNCH_BLOCKING=1). \
-         When no log can be read the check is skipped with the reason."
+         When no log can be read the check is skipped with the reason.\n\n\
+         Repair action, from the immediate action, for the GPU that logged it: RESTART_APP \
+         restart_job, RESET_GPU reset_gpu, RESTART_BM / RESTART_VM reboot_node, CHECK_MECHANICALS \
+         service_hardware, CONTACT_SUPPORT / UPDATE_SWFW and unknown codes fix_install."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.5)

@@ -335,7 +335,8 @@ fn retired_pages(
                     "{gpus} keeps retiring memory pages: watch the count with `nvidia-smi -q \
                      -d PAGE_RETIREMENT -i {ids}` and plan a replacement before it reaches the \
                      limit",
-                ),
+                )
+                .action(Action::ServiceHardware),
             );
         }
     }
@@ -453,7 +454,11 @@ then reset). GeForce and workstation cards (RTX 4090, RTX 6000 Ada, RTX A5000, R
 with ECC off: that passes and says it is the card's default. For a model gpucheck's table does not \
 know, ECC off warns only when another GPU of the machine has it on, and the result says it was \
 judged against its siblings. GPUs that offer no ECC at all (RTX 3090 and older GeForce) are not \
-applicable and skip."
+applicable and skip.
+
+Repair action: reset_gpu for uncorrectable errors, pending retirements and pending row remaps; \
+service_hardware for a failed remap, counts past the limits, pages still being retired and very \
+high correctable counts; fix_config for ECC switched off; for the GPUs concerned."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         if let Some(skip) = nothing_counted(ctx) {
