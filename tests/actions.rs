@@ -285,3 +285,57 @@ fn the_table_shows_the_action_beside_the_fix_and_junit_as_a_property() {
     );
     assert!(xml.contains("<property name=\"gpucheck.action\" value=\"reset_gpu\"/>"));
 }
+
+#[test]
+fn each_gpu_fault_names_its_own_action_and_gpus() {
+    let cases: [(&str, &str, &str, Value); 8] = [
+        (
+            "nvlink_down",
+            "gpu.topology",
+            "reset_gpu",
+            serde_json::json!([3]),
+        ),
+        (
+            "nvlink_errors",
+            "gpu.topology",
+            "service_hardware",
+            serde_json::json!([4]),
+        ),
+        (
+            "fabric_down",
+            "gpu.topology",
+            "fix_install",
+            serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]),
+        ),
+        (
+            "gpu_lost",
+            "gpu.count",
+            "reboot_node",
+            serde_json::json!([2]),
+        ),
+        ("mixed", "gpu.count", "fix_config", Value::Null),
+        ("zero_gpus", "gpu.count", "fix_config", Value::Null),
+        (
+            "thermal",
+            "gpu.throttle",
+            "service_hardware",
+            serde_json::json!([6]),
+        ),
+        (
+            "pcie_x8",
+            "gpu.pcie",
+            "service_hardware",
+            serde_json::json!([2, 5, 7]),
+        ),
+    ];
+    for (scenario, id, action, gpus) in cases {
+        let path = fixture(&format!("nvml/{scenario}.scenario"));
+        let (_, doc) = run(&path, &[], &["--only", "gpu"]);
+        let r = result(&doc, id);
+        assert_eq!(
+            (&r["action"], &r["action_gpus"]),
+            (&Value::from(action), &gpus),
+            "{scenario}: {r}"
+        );
+    }
+}
