@@ -120,9 +120,6 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("gpu.mode", Action::FixConfig),
     ("gpu.processes", Action::RestartJob),
     ("gpu.topology", Action::FixConfig),
-    ("gpu.compute", Action::ServiceHardware),
-    ("gpu.memory", Action::ServiceHardware),
-    ("gpu.p2p_bandwidth", Action::ServiceHardware),
     ("env.cuda_visible_devices", Action::FixConfig),
     ("env.torchrun", Action::FixConfig),
     ("cuda.driver", Action::FixInstall),
@@ -183,6 +180,15 @@ mod tests {
                 declared.is_some_and(|(_, a)| *a != Action::None),
                 "{id} declares no default repair action in domain::action::DEFAULT_ACTIONS"
             );
+        }
+    }
+
+    #[test]
+    fn every_default_names_a_check_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (id, _) in DEFAULT_ACTIONS {
+            assert!(seen.insert(id), "{id} is declared twice");
+            assert!(crate::find(id).is_some(), "{id} is no check");
         }
     }
 
