@@ -3,6 +3,7 @@
 //! the JSON report is this model serialised (its schema is generated from
 //! these types).
 
+use gpucheck_checks::domain::action::Action;
 use gpucheck_checks::domain::text::seconds;
 use gpucheck_checks::{Cause, Outcome, Profile, Status};
 use schemars::JsonSchema;
@@ -11,7 +12,10 @@ use serde::{Deserialize, Serialize};
 /// Version of the JSON report layout. Bump on any incompatible change.
 /// 2: a result's `facts` carry counts and yes/no as JSON numbers and
 /// booleans (1 had every fact as a string).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: every warn, fail and error result carries a repair `action` (with
+/// `action_gpus` / `action_port`), and the report the run's most drastic
+/// `action` at top level.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// One check's result in a run: the check's identity followed by its outcome
 /// (status, summary, hint, metrics, devices, facts, tables, duration_ms).
@@ -90,6 +94,43 @@ pub struct Run {
 }
 
 impl Run {
+    /// The run with every result's repair action resolved (see
+    /// [`Outcome::resolve_action`]); a result that failed because another
+    /// did (`same cause`) takes that check's action and GPUs. Every
+    /// reporter renders this.
+    pub fn with_actions(&self) -> Run {
+        let mut run = self.clone();
+        for r in &mut run.results {
+            r.outcome.resolve_action(&r.id);
+        }
+        let resolved = run.results.clone();
+        for r in &mut run.results {
+            let Some(Cause::SameCause { check }) = &r.outcome.cause else {
+                continue;
+            };
+            let Some(origin) = resolved.iter().find(|o| &o.id == check) else {
+                continue;
+            };
+            if r.outcome.status >= Status::Warn && origin.outcome.action.is_some() {
+                r.outcome.action = origin.outcome.action;
+                r.outcome.action_gpus = origin.outcome.action_gpus.clone();
+                r.outcome.action_port = origin.outcome.action_port.clone();
+            }
+        }
+        run
+    }
+
+    /// The most drastic repair action of the run (`none` when nothing
+    /// warned or failed): what a drain policy reads.
+    pub fn action(&self) -> Action {
+        self.with_actions()
+            .results
+            .iter()
+            .filter_map(|r| r.outcome.action)
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Count verdicts.
     pub fn count(results: &[CheckResult]) -> Counts {
         let mut c = Counts::default();

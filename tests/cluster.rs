@@ -393,6 +393,14 @@ fn a_node_failing_a_local_check_fails_every_node_and_is_named() {
         summary.contains("node 2 (") && summary.contains("gpu.ecc"),
         "{summary}"
     );
+    // What to do with node 2, in the fleet report and on its line.
+    assert_eq!(doc["nodes"][2]["action"], "reset_gpu", "{doc}");
+    assert_eq!(local["action"], "reset_gpu", "{local}");
+    let line = node0
+        .lines()
+        .find(|l| l.contains("node 2    "))
+        .unwrap_or("");
+    assert!(line.ends_with("→ reset_gpu"), "{all}");
     assert_nothing_left(&payloads);
 }
 

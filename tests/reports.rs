@@ -104,7 +104,7 @@ fn assert_table_matches(table: &str, doc: &serde_json::Value) {
 fn json_on_stdout_validates_and_matches_the_exit_code() {
     let out = run(&["--json", "-"]);
     let doc = assert_valid_json_report(&stdout(&out));
-    assert_eq!(doc["format_version"], 2);
+    assert_eq!(doc["format_version"], 3);
     assert_eq!(doc["tool"], "gpucheck");
     assert_eq!(doc["profile"], "quick");
     let results = doc["results"].as_array().expect("results");
@@ -443,7 +443,7 @@ fn the_table_fits_80_columns_and_json_is_not_wrapped() {
     let fits = |table: &str| {
         let lines: Vec<&str> = table.lines().collect();
         assert!(
-            lines.iter().any(|l| l.contains("→ fix:")),
+            lines.iter().any(|l| l.contains("→ fix (")),
             "no hint in:\n{table}"
         );
         // The verdict stays one line, the last (`tail -1`).

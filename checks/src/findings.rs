@@ -2,8 +2,10 @@
 //! [`Finding`]s (a verdict, a text, an optional hint template, optionally the
 //! GPU it is about), then [`Findings::conclude`]: the worst verdict wins, the
 //! summary lists the worst findings grouped per GPU, the hint joins each
-//! distinct template once with the GPUs it applies to.
+//! distinct template once with the GPUs it applies to, and the action is
+//! the most drastic one a warn-or-worse finding names, with its GPUs.
 
+use crate::domain::action::Action;
 use crate::domain::text::gpus_phrase;
 use crate::{DeviceResult, Metric, Outcome, Status};
 
@@ -20,6 +22,11 @@ pub struct Finding {
     /// What to do. `{gpus}` becomes "GPU 3" / "GPUs 1, 5" and `{ids}` "1,5",
     /// listing every GPU that shares this hint.
     pub hint: Option<String>,
+    /// The repair action; `None` leaves it to the check's default
+    /// (`domain::action::DEFAULT_ACTIONS`).
+    pub action: Option<Action>,
+    /// The network port it is about (`mlx5_0/1`), if any.
+    pub port: Option<String>,
 }
 
 impl Finding {
@@ -29,11 +36,25 @@ impl Finding {
             status,
             text: text.into(),
             hint: None,
+            action: None,
+            port: None,
         }
     }
 
     pub fn hint(mut self, template: impl Into<String>) -> Self {
         self.hint = Some(template.into());
+        self
+    }
+
+    /// The repair action this finding calls for.
+    pub fn action(mut self, action: Action) -> Self {
+        self.action = Some(action);
+        self
+    }
+
+    /// The network port the finding (and its action) is about.
+    pub fn port(mut self, port: impl Into<String>) -> Self {
+        self.port = Some(port.into());
         self
     }
 }
@@ -56,10 +77,8 @@ impl Findings {
     /// Add a machine-wide finding with an optional hint.
     pub fn add(&mut self, status: Status, text: impl Into<String>, hint: Option<String>) {
         self.items.push(Finding {
-            gpu: None,
-            status,
-            text: text.into(),
             hint,
+            ..Finding::new(None, status, text)
         });
     }
 
@@ -134,7 +153,38 @@ impl Findings {
         };
         let mut outcome = Outcome::new(status, summary).with_hint(self.hints());
         outcome.devices = devices;
+        self.set_action(&mut outcome);
         outcome
+    }
+
+    /// The action of the worst findings that name one (a fail's before a
+    /// warn's), the most drastic among them, with the GPUs (and the first
+    /// port) of the findings that name it.
+    fn set_action(&self, outcome: &mut Outcome) {
+        let Some(worst) = self
+            .items
+            .iter()
+            .filter(|f| f.status >= Status::Warn && f.action.is_some())
+            .map(|f| f.status)
+            .max()
+        else {
+            return;
+        };
+        let named = || {
+            self.items
+                .iter()
+                .filter(|f| f.status == worst && f.action.is_some())
+        };
+        let Some(action) = named().filter_map(|f| f.action).max() else {
+            return;
+        };
+        let mine: Vec<&Finding> = named().filter(|f| f.action == Some(action)).collect();
+        let mut gpus: Vec<u32> = mine.iter().filter_map(|f| f.gpu).collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        outcome.action = Some(action);
+        outcome.action_gpus = gpus;
+        outcome.action_port = mine.iter().find_map(|f| f.port.clone());
     }
 
     /// The hints of every warn-or-worse finding, worst first, each template
@@ -235,6 +285,45 @@ mod tests {
         assert_eq!(o.status, Status::Fail);
         assert_eq!(o.summary, "GPU 3: ECC");
         assert_eq!(o.hint.as_deref(), Some("drain; reset 3; reseat GPUs 1, 5"));
+    }
+
+    #[test]
+    fn the_worst_findings_most_drastic_action_wins_with_its_gpus() {
+        let mut f = Findings::new();
+        f.push(Finding::new(Some(1), Status::Warn, "x8").action(Action::ServiceHardware));
+        f.push(Finding::new(Some(5), Status::Warn, "x8").action(Action::ServiceHardware));
+        f.push(Finding::new(Some(4), Status::Warn, "x8").action(Action::FixConfig));
+        f.push(Finding::new(Some(6), Status::Pass, "note").action(Action::ContactProvider));
+        let o = f.conclude("", vec![]);
+        assert_eq!(o.action, Some(Action::ServiceHardware));
+        assert_eq!(o.action_gpus, vec![1, 5]);
+        // A fail's action comes before a warn's, however drastic.
+        f.push(Finding::new(Some(3), Status::Fail, "remap").action(Action::ResetGpu));
+        let o = f.conclude("", vec![]);
+        assert_eq!((o.action, o.action_gpus), (Some(Action::ResetGpu), vec![3]));
+    }
+
+    #[test]
+    fn a_finding_without_an_action_leaves_the_check_default() {
+        let mut f = Findings::new();
+        f.push(Finding::new(Some(2), Status::Fail, "remap pending"));
+        let mut o = f.conclude("", vec![device_failed(2)]);
+        assert_eq!(o.action, None);
+        o.resolve_action("gpu.ecc");
+        assert_eq!(
+            (o.action, o.action_gpus.as_slice()),
+            (Some(Action::ResetGpu), &[2][..])
+        );
+        let mut pass = Findings::new().conclude("fine", vec![]);
+        pass.resolve_action("gpu.ecc");
+        assert_eq!(pass.action, None);
+    }
+
+    fn device_failed(index: u32) -> DeviceResult {
+        DeviceResult {
+            status: Status::Fail,
+            ..device(index)
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::action::{self, Action};
 use crate::facts::{Cause, Fact};
 
 /// The verdict of a check.
@@ -202,6 +203,20 @@ pub struct Outcome {
     /// What to do about it, concretely: the command, the flag, the package.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The repair action a warn or worse calls for, from the least to the
+    /// most drastic: `fix_config`, `fix_install`, `restart_job`,
+    /// `reset_gpu`, `reboot_node`, `service_hardware`, `contact_provider`.
+    /// Every warn, fail and error of a report carries one; a pass or skip
+    /// carries none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// The GPUs (NVML indices) the action applies to; empty when it is
+    /// about the node as a whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub action_gpus: Vec<u32>,
+    /// The network port it applies to (`mlx5_0/1`), where it is about one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_port: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<Metric>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -231,6 +246,9 @@ impl Outcome {
             status,
             summary: summary.into(),
             hint: None,
+            action: None,
+            action_gpus: Vec::new(),
+            action_port: None,
             metrics: Vec::new(),
             devices: Vec::new(),
             facts: BTreeMap::new(),
@@ -307,6 +325,47 @@ impl Outcome {
         self.data
             .get(F::KEY)
             .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    /// Name the repair action and the GPUs it applies to.
+    pub fn with_action(mut self, action: Action, gpus: Vec<u32>) -> Self {
+        self.action = Some(action);
+        self.action_gpus = gpus;
+        self
+    }
+
+    /// Make the action what a report shows for check `check_id`: none for
+    /// a pass or skip; for a warn or worse the one the check chose, else
+    /// `reboot_node` for an NVML call that hung (the driver is wedged),
+    /// else the check's default, applied to the GPUs whose rows are warn or
+    /// worse.
+    pub fn resolve_action(&mut self, check_id: &str) {
+        if self.status < Status::Warn {
+            self.action = None;
+            self.action_gpus.clear();
+            self.action_port = None;
+            return;
+        }
+        if self.action.is_some() {
+            return;
+        }
+        let nvml_hung = matches!(
+            &self.cause,
+            Some(Cause::TimedOut { stage: Some(call), .. }) if call.starts_with("nvml")
+        );
+        self.action = Some(if nvml_hung {
+            Action::RebootNode
+        } else {
+            action::default_for(check_id)
+        });
+        if self.action_gpus.is_empty() {
+            self.action_gpus = self
+                .devices
+                .iter()
+                .filter(|d| d.status >= Status::Warn && d.label.is_none())
+                .map(|d| d.index)
+                .collect();
+        }
     }
 
     pub fn with_cause(mut self, cause: Cause) -> Self {

@@ -185,7 +185,7 @@ mod tests {
         let err = entry(1, v).unwrap_err();
         assert!(
             err.starts_with(
-                "sent a report of format_version 7; this gpucheck reads format_version 2"
+                "sent a report of format_version 7; this gpucheck reads format_version 3"
             ),
             "{err}"
         );

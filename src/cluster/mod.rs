@@ -603,6 +603,7 @@ fn judge(
         .map(|c| {
             let started = Instant::now();
             let mut outcome = c.judge(fleet);
+            outcome.resolve_action(c.id());
             outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
             CheckResult {
                 id: c.id().to_string(),
@@ -619,9 +620,10 @@ fn judge(
         .map(|(r, j, m)| NodeEntry {
             node_rank: *r,
             host: m.report.host.hostname.clone(),
-            results: m.report.results.clone(),
+            results: m.report.with_actions().results,
             counts: m.report.counts,
             exit_code: m.report.exit_code,
+            action: m.report.action(),
             env: m.env.clone(),
             clock_offset_s: j.clock.map(|c| c.offset_s),
         })

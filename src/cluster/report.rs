@@ -4,6 +4,7 @@
 //! `schema/fleet.schema.json` (regenerate with
 //! `GPUCHECK_UPDATE_SCHEMA=1 cargo test fleet_schema_file`).
 
+use gpucheck_checks::domain::action::Action;
 use std::collections::BTreeMap;
 
 use gpucheck_checks::domain::text::list_cut;
@@ -15,7 +16,9 @@ use crate::model::{CheckResult, Counts, Run};
 
 /// Version of the fleet report layout. Bump on any incompatible change.
 /// 2: the node results' `facts` are typed as in the node report's format 2.
-pub const FLEET_FORMAT_VERSION: u32 = 2;
+/// 3: every node names its most drastic repair `action`, and every warn,
+/// fail and error result (the fleet's and the nodes') its own.
+pub const FLEET_FORMAT_VERSION: u32 = 3;
 
 /// One node in the fleet report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -28,6 +31,10 @@ pub struct NodeEntry {
     pub counts: Counts,
     /// The node's own exit code for its local checks.
     pub exit_code: i32,
+    /// The most drastic repair action of its local checks (`none` when
+    /// none warned or failed): what to do with this node.
+    #[serde(default)]
+    pub action: Action,
     /// The NCCL_*, GLOO_* and CUDA_VISIBLE_DEVICES variables it ran with.
     pub env: BTreeMap<String, String>,
     /// Node 0's clock minus this node's, seconds (absent on node 0 and where
@@ -146,7 +153,10 @@ impl FleetReport {
             ));
             if o.status != Status::Pass {
                 if let Some(h) = &o.hint {
-                    out.push_str(&format!("  {:7}  {:width$}  → fix: {h}\n", "", ""));
+                    let mark = o
+                        .action
+                        .map_or("→ fix:".to_string(), |a| format!("→ fix ({a}):"));
+                    out.push_str(&format!("  {:7}  {:width$}  {mark} {h}\n", "", ""));
                 }
             }
         }
@@ -166,13 +176,16 @@ impl FleetReport {
                 .filter(|r| r.outcome.status.is_failure())
                 .map(|r| r.id.as_str())
                 .collect();
-            let state = if n.exit_code == 0 {
+            let mut state = if n.exit_code == 0 {
                 "ready".to_string()
             } else if failing.is_empty() {
                 format!("not ready (exit code {})", n.exit_code)
             } else {
                 format!("not ready: {}", failing.join(", "))
             };
+            if n.action != Action::None {
+                state.push_str(&format!(" → {}", n.action));
+            }
             out.push_str(&format!(
                 "  node {:<4} {:<24} {state}\n",
                 n.node_rank, n.host
@@ -312,9 +325,10 @@ mod tests {
         let entry = |rank: u32, run: &Run| NodeEntry {
             node_rank: rank,
             host: format!("gpu-00{rank}"),
-            results: run.results.clone(),
+            results: run.with_actions().results,
             counts: run.counts,
             exit_code: run.exit_code,
+            action: run.action(),
             env: BTreeMap::new(),
             clock_offset_s: None,
         };
@@ -357,7 +371,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("node 1    gpu-001                  not ready: gpu.ecc, net.master_port"),
+            text.contains(
+                "node 1    gpu-001                  not ready: gpu.ecc, net.master_port → reset_gpu"
+            ),
             "{text}"
         );
         assert!(
@@ -435,5 +451,13 @@ mod tests {
         let validator = jsonschema::validator_for(&schema).unwrap();
         let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:#?}");
+        // Each node names what to do with it; a ready one nothing.
+        assert_eq!(doc["nodes"][0]["action"], "none");
+        assert_eq!(doc["nodes"][1]["action"], "reset_gpu");
+        let ecc = &doc["nodes"][1]["results"][1];
+        assert_eq!(
+            (&ecc["id"], &ecc["action"]),
+            (&"gpu.ecc".into(), &"reset_gpu".into())
+        );
     }
 }

@@ -8,14 +8,37 @@
 //! Strings are emitted as they are (serde_json escapes control characters),
 //! so a consumer sees exactly what a check found, hostile bytes included.
 
+use gpucheck_checks::domain::action::Action;
+use schemars::JsonSchema;
+use serde::Serialize;
+
 use super::{Reporter, Run};
 
 pub struct Json;
 
+/// The document: the run, every result with its repair action, and the
+/// run's most drastic action after the results.
+#[derive(Serialize, JsonSchema)]
+#[schemars(title = "gpucheck report")]
+struct Document {
+    #[serde(flatten)]
+    run: Run,
+    /// The most drastic repair action of any result (`none` when nothing
+    /// warned or failed), least to most drastic: `none`, `fix_config`,
+    /// `fix_install`, `restart_job`, `reset_gpu`, `reboot_node`,
+    /// `service_hardware`, `contact_provider`.
+    action: Action,
+}
+
 impl Reporter for Json {
     fn render(&self, run: &Run) -> String {
+        let run = run.with_actions();
+        let doc = Document {
+            action: run.action(),
+            run,
+        };
         // Serialising plain data with string keys cannot fail.
-        let mut s = serde_json::to_string_pretty(run).unwrap_or_else(|e| {
+        let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| {
             format!(
                 "{{\"format_version\":{},\"error\":\"{e}\"}}",
                 super::FORMAT_VERSION
@@ -29,7 +52,7 @@ impl Reporter for Json {
 /// The JSON Schema of the report, generated from the types.
 #[cfg(test)]
 pub fn schema() -> String {
-    let schema = schemars::schema_for!(Run);
+    let schema = schemars::schema_for!(Document);
     let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
     s.push('\n');
     s
@@ -100,7 +123,14 @@ mod tests {
         assert_eq!(doc["counts"]["total"], 5);
         assert_eq!(doc["exit_code"], 1);
         // format_version leads the document, so `head` shows it.
-        assert!(Json.render(&run).starts_with("{\n  \"format_version\": 2,"));
+        assert!(Json.render(&run).starts_with("{\n  \"format_version\": 3,"));
+        // The failed ECC check names its default action, the run its most
+        // drastic one; a pass names none.
+        assert_eq!(ecc["action"], "reset_gpu");
+        assert_eq!(ecc["action_gpus"], json!([1]));
+        assert_eq!(doc["results"][2]["action"], "fix_config");
+        assert!(doc["results"][0].get("action").is_none());
+        assert_eq!(doc["action"], "reset_gpu");
     }
 
     #[test]
@@ -113,7 +143,7 @@ mod tests {
         let doc: Value = serde_json::from_str(&text).expect("hostile report is still JSON");
         assert_eq!(errors_against_schema(&doc), Vec::<String>::new());
         let back: Run = serde_json::from_value(doc).expect("deserialises into a Run");
-        assert_eq!(back, run);
+        assert_eq!(back, run.with_actions());
     }
 
     #[test]

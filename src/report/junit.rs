@@ -39,7 +39,7 @@ pub struct Junit;
 
 impl Reporter for Junit {
     fn render(&self, run: &Run) -> String {
-        let report = report(run);
+        let report = report(&run.with_actions());
         match report.to_string() {
             Ok(xml) => without_disabled(&xml).unwrap_or(xml),
             // Writing into memory does not fail; should quick-junit ever
@@ -72,6 +72,9 @@ fn report(run: &Run) -> Report {
                 format!("gpucheck.status.{}", xml_text(&r.id)),
                 r.outcome.status.as_str(),
             ));
+            for (k, v) in action_properties(r) {
+                suite.add_property(Property::new(k, v));
+            }
             suite.add_test_case(test_case(r, run.strict));
         }
         // quick-junit 0.5 counts skipped test cases as `disabled`; the
@@ -98,6 +101,7 @@ fn run_properties(run: &Run) -> Vec<(String, String)> {
         ("gpucheck.strict", run.strict.to_string()),
         ("gpucheck.exit_code", run.exit_code.to_string()),
         ("gpucheck.verdict", run.verdict_line()),
+        ("gpucheck.action", run.action().as_str().to_string()),
         ("host.hostname", h.hostname.clone()),
         ("host.os", h.os.clone()),
         ("host.kernel", h.kernel.clone()),
@@ -117,6 +121,27 @@ fn run_properties(run: &Run) -> Vec<(String, String)> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), xml_text(&v)))
         .collect()
+}
+
+/// A warn-or-worse result's repair action (`gpucheck.action.<id>` =
+/// `reset_gpu`) and what it applies to (`gpucheck.action_gpus.<id>` = `1,5`,
+/// `gpucheck.action_port.<id>` = `mlx5_0/1`), as suite properties like its
+/// verdict.
+fn action_properties(r: &CheckResult) -> Vec<(String, String)> {
+    let o = &r.outcome;
+    let Some(action) = o.action else {
+        return Vec::new();
+    };
+    let id = xml_text(&r.id);
+    let mut props = vec![(format!("gpucheck.action.{id}"), action.as_str().to_string())];
+    if !o.action_gpus.is_empty() {
+        let gpus: Vec<String> = o.action_gpus.iter().map(u32::to_string).collect();
+        props.push((format!("gpucheck.action_gpus.{id}"), gpus.join(",")));
+    }
+    if let Some(port) = &o.action_port {
+        props.push((format!("gpucheck.action_port.{id}"), xml_text(port)));
+    }
+    props
 }
 
 fn test_case(r: &CheckResult, strict: bool) -> TestCase {
@@ -313,6 +338,11 @@ mod tests {
     fn every_status_maps_to_its_junit_element_and_validates() {
         let xml = Junit.render(&fixtures::every_status());
         assert_valid(&xml);
+        // The failed ECC check's repair action and its GPU, and the run's.
+        assert!(xml.contains("<property name=\"gpucheck.action.gpu.ecc\" value=\"reset_gpu\"/>"));
+        assert!(xml.contains("<property name=\"gpucheck.action_gpus.gpu.ecc\" value=\"1\"/>"));
+        assert!(xml.contains("<property name=\"gpucheck.action\" value=\"reset_gpu\"/>"));
+        assert!(!xml.contains("gpucheck.action.gpu.topology"));
         let ecc = case(&xml, "gpu.ecc");
         assert!(ecc.contains("classname=\"gpu\""), "{ecc}");
         assert!(

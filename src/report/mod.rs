@@ -51,8 +51,10 @@ impl Format {
         }
     }
 
-    /// The report in this format.
+    /// The report in this format, every result with its repair action
+    /// resolved ([`Run::with_actions`]).
     pub fn render(self, run: &Run, style: Style) -> String {
+        let run = &run.with_actions();
         match self {
             Format::Table => table::Table {
                 color: style.color,

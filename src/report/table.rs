@@ -68,6 +68,7 @@ impl Reporter for Table {
             // The verdict alone, as a health check logs it: never coloured.
             return format!("{}\n", clean(&run.verdict_line()));
         }
+        let run = &run.with_actions();
         let mut lines: Vec<String> = Vec::new();
         lines.push(self.header(run));
         if self.verbose {
@@ -153,16 +154,22 @@ impl Table {
         if o.status != Status::Pass {
             match &o.hint {
                 Some(hint) => {
-                    let arrow = self.paint("→ fix:", o.status);
+                    let mark = fix_mark(o);
+                    let arrow = self.paint(&mark, o.status);
+                    let first = DETAIL_INDENT.len() + mark.chars().count() + 1;
                     let under = DETAIL_INDENT.len() + HINT_MARK_WIDTH;
                     let mut first_line = true;
                     for part in hint.lines() {
-                        for piece in self.wrapped(&clean(part), under, under) {
+                        let lead = if first_line { first } else { under };
+                        for piece in self.wrapped(&clean(part), lead, under) {
                             if first_line {
                                 lines.push(format!("{DETAIL_INDENT}{arrow} {piece}"));
                                 first_line = false;
                             } else {
-                                lines.push(format!("{DETAIL_INDENT}       {piece}"));
+                                lines.push(format!(
+                                    "{DETAIL_INDENT}{}{piece}",
+                                    " ".repeat(HINT_MARK_WIDTH)
+                                ));
                             }
                         }
                     }
@@ -287,6 +294,15 @@ fn host_line(run: &Run) -> String {
     )
 }
 
+/// "→ fix:" before a hint, with the repair action where there is one:
+/// "→ fix (reset_gpu):". The GPUs it applies to are in the hint's words.
+fn fix_mark(o: &gpucheck_checks::Outcome) -> String {
+    match o.action {
+        Some(action) => format!("→ fix ({action}):"),
+        None => "→ fix:".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,11 +355,12 @@ mod tests {
         let out = plain(false).render(&fixtures::every_status());
         assert_eq!(
             line_after(&out, "gpu.ecc").trim(),
-            "→ fix: drain the node and run `nvidia-smi -q -d ECC`; reset with `nvidia-smi -r -i 1`"
+            "→ fix (reset_gpu): drain the node and run `nvidia-smi -q -d ECC`; reset with \
+             `nvidia-smi -r -i 1`"
         );
         assert_eq!(
             line_after(&out, "host.shm").trim(),
-            "→ fix: docker run --shm-size=16g (or --ipc=host)"
+            "→ fix (fix_config): docker run --shm-size=16g (or --ipc=host)"
         );
         // An error without a hint still points somewhere.
         assert_eq!(
@@ -485,9 +502,10 @@ mod tests {
         for l in out.lines() {
             assert_eq!(l, l.trim_end(), "trailing whitespace: {l:?}");
             // The verdict line is shared by every format and may name up to
-            // four checks; it is the one line allowed to run long.
+            // four checks; it is the one line allowed to run long. A fix
+            // line carries its repair action ("→ fix (reset_gpu):").
             if l != run.verdict_line() {
-                assert!(l.chars().count() <= 100, "line over 100 columns: {l:?}");
+                assert!(l.chars().count() <= 112, "line over 112 columns: {l:?}");
             }
         }
     }
@@ -594,7 +612,7 @@ mod tests {
         // Continuations start under their own first column.
         let hint_lines: Vec<&str> = out
             .lines()
-            .skip_while(|l| !l.contains("→ fix:"))
+            .skip_while(|l| !l.contains("→ fix (fix_config):"))
             .take(3)
             .collect();
         assert!(hint_lines[1].starts_with(&" ".repeat(18)), "{out}");

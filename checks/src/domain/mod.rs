@@ -3,6 +3,7 @@
 //! launcher's defaults. Nothing here probes the machine or builds an
 //! `Outcome`; every group may import it, and it imports no group.
 
+pub mod action;
 pub mod compat;
 pub mod cuda_devices;
 pub mod hostlist;

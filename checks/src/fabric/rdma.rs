@@ -3,6 +3,7 @@
 //! RoCE ports with a routable GID and jumbo frames, and NCCL_IB_HCA naming
 //! ports that exist and are up.
 
+use crate::domain::action::Action;
 use crate::domain::text::{counted, list_cut, quote_value};
 use crate::findings::Findings;
 use crate::probe::host::env_lossy;
@@ -345,7 +346,16 @@ fn inactive_finding(p: &RdmaPort) -> crate::Finding {
     } else {
         text
     };
-    crate::Finding::new(None, Status::Fail, text).hint(hint)
+    // No subnet manager: the fabric's business; no link: the cable's.
+    let action = match number {
+        Some(PORT_INIT) | Some(PORT_ARMED) if !is_roce(p) => Action::ContactProvider,
+        Some(_) => Action::ServiceHardware,
+        None => Action::FixConfig,
+    };
+    crate::Finding::new(None, Status::Fail, text)
+        .hint(hint)
+        .action(action)
+        .port(format!("{}/{}", p.device, p.port))
 }
 
 /// A RoCE port needs a routable RoCE v2 GID and jumbo frames.

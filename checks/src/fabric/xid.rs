@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::domain::action::Action;
 use crate::domain::text::{list_cut, plural};
 use crate::domain::xid::{judged_action, xid_info, Bucket, PciSlot, XidAction};
 use crate::facts::xid::{XidHistory, XidSeen};
@@ -74,7 +75,10 @@ impl Check for Xid {
          until a reboot. For Xid 79, drain and reboot, then check power and risers; an \
          Xid that comes back after a reset means a hardware fault: contact the vendor (RMA). For a \
          job-class Xid, debug the program that hit it (`compute-sanitizer`, CUDA_LAUNCH_BLOCKING=1). \
-         When no log can be read the check is skipped with the reason."
+         When no log can be read the check is skipped with the reason.\n\n\
+         Repair action, from the immediate action, for the GPU that logged it: RESTART_APP \
+         restart_job, RESET_GPU reset_gpu, RESTART_BM / RESTART_VM reboot_node, CHECK_MECHANICALS \
+         service_hardware, CONTACT_SUPPORT / UPDATE_SWFW and unknown codes fix_install."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.5)
@@ -295,7 +299,9 @@ fn judge(r: &Repeats, gpu: Option<&GpuInfo>, others_on_gpu: &[u32]) -> Finding {
         Some(XidAction::ResetGpu) => (Status::Fail, reset_hint(gpu, r.slot)),
         Some(XidAction::RebootNode) => (Status::Fail, reboot_hint(gpu, r.slot)),
     };
-    let finding = Finding::new(gpu.map(|g| g.index), status, text);
+    // A code the catalog does not list: update the driver, which knows it.
+    let action = class.map_or(Action::FixInstall, Action::for_xid);
+    let finding = Finding::new(gpu.map(|g| g.index), status, text).action(action);
     if hint.is_empty() {
         finding
     } else {

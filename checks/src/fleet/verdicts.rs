@@ -1,6 +1,7 @@
 //! fleet.local: every node's own checks passed.
 
 use super::{Fleet, FleetCheck, FleetNode};
+use crate::domain::action::Action;
 use crate::domain::text;
 use crate::Outcome;
 
@@ -62,6 +63,24 @@ fn evaluate(fleet: &Fleet) -> Outcome {
         ),
         "see each node's failing checks below (`gpucheck explain ID`), or drain those nodes",
     )
+    .with_action(worst_action(fleet), Vec::new())
+}
+
+/// The most drastic repair action of a node that is not ready: what the
+/// fleet needs done before the job can start.
+fn worst_action(fleet: &Fleet) -> Action {
+    fleet
+        .nodes
+        .iter()
+        .filter(|n| n.exit_code != 0)
+        .flat_map(|n| &n.results)
+        .filter_map(|(id, o)| {
+            let mut o = o.clone();
+            o.resolve_action(id);
+            o.action
+        })
+        .max()
+        .unwrap_or(Action::FixConfig)
 }
 
 #[cfg(test)]
@@ -69,6 +88,19 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::Status;
+
+    #[test]
+    fn the_action_is_the_most_drastic_of_the_nodes_not_ready() {
+        let mut bad = node(1, "gpu-002");
+        bad.exit_code = 1;
+        bad.results = vec![
+            ("gpu.ecc".into(), Outcome::fail("remap pending", "reset")),
+            ("host.shm".into(), Outcome::warn("small", "grow")),
+        ];
+        let mut f = fleet(vec![node(0, "gpu-001"), bad]);
+        f.nnodes = 2;
+        assert_eq!(evaluate(&f).action, Some(Action::ResetGpu));
+    }
 
     #[test]
     fn names_the_node_and_its_failing_checks() {

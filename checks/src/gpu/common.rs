@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::domain::action::Action;
 use crate::domain::text::gpus_phrase;
 use crate::facts::nvml::NvmlInventory;
 use crate::facts::Cause;
@@ -202,8 +203,29 @@ pub(super) fn lib(ctx: &Context) -> Option<&Path> {
     ctx.options.nvml_lib.as_deref()
 }
 
-/// The verdict when NVML cannot be used at all, with a hint per cause.
+/// The verdict when NVML cannot be used at all, with a hint and a repair
+/// action per cause.
 pub fn nvml_failure_outcome(failure: &NvmlFailure, lib: Option<&Path>) -> Outcome {
+    nvml_failure_verdict(failure, lib).with_action(nvml_failure_action(failure, lib), Vec::new())
+}
+
+/// No library: a flag to fix or a driver to install; a version mismatch
+/// or a driver that stopped answering: reboot; anything else: a reset
+/// clears a wedged driver (the hint says so).
+fn nvml_failure_action(failure: &NvmlFailure, lib: Option<&Path>) -> Action {
+    match failure {
+        NvmlFailure::LibraryNotFound { .. } if lib.is_some() => Action::FixConfig,
+        NvmlFailure::LibraryNotFound { .. } | NvmlFailure::DriverNotLoaded => Action::FixInstall,
+        NvmlFailure::NoPermission => Action::FixConfig,
+        NvmlFailure::LibRmVersionMismatch => Action::RebootNode,
+        NvmlFailure::Other { detail } if detail.starts_with("NVML has not returned") => {
+            Action::RebootNode
+        }
+        NvmlFailure::Other { .. } => Action::ResetGpu,
+    }
+}
+
+fn nvml_failure_verdict(failure: &NvmlFailure, lib: Option<&Path>) -> Outcome {
     match failure {
         NvmlFailure::LibraryNotFound { detail } => library_not_found(detail, lib),
         NvmlFailure::DriverNotLoaded => Outcome::fail(

@@ -8,6 +8,7 @@ use super::common::{
     ids_phrase, lib, nvml_failure_outcome, nvml_timeout_hint, unreadable, GPU_LOST_HINT,
     QUERY_TIMEOUT,
 };
+use crate::domain::action::Action;
 use crate::domain::text::{gpu_count, gpus_phrase};
 use crate::facts::nvml::NvmlInventory;
 use crate::findings::{Finding, Findings};
@@ -125,7 +126,8 @@ fn missing_gpus(none: bool, seen: u32, expect: Option<u32>) -> Vec<Finding> {
                  --gpus all`, or NVIDIA_VISIBLE_DEVICES=all with the NVIDIA runtime); on a host, \
                  check `lspci | grep -i nvidia` and `sudo dmesg | grep -i nvrm` (a GPU the driver \
                  failed to initialise, or one excluded by the kernel command line)",
-        ));
+        )
+        .action(Action::FixConfig));
     }
     if let Some(expected) = expect.filter(|e| seen < *e) {
         findings.push(
@@ -188,13 +190,14 @@ fn models(good: &[&GpuInfo]) -> (String, Option<Finding>) {
         .map(|(n, ids)| format!("{}x {n} ({})", ids.len(), gpus_phrase(ids)))
         .collect::<Vec<_>>()
         .join(", ");
-    let warning =
-        Finding::new(None, Status::Warn, format!("mixed GPU models: {groups}")).hint(format!(
+    let warning = Finding::new(None, Status::Warn, format!("mixed GPU models: {groups}"))
+        .hint(format!(
             "DDP waits for the slowest GPU at every step, so the faster ones idle: run one model \
              per job, e.g. `CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={}` (NVML's order \
              is PCI bus order)",
             ids_phrase(&largest)
-        ));
+        ))
+        .action(Action::FixConfig);
     (model_list, Some(warning))
 }
 

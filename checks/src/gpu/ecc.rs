@@ -7,6 +7,7 @@ use super::common::{
     judge_answering, lib, lost_in_count, na_row, nothing_counted, nvml_failure_outcome,
     nvml_timeout_hint, open_failures, row, shown, unreadable, QUERY_TIMEOUT,
 };
+use crate::domain::action::Action;
 use crate::domain::sku;
 use crate::domain::text::gpu_count;
 use crate::findings::{Finding, Findings};
@@ -184,19 +185,24 @@ fn ecc_mode(
 ) -> Option<Finding> {
     match mode {
         Ok(m) if !m.current && m.pending => Some(
-            Finding::new(Some(i), Status::Warn, "ECC off (on after the next reset)").hint(
-                "ECC is switched on for {gpus} but takes effect only after a reset: stop its \
+            Finding::new(Some(i), Status::Warn, "ECC off (on after the next reset)")
+                .hint(
+                    "ECC is switched on for {gpus} but takes effect only after a reset: stop its \
                  jobs, then `sudo nvidia-smi -r -i {ids}` or reboot",
-            ),
+                )
+                .action(Action::ResetGpu),
         ),
         Ok(m) if !m.current => Some(match default {
-            EccDefault::On => Finding::new(Some(i), Status::Warn, "ECC off").hint(ECC_ON_HINT),
+            EccDefault::On => Finding::new(Some(i), Status::Warn, "ECC off")
+                .hint(ECC_ON_HINT)
+                .action(Action::FixConfig),
             EccDefault::Unknown if siblings_on => Finding::new(
                 Some(i),
                 Status::Warn,
                 "ECC off while other GPUs here have it on",
             )
-            .hint(ECC_ON_HINT),
+            .hint(ECC_ON_HINT)
+            .action(Action::FixConfig),
             EccDefault::Off => Finding::new(Some(i), Status::Pass, "the card's default"),
             EccDefault::Unknown => Finding::new(
                 Some(i),
@@ -214,7 +220,8 @@ fn ecc_mode(
                 "ECC was switched off for {gpus} and goes off at its next reset or reboot, \
                      after which memory errors corrupt training silently: keep it on with \
                      `sudo nvidia-smi -i {ids} -e 1`",
-            ),
+            )
+            .action(Action::FixConfig),
         ),
         Ok(_) => None,
         Err(e) => unreadable(i, "the ECC mode", e),
@@ -245,7 +252,8 @@ fn error_counts(
                          drain it and reset it (`sudo nvidia-smi -r -i {ids}`) or reboot; if \
                          they return, have it serviced (`sudo dmesg | grep -i xid` shows Xid \
                          48/63/64/94/95)",
-                    ),
+                    )
+                    .action(Action::ResetGpu),
                 );
             }
         }
@@ -270,7 +278,8 @@ fn error_counts(
                         "correctable errors are repaired, but a count this high often comes \
                          before uncorrectable ones: watch `nvidia-smi -q -d ECC -i {ids}` and \
                          plan to have {gpus} serviced",
-                    ),
+                    )
+                    .action(Action::ServiceHardware),
                 );
             }
         }
@@ -309,7 +318,8 @@ fn retired_pages(
                     Status::Fail,
                     format!("{n} retired memory pages (limit {})", t.max_retired_pages),
                 )
-                .hint(RMA_HINT),
+                .hint(RMA_HINT)
+                .action(Action::ServiceHardware),
             );
         } else if n > t.warn_retired_pages {
             findings.push(
@@ -325,13 +335,16 @@ fn retired_pages(
                     "{gpus} keeps retiring memory pages: watch the count with `nvidia-smi -q \
                      -d PAGE_RETIREMENT -i {ids}` and plan a replacement before it reaches the \
                      limit",
-                ),
+                )
+                .action(Action::ServiceHardware),
             );
         }
     }
     match &f.pages_pending_retirement {
         Ok(true) => findings.push(
-            Finding::new(Some(i), Status::Fail, "memory pages pending retirement").hint(RESET_HINT),
+            Finding::new(Some(i), Status::Fail, "memory pages pending retirement")
+                .hint(RESET_HINT)
+                .action(Action::ResetGpu),
         ),
         Ok(false) => {}
         Err(e) => findings
@@ -367,7 +380,11 @@ fn remapped_rows(
         "count",
     ));
     if r.failed {
-        findings.push(Finding::new(Some(i), Status::Fail, "row remapping failed").hint(RMA_HINT));
+        findings.push(
+            Finding::new(Some(i), Status::Fail, "row remapping failed")
+                .hint(RMA_HINT)
+                .action(Action::ServiceHardware),
+        );
     } else if r.uncorrectable > t.max_uncorrectable_row_remaps {
         findings.push(
             Finding::new(
@@ -378,11 +395,16 @@ fn remapped_rows(
                     r.uncorrectable, t.max_uncorrectable_row_remaps
                 ),
             )
-            .hint(RMA_HINT),
+            .hint(RMA_HINT)
+            .action(Action::ServiceHardware),
         );
     }
     if r.pending {
-        findings.push(Finding::new(Some(i), Status::Fail, "row remap pending").hint(RESET_HINT));
+        findings.push(
+            Finding::new(Some(i), Status::Fail, "row remap pending")
+                .hint(RESET_HINT)
+                .action(Action::ResetGpu),
+        );
     }
 }
 
@@ -432,7 +454,11 @@ then reset). GeForce and workstation cards (RTX 4090, RTX 6000 Ada, RTX A5000, R
 with ECC off: that passes and says it is the card's default. For a model gpucheck's table does not \
 know, ECC off warns only when another GPU of the machine has it on, and the result says it was \
 judged against its siblings. GPUs that offer no ECC at all (RTX 3090 and older GeForce) are not \
-applicable and skip."
+applicable and skip.
+
+Repair action: reset_gpu for uncorrectable errors, pending retirements and pending row remaps; \
+service_hardware for a failed remap, counts past the limits, pages still being retired and very \
+high correctable counts; fix_config for ECC switched off; for the GPUs concerned."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         if let Some(skip) = nothing_counted(ctx) {

@@ -6,6 +6,7 @@
 //! and CRC errors; what matters is a recovery at all, or replays and CRC
 //! errors far above the GPU's siblings, which see the same traffic.
 
+use crate::domain::action::Action;
 use crate::findings::Finding;
 use crate::probe::nvml::{NvLinkErrors, NvLinkState, TopologyFacts};
 use crate::Status;
@@ -107,7 +108,11 @@ pub fn nvlink_error_findings(t: &TopologyFacts, judged: &dyn Fn(usize) -> bool) 
         .filter_map(|(i, links, _)| {
             let gpu = t.gpus.get(*i)?;
             let text = format!("NVLink errors ({})", link_counts(links));
-            Some(Finding::new(Some(gpu.index), Status::Warn, text).hint(HINT))
+            Some(
+                Finding::new(Some(gpu.index), Status::Warn, text)
+                    .hint(HINT)
+                    .action(Action::ServiceHardware),
+            )
         })
         .collect()
 }

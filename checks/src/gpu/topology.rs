@@ -10,6 +10,7 @@ use super::common::{
 };
 use super::job::{job_from_env, JobGpus};
 use super::nvlink_errors::nvlink_error_findings;
+use crate::domain::action::Action;
 use crate::domain::sku;
 use crate::findings::{Finding, Findings};
 use crate::probe::nvml::{
@@ -136,7 +137,11 @@ fn fabric_finding(gpu: u32, fabric: &Reading<FabricState>) -> Option<Finding> {
         Ok(FabricState::Failed(e)) => format!("NVSwitch fabric registration failed: {e}"),
         Err(e) => return unreadable(gpu, "the NVSwitch fabric state", e),
     };
-    Some(Finding::new(Some(gpu), Status::Fail, text).hint(FABRIC_HINT))
+    Some(
+        Finding::new(Some(gpu), Status::Fail, text)
+            .hint(FABRIC_HINT)
+            .action(Action::FixInstall),
+    )
 }
 
 /// Read and write P2P together: usable when both work.
@@ -379,7 +384,8 @@ fn nvlink_state(
                  74), and on NVSwitch systems `systemctl status nvidia-fabricmanager`; \
                  a GPU reset or reboot may retrain the link, otherwise it needs \
                  service",
-            ),
+            )
+            .action(Action::ResetGpu),
         );
     }
     let to_switch = l
@@ -437,6 +443,7 @@ fn fewer_nvlinks_than_the_part(
              xid`; a GPU reset or reboot may bring the links back, otherwise the board needs \
              service",
         )
+        .action(Action::ResetGpu)
     })
 }
 
@@ -485,7 +492,8 @@ fn judge_pairs(
                         "on NVSwitch systems (HGX/DGX) the fabric manager must run, at the \
                          driver's version: `sudo systemctl enable --now nvidia-fabricmanager`; \
                          `nvidia-smi -q | grep -i -A2 fabric` shows its state",
-                    ),
+                    )
+                    .action(Action::FixInstall),
                 );
             }
         }
