@@ -120,6 +120,12 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("gpu.mode", Action::FixConfig),
     ("gpu.processes", Action::RestartJob),
     ("gpu.topology", Action::FixConfig),
+    // A GPU slower than its siblings under load, computing wrong, with bad
+    // memory or a weak peer link: drain it and have the hardware seen to.
+    ("gpu.compute", Action::ServiceHardware),
+    ("gpu.memory", Action::ServiceHardware),
+    ("gpu.p2p_bandwidth", Action::ServiceHardware),
+    ("gpu.burn", Action::ServiceHardware),
     ("env.cuda_visible_devices", Action::FixConfig),
     ("env.torchrun", Action::FixConfig),
     ("cuda.driver", Action::FixInstall),
