@@ -26,9 +26,11 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     (
         "python.rs",
         // choose_python: called by find_python (wired) with its inputs;
+        // installed_env: called only inside find_python's live closure;
         // PayloadFile and run_payload: the machinery under torch and ddp.
         &[
             "choose_python",
+            "installed_env",
             "describe",
             "write",
             "path",
@@ -55,6 +57,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ),
     ("sysfs.rs", &["sysfs_root", "proc_root"]),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
+    ("copy_bandwidth.rs", &["parse_cpulist"]),
     (
         "process.rs",
         &[
@@ -113,6 +116,9 @@ pub const NOT_YET_WIRED: &[(&str, &[&str])] = &[
             "format_uuid",
             "device_uuid",
             "stub_libcuda_first",
+            "child_library_path",
+            "stub_first_on_path",
+            "kernel_driver_version_in",
             "probe",
             "find_runtimes",
             "compat_libcuda_dirs",
@@ -147,6 +153,7 @@ pub const NOT_YET_WIRED: &[(&str, &[&str])] = &[
             "verify",
             "format_bytes",
             "run_allreduce",
+            "run_allreduce_again",
         ],
     ),
     (
@@ -162,11 +169,15 @@ pub const NOT_YET_WIRED: &[(&str, &[&str])] = &[
             "call_version_fn",
         ],
     ),
-    ("copy_bandwidth.rs", &["measure_all", "buffer_bytes"]),
+    (
+        "copy_bandwidth.rs",
+        &["measure_all", "buffer_bytes", "locality", "measure_again"],
+    ),
     (
         "kernel_log.rs",
         &[
             "read_kernel_log",
+            "read_live",
             "read_file",
             "read_kmsg",
             "parse_kmsg_record",
