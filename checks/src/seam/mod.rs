@@ -30,7 +30,7 @@
 //!
 //! Environment variables go through [`env`] and [`env_names`]
 //! (`probe::host::env_lossy` is [`env`]). Still read directly, in probes
-//! not wired yet: `PATH` (probe/kernel_log.rs), `NCCL_CONF_FILE`, `HOME`,
+//! not wired yet: `NCCL_CONF_FILE`, `HOME`,
 //! every `NCCL_*` and the NCCL debug variables (probe/nccl.rs),
 //! `LD_LIBRARY_PATH` and the library-folder variables (probe/libs.rs,
 //! probe/cuda.rs, cuda/runtime.rs). `GPUCHECK_CHILD` (probe/mod.rs) is the
@@ -263,18 +263,9 @@ fn without_secrets(name: &str, value: &str) -> String {
 /// never run against the replaying machine. The list shrinks as those
 /// probes are wired; a test in `probe_entry_points` keeps it honest.
 pub const NOT_YET_WIRED_CHECKS: &[(&str, &str)] = &[
-    ("gpu.driver", "probe::nvml"),
-    ("gpu.count", "probe::nvml"),
-    ("gpu.ecc", "probe::nvml"),
-    ("gpu.pcie", "probe::nvml"),
-    ("gpu.throttle", "probe::nvml"),
-    ("gpu.mode", "probe::nvml"),
-    ("gpu.processes", "probe::nvml"),
-    ("gpu.topology", "probe::nvml"),
     ("cuda.driver", "probe::cuda"),
     ("cuda.runtime", "probe::cuda, probe::libs"),
-    ("cuda.copy_bandwidth", "probe::copy_bandwidth, probe::nvml"),
-    ("fabric.xid", "probe::kernel_log"),
+    ("cuda.copy_bandwidth", "probe::copy_bandwidth"),
     ("nccl.library", "probe::nccl, probe::libs"),
     ("nccl.env", "probe::nccl"),
     ("nccl.allreduce", "probe::nccl"),
