@@ -262,11 +262,6 @@ pub fn run_checks(
                 .with_cause(Cause::NeedsFailed { need })
         } else if deadline.is_some_and(|d| started >= d) {
             Outcome::skip("not run: the run's time budget was spent by the checks before it")
-        } else if let Some(reason) = seam::is_replay()
-            .then(|| seam::not_replayable(check.id()))
-            .flatten()
-        {
-            Outcome::skip(reason)
         } else {
             let mut timeout = timeout_override.unwrap_or_else(|| check.timeout());
             if let Some(d) = deadline {

@@ -11,12 +11,6 @@ use std::process::Output;
 use common::{fake_nvml, gpucheck, nvml_scenario, stderr};
 use serde_json::Value;
 
-/// Checks whose probes are not captured yet (checks::seam::NOT_YET_WIRED_CHECKS):
-/// under replay they are skipped, so their verdicts are not compared.
-fn not_yet_replayed(id: &str) -> bool {
-    id.starts_with("cuda.") || id.starts_with("nccl.")
-}
-
 fn capture(dir: &Path, scenario: Option<&str>, extra: &[&str]) -> (Value, Output) {
     let json = dir.join("live.json");
     let mut cmd = gpucheck();
@@ -69,7 +63,6 @@ fn seen(doc: &Value) -> Vec<(String, Value)> {
         .as_array()
         .expect("results")
         .iter()
-        .filter(|r| !not_yet_replayed(r["id"].as_str().unwrap_or("")))
         .map(|r| {
             let mut r = r.clone();
             r.as_object_mut()
@@ -109,9 +102,6 @@ fn assert_replays_identically(scenario: Option<&str>) {
     }
     for r in again["results"].as_array().unwrap() {
         let id = r["id"].as_str().unwrap_or("");
-        if not_yet_replayed(id) {
-            continue;
-        }
         assert!(
             !r["summary"]
                 .as_str()
@@ -142,6 +132,65 @@ fn every_fake_machine_replays_to_the_same_report_with_no_fake_library_loaded() {
     for scenario in &names {
         assert_replays_identically(Some(scenario));
     }
+}
+
+/// The standard profile on the fake libcuda (LD_LIBRARY_PATH) and the fake
+/// libnccl (--nccl-lib) with an 8-GPU fake NVML: the driver's answers, the
+/// library search, the all-reduce's measured figures and the copy rates are
+/// all in the capture, so a plain replay (no fake library, no
+/// LD_LIBRARY_PATH, no --nccl-lib) gives the same report.
+#[test]
+fn a_standard_run_on_fake_cuda_and_nccl_replays_to_the_same_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let nccl = common::build_fixture_lib("fake_nccl.c", "nccl", "libnccl.so.2");
+    let only = "gpu.*,cuda.*,nccl.*,fabric.xid,env.cuda_visible_devices";
+    let live_json = dir.path().join("live.json");
+    let file = dir.path().join("c.json");
+    let live_out = gpucheck()
+        .arg("capture")
+        .arg(&file)
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("h100x8"))
+        .env("LD_LIBRARY_PATH", cuda.parent().unwrap())
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--nccl-lib")
+        .arg(&nccl)
+        .args(["--profile", "standard", "--only", only, "--json"])
+        .arg(&live_json)
+        .output()
+        .expect("run gpucheck capture");
+    let live: Value = serde_json::from_str(
+        &std::fs::read_to_string(&live_json)
+            .unwrap_or_else(|_| panic!("no report: {}", stderr(&live_out))),
+    )
+    .expect("JSON report");
+    assert_eq!(
+        common::status_of(&live, "nccl.allreduce"),
+        "pass",
+        "{live:#}"
+    );
+    let again_json = dir.path().join("again.json");
+    let again_out = gpucheck()
+        .arg("--replay")
+        .arg(&file)
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["--profile", "standard", "--only", only, "--json"])
+        .arg(&again_json)
+        .output()
+        .expect("run gpucheck --replay");
+    let again: Value = serde_json::from_str(
+        &std::fs::read_to_string(&again_json)
+            .unwrap_or_else(|_| panic!("no report: {}", stderr(&again_out))),
+    )
+    .expect("JSON report");
+    let (a, b) = (seen(&live), seen(&again));
+    assert!(a.len() >= 10, "{a:?}");
+    assert_eq!(a.len(), b.len());
+    for ((id, a), (_, b)) in a.iter().zip(b.iter()) {
+        assert_eq!(a, b, "{id} differs between the live run and its replay");
+    }
+    assert_eq!(live_out.status.code(), again_out.status.code());
 }
 
 #[test]

@@ -29,12 +29,8 @@
 //! tests.
 //!
 //! Environment variables go through [`env`] and [`env_names`]
-//! (`probe::host::env_lossy` is [`env`]). Still read directly, in probes
-//! not wired yet: `NCCL_CONF_FILE`, `HOME`,
-//! every `NCCL_*` and the NCCL debug variables (probe/nccl.rs),
-//! `LD_LIBRARY_PATH` and the library-folder variables (probe/libs.rs,
-//! probe/cuda.rs, cuda/runtime.rs). `GPUCHECK_CHILD` (probe/mod.rs) is the
-//! child protocol, not a fact about the machine.
+//! (`probe::host::env_lossy` is [`env`]). `GPUCHECK_CHILD` (probe/mod.rs) is
+//! the child protocol, not a fact about the machine.
 
 pub mod capture;
 #[cfg(test)]
@@ -255,32 +251,6 @@ fn without_secrets(name: &str, value: &str) -> String {
     } else {
         value
     }
-}
-
-/// Checks that still reach the machine through probes that do not go
-/// through this boundary yet (NVML, libcuda, libnccl, the library search,
-/// the kernel log, the copy benchmark). Under replay they are skipped,
-/// never run against the replaying machine. The list shrinks as those
-/// probes are wired; a test in `probe_entry_points` keeps it honest.
-pub const NOT_YET_WIRED_CHECKS: &[(&str, &str)] = &[
-    ("cuda.driver", "probe::cuda"),
-    ("cuda.runtime", "probe::cuda, probe::libs"),
-    ("cuda.copy_bandwidth", "probe::copy_bandwidth"),
-    ("nccl.library", "probe::nccl, probe::libs"),
-    ("nccl.env", "probe::nccl"),
-    ("nccl.allreduce", "probe::nccl"),
-    ("nccl.nic_path", "probe::nccl"),
-];
-
-/// Under replay, why check `id` cannot be replayed yet (its probes are
-/// not captured), or None when it can.
-pub fn not_replayable(id: &str) -> Option<String> {
-    NOT_YET_WIRED_CHECKS
-        .iter()
-        .find(|(check, _)| *check == id)
-        .map(|(_, probes)| {
-            format!("not in the capture ({id}'s probes, {probes}, are not captured yet)")
-        })
 }
 
 #[cfg(test)]
