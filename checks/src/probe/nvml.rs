@@ -17,6 +17,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+pub use crate::machine::{GpuError, GpuInfo, Reading, Unavailable};
+
 use nvml_wrapper::enum_wrappers::device::{
     ComputeMode as NvmlComputeMode, EccCounter, MemoryError, P2pCapabilitiesIndex,
     P2pStatus as NvmlP2pStatus, TopologyLevel,
@@ -38,25 +40,6 @@ pub struct DriverInfo {
     pub nvml_version: String,
     /// The CUDA version the driver supports, as CUDA encodes it (12080 = 12.8).
     pub cuda_driver_version: Option<i32>,
-}
-
-/// One physical GPU as NVML sees it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GpuInfo {
-    pub index: u32,
-    pub name: String,
-    /// "GPU-xxxxxxxx-...."
-    pub uuid: String,
-    /// "00000000:18:00.0"
-    pub pci_bus_id: String,
-    /// 0 when NVML could not say.
-    pub memory_total_mib: u64,
-    /// (major, minor), e.g. (9, 0) for H100.
-    pub compute_capability: Option<(u32, u32)>,
-    /// None when MIG is not supported.
-    pub mig_enabled: Option<bool>,
-    /// UUIDs of the MIG instances ("MIG-...") when MIG is enabled.
-    pub mig_uuids: Vec<String>,
 }
 
 /// Why NVML could not be used. Each has its own verdict and hint.
@@ -88,31 +71,6 @@ impl std::fmt::Display for NvmlFailure {
     }
 }
 
-/// Why one query on one GPU has no answer.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum Unavailable {
-    /// NVML_ERROR_NOT_SUPPORTED, or the function is missing in this driver:
-    /// shown as "n/a", never a failure.
-    NotSupported,
-    /// NVML_ERROR_GPU_IS_LOST: the GPU has fallen off the bus.
-    GpuLost,
-    /// Any other NVML error, as NVML words it.
-    Failed(String),
-}
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unavailable::NotSupported => f.write_str("n/a"),
-            Unavailable::GpuLost => f.write_str("GPU is lost (fallen off the bus)"),
-            Unavailable::Failed(e) => write!(f, "NVML error: {e}"),
-        }
-    }
-}
-
-/// The answer to one query on one GPU.
-pub type Reading<T> = Result<T, Unavailable>;
-
 /// Which GPU a per-GPU fact is about.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GpuRef {
@@ -127,13 +85,6 @@ pub struct GpuRef {
 pub struct PerGpu<T> {
     pub gpu: GpuRef,
     pub facts: Reading<T>,
-}
-
-/// A GPU NVML counts but could not describe (its handle or identity failed).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GpuError {
-    pub index: u32,
-    pub error: Unavailable,
 }
 
 /// ECC mode, error counters, retired pages and remapped rows of one GPU.
