@@ -27,7 +27,8 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
         "python.rs",
         // choose_python: called by find_python (wired) with its inputs;
         // installed_env: called only inside find_python's live closure;
-        // PayloadFile and run_payload: the machinery under torch and ddp.
+        // PayloadFile and run_payload: the machinery under torch and ddp;
+        // InteractivePayload::ended: the cluster front's payload machinery.
         &[
             "choose_python",
             "installed_env",
@@ -40,6 +41,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
             "python_command",
             "run_payload",
             "name_of",
+            "ended",
         ],
     ),
     ("torch.rs", &["cudnn_version_string", "parse_output"]),
