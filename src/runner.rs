@@ -273,10 +273,19 @@ pub fn run_checks(
                 options,
                 earlier: earlier.clone(),
             };
-            // Under replay nothing can hang or crash: every check runs here.
-            match check.isolation() {
-                Isolation::Child if !seam::is_replay() => run_in_child(*check, &ctx, timeout),
-                _ => run_in_process(*check, ctx, timeout),
+            // Under replay nothing can hang or crash: every check runs here,
+            // and one that timed out in the captured run times out again.
+            if let Some(recorded) = seam::replayed_timeout::<Outcome>(check.id()) {
+                recorded
+            } else {
+                let outcome = match check.isolation() {
+                    Isolation::Child if !seam::is_replay() => run_in_child(*check, &ctx, timeout),
+                    _ => run_in_process(*check, ctx, timeout),
+                };
+                if outcome.cause.as_ref().is_some_and(|c| c.is_timeout()) {
+                    seam::keep_timeout(check.id(), &outcome);
+                }
+                outcome
             }
         };
         outcome.drop_non_finite_metrics();

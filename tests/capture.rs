@@ -193,6 +193,38 @@ fn a_standard_run_on_fake_cuda_and_nccl_replays_to_the_same_report() {
     assert_eq!(live_out.status.code(), again_out.status.code());
 }
 
+/// A driver that hangs gives no answer to keep: the capture keeps the
+/// check's timeout instead, and the replay (where nothing can hang) gives
+/// the same verdict and hint, not a skip.
+#[test]
+fn a_check_that_timed_out_replays_as_the_same_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (live, live_out) = capture(
+        dir.path(),
+        Some("hang_ecc"),
+        &["--only", "gpu.driver,gpu.ecc", "--timeout", "1"],
+    );
+    assert_eq!(common::status_of(&live, "gpu.ecc"), "fail", "{live:#}");
+    let out = gpucheck()
+        .arg("--replay")
+        .arg(dir.path().join("c.json"))
+        .args(["--only", "gpu.driver,gpu.ecc", "--json", "-"])
+        .output()
+        .expect("run gpucheck --replay");
+    let again: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    for ((id, a), (_, b)) in seen(&live).iter().zip(seen(&again).iter()) {
+        assert_eq!(a, b, "{id} differs between the live run and its replay");
+    }
+    assert!(
+        common::result(&again, "gpu.ecc")["summary"]
+            .as_str()
+            .unwrap_or("")
+            .contains("timed out"),
+        "{again:#}"
+    );
+    assert_eq!(live_out.status.code(), out.status.code());
+}
+
 #[test]
 fn a_gpu_less_machine_replays_to_the_same_report() {
     assert_replays_identically(None);

@@ -155,6 +155,38 @@ impl Seam {
     }
 }
 
+impl Seam {
+    /// The value recorded under `key`, under replay (None otherwise).
+    fn replayed(&self, key: &str) -> Option<&Value> {
+        match &self.mode {
+            Mode::Replay(answers) => answers.get(key),
+            _ => None,
+        }
+    }
+}
+
+/// The entry under which the runner keeps the outcome of a check that
+/// timed out while recording.
+pub const TIMED_OUT: &str = "runner::timed_out";
+
+/// Keep `outcome`, the timeout of check `id`, while recording: a hung
+/// probe gave no answer to keep, so the replay gives this verdict instead
+/// of a skip.
+pub fn keep_timeout<T: Serialize>(id: &str, outcome: &T) {
+    if let Some(seam) = global().filter(|s| s.is_recording()) {
+        if let Ok(v) = serde_json::to_value(outcome) {
+            seam.keep(Answers::from([(key(TIMED_OUT, id), v)]));
+        }
+    }
+}
+
+/// Under replay, the outcome of check `id` when it timed out in the run
+/// captured (see [`keep_timeout`]).
+pub fn replayed_timeout<T: DeserializeOwned>(id: &str) -> Option<T> {
+    let v = global()?.replayed(&key(TIMED_OUT, id))?;
+    serde_json::from_value(v.clone()).ok()
+}
+
 /// An answer's key: `entry` alone, or `entry(args)`.
 pub fn key(entry: &str, args: &str) -> String {
     if args.is_empty() {
@@ -326,6 +358,19 @@ mod tests {
         );
         let other = std::panic::catch_unwind(|| panic!("a bug")).unwrap_err();
         assert_eq!(miss_reason(other.as_ref()), None);
+    }
+
+    #[test]
+    fn a_recorded_timeout_is_found_under_replay_only() {
+        let answers = Answers::from([(key(TIMED_OUT, "gpu.ecc"), Value::from("fail"))]);
+        let seam = Seam::new(Mode::Replay(answers));
+        assert_eq!(
+            seam.replayed(&key(TIMED_OUT, "gpu.ecc")),
+            Some(&Value::from("fail"))
+        );
+        assert_eq!(seam.replayed(&key(TIMED_OUT, "gpu.pcie")), None);
+        let live = Seam::new(Mode::Live);
+        assert_eq!(live.replayed(&key(TIMED_OUT, "gpu.ecc")), None);
     }
 
     #[test]
