@@ -140,8 +140,8 @@ fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// What gpu.driver and gpu.count published is what NVML answered them:
 /// kept as the answers a later check's own NVML question gets
-/// (`facts::nvml`), so those checks replay even while the gpu checks'
-/// probes are not captured yet.
+/// (`facts::nvml`), the same key `probe::nvml` records them under, so a
+/// capture holds them even when those checks ran in a child.
 fn keep_nvml_facts(capture: &mut Capture, run: &Run) {
     let lib = capture
         .options

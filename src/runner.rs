@@ -262,11 +262,6 @@ pub fn run_checks(
                 .with_cause(Cause::NeedsFailed { need })
         } else if deadline.is_some_and(|d| started >= d) {
             Outcome::skip("not run: the run's time budget was spent by the checks before it")
-        } else if let Some(reason) = seam::is_replay()
-            .then(|| seam::not_replayable(check.id()))
-            .flatten()
-        {
-            Outcome::skip(reason)
         } else {
             let mut timeout = timeout_override.unwrap_or_else(|| check.timeout());
             if let Some(d) = deadline {
@@ -278,10 +273,19 @@ pub fn run_checks(
                 options,
                 earlier: earlier.clone(),
             };
-            // Under replay nothing can hang or crash: every check runs here.
-            match check.isolation() {
-                Isolation::Child if !seam::is_replay() => run_in_child(*check, &ctx, timeout),
-                _ => run_in_process(*check, ctx, timeout),
+            // Under replay nothing can hang or crash: every check runs here,
+            // and one that timed out in the captured run times out again.
+            if let Some(recorded) = seam::replayed_timeout::<Outcome>(check.id()) {
+                recorded
+            } else {
+                let outcome = match check.isolation() {
+                    Isolation::Child if !seam::is_replay() => run_in_child(*check, &ctx, timeout),
+                    _ => run_in_process(*check, ctx, timeout),
+                };
+                if outcome.cause.as_ref().is_some_and(|c| c.is_timeout()) {
+                    seam::keep_timeout(check.id(), &outcome);
+                }
+                outcome
             }
         };
         outcome.drop_non_finite_metrics();

@@ -11,17 +11,6 @@ use std::process::Output;
 use common::{fake_nvml, gpucheck, nvml_scenario, stderr};
 use serde_json::Value;
 
-/// Checks whose probes are not captured yet (checks::seam::NOT_YET_WIRED_CHECKS):
-/// under replay they are skipped, so their verdicts are not compared.
-fn not_yet_replayed(id: &str) -> bool {
-    // env.cuda_visible_devices reads gpu.driver's verdict, skipped under replay.
-    id.starts_with("gpu.")
-        || id.starts_with("cuda.")
-        || id.starts_with("nccl.")
-        || id == "fabric.xid"
-        || id == "env.cuda_visible_devices"
-}
-
 fn capture(dir: &Path, scenario: Option<&str>, extra: &[&str]) -> (Value, Output) {
     let json = dir.join("live.json");
     let mut cmd = gpucheck();
@@ -74,7 +63,6 @@ fn seen(doc: &Value) -> Vec<(String, Value)> {
         .as_array()
         .expect("results")
         .iter()
-        .filter(|r| !not_yet_replayed(r["id"].as_str().unwrap_or("")))
         .map(|r| {
             let mut r = r.clone();
             r.as_object_mut()
@@ -112,20 +100,14 @@ fn assert_replays_identically(scenario: Option<&str>) {
             "{scenario:?}: {id} judged the capture"
         );
     }
-    for id in ["gpu.driver", "fabric.xid"] {
-        let r = again["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == id)
-            .unwrap();
-        assert_eq!(r["status"], "skip", "{id} under replay");
+    for r in again["results"].as_array().unwrap() {
+        let id = r["id"].as_str().unwrap_or("");
         assert!(
-            r["summary"]
+            !r["summary"]
                 .as_str()
-                .unwrap()
+                .unwrap_or("")
                 .contains("not in the capture"),
-            "{r}"
+            "{scenario:?}: {id} found its answers in the capture: {r}"
         );
     }
 }
@@ -150,6 +132,97 @@ fn every_fake_machine_replays_to_the_same_report_with_no_fake_library_loaded() {
     for scenario in &names {
         assert_replays_identically(Some(scenario));
     }
+}
+
+/// The standard profile on the fake libcuda (LD_LIBRARY_PATH) and the fake
+/// libnccl (--nccl-lib) with an 8-GPU fake NVML: the driver's answers, the
+/// library search, the all-reduce's measured figures and the copy rates are
+/// all in the capture, so a plain replay (no fake library, no
+/// LD_LIBRARY_PATH, no --nccl-lib) gives the same report.
+#[test]
+fn a_standard_run_on_fake_cuda_and_nccl_replays_to_the_same_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cuda = common::build_fixture_lib("fake_cuda.c", "cuda", "libcuda.so.1");
+    let nccl = common::build_fixture_lib("fake_nccl.c", "nccl", "libnccl.so.2");
+    let only = "gpu.*,cuda.*,nccl.*,fabric.xid,env.cuda_visible_devices";
+    let live_json = dir.path().join("live.json");
+    let file = dir.path().join("c.json");
+    let live_out = gpucheck()
+        .arg("capture")
+        .arg(&file)
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("h100x8"))
+        .env("LD_LIBRARY_PATH", cuda.parent().unwrap())
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--nccl-lib")
+        .arg(&nccl)
+        .args(["--profile", "standard", "--only", only, "--json"])
+        .arg(&live_json)
+        .output()
+        .expect("run gpucheck capture");
+    let live: Value = serde_json::from_str(
+        &std::fs::read_to_string(&live_json)
+            .unwrap_or_else(|_| panic!("no report: {}", stderr(&live_out))),
+    )
+    .expect("JSON report");
+    assert_eq!(
+        common::status_of(&live, "nccl.allreduce"),
+        "pass",
+        "{live:#}"
+    );
+    let again_json = dir.path().join("again.json");
+    let again_out = gpucheck()
+        .arg("--replay")
+        .arg(&file)
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["--profile", "standard", "--only", only, "--json"])
+        .arg(&again_json)
+        .output()
+        .expect("run gpucheck --replay");
+    let again: Value = serde_json::from_str(
+        &std::fs::read_to_string(&again_json)
+            .unwrap_or_else(|_| panic!("no report: {}", stderr(&again_out))),
+    )
+    .expect("JSON report");
+    let (a, b) = (seen(&live), seen(&again));
+    assert!(a.len() >= 10, "{a:?}");
+    assert_eq!(a.len(), b.len());
+    for ((id, a), (_, b)) in a.iter().zip(b.iter()) {
+        assert_eq!(a, b, "{id} differs between the live run and its replay");
+    }
+    assert_eq!(live_out.status.code(), again_out.status.code());
+}
+
+/// A driver that hangs gives no answer to keep: the capture keeps the
+/// check's timeout instead, and the replay (where nothing can hang) gives
+/// the same verdict and hint, not a skip.
+#[test]
+fn a_check_that_timed_out_replays_as_the_same_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (live, live_out) = capture(
+        dir.path(),
+        Some("hang_ecc"),
+        &["--only", "gpu.driver,gpu.ecc", "--timeout", "1"],
+    );
+    assert_eq!(common::status_of(&live, "gpu.ecc"), "fail", "{live:#}");
+    let out = gpucheck()
+        .arg("--replay")
+        .arg(dir.path().join("c.json"))
+        .args(["--only", "gpu.driver,gpu.ecc", "--json", "-"])
+        .output()
+        .expect("run gpucheck --replay");
+    let again: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    for ((id, a), (_, b)) in seen(&live).iter().zip(seen(&again).iter()) {
+        assert_eq!(a, b, "{id} differs between the live run and its replay");
+    }
+    assert!(
+        common::result(&again, "gpu.ecc")["summary"]
+            .as_str()
+            .unwrap_or("")
+            .contains("timed out"),
+        "{again:#}"
+    );
+    assert_eq!(live_out.status.code(), out.status.code());
 }
 
 #[test]
@@ -318,7 +391,7 @@ fn the_replay_says_whose_machine_it_is_above_the_table() {
 #[test]
 fn every_capture_in_tests_replays_gives_its_expected_verdicts() {
     let dir = common::root().join("tests/replays");
-    let mut seen = 0;
+    let (mut seen, mut real) = (0, 0);
     for e in std::fs::read_dir(&dir).expect("tests/replays").flatten() {
         let path = e.path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -332,12 +405,22 @@ fn every_capture_in_tests_replays_gives_its_expected_verdicts() {
         )
         .expect("JSON");
         let profile = expected["profile"].as_str().unwrap_or("quick");
-        let out = gpucheck()
-            .arg("--replay")
+        let mut cmd = gpucheck();
+        cmd.arg("--replay")
             .arg(&path)
-            .args(["--profile", profile, "--json", "-"])
-            .output()
-            .expect("run");
+            .args(["--profile", profile, "--json", "-"]);
+        // The checks the recording run skipped (what the recording machine
+        // could not stand for: a fake machine's absent device nodes).
+        if let Some(skip) = expected["skip"].as_str() {
+            cmd.args(["--skip", skip]);
+        }
+        let out = cmd.output().expect("run");
+        if expected["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("nvidia-smi dump"))
+        {
+            real += 1;
+        }
         let doc: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|_| panic!("{name}: {}", stderr(&out)));
         for (id, status) in expected["verdicts"].as_object().expect("verdicts") {
@@ -350,6 +433,10 @@ fn every_capture_in_tests_replays_gives_its_expected_verdicts() {
         );
     }
     assert!(seen >= 1, "no captures in {}", dir.display());
+    assert!(
+        real >= 10,
+        "only {real} replays of machines built from real nvidia-smi dumps"
+    );
 }
 
 /// torch.import runs in an isolated child: its answers travel back with

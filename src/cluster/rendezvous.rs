@@ -12,17 +12,13 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use gpucheck_checks::domain::pairs::{self, PairBandwidth};
 use gpucheck_checks::fleet::{ClockReading, NodeAllReduce, PayloadTorch};
-use gpucheck_checks::probe::process::{
-    capture, isolate, kill_group, wait_killed, Capture, KILL_GRACE,
-};
-use gpucheck_checks::probe::python::{python_command, PayloadFile};
+use gpucheck_checks::probe::python::{start_interactive_payload, InteractivePayload};
 use serde::{Deserialize, Serialize};
 
 use super::seal::Token;
@@ -214,11 +210,10 @@ pub enum Event {
 
 /// A running payload.
 pub struct Session {
-    child: Child,
     events: Receiver<Result<Event, String>>,
     input: Option<Sender<String>>,
-    stderr: Option<Capture>,
-    _script: PayloadFile,
+    /// Dropped after `input`: the payload is killed with its group then.
+    payload: InteractivePayload,
 }
 
 impl Session {
@@ -229,37 +224,25 @@ impl Session {
         token: Option<&Token>,
         message: &str,
     ) -> Result<Session, String> {
-        let script = PayloadFile::write("cluster", CLUSTER_PY).map_err(|e| e.to_string())?;
         let config = serde_json::to_string(config).map_err(|e| e.to_string())?;
-        let mut cmd = python_command(python);
-        cmd.arg(script.path())
-            .env("GPUCHECK_CLUSTER_CONFIG", config)
-            .env_remove("GPUCHECK_CLUSTER_KEY")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(t) = token {
-            cmd.env("GPUCHECK_CLUSTER_KEY", t.hex());
+        let key = token.map(Token::hex);
+        let mut env = vec![("GPUCHECK_CLUSTER_CONFIG", config.as_str())];
+        if let Some(k) = key.as_deref() {
+            env.push(("GPUCHECK_CLUSTER_KEY", k));
         }
-        isolate(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
-        let (stdout, stdin, stderr) =
-            (child.stdout.take(), child.stdin.take(), child.stderr.take());
+        let (payload, pipes) = start_interactive_payload(
+            python,
+            "cluster",
+            CLUSTER_PY,
+            &env,
+            &["GPUCHECK_CLUSTER_KEY"],
+        )?;
         let mut session = Session {
-            child,
-            events: mpsc::channel().1,
+            events: read_events(pipes.stdout)?,
             input: None,
-            stderr: None,
-            _script: script,
+            payload,
         };
-        let (Some(stdout), Some(stdin), Some(stderr)) = (stdout, stdin, stderr) else {
-            return Err("the payload's pipes could not be opened".into());
-        };
-        session.stderr = Some(capture(stderr).map_err(|e| e.to_string())?);
-        session.events = read_events(stdout)?;
-        let input = feed(stdin)?;
+        let input = feed(pipes.stdin)?;
         let _ = input.send(message.to_string());
         session.input = Some(input);
         Ok(session)
@@ -302,12 +285,7 @@ impl Session {
 
     /// Why the payload stopped talking: its exit and the end of its stderr.
     fn ended(&mut self, waiting_for: &str) -> String {
-        let status = wait_killed(&mut self.child, KILL_GRACE);
-        let err = self
-            .stderr
-            .take()
-            .map(|c| c.finish_by(Instant::now() + Duration::from_secs(1)))
-            .unwrap_or_default();
+        let (status, err) = self.payload.ended(Instant::now() + Duration::from_secs(1));
         let err = String::from_utf8_lossy(&err);
         let last = err
             .lines()
@@ -340,9 +318,9 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        // Close the payload's input first; the payload itself is killed
+        // with its group when its field drops.
         self.input = None;
-        kill_group(self.child.id() as i32);
-        let _ = wait_killed(&mut self.child, KILL_GRACE);
     }
 }
 

@@ -286,8 +286,11 @@ How to fix: install a driver that supports the runtime (the hint names the versi
                 version: c.version,
             })
             .collect();
-        let compat_dirs =
-            cuda_probe::compat_libcuda_dirs(std::env::var_os("LD_LIBRARY_PATH").as_deref());
+        let compat_dirs = cuda_probe::compat_libcuda_dirs(
+            crate::seam::env("LD_LIBRARY_PATH")
+                .map(std::ffi::OsString::from)
+                .as_deref(),
+        );
         let facts = RuntimeFacts {
             runtimes,
             driver: Self::driver_side(ctx, !compat_dirs.is_empty()),

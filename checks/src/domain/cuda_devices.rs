@@ -6,7 +6,7 @@ use crate::domain::text::{gpu_count, quote_value};
 use crate::domain::visible_devices::{
     map_visible_devices, parse_cuda_visible_devices, DeviceToken, NvmlGpu, VisibleDevices,
 };
-use crate::probe::nvml::GpuInfo;
+use crate::machine::GpuInfo;
 
 /// How many CUDA devices this process should see.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! GPU's NVML readings show under load, and a figure that degrades over
 //! time.
 
-use crate::probe::nvml::{reason, LoadReading};
+use crate::machine::{reason, LoadReading};
 
 /// Below this share of its siblings' median a GPU is the slow rank: GPUs of
 /// one model running the same GEMM or copy in the same box measure within
@@ -226,7 +226,7 @@ fn thirds(series: &[f64]) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::nvml::Unavailable;
+    use crate::machine::Unavailable;
 
     fn reading(clock: u32, power_w: u32, temp: u32, reasons: u64) -> LoadReading {
         LoadReading {

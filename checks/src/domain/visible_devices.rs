@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::probe::nvml::{GpuError, GpuInfo};
+use crate::machine::{GpuError, GpuInfo};
 
 // ---------------------------------------------------------------- parsing CUDA_VISIBLE_DEVICES
 

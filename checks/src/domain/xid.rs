@@ -1032,7 +1032,9 @@ pub fn recovery_action(detail: &str) -> Option<&str> {
 /// A PCI address as the NVIDIA driver logs it, reduced to domain, bus and
 /// device ("0000:3b:00", "PCI:0000:3B:00", NVML's "00000000:3B:00.0" all
 /// name the same GPU).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct PciSlot {
     pub domain: u32,
     pub bus: u8,

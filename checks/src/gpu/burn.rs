@@ -142,7 +142,7 @@ impl Check for Burn {
                 }
             }
         }
-        let new_xids = new_events(&xids_before, &xid_events(ctx), &plan.gpus);
+        let new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
         evaluate(&BurnFacts {
             planned_s: planned.as_secs_f64(),
             ran_s: start.elapsed().as_secs_f64(),
@@ -157,9 +157,16 @@ impl Check for Burn {
     }
 }
 
-/// The kernel log's Xid events now (none when it cannot be read).
+/// The kernel log's Xid events before the burn (none when it cannot be read).
 fn xid_events(ctx: &Context) -> Vec<XidEvent> {
     kernel_log::read_kernel_log(ctx.options.kernel_log.as_deref(), None, KERNEL_LOG_WAIT)
+        .map(|l| l.events)
+        .unwrap_or_default()
+}
+
+/// The kernel log's Xid events after the burn, read again.
+fn xid_events_again(ctx: &Context) -> Vec<XidEvent> {
+    kernel_log::read_kernel_log_again(ctx.options.kernel_log.as_deref(), KERNEL_LOG_WAIT)
         .map(|l| l.events)
         .unwrap_or_default()
 }

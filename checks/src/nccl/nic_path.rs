@@ -66,8 +66,7 @@ impl Check for NicPath {
          reported, not judged."
     }
     fn run(&self, ctx: &Context) -> Outcome {
-        // SAFETY: only tries to dlopen the driver library.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !crate::probe::cuda::libcuda_present() {
             return evaluate_failure(&AllReduceFailure::NoDriver);
         }
         let Some(nccl_lib) = nccl_lib(ctx) else {

@@ -29,7 +29,7 @@ pub const REPEATS: usize = 3;
 pub const DIRECTION_BUDGET: Duration = Duration::from_secs(1);
 
 /// A failed driver call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CopyError {
     /// "cuMemHostAlloc".
     pub call: String,
@@ -51,7 +51,7 @@ impl CopyError {
 }
 
 /// What one device's copies measured.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CopyRates {
     pub bytes: usize,
     /// Best host-to-device rate, GB/s (1e9 bytes per second).
@@ -60,7 +60,7 @@ pub struct CopyRates {
 }
 
 /// One CUDA device.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceCopy {
     pub ordinal: u32,
     pub name: Option<String>,
@@ -76,7 +76,7 @@ pub struct DeviceCopy {
 /// A GPU's place among the host's CPUs, from sysfs: the PCI device's
 /// `numa_node` and `local_cpulist` (what NVML's nvmlDeviceGetCpuAffinity
 /// reports too).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Locality {
     /// None where the kernel says -1 (no NUMA).
     pub numa_node: Option<u32>,
@@ -103,10 +103,19 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
     (!cpus.is_empty()).then_some(cpus)
 }
 
+/// [`locality_live`] through the boundary ([`crate::seam`]).
+pub fn locality(sysfs: &Path, pci_bus_id: &str) -> Option<Locality> {
+    crate::seam::answer(
+        "copy_bandwidth::locality",
+        &format!("{}, {pci_bus_id}", sysfs.display()),
+        || locality_live(sysfs, pci_bus_id),
+    )
+}
+
 /// The locality of the GPU at `pci_bus_id` ("00000000:18:00.0", CUDA's
 /// spelling) under `sysfs` (standing for /sys):
 /// `bus/pci/devices/0000:18:00.0/{local_cpulist,numa_node}`.
-pub fn locality(sysfs: &Path, pci_bus_id: &str) -> Option<Locality> {
+fn locality_live(sysfs: &Path, pci_bus_id: &str) -> Option<Locality> {
     let slot = crate::domain::xid::PciSlot::parse(pci_bus_id)?;
     let dir = sysfs.join(format!("bus/pci/devices/{slot}.0"));
     let cpulist = super::sysfs::attr(&dir.join("local_cpulist"))?;
@@ -144,7 +153,7 @@ impl Drop for Binding {
 }
 
 /// Why no device could be measured at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CopyProbeError {
     /// No libcuda could be loaded.
     NoLibcuda,
@@ -156,8 +165,13 @@ pub enum CopyProbeError {
     StubLibrary(std::path::PathBuf),
 }
 
-/// Measure every device the driver lists.
+/// [`measure_all_live`] through the boundary ([`crate::seam`]).
 pub fn measure_all() -> Result<Vec<DeviceCopy>, CopyProbeError> {
+    crate::seam::answer("copy_bandwidth::measure_all", "", measure_all_live)
+}
+
+/// Measure every device the driver lists.
+fn measure_all_live() -> Result<Vec<DeviceCopy>, CopyProbeError> {
     if !super::cuda::libcuda_present() {
         return Err(CopyProbeError::NoLibcuda);
     }
@@ -188,9 +202,18 @@ fn describe(call: &str, e: DriverError) -> String {
     format!("{} failed: {}", e.call, e.error)
 }
 
+/// [`measure_again_live`] through the boundary ([`crate::seam`]).
+pub fn measure_again(ordinal: u32) -> DeviceCopy {
+    crate::seam::answer(
+        "copy_bandwidth::measure_again",
+        &crate::seam::nth(&ordinal.to_string()),
+        || measure_again_live(ordinal),
+    )
+}
+
 /// Measure one device again (cuInit has run): a figure under its threshold
 /// is measured again before it counts.
-pub fn measure_again(ordinal: u32) -> DeviceCopy {
+fn measure_again_live(ordinal: u32) -> DeviceCopy {
     std::panic::catch_unwind(|| measure_device(ordinal)).unwrap_or_else(|_| DeviceCopy {
         ordinal,
         name: None,

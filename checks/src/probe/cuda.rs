@@ -17,7 +17,7 @@ use super::stage;
 pub use crate::domain::compat::CudaVersion;
 
 /// A failed driver API call, with the driver's own name for the error.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CudaCallError {
     /// The driver function that failed ("cuInit").
     pub call: String,
@@ -47,7 +47,7 @@ impl CudaCallError {
 }
 
 /// Why the driver could not be probed at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DriverProbeError {
     /// No libcuda could be loaded under any of the names cudarc tries.
     LibraryNotFound { tried: Vec<String> },
@@ -64,7 +64,7 @@ pub enum DriverProbeError {
 }
 
 /// What a host -> device -> host copy of a small buffer gave back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RoundTrip {
     /// Every byte came back as written.
     Verified { bytes: usize },
@@ -73,7 +73,7 @@ pub enum RoundTrip {
 }
 
 /// One CUDA device as the driver API sees it (Default: nothing known yet).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceProbe {
     pub ordinal: u32,
     pub name: Option<String>,
@@ -92,7 +92,7 @@ pub struct DeviceProbe {
 }
 
 /// Everything the driver probe found out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DriverProbe {
     /// The libcuda file the process mapped (from /proc/self/maps).
     pub library: Option<PathBuf>,
@@ -141,8 +141,13 @@ pub fn compare_round_trip(sent: &[u8], back: &[u8]) -> RoundTrip {
     }
 }
 
-/// True when some libcuda can be loaded the way cudarc will load it.
+/// [`libcuda_present_live`] through the boundary ([`crate::seam`]).
 pub fn libcuda_present() -> bool {
+    crate::seam::answer("cuda::libcuda_present", "", libcuda_present_live)
+}
+
+/// True when some libcuda can be loaded the way cudarc will load it.
+fn libcuda_present_live() -> bool {
     // SAFETY: only dlopen/dlclose of the candidate names; no call into it.
     unsafe { sys::is_culib_present() }
 }
@@ -186,9 +191,16 @@ fn no_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| panic_text(p.as_ref()))
 }
 
+/// [`driver_cuda_version_live`] through the boundary ([`crate::seam`]).
+pub fn driver_cuda_version() -> Option<CudaVersion> {
+    crate::seam::answer("cuda::driver_cuda_version", "", || {
+        driver_cuda_version_live()
+    })
+}
+
 /// The newest CUDA version the installed driver supports, from
 /// cuDriverGetVersion (no cuInit, no GPU needed). None without a libcuda.
-pub fn driver_cuda_version() -> Option<CudaVersion> {
+fn driver_cuda_version_live() -> Option<CudaVersion> {
     if !libcuda_present() {
         return None;
     }
@@ -204,11 +216,18 @@ pub fn driver_cuda_version() -> Option<CudaVersion> {
     .and_then(CudaVersion::from_encoded)
 }
 
+/// [`probe_driver_live`] through the boundary ([`crate::seam`]).
+pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
+    crate::seam::answer("cuda::probe_driver", &contexts.to_string(), || {
+        probe_driver_live(contexts)
+    })
+}
+
 /// Load libcuda, cuInit, read the driver version and the device count, and,
 /// with `contexts`, retain the primary context of every device and copy a
 /// small buffer there and back. Each step is marked with [`stage`] so a
 /// hang names it.
-pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
+fn probe_driver_live(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
     stage("dlopen libcuda");
     // cudarc loads `libcuda.so` before `libcuda.so.1`: with the toolkit's
     // stubs folder on LD_LIBRARY_PATH it would get the stub, which fails
@@ -216,7 +235,11 @@ pub fn probe_driver(contexts: bool) -> Result<DriverProbe, DriverProbeError> {
     // The runner starts a child without the stubs folder (see
     // [`child_library_path`]); run in-process with it still first, go
     // around it by hand.
-    if let Some(stub) = stub_libcuda_first(std::env::var_os("LD_LIBRARY_PATH").as_deref()) {
+    if let Some(stub) = stub_libcuda_first(
+        crate::seam::env("LD_LIBRARY_PATH")
+            .map(std::ffi::OsString::from)
+            .as_deref(),
+    ) {
         if let Some(probe) = soname::probe(stub) {
             return probe;
         }
@@ -414,14 +437,25 @@ pub fn child_library_path(
     Some((std::env::join_paths(kept).ok()?, stub))
 }
 
+/// [`stub_first_on_path_live`] through the boundary ([`crate::seam`]).
+pub fn stub_first_on_path() -> Option<PathBuf> {
+    crate::seam::answer("cuda::stub_first_on_path", "", stub_first_on_path_live)
+}
+
 /// The stub `libcuda.so` the user's LD_LIBRARY_PATH puts first: as the
 /// runner recorded it for this child ([`STUB_ENV`]), else as found on this
 /// process's LD_LIBRARY_PATH.
-pub fn stub_first_on_path() -> Option<PathBuf> {
-    std::env::var_os(STUB_ENV)
+fn stub_first_on_path_live() -> Option<PathBuf> {
+    crate::seam::env(STUB_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| stub_libcuda_first(std::env::var_os("LD_LIBRARY_PATH").as_deref()))
+        .or_else(|| {
+            stub_libcuda_first(
+                crate::seam::env("LD_LIBRARY_PATH")
+                    .map(std::ffi::OsString::from)
+                    .as_deref(),
+            )
+        })
 }
 
 /// The `libcuda.so` the loader finds first on LD_LIBRARY_PATH, when it lies
@@ -599,17 +633,24 @@ mod soname {
 }
 
 /// One libcudart on disk and the version it reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeCopy {
     pub lib: FoundLib,
     /// cudaRuntimeGetVersion, or why it could not be read.
     pub version: Result<CudaVersion, String>,
 }
 
+/// [`find_runtimes_live`] through the boundary ([`crate::seam`]).
+pub fn find_runtimes(site_packages: &[PathBuf]) -> Vec<RuntimeCopy> {
+    crate::seam::answer("cuda::find_runtimes", &format!("{site_packages:?}"), || {
+        find_runtimes_live(site_packages)
+    })
+}
+
 /// Every libcudart a job could load (LD_LIBRARY_PATH, the loader's cache,
 /// system folders, CUDA_HOME/CUDA_PATH, /usr/local/cuda*, and the wheels of
 /// the Python environment whose site-packages are given), with versions.
-pub fn find_runtimes(site_packages: &[PathBuf]) -> Vec<RuntimeCopy> {
+fn find_runtimes_live(site_packages: &[PathBuf]) -> Vec<RuntimeCopy> {
     let places = SearchPlaces::from_env(None, site_packages);
     libs::find(&places, "libcudart.so")
         .into_iter()
@@ -623,11 +664,22 @@ pub fn find_runtimes(site_packages: &[PathBuf]) -> Vec<RuntimeCopy> {
         .collect()
 }
 
+/// [`compat_libcuda_dirs_live`] through the boundary ([`crate::seam`]).
+pub fn compat_libcuda_dirs(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+    crate::seam::answer(
+        "cuda::compat_libcuda_dirs",
+        &ld_library_path
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        || compat_libcuda_dirs_live(ld_library_path),
+    )
+}
+
 /// Folders on LD_LIBRARY_PATH that hold a libcuda from the cuda-compat
 /// (forward compatibility) package, which replaces the system driver's
 /// libcuda. The package installs to /usr/local/cuda-X.Y/compat, so only
 /// folders with a `compat` path component count.
-pub fn compat_libcuda_dirs(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+fn compat_libcuda_dirs_live(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
     let Some(v) = ld_library_path else {
         return Vec::new();
     };
@@ -644,10 +696,17 @@ pub fn compat_libcuda_dirs(ld_library_path: Option<&std::ffi::OsStr>) -> Vec<Pat
         .collect()
 }
 
+/// [`kernel_driver_version_live`] through the boundary ([`crate::seam`]).
+pub fn kernel_driver_version() -> Option<String> {
+    crate::seam::answer("cuda::kernel_driver_version", "", || {
+        kernel_driver_version_live()
+    })
+}
+
 /// The kernel module's version ("570.86.15") from /proc/driver/nvidia/version,
 /// under the folder that stands for /proc (GPUCHECK_PROC_ROOT), as the other
 /// /proc readers do.
-pub fn kernel_driver_version() -> Option<String> {
+fn kernel_driver_version_live() -> Option<String> {
     kernel_driver_version_in(&super::sysfs::proc_root())
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::domain::xid::PciSlot;
 
 /// Where the events were read from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LogSource {
     Kmsg,
     Journal,
@@ -53,7 +53,7 @@ impl std::fmt::Display for LogSource {
 }
 
 /// One Xid (or "fallen off the bus") line of the driver.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct XidEvent {
     pub slot: PciSlot,
     pub code: u32,
@@ -68,8 +68,9 @@ pub struct XidEvent {
     pub detail: String,
 }
 
-/// What the kernel log holds for this boot.
-#[derive(Debug, Clone, PartialEq)]
+/// What the kernel log holds for this boot: the events judged, never the
+/// log's other lines (so a capture keeps only these).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KernelLog {
     pub source: LogSource,
     pub events: Vec<XidEvent>,
@@ -81,7 +82,7 @@ pub struct KernelLog {
 }
 
 /// No log could be read; each attempt with why it failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Unreadable {
     pub tried: Vec<String>,
     /// True when the user named the file (`--kernel-log`).
@@ -107,8 +108,37 @@ pub struct LiveSources<'a> {
     pub syslog_files: &'a [&'a str],
 }
 
-/// The Xid events of this boot from the first source that can be read.
+/// The Xid events of this boot from the first source that can be read,
+/// through the boundary: a capture keeps the parsed events (the lines
+/// judged), never the log. `boot_epoch` depends on the clock, so the key
+/// holds only the named file.
 pub fn read_kernel_log(
+    given: Option<&Path>,
+    boot_epoch: Option<i64>,
+    timeout: Duration,
+) -> Result<KernelLog, Unreadable> {
+    let args = given.map(|p| p.display().to_string()).unwrap_or_default();
+    crate::seam::answer("kernel_log::read_kernel_log", &args, || {
+        read_kernel_log_live(given, boot_epoch, timeout)
+    })
+}
+
+/// The kernel log read again after a load ran on the GPUs (the burn's
+/// "any new Xid?"), each reading its own answer in a capture (numbered
+/// with [`crate::seam::nth`]), apart from the snapshot fabric.xid judged.
+pub fn read_kernel_log_again(
+    given: Option<&Path>,
+    timeout: Duration,
+) -> Result<KernelLog, Unreadable> {
+    let args = given.map(|p| p.display().to_string()).unwrap_or_default();
+    crate::seam::answer(
+        "kernel_log::read_kernel_log_again",
+        &crate::seam::nth(&args),
+        || read_kernel_log_live(given, None, timeout),
+    )
+}
+
+fn read_kernel_log_live(
     given: Option<&Path>,
     boot_epoch: Option<i64>,
     timeout: Duration,
@@ -121,7 +151,7 @@ pub fn read_kernel_log(
     }
     let live = LiveSources {
         kmsg: Path::new("/dev/kmsg"),
-        path: std::env::var_os("PATH"),
+        path: crate::seam::env("PATH").map(OsString::from),
         syslog_files: SYSLOG_FILES,
     };
     read_live(&live, boot_epoch, timeout)

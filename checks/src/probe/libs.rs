@@ -12,7 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Where a copy of a library was found, in the order a job would prefer it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum LibSource {
     /// Named by the user (`--nccl-lib`, GPUCHECK_NCCL_LIB).
     Explicit,
@@ -48,7 +50,7 @@ impl LibSource {
 }
 
 /// One copy of a library on disk.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FoundLib {
     /// The path as found (may be a symlink).
     pub path: PathBuf,
@@ -58,7 +60,7 @@ pub struct FoundLib {
 }
 
 /// The folders to search, gathered once from the environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SearchPlaces {
     pub explicit: Vec<PathBuf>,
     pub ld_library_path: Vec<PathBuf>,
@@ -148,7 +150,7 @@ impl SearchPlaces {
     /// Gather the places from this process's environment. `explicit` is a
     /// user-named library; `site_packages` are the chosen Python's.
     pub fn from_env(explicit: Option<&Path>, site_packages: &[PathBuf]) -> SearchPlaces {
-        let ld_library_path = std::env::var_os("LD_LIBRARY_PATH")
+        let ld_library_path = crate::seam::env("LD_LIBRARY_PATH")
             .map(|v| {
                 std::env::split_paths(&v)
                     .filter(|p| !p.as_os_str().is_empty())
@@ -168,7 +170,7 @@ impl SearchPlaces {
             .unwrap_or_default();
         let cuda_home = ["CUDA_HOME", "CUDA_PATH"]
             .iter()
-            .filter_map(std::env::var_os)
+            .filter_map(|name| crate::seam::env(name))
             .flat_map(|v| lib_dirs_of(Path::new(&v)))
             .collect();
         let mut installs: Vec<PathBuf> = std::fs::read_dir("/usr/local")

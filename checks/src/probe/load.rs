@@ -45,8 +45,8 @@ pub enum LoadDevice {
 impl LoadDevice {
     /// `cpu` when [`LOAD_DEVICE_ENV`] says so, else the GPUs.
     pub fn from_env() -> LoadDevice {
-        match std::env::var(LOAD_DEVICE_ENV).as_deref() {
-            Ok("cpu") => LoadDevice::Cpu,
+        match crate::seam::env(LOAD_DEVICE_ENV).as_deref() {
+            Some("cpu") => LoadDevice::Cpu,
             _ => LoadDevice::Cuda,
         }
     }
@@ -60,14 +60,14 @@ impl LoadDevice {
 }
 
 /// One NVML reading of every GPU, `at_s` seconds after the load started.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub at_s: f64,
     pub gpus: Vec<(u32, LoadReading)>,
 }
 
 /// What a load run returned: the payload's document and the samples.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadRun<T> {
     pub result: T,
     pub samples: Vec<Sample>,
@@ -75,7 +75,7 @@ pub struct LoadRun<T> {
 }
 
 /// Why a load run gave no figures.
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Debug, Clone, PartialEq, Error, Serialize, Deserialize)]
 pub enum LoadError {
     #[error(transparent)]
     Payload(PayloadError),
@@ -88,7 +88,7 @@ pub enum LoadError {
 }
 
 /// What one run of the payload reports on every mode.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PayloadDoc<G> {
     #[serde(default)]
     pub error: Option<String>,
@@ -100,7 +100,7 @@ pub struct PayloadDoc<G> {
 }
 
 /// One GPU's GEMM figures and its seeded results compared.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ComputeFigures {
     pub error: Option<String>,
@@ -119,7 +119,7 @@ pub struct ComputeFigures {
 }
 
 /// One GPU's bandwidth and pattern-test figures.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct MemoryFigures {
     pub error: Option<String>,
@@ -133,7 +133,7 @@ pub struct MemoryFigures {
 }
 
 /// The first range of device addresses that read back wrong.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BadRange {
     pub pattern: String,
     pub first: u64,
@@ -141,7 +141,7 @@ pub struct BadRange {
 }
 
 /// One ordered pair's copy.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PairCopy {
     pub src: u32,
@@ -152,8 +152,26 @@ pub struct PairCopy {
 }
 
 /// Run the payload in `mode` on `gpus` with `python`, under `timeout`,
-/// reading NVML (`nvml_lib`) every [`SAMPLE_INTERVAL`] while it runs.
-pub fn run<G: DeserializeOwned + Default>(
+/// reading NVML (`nvml_lib`) every [`SAMPLE_INTERVAL`] while it runs;
+/// through the boundary, every run its own answer (a figure measured again
+/// is a second run), the figures and samples kept as measured.
+pub fn run<G: Serialize + DeserializeOwned + Default>(
+    python: &Path,
+    mode: &str,
+    args: &[String],
+    gpus: &[u32],
+    device: LoadDevice,
+    timeout: Duration,
+    nvml_lib: Option<&Path>,
+) -> Result<LoadRun<PayloadDoc<G>>, LoadError> {
+    let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    let key = format!("{mode} {} gpus {}", args.join(" "), ids.join(","));
+    crate::seam::answer("load::run", &crate::seam::nth(&key), || {
+        run_live(python, mode, args, gpus, device, timeout, nvml_lib)
+    })
+}
+
+fn run_live<G: DeserializeOwned + Default>(
     python: &Path,
     mode: &str,
     args: &[String],
@@ -228,7 +246,7 @@ pub fn run<G: DeserializeOwned + Default>(
 
 /// One reading of every GPU; none when NVML is not usable.
 fn sample(nvml_lib: Option<&Path>, start: Instant) -> Option<Sample> {
-    let readings = nvml::load_readings(nvml_lib).ok()?;
+    let readings = nvml::load_readings_live(nvml_lib).ok()?;
     Some(Sample {
         at_s: start.elapsed().as_secs_f64(),
         gpus: readings

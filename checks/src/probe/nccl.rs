@@ -100,7 +100,7 @@ impl std::fmt::Display for NcclVersion {
 pub const NCCL_STEM: &str = "libnccl.so";
 
 /// One copy of libnccl on disk and what loading it said.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NcclCopy {
     /// The path as found (often the `libnccl.so.2` symlink).
     pub path: PathBuf,
@@ -113,7 +113,7 @@ pub struct NcclCopy {
 
 /// Every copy of NCCL a job on this machine could load, in the order the
 /// dynamic loader would prefer them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LibraryFacts {
     /// `--nccl-lib` / GPUCHECK_NCCL_LIB, as given.
     pub explicit: Option<PathBuf>,
@@ -125,11 +125,20 @@ pub struct LibraryFacts {
     pub copies: Vec<NcclCopy>,
 }
 
+/// [`library_facts_live`] through the boundary ([`crate::seam`]).
+pub fn library_facts(explicit: Option<&Path>, python_path: Option<&Path>) -> LibraryFacts {
+    crate::seam::answer(
+        "nccl::library_facts",
+        &format!("{explicit:?}, {python_path:?}"),
+        || library_facts_live(explicit, python_path),
+    )
+}
+
 /// Find every libnccl (explicit path, LD_LIBRARY_PATH, loader cache, system
 /// folders, CUDA_HOME, /usr/local/cuda*, the chosen Python's nvidia/*/lib and
 /// torch/lib) and read each one's version. Loads each copy: run it in a
 /// child-isolated check.
-pub fn library_facts(explicit: Option<&Path>, python_path: Option<&Path>) -> LibraryFacts {
+fn library_facts_live(explicit: Option<&Path>, python_path: Option<&Path>) -> LibraryFacts {
     let env = python::find_python(python_path)
         .map(|c| python::python_env(&c.path))
         .map_err(|e| e.to_string());
@@ -168,7 +177,7 @@ pub fn library_facts(explicit: Option<&Path>, python_path: Option<&Path>) -> Lib
 // ---------------------------------------------------------------------------
 
 /// Where NCCL would read a variable from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum VarOrigin {
     Environment,
     /// A configuration file (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf).
@@ -176,7 +185,7 @@ pub enum VarOrigin {
 }
 
 /// One NCCL_* setting as NCCL would see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NcclVar {
     pub name: String,
     pub value: String,
@@ -184,14 +193,14 @@ pub struct NcclVar {
 }
 
 /// An InfiniBand (or RoCE) device from /sys/class/infiniband with its port numbers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IbDevice {
     pub name: String,
     pub ports: Vec<u32>,
 }
 
 /// Everything nccl.env judges.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct EnvFacts {
     /// NCCL_* settings, environment first, then files; one entry per name.
     pub vars: Vec<NcclVar>,
@@ -266,9 +275,9 @@ pub fn merge_vars(
 /// "Environment Variables" documentation, docs.nvidia.com/deeplearning/nccl).
 fn conf_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    if let Some(p) = std::env::var_os("NCCL_CONF_FILE").filter(|p| !p.is_empty()) {
+    if let Some(p) = crate::seam::env("NCCL_CONF_FILE").filter(|p| !p.is_empty()) {
         files.push(PathBuf::from(p));
-    } else if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+    } else if let Some(home) = crate::seam::env("HOME").filter(|h| !h.is_empty()) {
         files.push(PathBuf::from(home).join(".nccl.conf"));
     }
     files.push(PathBuf::from("/etc/nccl.conf"));
@@ -298,13 +307,22 @@ fn interfaces() -> Result<(Vec<String>, Vec<String>), String> {
     Ok((with_address, all))
 }
 
+/// [`interface_speed_mbps_live`] through the boundary ([`crate::seam`]).
+pub fn interface_speed_mbps(sysfs: &Path, name: &str) -> Option<u32> {
+    crate::seam::answer(
+        "nccl::interface_speed_mbps",
+        &format!("{}, {name}", sysfs.display()),
+        || interface_speed_mbps_live(sysfs, name),
+    )
+}
+
 /// The link speed of network interface `name`, Mb/s, from
 /// `<sysfs>/class/net/<name>/speed` (`sysfs` stands for /sys: see
 /// [`crate::probe::sysfs::sysfs_root`]). `None` when the kernel does not
 /// say: the read fails (EINVAL for a link that is down or a virtual device
 /// such as lo) or gives -1 (SPEED_UNKNOWN) or another value that is not a
 /// positive number.
-pub fn interface_speed_mbps(sysfs: &Path, name: &str) -> Option<u32> {
+fn interface_speed_mbps_live(sysfs: &Path, name: &str) -> Option<u32> {
     let path = sysfs.join("class/net").join(name).join("speed");
     crate::probe::sysfs::attr(&path)?
         .parse::<u32>()
@@ -312,10 +330,17 @@ pub fn interface_speed_mbps(sysfs: &Path, name: &str) -> Option<u32> {
         .filter(|&mbps| mbps > 0)
 }
 
+/// [`ib_devices_live`] through the boundary ([`crate::seam`]).
+pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
+    crate::seam::answer("nccl::ib_devices", &root.display().to_string(), || {
+        ib_devices_live(root)
+    })
+}
+
 /// The InfiniBand/RoCE devices under `root`: `<sysfs>/class/infiniband`,
 /// where `<sysfs>` is [`crate::probe::sysfs::sysfs_root`], the same folder
 /// fabric.rdma reads, so both checks see the same devices.
-pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
+fn ib_devices_live(root: &Path) -> Vec<IbDevice> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -340,16 +365,28 @@ pub fn ib_devices(root: &Path) -> Vec<IbDevice> {
 
 /// Gather the NCCL configuration of this process and host.
 pub fn env_facts() -> EnvFacts {
-    let (env, not_utf8) = environment_nccl_vars(std::env::vars_os());
+    // Each NCCL_* value through seam::env, so a capture keeps it as the
+    // reports do (secret-looking values redacted).
+    let env: Vec<(String, String)> = crate::seam::env_names()
+        .into_iter()
+        .filter(|n| n.starts_with("NCCL_"))
+        .filter_map(|n| crate::seam::env(&n).map(|v| (n, v)))
+        .collect();
+    let not_utf8 = crate::seam::answer("nccl::not_utf8_vars", "", || {
+        environment_nccl_vars(std::env::vars_os()).1
+    });
     let files: Vec<(PathBuf, Vec<(String, String)>)> = conf_files()
         .into_iter()
         .filter_map(|p| {
-            let text = std::fs::read_to_string(&p).ok()?;
+            let key = p.display().to_string();
+            let text =
+                crate::seam::answer("nccl::conf_file", &key, || std::fs::read_to_string(&p).ok())?;
             let entries = parse_conf(&text);
             Some((p, entries))
         })
         .collect();
-    let ((interfaces, interfaces_without_address), interfaces_error) = match interfaces() {
+    let found = crate::seam::answer("nccl::interfaces", "", interfaces);
+    let ((interfaces, interfaces_without_address), interfaces_error) = match found {
         Ok(v) => (v, None),
         Err(e) => ((Vec::new(), Vec::new()), Some(e)),
     };
@@ -508,7 +545,7 @@ impl NcclApi {
 }
 
 /// One GPU in the communicator.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GpuDesc {
     /// CUDA ordinal (after CUDA_VISIBLE_DEVICES).
     pub ordinal: u32,
@@ -522,7 +559,7 @@ pub struct GpuDesc {
 }
 
 /// The first element that came back wrong.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WrongValue {
     /// Rank = position in the communicator = CUDA ordinal here.
     pub rank: u32,
@@ -532,7 +569,7 @@ pub struct WrongValue {
 }
 
 /// One message size of the all-reduce.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SizeResult {
     pub bytes: u64,
     /// float32 elements per rank.
@@ -550,7 +587,7 @@ pub struct SizeResult {
 }
 
 /// What the all-reduce run found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AllReduceRun {
     pub gpus: Vec<GpuDesc>,
     pub nccl_version: Option<NcclVersion>,
@@ -570,7 +607,7 @@ pub struct AllReduceRun {
 }
 
 /// One line of NCCL's tuning log: what it chose for a collective.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TuningChoice {
     pub bytes: u64,
     /// "Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT".
@@ -648,7 +685,7 @@ impl TuningLog {
     fn start() -> Option<TuningLog> {
         let user_set = ["NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"]
             .iter()
-            .any(|v| std::env::var_os(v).is_some());
+            .any(|v| crate::seam::env(v).is_some());
         if user_set {
             return None;
         }
@@ -682,7 +719,7 @@ impl TuningLog {
 }
 
 /// Why the all-reduce did not produce results.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum AllReduceFailure {
     /// libcuda.so.1 is not loadable: no NVIDIA driver here.
     NoDriver,
@@ -1032,10 +1069,35 @@ pub fn run_allreduce(plan: &AllReducePlan) -> Result<AllReduceRun, AllReduceFail
     run_allreduce_again(plan, &mut |_| None)
 }
 
+/// An all-reduce's capture key: the library, the sizes and the transports
+/// the calling check turned off in this process's environment
+/// (nccl.nic_path's NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), which make it
+/// another measurement. Read from the process itself, not through the
+/// boundary: the check set them, the machine did not.
+fn allreduce_key(plan: &AllReducePlan) -> String {
+    let off: String = ["NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok().map(|x| format!(" {v}={x}")))
+        .collect();
+    format!("{}, {:?}{off}", plan.nccl_lib.display(), plan.sizes)
+}
+
+/// [`run_allreduce_again_live`] through the boundary: the measured figures
+/// (every size, algorithm and repeat) are the answer, so a replay judges the
+/// same numbers; `again` is not asked under replay (its choices are in them).
+pub fn run_allreduce_again(
+    plan: &AllReducePlan,
+    again: &mut dyn FnMut(&AllReduceRun) -> Option<u64>,
+) -> Result<AllReduceRun, AllReduceFailure> {
+    crate::seam::answer("nccl::run_allreduce", &allreduce_key(plan), || {
+        run_allreduce_again_live(plan, again)
+    })
+}
+
 /// [`run_allreduce`], then, on the same communicators, measure again the
 /// size `again` names for the run so far (its verdict is the caller's), for
 /// as long as it names one and the plan's deadline has not passed.
-pub fn run_allreduce_again(
+fn run_allreduce_again_live(
     plan: &AllReducePlan,
     again: &mut dyn FnMut(&AllReduceRun) -> Option<u64>,
 ) -> Result<AllReduceRun, AllReduceFailure> {

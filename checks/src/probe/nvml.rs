@@ -17,6 +17,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+pub use crate::machine::{reason, GpuError, GpuInfo, LoadReading, Reading, Unavailable};
+
 use nvml_wrapper::enum_wrappers::device::{
     ComputeMode as NvmlComputeMode, EccCounter, MemoryError, P2pCapabilitiesIndex,
     P2pStatus as NvmlP2pStatus, TopologyLevel,
@@ -38,25 +40,6 @@ pub struct DriverInfo {
     pub nvml_version: String,
     /// The CUDA version the driver supports, as CUDA encodes it (12080 = 12.8).
     pub cuda_driver_version: Option<i32>,
-}
-
-/// One physical GPU as NVML sees it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GpuInfo {
-    pub index: u32,
-    pub name: String,
-    /// "GPU-xxxxxxxx-...."
-    pub uuid: String,
-    /// "00000000:18:00.0"
-    pub pci_bus_id: String,
-    /// 0 when NVML could not say.
-    pub memory_total_mib: u64,
-    /// (major, minor), e.g. (9, 0) for H100.
-    pub compute_capability: Option<(u32, u32)>,
-    /// None when MIG is not supported.
-    pub mig_enabled: Option<bool>,
-    /// UUIDs of the MIG instances ("MIG-...") when MIG is enabled.
-    pub mig_uuids: Vec<String>,
 }
 
 /// Why NVML could not be used. Each has its own verdict and hint.
@@ -88,33 +71,8 @@ impl std::fmt::Display for NvmlFailure {
     }
 }
 
-/// Why one query on one GPU has no answer.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum Unavailable {
-    /// NVML_ERROR_NOT_SUPPORTED, or the function is missing in this driver:
-    /// shown as "n/a", never a failure.
-    NotSupported,
-    /// NVML_ERROR_GPU_IS_LOST: the GPU has fallen off the bus.
-    GpuLost,
-    /// Any other NVML error, as NVML words it.
-    Failed(String),
-}
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unavailable::NotSupported => f.write_str("n/a"),
-            Unavailable::GpuLost => f.write_str("GPU is lost (fallen off the bus)"),
-            Unavailable::Failed(e) => write!(f, "NVML error: {e}"),
-        }
-    }
-}
-
-/// The answer to one query on one GPU.
-pub type Reading<T> = Result<T, Unavailable>;
-
 /// Which GPU a per-GPU fact is about.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GpuRef {
     pub index: u32,
     /// "(unknown)" when NVML could not say.
@@ -123,21 +81,14 @@ pub struct GpuRef {
 }
 
 /// Facts about one GPU; `facts` is an error when the GPU could not be opened.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PerGpu<T> {
     pub gpu: GpuRef,
     pub facts: Reading<T>,
 }
 
-/// A GPU NVML counts but could not describe (its handle or identity failed).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GpuError {
-    pub index: u32,
-    pub error: Unavailable,
-}
-
 /// ECC mode, error counters, retired pages and remapped rows of one GPU.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EccFacts {
     /// ECC enabled now (`current`) and after the next reset (`pending`).
     pub mode: Reading<EccMode>,
@@ -156,13 +107,13 @@ pub struct EccFacts {
     pub remapped_rows: Reading<RemappedRows>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EccMode {
     pub current: bool,
     pub pending: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RemappedRows {
     pub correctable: u32,
     pub uncorrectable: u32,
@@ -173,7 +124,7 @@ pub struct RemappedRows {
 }
 
 /// PCIe link state of one GPU.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PcieFacts {
     pub link_gen: Reading<u32>,
     pub max_link_gen: Reading<u32>,
@@ -186,7 +137,7 @@ pub struct PcieFacts {
 /// Why the clocks are held down: NVML's clocks-event (throttle) reason bits,
 /// one reading per sample, first to last. A reading after the first that
 /// fails is left out.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ThrottleFacts {
     pub samples: Reading<Vec<u64>>,
 }
@@ -194,27 +145,14 @@ pub struct ThrottleFacts {
 /// How [`throttle`] samples: `samples` readings `interval` apart, taken
 /// only when the first reading of some GPU has a bit of `again_if` (one
 /// reading otherwise).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ThrottleSampling {
     pub samples: u32,
     pub interval: std::time::Duration,
     pub again_if: u64,
 }
 
-/// NVML's clock event reason bits (nvml.h, nvmlClocksEventReason*).
-pub mod reason {
-    pub const GPU_IDLE: u64 = 0x1;
-    pub const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
-    pub const SW_POWER_CAP: u64 = 0x4;
-    pub const HW_SLOWDOWN: u64 = 0x8;
-    pub const SYNC_BOOST: u64 = 0x10;
-    pub const SW_THERMAL_SLOWDOWN: u64 = 0x20;
-    pub const HW_THERMAL_SLOWDOWN: u64 = 0x40;
-    pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
-    pub const DISPLAY_CLOCK_SETTING: u64 = 0x100;
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ComputeMode {
     Default,
     ExclusiveThread,
@@ -223,7 +161,7 @@ pub enum ComputeMode {
 }
 
 /// Compute, persistence and MIG mode of one GPU.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModeFacts {
     pub compute_mode: Reading<ComputeMode>,
     pub persistence: Reading<bool>,
@@ -231,14 +169,14 @@ pub struct ModeFacts {
     pub mig: Reading<MigMode>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MigMode {
     pub current: bool,
     pub pending: bool,
 }
 
 /// A process holding memory on a GPU.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GpuProcess {
     pub pid: u32,
     /// NVML's name for it, else /proc/PID/cmdline or comm; None when the
@@ -249,13 +187,13 @@ pub struct GpuProcess {
     pub graphics: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessFacts {
     pub processes: Reading<Vec<GpuProcess>>,
 }
 
 /// Common ancestor of two GPUs in the PCIe tree (nvidia-smi topo -m's codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Ancestor {
     /// Same board (multi-GPU board).
     Internal,
@@ -272,7 +210,7 @@ pub enum Ancestor {
 }
 
 /// NVML's P2P status for one capability between two GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum P2pStatus {
     Ok,
     ChipsetNotSupported,
@@ -284,7 +222,7 @@ pub enum P2pStatus {
 }
 
 /// What the far end of an NVLink is.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum NvLinkRemote {
     /// Another GPU of this host, by NVML index.
     Gpu(u32),
@@ -295,7 +233,7 @@ pub enum NvLinkRemote {
     Unknown,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NvLinkState {
     pub link: u32,
     pub active: bool,
@@ -306,7 +244,7 @@ pub struct NvLinkState {
 
 /// nvmlDeviceGetNvLinkErrorCounter for one link, counted since the driver
 /// loaded (or the counters were reset); None where NVML could not say.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NvLinkErrors {
     /// NVML_NVLINK_ERROR_DL_REPLAY: packets the link sent again.
     pub replay: Option<u64>,
@@ -339,7 +277,7 @@ fn nvlink_errors(wrapper: &nvml_wrapper::nv_link::NvLink<'_, '_>) -> NvLinkError
 }
 
 /// Topology between two GPUs (`a` < `b`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PairFacts {
     pub a: u32,
     pub b: u32,
@@ -352,7 +290,7 @@ pub struct PairFacts {
 /// A GPU's place in the NVSwitch fabric (nvmlDeviceGetGpuFabricInfo,
 /// Hopper and later): on NVSwitch systems the fabric manager must finish
 /// registering every GPU before CUDA can use it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FabricState {
     NotStarted,
     InProgress,
@@ -363,7 +301,7 @@ pub enum FabricState {
 }
 
 /// The GPU-to-GPU topology of the host.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TopologyFacts {
     pub gpus: Vec<GpuRef>,
     /// Per GPU (same order): its NVLinks, or why there are none to show
@@ -383,6 +321,11 @@ static NVML: OnceLock<(Option<PathBuf>, Result<Nvml, NvmlFailure>)> = OnceLock::
 /// in flight when a new probe starts belongs to a thread the runner gave up
 /// on: that call is hung.
 static IN_FLIGHT: Mutex<Option<&'static str>> = Mutex::new(None);
+
+/// An NVML answer's capture key: the `--nvml-lib` it was asked through.
+fn lib_key(lib: Option<&Path>) -> String {
+    lib.map(|p| p.display().to_string()).unwrap_or_default()
+}
 
 /// The NVML function that has not returned, if one is hung.
 pub fn hung_call() -> Option<&'static str> {
@@ -486,8 +429,15 @@ fn other(e: NvmlError) -> NvmlFailure {
 // ---------------------------------------------------------------------------
 // Driver and inventory
 
-/// Driver, NVML and supported CUDA versions. `lib` overrides the library path.
+/// [`driver_live`] through the boundary: recorded under `nvml::driver`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
 pub fn driver(lib: Option<&Path>) -> Result<DriverInfo, NvmlFailure> {
+    crate::seam::answer("nvml::driver", &lib_key(lib), || driver_live(lib))
+}
+
+/// Driver, NVML and supported CUDA versions. `lib` overrides the library path.
+fn driver_live(lib: Option<&Path>) -> Result<DriverInfo, NvmlFailure> {
     let nvml = nvml(lib)?;
     let driver_version =
         call("nvmlSystemGetDriverVersion", || nvml.sys_driver_version()).map_err(other)?;
@@ -623,9 +573,16 @@ fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
     })
 }
 
+/// [`inventory_live`] through the boundary: recorded under `nvml::inventory`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
+pub fn inventory(lib: Option<&Path>) -> Result<Vec<Result<GpuInfo, GpuError>>, NvmlFailure> {
+    crate::seam::answer("nvml::inventory", &lib_key(lib), || inventory_live(lib))
+}
+
 /// Every GPU NVML counts, in NVML index order, each described or with the
 /// reason it could not be (a GPU fallen off the bus).
-pub fn inventory(lib: Option<&Path>) -> Result<Vec<Result<GpuInfo, GpuError>>, NvmlFailure> {
+fn inventory_live(lib: Option<&Path>) -> Result<Vec<Result<GpuInfo, GpuError>>, NvmlFailure> {
     let nvml = nvml(lib)?;
     let count = device_count(nvml)?;
     Ok((0..count).map(|index| describe(nvml, index)).collect())
@@ -680,8 +637,15 @@ fn remapped_rows(device: &Device<'_>) -> Result<RemappedRows, NvmlError> {
 const CAUSE_MULTIPLE_SINGLE_BIT: u32 = 0;
 const CAUSE_DOUBLE_BIT: u32 = 1;
 
-/// ECC facts of every GPU.
+/// [`ecc_live`] through the boundary: recorded under `nvml::ecc`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
 pub fn ecc(lib: Option<&Path>) -> Result<Vec<PerGpu<EccFacts>>, NvmlFailure> {
+    crate::seam::answer("nvml::ecc", &lib_key(lib), || ecc_live(lib))
+}
+
+/// ECC facts of every GPU.
+fn ecc_live(lib: Option<&Path>) -> Result<Vec<PerGpu<EccFacts>>, NvmlFailure> {
     per_gpu(lib, |_, d| EccFacts {
         mode: read("nvmlDeviceGetEccMode", || d.is_ecc_enabled()).map(|m| EccMode {
             current: m.currently_enabled,
@@ -709,8 +673,15 @@ pub fn ecc(lib: Option<&Path>) -> Result<Vec<PerGpu<EccFacts>>, NvmlFailure> {
     })
 }
 
-/// PCIe link facts of every GPU.
+/// [`pcie_live`] through the boundary: recorded under `nvml::pcie`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
 pub fn pcie(lib: Option<&Path>) -> Result<Vec<PerGpu<PcieFacts>>, NvmlFailure> {
+    crate::seam::answer("nvml::pcie", &lib_key(lib), || pcie_live(lib))
+}
+
+/// PCIe link facts of every GPU.
+fn pcie_live(lib: Option<&Path>) -> Result<Vec<PerGpu<PcieFacts>>, NvmlFailure> {
     per_gpu(lib, |_, d| PcieFacts {
         link_gen: read("nvmlDeviceGetCurrPcieLinkGeneration", || {
             d.current_pcie_link_gen()
@@ -734,12 +705,24 @@ fn throttle_reasons(device: &Device<'_>) -> Reading<u64> {
     .map(|r| r.bits())
 }
 
+/// [`throttle_live`] through the boundary: recorded under `nvml::throttle`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
+pub fn throttle(
+    lib: Option<&Path>,
+    sampling: &ThrottleSampling,
+) -> Result<Vec<PerGpu<ThrottleFacts>>, NvmlFailure> {
+    crate::seam::answer("nvml::throttle", &lib_key(lib), || {
+        throttle_live(lib, sampling)
+    })
+}
+
 /// Clock throttle reasons of every GPU: one reading each, then, when some
 /// GPU's first reading has a bit of `sampling.again_if`, more readings of
 /// every GPU `sampling.interval` apart (a reason can be there for one
 /// reading only: NVML says HW Slowdown "may be also reported during PState
 /// or clock change").
-pub fn throttle(
+fn throttle_live(
     lib: Option<&Path>,
     sampling: &ThrottleSampling,
 ) -> Result<Vec<PerGpu<ThrottleFacts>>, NvmlFailure> {
@@ -778,24 +761,17 @@ pub fn throttle(
         .collect())
 }
 
-/// One reading of a GPU while it is under load: what holds its clocks
-/// down, and how much device memory is free (the memory test sizes from
-/// it).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LoadReading {
-    pub sm_clock_mhz: Reading<u32>,
-    /// nvmlDeviceGetPowerUsage, milliwatts.
-    pub power_mw: Reading<u32>,
-    /// nvmlDeviceGetEnforcedPowerLimit, milliwatts.
-    pub power_limit_mw: Reading<u32>,
-    pub temperature_c: Reading<u32>,
-    /// Clock event (throttle) reason bits, see [`reason`].
-    pub throttle_reasons: Reading<u64>,
-    pub memory_free_bytes: Reading<u64>,
+/// One [`LoadReading`] of every GPU now, through the boundary (the memory
+/// test sizes itself from the free memory it reports).
+pub fn load_readings(lib: Option<&Path>) -> Result<Vec<PerGpu<LoadReading>>, NvmlFailure> {
+    crate::seam::answer("nvml::load_readings", &lib_key(lib), || {
+        load_readings_live(lib)
+    })
 }
 
-/// One [`LoadReading`] of every GPU, for sampling while a load runs.
-pub fn load_readings(lib: Option<&Path>) -> Result<Vec<PerGpu<LoadReading>>, NvmlFailure> {
+/// One [`LoadReading`] of every GPU, for sampling while a load runs (the
+/// samples are kept with the load run's answer, [`crate::probe::load::run`]).
+pub fn load_readings_live(lib: Option<&Path>) -> Result<Vec<PerGpu<LoadReading>>, NvmlFailure> {
     use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
     per_gpu(lib, |_, d| LoadReading {
         sm_clock_mhz: read("nvmlDeviceGetClockInfo", || d.clock_info(Clock::SM)),
@@ -811,8 +787,15 @@ pub fn load_readings(lib: Option<&Path>) -> Result<Vec<PerGpu<LoadReading>>, Nvm
     })
 }
 
-/// Compute, persistence and MIG modes of every GPU.
+/// [`modes_live`] through the boundary: recorded under `nvml::modes`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
 pub fn modes(lib: Option<&Path>) -> Result<Vec<PerGpu<ModeFacts>>, NvmlFailure> {
+    crate::seam::answer("nvml::modes", &lib_key(lib), || modes_live(lib))
+}
+
+/// Compute, persistence and MIG modes of every GPU.
+fn modes_live(lib: Option<&Path>) -> Result<Vec<PerGpu<ModeFacts>>, NvmlFailure> {
     per_gpu(lib, |_, d| ModeFacts {
         compute_mode: read("nvmlDeviceGetComputeMode", || d.compute_mode()).map(|m| match m {
             NvmlComputeMode::Default => ComputeMode::Default,
@@ -949,8 +932,15 @@ fn process_list(
     }
 }
 
-/// Processes holding memory on every GPU (compute and graphics).
+/// [`processes_live`] through the boundary: recorded under `nvml::processes`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
 pub fn processes(lib: Option<&Path>) -> Result<Vec<PerGpu<ProcessFacts>>, NvmlFailure> {
+    crate::seam::answer("nvml::processes", &lib_key(lib), || processes_live(lib))
+}
+
+/// Processes holding memory on every GPU (compute and graphics).
+fn processes_live(lib: Option<&Path>) -> Result<Vec<PerGpu<ProcessFacts>>, NvmlFailure> {
     // A second handle on the library NVML already loaded (the loader hands
     // back the same one), for the entry points nvml-wrapper does not bind.
     let path: &OsStr = lib.map_or(OsStr::new(DEFAULT_LIBRARY), |p| p.as_os_str());
@@ -1133,10 +1123,17 @@ fn nvlinks(device: &Device<'_>, buses: &[Option<(u32, u32, u32)>]) -> Reading<Ve
     Ok(links)
 }
 
+/// [`fabric_live`] through the boundary: recorded under `nvml::fabric`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
+pub fn fabric(lib: Option<&Path>) -> Result<Vec<Reading<FabricState>>, NvmlFailure> {
+    crate::seam::answer("nvml::fabric", &lib_key(lib), || fabric_live(lib))
+}
+
 /// Every GPU's NVSwitch fabric state, in NVML index order; NotSupported
 /// where there is no NVSwitch fabric (PCIe GPUs, GPUs before Hopper, older
 /// drivers).
-pub fn fabric(lib: Option<&Path>) -> Result<Vec<Reading<FabricState>>, NvmlFailure> {
+fn fabric_live(lib: Option<&Path>) -> Result<Vec<Reading<FabricState>>, NvmlFailure> {
     Ok(per_gpu(lib, |_, d| {
         read("nvmlDeviceGetGpuFabricInfo", || fabric_state(d))
     })?
@@ -1145,8 +1142,15 @@ pub fn fabric(lib: Option<&Path>) -> Result<Vec<Reading<FabricState>>, NvmlFailu
     .collect())
 }
 
-/// The GPU-to-GPU topology: common ancestors, P2P status, NVLinks.
+/// [`topology_live`] through the boundary: recorded under `nvml::topology`
+/// with the `--nvml-lib` it used; NVML's errors (NOT_SUPPORTED included)
+/// are part of the answer.
 pub fn topology(lib: Option<&Path>) -> Result<TopologyFacts, NvmlFailure> {
+    crate::seam::answer("nvml::topology", &lib_key(lib), || topology_live(lib))
+}
+
+/// The GPU-to-GPU topology: common ancestors, P2P status, NVLinks.
+fn topology_live(lib: Option<&Path>) -> Result<TopologyFacts, NvmlFailure> {
     let nvml = nvml(lib)?;
     let count = device_count(nvml)?;
     let devices: Vec<Reading<Device<'_>>> = (0..count).map(|i| device(nvml, i)).collect();

@@ -426,6 +426,86 @@ pub fn python_command(python: &Path) -> Command {
     cmd
 }
 
+/// A payload that talks with gpucheck while it runs (the cluster front's
+/// rendezvous): started in its own process group with piped stdin, stdout
+/// and stderr; killed with its group when dropped.
+pub struct InteractivePayload {
+    child: std::process::Child,
+    stderr: Option<super::process::Capture>,
+    _script: PayloadFile,
+}
+
+/// The pipes the caller talks to an [`InteractivePayload`] through.
+pub struct PayloadPipes {
+    pub stdin: std::process::ChildStdin,
+    pub stdout: std::process::ChildStdout,
+}
+
+/// Start the embedded payload `script` as `name` with `python`, with `env`
+/// set and `env_remove` unset. Through the boundary: a replay judges a
+/// capture and starts no process, so it is refused there.
+pub fn start_interactive_payload(
+    python: &Path,
+    name: &str,
+    script: &str,
+    env: &[(&str, &str)],
+    env_remove: &[&str],
+) -> Result<(InteractivePayload, PayloadPipes), String> {
+    use std::process::Stdio;
+    if crate::seam::is_replay() {
+        return Err(format!("a replay starts no payload ({name})"));
+    }
+    let file = PayloadFile::write(name, script).map_err(|e| e.to_string())?;
+    let mut cmd = python_command(python);
+    cmd.arg(file.path());
+    for k in env_remove {
+        cmd.env_remove(k);
+    }
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    super::process::isolate(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+    let (stdout, stdin, stderr) = (child.stdout.take(), child.stdin.take(), child.stderr.take());
+    let mut payload = InteractivePayload {
+        child,
+        stderr: None,
+        _script: file,
+    };
+    let (Some(stdout), Some(stdin), Some(stderr)) = (stdout, stdin, stderr) else {
+        return Err("the payload's pipes could not be opened".into());
+    };
+    payload.stderr = Some(super::process::capture(stderr).map_err(|e| e.to_string())?);
+    Ok((payload, PayloadPipes { stdin, stdout }))
+}
+
+impl InteractivePayload {
+    /// Its exit status (killed with its group when it has not exited
+    /// within the grace period) and its stderr, read until `deadline`.
+    pub fn ended(
+        &mut self,
+        deadline: std::time::Instant,
+    ) -> (Option<std::process::ExitStatus>, Vec<u8>) {
+        let status = super::process::wait_killed(&mut self.child, super::process::KILL_GRACE);
+        let err = self
+            .stderr
+            .take()
+            .map(|c| c.finish_by(deadline))
+            .unwrap_or_default();
+        (status, err)
+    }
+}
+
+impl Drop for InteractivePayload {
+    fn drop(&mut self) {
+        super::process::kill_group(self.child.id() as i32);
+        let _ = super::process::wait_killed(&mut self.child, super::process::KILL_GRACE);
+    }
+}
+
 /// Run an embedded payload (`script` is its source) with `python`, passing
 /// `args` and extra environment, in its own process group, under `timeout`.
 /// The script is written to a private folder of its own, which is also the

@@ -2,8 +2,8 @@
 //! `checks/src/probe/*.rs` either goes through [`crate::seam`] (its body
 //! calls `seam::answer` or `seam::env`), or is named here as a pure helper
 //! (it only parses or formats what a wired entry point fetched, or it is
-//! the process machinery that runs probes), or is on the temporary
-//! [`NOT_YET_WIRED`] list, which shrinks as those probes are wired.
+//! the process machinery that runs probes), or is named as reached only
+//! inside a wired entry point's live closure.
 
 /// Functions that ask the machine nothing: parsers and formatters of what
 /// a wired entry point read, pure judgements, and the process machinery
@@ -26,9 +26,12 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     (
         "python.rs",
         // choose_python: called by find_python (wired) with its inputs;
-        // PayloadFile and run_payload: the machinery under torch and ddp.
+        // installed_env: called only inside find_python's live closure;
+        // PayloadFile and run_payload: the machinery under torch and ddp;
+        // InteractivePayload::ended: the cluster front's payload machinery.
         &[
             "choose_python",
+            "installed_env",
             "describe",
             "write",
             "path",
@@ -38,6 +41,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
             "python_command",
             "run_payload",
             "name_of",
+            "ended",
         ],
     ),
     ("torch.rs", &["cudnn_version_string", "parse_output"]),
@@ -55,6 +59,56 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ),
     ("sysfs.rs", &["sysfs_root", "proc_root"]),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
+    ("copy_bandwidth.rs", &["parse_cpulist", "buffer_bytes"]),
+    // from_env: the variable through seam::env; as_str: a name.
+    ("load.rs", &["from_env", "as_str", "parse"]),
+    (
+        "nccl.rs",
+        // run_allreduce: run_allreduce_again (wired) with no repeats.
+        &[
+            "from_code",
+            "parse",
+            "get",
+            "parse_conf",
+            "merge_vars",
+            "environment_nccl_vars",
+            "parse_tuning_line",
+            "nccl_reserve_bytes",
+            "max_buffer_bytes",
+            "fit_sizes",
+            "warm_up_done",
+            "timed_iters",
+            "size_budget",
+            "pattern",
+            "fill_pattern",
+            "expected_table",
+            "verify",
+            "format_bytes",
+            "run_allreduce",
+        ],
+    ),
+    ("libs.rs", &["describe", "parse_ldconfig", "name_matches"]),
+    (
+        "cuda.rs",
+        // child_library_path: the runner's, for the child it starts.
+        &[
+            "round_trip_pattern",
+            "compare_round_trip",
+            "libcuda_candidates",
+            "find_mapped",
+            "format_uuid",
+            "parse_proc_driver_version",
+            "is_compat_path",
+            "child_library_path",
+        ],
+    ),
+    // hung_call: this process's own NVML state (empty under replay);
+    // gpus: inventory (wired) with the lost GPUs left out.
+    ("nvml.rs", &["hung_call", "gpus"]),
+    (
+        "kernel_log.rs",
+        &["parse_kmsg_record", "parse_log", "xid_in"],
+    ),
     (
         "process.rs",
         &[
@@ -78,101 +132,37 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// TEMPORARY: the entry points of the probes that do not go through the
-/// boundary yet, as they stand. Under replay the checks that use them are
-/// skipped ([`crate::seam::NOT_YET_WIRED_CHECKS`]). Wire one (or name it a
-/// pure helper above) and take it off this list.
-pub const NOT_YET_WIRED: &[(&str, &[&str])] = &[
+/// Functions that read the machine but are reached only inside a wired
+/// entry point's live closure (and from unit tests with their own inputs),
+/// so their answers are in the wired one's.
+const INSIDE_WIRED: &[(&str, &[&str])] = &[
     (
-        "nvml.rs",
-        &[
-            "hung_call",
-            "driver",
-            "inventory",
-            "gpus",
-            "ecc",
-            "pcie",
-            "throttle",
-            "modes",
-            "processes",
-            "fabric",
-            "topology",
-        ],
-    ),
-    (
-        "cuda.rs",
-        &[
-            "round_trip_pattern",
-            "compare_round_trip",
-            "libcuda_present",
-            "libcuda_candidates",
-            "mapped_library",
-            "find_mapped",
-            "driver_cuda_version",
-            "probe_driver",
-            "format_uuid",
-            "device_uuid",
-            "stub_libcuda_first",
-            "probe",
-            "find_runtimes",
-            "compat_libcuda_dirs",
-            "kernel_driver_version",
-            "parse_proc_driver_version",
-            "is_compat_path",
-        ],
-    ),
-    (
-        "nccl.rs",
-        &[
-            "from_code",
-            "parse",
-            "library_facts",
-            "get",
-            "parse_conf",
-            "merge_vars",
-            "interface_speed_mbps",
-            "ib_devices",
-            "env_facts",
-            "environment_nccl_vars",
-            "parse_tuning_line",
-            "nccl_reserve_bytes",
-            "max_buffer_bytes",
-            "fit_sizes",
-            "warm_up_done",
-            "timed_iters",
-            "size_budget",
-            "pattern",
-            "fill_pattern",
-            "expected_table",
-            "verify",
-            "format_bytes",
-            "run_allreduce",
-        ],
+        "kernel_log.rs",
+        // inside read_kernel_log
+        &["read_live", "read_file", "read_kmsg"],
     ),
     (
         "libs.rs",
+        // inside nccl::library_facts and cuda::find_runtimes
+        &["wheel_dirs", "env_lib_dirs", "find", "call_version_fn"],
+    ),
+    (
+        "cuda.rs",
+        // inside probe_driver, the all-reduce, the copy benchmark, DDP's
+        // payload and net_plugin::load_plugin; kernel_driver_version_in
+        // inside kernel_driver_version
         &[
-            "describe",
-            "parse_ldconfig",
-            "wheel_dirs",
-            "env_lib_dirs",
-            "from_env",
-            "name_matches",
-            "find",
-            "call_version_fn",
+            "mapped_library",
+            "device_uuid",
+            "stub_libcuda_first",
+            "probe",
+            "kernel_driver_version_in",
         ],
     ),
-    ("copy_bandwidth.rs", &["measure_all", "buffer_bytes"]),
     (
-        "kernel_log.rs",
-        &[
-            "read_kernel_log",
-            "read_file",
-            "read_kmsg",
-            "parse_kmsg_record",
-            "parse_log",
-            "xid_in",
-        ],
+        "nvml.rs",
+        // inside load::run: the samples taken while the load runs
+        &["load_readings_live"],
     ),
 ];
 
@@ -230,8 +220,8 @@ fn every_probe_entry_point_goes_through_the_seam() {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
         for (name, body) in public_functions(&text) {
             let wired = body.contains("seam::");
-            if !wired && !listed(PURE_HELPERS, &file, &name) && !listed(NOT_YET_WIRED, &file, &name)
-            {
+            let named = listed(PURE_HELPERS, &file, &name) || listed(INSIDE_WIRED, &file, &name);
+            if !wired && !named {
                 unwired.push(format!("probe/{file}: {name}"));
             }
         }
@@ -253,62 +243,12 @@ fn every_probe_entry_point_goes_through_the_seam() {
 #[test]
 fn a_pure_helper_is_not_wired_and_still_exists() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/probe");
-    for (file, names) in PURE_HELPERS {
+    for (file, names) in PURE_HELPERS.iter().chain(INSIDE_WIRED) {
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
         let fns = public_functions(&text);
         for name in *names {
             let found = fns.iter().find(|(n, _)| n == name);
             assert!(found.is_some(), "probe/{file}: {name} is listed but gone");
-        }
-    }
-}
-
-#[test]
-fn a_check_replays_only_when_its_probes_are_wired() {
-    // A check's source that calls a function of a not-yet-wired probe
-    // module must be on NOT_YET_WIRED_CHECKS, or a replay would ask the
-    // replaying machine. Reading their types (GpuInfo), hung_call (this
-    // process's own NVML state, empty under replay) and the facts module
-    // (wired) are fine.
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let modules = [
-        "nvml",
-        "cuda",
-        "nccl",
-        "libs",
-        "kernel_log",
-        "copy_bandwidth",
-    ];
-    for check in crate::CATALOG {
-        if crate::seam::not_replayable(check.id()).is_some() {
-            continue;
-        }
-        let (group, name) = check.id().split_once('.').unwrap_or_default();
-        let file = [
-            src.join(group).join(format!("{name}.rs")),
-            src.join(group).join(name).join("mod.rs"),
-        ]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("no source for {}", check.id()));
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for m in modules {
-            for call in text.match_indices(&format!("{m}::")) {
-                let after = &text[call.0 + m.len() + 2..];
-                let ident: String = after
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                let is_call =
-                    after[ident.len()..].starts_with('(') && !text[..call.0].ends_with("facts::");
-                let is_fn = ident.chars().next().is_some_and(|c| c.is_ascii_lowercase());
-                assert!(
-                    !(is_call && is_fn && ident != "hung_call"),
-                    "{} calls {m}::{ident}, which is not wired: add it to NOT_YET_WIRED_CHECKS",
-                    check.id()
-                );
-            }
         }
     }
 }

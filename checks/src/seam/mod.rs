@@ -29,12 +29,8 @@
 //! tests.
 //!
 //! Environment variables go through [`env`] and [`env_names`]
-//! (`probe::host::env_lossy` is [`env`]). Still read directly, in probes
-//! not wired yet: `PATH` (probe/kernel_log.rs), `NCCL_CONF_FILE`, `HOME`,
-//! every `NCCL_*` and the NCCL debug variables (probe/nccl.rs),
-//! `LD_LIBRARY_PATH` and the library-folder variables (probe/libs.rs,
-//! probe/cuda.rs, cuda/runtime.rs). `GPUCHECK_CHILD` (probe/mod.rs) is the
-//! child protocol, not a fact about the machine.
+//! (`probe::host::env_lossy` is [`env`]). `GPUCHECK_CHILD` (probe/mod.rs) is
+//! the child protocol, not a fact about the machine.
 
 pub mod capture;
 #[cfg(test)]
@@ -159,6 +155,38 @@ impl Seam {
     }
 }
 
+impl Seam {
+    /// The value recorded under `key`, under replay (None otherwise).
+    fn replayed(&self, key: &str) -> Option<&Value> {
+        match &self.mode {
+            Mode::Replay(answers) => answers.get(key),
+            _ => None,
+        }
+    }
+}
+
+/// The entry under which the runner keeps the outcome of a check that
+/// timed out while recording.
+pub const TIMED_OUT: &str = "runner::timed_out";
+
+/// Keep `outcome`, the timeout of check `id`, while recording: a hung
+/// probe gave no answer to keep, so the replay gives this verdict instead
+/// of a skip.
+pub fn keep_timeout<T: Serialize>(id: &str, outcome: &T) {
+    if let Some(seam) = global().filter(|s| s.is_recording()) {
+        if let Ok(v) = serde_json::to_value(outcome) {
+            seam.keep(Answers::from([(key(TIMED_OUT, id), v)]));
+        }
+    }
+}
+
+/// Under replay, the outcome of check `id` when it timed out in the run
+/// captured (see [`keep_timeout`]).
+pub fn replayed_timeout<T: DeserializeOwned>(id: &str) -> Option<T> {
+    let v = global()?.replayed(&key(TIMED_OUT, id))?;
+    serde_json::from_value(v.clone()).ok()
+}
+
 /// An answer's key: `entry` alone, or `entry(args)`.
 pub fn key(entry: &str, args: &str) -> String {
     if args.is_empty() {
@@ -166,6 +194,18 @@ pub fn key(entry: &str, args: &str) -> String {
     } else {
         format!("{entry}({args})")
     }
+}
+
+/// `args` numbered by how often this process has asked with them
+/// (`"3#1"`, `"3#2"`): a probe that measures the same thing again (a figure
+/// under its threshold measured twice more) keys each repeat apart, and a
+/// replay, asking in the same order, gets each repeat's own answer.
+pub fn nth(args: &str) -> String {
+    static ASKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
+    asked.push(args.to_string());
+    let n = asked.iter().filter(|a| *a == args).count();
+    format!("{args}#{n}")
 }
 
 static GLOBAL: OnceLock<Seam> = OnceLock::new();
@@ -257,41 +297,6 @@ fn without_secrets(name: &str, value: &str) -> String {
     }
 }
 
-/// Checks that still reach the machine through probes that do not go
-/// through this boundary yet (NVML, libcuda, libnccl, the library search,
-/// the kernel log, the copy benchmark). Under replay they are skipped,
-/// never run against the replaying machine. The list shrinks as those
-/// probes are wired; a test in `probe_entry_points` keeps it honest.
-pub const NOT_YET_WIRED_CHECKS: &[(&str, &str)] = &[
-    ("gpu.driver", "probe::nvml"),
-    ("gpu.count", "probe::nvml"),
-    ("gpu.ecc", "probe::nvml"),
-    ("gpu.pcie", "probe::nvml"),
-    ("gpu.throttle", "probe::nvml"),
-    ("gpu.mode", "probe::nvml"),
-    ("gpu.processes", "probe::nvml"),
-    ("gpu.topology", "probe::nvml"),
-    ("cuda.driver", "probe::cuda"),
-    ("cuda.runtime", "probe::cuda, probe::libs"),
-    ("cuda.copy_bandwidth", "probe::copy_bandwidth, probe::nvml"),
-    ("fabric.xid", "probe::kernel_log"),
-    ("nccl.library", "probe::nccl, probe::libs"),
-    ("nccl.env", "probe::nccl"),
-    ("nccl.allreduce", "probe::nccl"),
-    ("nccl.nic_path", "probe::nccl"),
-];
-
-/// Under replay, why check `id` cannot be replayed yet (its probes are
-/// not captured), or None when it can.
-pub fn not_replayable(id: &str) -> Option<String> {
-    NOT_YET_WIRED_CHECKS
-        .iter()
-        .find(|(check, _)| *check == id)
-        .map(|(_, probes)| {
-            format!("not in the capture ({id}'s probes, {probes}, are not captured yet)")
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +337,13 @@ mod tests {
     }
 
     #[test]
+    fn repeats_of_one_question_are_numbered_apart() {
+        assert_eq!(nth("nth-test-gpu-7"), "nth-test-gpu-7#1");
+        assert_eq!(nth("nth-test-gpu-8"), "nth-test-gpu-8#1");
+        assert_eq!(nth("nth-test-gpu-7"), "nth-test-gpu-7#2");
+    }
+
+    #[test]
     fn a_missing_answer_is_an_explicit_miss_naming_the_key() {
         let seam = Seam::new(Mode::Replay(Answers::new()));
         let miss = seam.answer("net::resolve", "node01", || 0u8).unwrap_err();
@@ -365,6 +377,19 @@ mod tests {
         );
         let other = std::panic::catch_unwind(|| panic!("a bug")).unwrap_err();
         assert_eq!(miss_reason(other.as_ref()), None);
+    }
+
+    #[test]
+    fn a_recorded_timeout_is_found_under_replay_only() {
+        let answers = Answers::from([(key(TIMED_OUT, "gpu.ecc"), Value::from("fail"))]);
+        let seam = Seam::new(Mode::Replay(answers));
+        assert_eq!(
+            seam.replayed(&key(TIMED_OUT, "gpu.ecc")),
+            Some(&Value::from("fail"))
+        );
+        assert_eq!(seam.replayed(&key(TIMED_OUT, "gpu.pcie")), None);
+        let live = Seam::new(Mode::Live);
+        assert_eq!(live.replayed(&key(TIMED_OUT, "gpu.ecc")), None);
     }
 
     #[test]

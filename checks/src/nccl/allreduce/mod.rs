@@ -769,8 +769,7 @@ low bandwidth, see gpu.topology, gpu.pcie and nccl.env, and `nvidia-smi topo -m`
     }
     fn run(&self, ctx: &Context) -> Outcome {
         // No driver: say so before looking for NCCL.
-        // SAFETY: only tries to dlopen the driver library.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !crate::probe::cuda::libcuda_present() {
             return evaluate_failure(&AllReduceFailure::NoDriver);
         }
         if let Some(skip) = driver_unusable(ctx) {
