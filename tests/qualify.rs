@@ -103,16 +103,13 @@ fn steady_gpus_pass_with_identical_results() {
     assert_eq!(out.status.code(), Some(0));
 }
 
-/// The README's planned budget for the three load checks together on an
-/// 8-GPU node ("about 50 s"), with a margin for a re-measure.
-const FULL_LOAD_BUDGET: Duration = Duration::from_secs(60);
-
+/// The three load checks on an 8-GPU fake: every GPU measured, every
+/// ordered pair in the matrix. (Their time is a benchmark figure, measured
+/// by scripts/gpu-smoke.sh and written in the README, never a test.)
 #[test]
-fn the_load_checks_on_eight_gpus_stay_within_their_budget() {
-    let started = Instant::now();
+fn the_load_checks_measure_every_gpu_and_pair_of_an_eight_gpu_node() {
     let checks = "gpu.compute,gpu.memory,gpu.p2p_bandwidth";
     let (_out, doc) = run(checks, "healthy_h100_sxm_x8", &[]);
-    let took = started.elapsed();
     for id in checks.split(',') {
         let status = text_field(&doc, id, "status");
         assert!(status == "pass" || status == "fail", "{id}: {doc}");
@@ -121,7 +118,6 @@ fn the_load_checks_on_eight_gpus_stay_within_their_budget() {
     assert_eq!(devices.as_array().map(Vec::len), Some(8), "{doc}");
     let matrix = &result(&doc, "gpu.p2p_bandwidth")["tables"][0]["rows"];
     assert_eq!(matrix.as_array().map(Vec::len), Some(8), "{doc}");
-    assert!(took < FULL_LOAD_BUDGET, "took {took:?}");
 }
 
 #[test]
