@@ -341,7 +341,10 @@ fn markdown_summary_of_a_failing_ecc_puts_it_first_with_its_fix() {
         .find(|r| r[0] == "gpu.ecc")
         .unwrap_or_else(|| panic!("gpu.ecc in {attention:?}"));
     assert_eq!(ecc[1], "✘ FAIL");
-    assert!(!ecc[3].is_empty(), "a fix for gpu.ecc: {ecc:?}");
+    assert!(
+        ecc[3].starts_with("reset_gpu: "),
+        "the repair action, then the fix for gpu.ecc: {ecc:?}"
+    );
     assert!(text.contains("<details><summary>Passed and skipped checks"));
     let folded = tables.last().expect("the folded table");
     assert!(
@@ -365,7 +368,7 @@ fn under_github_actions_failures_become_annotations_beside_the_table() {
         .lines()
         .find(|l| l.starts_with("::error title=gpu.ecc::"))
         .unwrap_or_else(|| panic!("no annotation for gpu.ecc:\n{text}"));
-    assert!(ecc.contains(" — fix: "), "{ecc}");
+    assert!(ecc.contains(" — fix (reset_gpu): "), "{ecc}");
     assert!(
         text.find("NOT READY") < text.find("::error"),
         "annotations after the table"
