@@ -654,7 +654,8 @@ assert value("gpucheck_check_status", profile="quick", check="gpu.ecc", status="
 assert value("gpucheck_action", profile="health", action="reset_gpu", check="gpu.ecc", gpu="3") == 1
 assert value("gpucheck_action", profile="health", action="fix_config", check="host.devices") == 1
 assert value("gpucheck_run_action", profile="health", action="reset_gpu") == 1
-assert value("gpucheck_run_action", profile="quick", action="none") == 1
+assert value("gpucheck_run_action", profile="quick", action="reset_gpu") == 0
+assert sum(v for n, l, v in samples if n == "gpucheck_run_action" and l["profile"] == "quick") == 1
 ' || fail "the scrape lost a file's series"
     ! grep -q 'collected before' "$NODE_EXPORTER_DIR/log" || fail "node_exporter logged: $(grep 'collected before' "$NODE_EXPORTER_DIR/log" | head -n 1)"
 }
