@@ -109,13 +109,13 @@ slurm_failing_node_drained_with_ids() {
     local rc=0
     on_node ecc_remap -- "$HC" 2>/dev/null || rc=$?
     [[ $rc == 1 ]] || fail "exit $rc, want 1"
-    local want="update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.ecc (GPU 3)"
+    local want="update|nodename=node07|state=drain|reason=gpucheck: reset_gpu GPU 3 gpu.ecc, fix_config host.devices"
     [[ $(scontrol_calls) == "$want" ]] || fail "scontrol calls: $(scontrol_calls); want $want"
 }
 slurm_any_format_drains() {
     # The verdict comes from the exit code and the --prom report, not from
     # the text on stdout: another --format changes nothing.
-    local format rc want="update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.ecc (GPU 3)"
+    local format rc want="update|nodename=node07|state=drain|reason=gpucheck: reset_gpu GPU 3 gpu.ecc, fix_config host.devices"
     for format in json junit markdown table; do
         slurm_node none
         rc=0
@@ -190,7 +190,7 @@ slurm_prolog_stops_job_on_bad_node() {
     local rc=0
     on_node gpu_lost SLURM_JOB_ID=42 -- "$PROLOG" 2>/dev/null || rc=$?
     [[ $rc == 1 ]] || fail "exit $rc, want 1"
-    [[ $(scontrol_calls) == "update|nodename=node07|state=drain|reason=gpucheck: host.devices, gpu.count (GPU 2)" ]] ||
+    [[ $(scontrol_calls) == "update|nodename=node07|state=drain|reason=gpucheck: reboot_node GPU 2 gpu.count, fix_config host.devices" ]] ||
         fail "scontrol calls: $(scontrol_calls)"
 }
 slurm_prolog_lets_job_run() {
@@ -199,9 +199,59 @@ slurm_prolog_lets_job_run() {
     [[ -z $(scontrol_calls) ]] || fail "scontrol called: $(scontrol_calls)"
 }
 
+# A gpucheck that writes the --prom report in $STUB_PROM and exits 1.
+cat >"$WORK/bin/gpucheck-stub" <<'EOF'
+#!/usr/bin/env bash
+while [[ $# -gt 0 && $1 != --prom ]]; do shift; done
+cp "$STUB_PROM" "$2"
+exit 1
+EOF
+chmod +x "$WORK/bin/gpucheck-stub"
+slurm_reason_orders_actions_and_fits() {
+    # Twelve failing checks: the most drastic action first (contact_provider
+    # on its port), then service_hardware on two GPUs, run order among equals,
+    # cut to whole items within the script's 200 characters.
+    local prom=$WORK/stub.prom i a reason
+    {
+        echo '# TYPE gpucheck_check_status gauge'
+        for i in $(seq 1 12); do
+            echo "gpucheck_check_status{profile=\"health\",check=\"t.check$i\",group=\"t\",status=\"fail\"} 1"
+            echo "gpucheck_check_status{profile=\"health\",check=\"t.check$i\",group=\"t\",status=\"pass\"} 0"
+        done
+        echo 'gpucheck_action{profile="health",action="fix_config",check="t.check1"} 1'
+        echo 'gpucheck_action{profile="health",action="service_hardware",check="t.check2",gpu="1"} 1'
+        echo 'gpucheck_action{profile="health",action="service_hardware",check="t.check2",gpu="5"} 1'
+        echo 'gpucheck_action{profile="health",action="contact_provider",check="t.check3",port="mlx5_0/1"} 1'
+        for i in $(seq 4 12); do
+            echo "gpucheck_action{profile=\"health\",action=\"fix_install\",check=\"t.check$i\"} 1"
+        done
+        for a in none fix_config fix_install restart_job reset_gpu reboot_node service_hardware contact_provider; do
+            echo "gpucheck_run_action{profile=\"health\",action=\"$a\"} $([[ $a == contact_provider ]] && echo 1 || echo 0)"
+        done
+    } >"$prom"
+    slurm_node none
+    on_node h100x8 GPUCHECK=gpucheck-stub STUB_PROM="$prom" -- "$HC" 2>/dev/null && fail "exit 0, want 1"
+    reason=$(reason_now)
+    [[ $reason == "gpucheck: contact_provider port mlx5_0/1 t.check3, service_hardware GPU 1,5 t.check2, fix_install t.check4, "* ]] ||
+        fail "reason: $reason"
+    ((${#reason} <= 200)) || fail "reason is ${#reason} characters: $reason"
+    [[ $reason == *", fix_install t.check"[0-9]* && $reason != *fix_config* ]] || fail "not cut to whole items: $reason"
+}
+contrib_reason_programs_agree() {
+    # The SLURM health check and the node-problem-detector plugin word a
+    # failing node alike: the same function reads the --prom report.
+    local npd=$ROOT/contrib/k8s/gpucheck-npd.sh
+    program() { sed -n '/^failing_checks() {/,/^}/p' "$1"; }
+    [[ -n $(program "$HC") ]] || fail "no failing_checks in $HC"
+    [[ $(program "$HC") == "$(program "$npd")" ]] ||
+        fail "failing_checks differs: $(diff <(program "$HC") <(program "$npd"))"
+}
+
 t "slurm: a healthy node is left alone" slurm_healthy_node_untouched
-t "slurm: a failing node is drained, reason gpucheck: <ids> (GPU <indices>)" slurm_failing_node_drained_with_ids
+t "slurm: a failing node is drained, reason gpucheck: <action> GPU <indices> <check>, most drastic first" slurm_failing_node_drained_with_ids
 t "slurm: the verdict is read from the exit code and --prom, under any --format" slurm_any_format_drains
+t "slurm: the reason puts the most drastic action first, with its port or GPUs, within 200 characters" slurm_reason_orders_actions_and_fits
+t "slurm and k8s: the drain reason and the condition message are read from --prom by the same function" contrib_reason_programs_agree
 t "slurm: the node is \$SLURMD_NODENAME, not the host name" slurm_node_is_slurmds_name
 t "slurm: a node gpucheck drained is resumed once healthy" slurm_own_drain_resumed
 t "slurm: an administrator's drain is never resumed" slurm_admin_drain_kept_when_healthy
@@ -248,7 +298,7 @@ WRAPPER
     chmod +x "$REAL/$script"
 done
 HEALTHY_ARGS="--profile health --quiet --skip host.devices"
-ECC_REASON="gpucheck: host.devices, gpu.ecc (GPU 3)"
+ECC_REASON="gpucheck: reset_gpu GPU 3 gpu.ecc, fix_config host.devices"
 
 node_field() { sinfo -h -n "$REAL_SLURM_NODE" -o "$1" 2>/dev/null; }
 # Waits up to SECS for CMD to succeed.
@@ -362,7 +412,7 @@ real_slurm_nohold_on_prolog_fail() {
 
 if t "slurm (real): slurmctld and slurmd start (Debian's slurm-wlm, loopback)" real_slurm_up; then
     trap 'real_slurm_stop; rm -rf "$WORK"' EXIT
-    t "slurm (real): slurmd's health check drains a failing node, reason gpucheck: <ids> (GPU <indices>)" real_slurm_health_check_drains_by_node_name
+    t "slurm (real): slurmd's health check drains a failing node, reason gpucheck: <action> GPU <indices> <check>" real_slurm_health_check_drains_by_node_name
     t "slurm (real): the health check resumes the node it drained (its NodeName, not the host name, finds its reason)" real_slurm_health_check_resumes
     t "slurm (real): an administrator's drain and reason are kept, failing or healthy" real_slurm_admin_drain_kept
     t "slurm (real): the prolog lets srun run on a good node" real_slurm_prolog_runs_job_on_good_node
@@ -506,7 +556,8 @@ npd_run() {
 npd_bad_node_is_a_problem() {
     npd_run ecc_remap
     [[ $NPD_RC == 1 ]] || fail "exit $NPD_RC, want 1 (problem)"
-    [[ $NPD_MESSAGE == "NOT HEALTHY: "*"see host.devices, gpu.ecc" ]] || fail "condition message: $NPD_MESSAGE"
+    [[ $NPD_MESSAGE == "gpucheck: reset_gpu GPU 3 gpu.ecc, fix_config host.devices; NOT HEALTHY: "*"see host.devices, gpu.ecc" ]] ||
+        fail "condition message: $NPD_MESSAGE"
 }
 npd_healthy_node_is_ok() {
     npd_run h100x8 -- --skip host.devices
@@ -519,7 +570,8 @@ npd_hung_driver_is_a_problem() {
     npd_run hang_init
     [[ $NPD_RC == 1 ]] || fail "exit $NPD_RC, want 1 (problem)"
     ((SECONDS - start < 10 && 10 < rule_timeout)) || fail "took $((SECONDS - start)) s; the rule allows $rule_timeout s"
-    [[ $NPD_MESSAGE == "NOT HEALTHY: NVML did not answer"* ]] || fail "condition message: $NPD_MESSAGE"
+    [[ $NPD_MESSAGE == "gpucheck: reboot_node gpu.driver, fix_config host.devices; NOT HEALTHY: NVML did not answer"* ]] ||
+        fail "condition message: $NPD_MESSAGE"
 }
 npd_misconfigured_is_unknown() {
     npd_run h100x8 GPUCHECK_EXPECT_GPUS=eight
@@ -533,7 +585,7 @@ t "k8s: daemonset.yaml and training-job.yaml validate (kubernetes-validate --str
 t "k8s: the DaemonSet's command writes node_exporter's gpucheck-health.prom (prometheus_client parses it)" k8s_daemonset_writes_prometheus_file
 t "k8s: the init container's command fails on a bad node" k8s_init_container_stops_training
 t "k8s: node-problem-detector.json is consistent" npd_config_consistent
-t "k8s: node-problem-detector's rule: 1 (problem) with the failing ids on a bad node" npd_bad_node_is_a_problem
+t "k8s: node-problem-detector's rule: 1 (problem) with each repair action, GPU and check on a bad node" npd_bad_node_is_a_problem
 t "k8s: node-problem-detector's rule: 0 (OK) on a healthy node" npd_healthy_node_is_ok
 t "k8s: node-problem-detector's rule: a hung driver is a problem, within the health budget" npd_hung_driver_is_a_problem
 t "k8s: node-problem-detector's rule: a run that cannot start is unknown (2), with the reason" npd_misconfigured_is_unknown
@@ -599,6 +651,11 @@ assert value("gpucheck_ready", profile="quick") == 1
 assert value("gpucheck_ready", profile="health") == 0
 assert value("gpucheck_check_status", profile="health", check="gpu.ecc", status="fail") == 1
 assert value("gpucheck_check_status", profile="quick", check="gpu.ecc", status="pass") == 1
+assert value("gpucheck_action", profile="health", action="reset_gpu", check="gpu.ecc", gpu="3") == 1
+assert value("gpucheck_action", profile="health", action="fix_config", check="host.devices") == 1
+assert value("gpucheck_run_action", profile="health", action="reset_gpu") == 1
+assert value("gpucheck_run_action", profile="quick", action="reset_gpu") == 0
+assert sum(v for n, l, v in samples if n == "gpucheck_run_action" and l["profile"] == "quick") == 1
 ' || fail "the scrape lost a file's series"
     ! grep -q 'collected before' "$NODE_EXPORTER_DIR/log" || fail "node_exporter logged: $(grep 'collected before' "$NODE_EXPORTER_DIR/log" | head -n 1)"
 }

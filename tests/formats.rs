@@ -137,6 +137,11 @@ fn prometheus_file_of_a_healthy_h100x8_says_ready() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(sample(&samples, "gpucheck_ready", &[]), Some(1.0));
     assert_eq!(sample(&samples, "gpucheck_exit_code", &[]), Some(0.0));
+    assert_eq!(
+        sample(&samples, "gpucheck_run_action", &[("action", "none")]),
+        Some(1.0)
+    );
+    assert!(samples.iter().all(|(n, _, _)| n != "gpucheck_action"));
     let stamp = sample(&samples, "gpucheck_last_run_timestamp_seconds", &[]).expect("timestamp");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -203,6 +208,49 @@ fn prometheus_file_of_a_failing_ecc_names_the_check_and_the_gpu() {
             && l["check"] == "gpu.ecc"
             && l["status"] == "fail"
             && *v == 1.0));
+}
+
+/// The failing ECC check's repair action, as prometheus_client reads it:
+/// `gpucheck_action{action="reset_gpu",check="gpu.ecc",gpu="3"} 1`, and the
+/// run's most drastic action the one `gpucheck_run_action` series at 1. A
+/// lost GPU's action (reboot_node) names that GPU; no action series carries
+/// an empty label.
+#[test]
+fn prometheus_file_names_each_repair_action_its_check_and_gpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, samples) = prom_of("ecc_remap", dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let want = [("action", "reset_gpu"), ("check", "gpu.ecc"), ("gpu", "3")];
+    assert_eq!(sample(&samples, "gpucheck_action", &want), Some(1.0));
+    let ecc_gpus: Vec<&str> = samples
+        .iter()
+        .filter(|(n, l, _)| n == "gpucheck_action" && l["check"] == "gpu.ecc")
+        .map(|(_, l, _)| l["gpu"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(ecc_gpus, ["3"]);
+    let headline: Vec<&str> = samples
+        .iter()
+        .filter(|(n, _, v)| n == "gpucheck_run_action" && *v == 1.0)
+        .map(|(_, l, _)| l["action"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(headline, ["reset_gpu"]);
+    assert!(samples
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("gpucheck_action"))
+        .all(|(_, l, _)| l["profile"] == "standard"
+            && l.as_object().is_some_and(|m| m.values().all(|v| v != ""))));
+
+    let (_, lost) = prom_of("gpu_lost", tempfile::tempdir().expect("tempdir").path());
+    let want = [
+        ("action", "reboot_node"),
+        ("check", "gpu.count"),
+        ("gpu", "2"),
+    ];
+    assert_eq!(sample(&lost, "gpucheck_action", &want), Some(1.0));
+    assert_eq!(
+        sample(&lost, "gpucheck_run_action", &[("action", "reboot_node")]),
+        Some(1.0)
+    );
 }
 
 /// GPU 2 fell off the bus (NVML counts it but cannot open it, so no UUID):
@@ -293,7 +341,10 @@ fn markdown_summary_of_a_failing_ecc_puts_it_first_with_its_fix() {
         .find(|r| r[0] == "gpu.ecc")
         .unwrap_or_else(|| panic!("gpu.ecc in {attention:?}"));
     assert_eq!(ecc[1], "✘ FAIL");
-    assert!(!ecc[3].is_empty(), "a fix for gpu.ecc: {ecc:?}");
+    assert!(
+        ecc[3].starts_with("reset_gpu: "),
+        "the repair action, then the fix for gpu.ecc: {ecc:?}"
+    );
     assert!(text.contains("<details><summary>Passed and skipped checks"));
     let folded = tables.last().expect("the folded table");
     assert!(
@@ -317,7 +368,7 @@ fn under_github_actions_failures_become_annotations_beside_the_table() {
         .lines()
         .find(|l| l.starts_with("::error title=gpu.ecc::"))
         .unwrap_or_else(|| panic!("no annotation for gpu.ecc:\n{text}"));
-    assert!(ecc.contains(" — fix: "), "{ecc}");
+    assert!(ecc.contains(" — fix (reset_gpu): "), "{ecc}");
     assert!(
         text.find("NOT READY") < text.find("::error"),
         "annotations after the table"

@@ -3,7 +3,10 @@
 #   slurm.conf:  HealthCheckProgram=/usr/local/sbin/gpucheck-healthcheck.sh
 #                HealthCheckInterval=300
 # On failure it drains the node with the reason
-# "gpucheck: <failing check> (GPU <indices>), <failing check>, ...";
+# "gpucheck: <action> GPU <indices> <failing check>, <action> <failing check>, ..."
+# (gpucheck: reset_gpu GPU 3 gpu.ecc, fix_config host.devices), the most
+# drastic repair action first, so a drain policy can tell "reset it" from
+# "send it back";
 # when the checks pass again it resumes the node, but only if the node's reason
 # still starts with "gpucheck:", so a drain set by an administrator is never
 # undone (nor is its reason overwritten). gpucheck runs under `timeout`, well
@@ -68,9 +71,13 @@ resume_if_ours() {
     fi
 }
 
-# The failing checks of a --prom report, in run order, each with the GPUs it
-# failed on: "gpu.ecc (GPU 1,3), host.devices", cut to whole items within
-# REASON_MAX. Failed or errored checks; warned ones when none did (--strict).
+# The failing checks of a --prom report, each as its repair action, the GPUs
+# (or port) the action applies to, and the check: "reset_gpu GPU 3 gpu.ecc,
+# fix_config host.devices", the most drastic action first (the order of
+# gpucheck_run_action's series), run order among equals, cut to whole items
+# within REASON_MAX. Failed or errored checks; warned ones when none did
+# (--strict). A report without gpucheck_action series (an older gpucheck)
+# gives "gpu.ecc (GPU 3)".
 failing_checks() {
     awk -v max=$((REASON_MAX - ${#PREFIX} - 1)) '
     function label(name,   m) {
@@ -78,6 +85,8 @@ failing_checks() {
         m = substr($0, RSTART + length(name) + 2, RLENGTH - length(name) - 3)
         return m
     }
+    function join(list, x) { return list (list == "" ? "" : ",") x }
+    /^gpucheck_run_action\{/ { rank[label("action")] = ++nrank; next }
     $NF != 1 { next }
     /^gpucheck_check_status\{/ {
         s = label("status"); c = label("check")
@@ -86,18 +95,27 @@ failing_checks() {
     }
     /^gpucheck_gpu_check_status\{/ {
         s = label("status"); c = label("check")
-        if (s == "fail" || s == "error" || s == "warn") {
-            gpus[c, s == "warn"] = gpus[c, s == "warn"] (gpus[c, s == "warn"] == "" ? "" : ",") label("gpu")
-        }
+        if (s == "fail" || s == "error" || s == "warn") gpus[c, s == "warn"] = join(gpus[c, s == "warn"], label("gpu"))
+    }
+    /^gpucheck_action\{/ {
+        c = label("check"); act[c] = label("action"); port[c] = label("port")
+        if (label("gpu") != "") agpus[c] = join(agpus[c], label("gpu"))
+    }
+    function item(c, w) {
+        if (act[c] == "") return c (gpus[c, w] == "" ? "" : " (GPU " gpus[c, w] ")")
+        return act[c] (agpus[c] == "" ? "" : " GPU " agpus[c]) (port[c] == "" ? "" : " port " port[c]) " " c
     }
     END {
         w = 0
         if (nbad == 0) { for (i = 1; i <= nwarn; i++) bad[i] = warned[i]; nbad = nwarn; w = 1 }
+        for (i = 2; i <= nbad; i++) {
+            c = bad[i]
+            for (j = i - 1; j >= 1 && rank[act[bad[j]]] < rank[act[c]]; j--) bad[j + 1] = bad[j]
+            bad[j + 1] = c
+        }
         out = ""
         for (i = 1; i <= nbad; i++) {
-            item = bad[i]
-            if (gpus[bad[i], w] != "") item = item " (GPU " gpus[bad[i], w] ")"
-            next_out = out == "" ? item : out ", " item
+            next_out = out == "" ? item(bad[i], w) : out ", " item(bad[i], w)
             if (length(next_out) > max) break
             out = next_out
         }

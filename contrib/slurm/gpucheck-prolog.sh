@@ -3,7 +3,8 @@
 #   slurm.conf:  Prolog=/usr/local/sbin/gpucheck-prolog.sh
 #                (install gpucheck-healthcheck.sh in the same directory)
 # A node that fails is drained with the reason
-# "gpucheck: <failing check> (GPU <indices>), ..." and the prolog exits 1, so
+# "gpucheck: <action> GPU <indices> <failing check>, ..." (gpucheck: reboot_node
+# GPU 2 gpu.count, fix_config host.devices) and the prolog exits 1, so
 # the job does not start on a bad node. What SLURM then does (slurm-wlm 22.05):
 # an interactive srun fails ("Job prolog failed") and its job ends; a batch
 # job is requeued and held until `scontrol release <jobid>`, or requeued

@@ -38,6 +38,7 @@ pub fn escape_property(text: &str) -> String {
 /// passed or was skipped. A warning is an error under `--strict`, where it
 /// fails the run.
 pub fn render(run: &Run) -> String {
+    let run = &run.with_actions();
     let mut out = String::new();
     for r in &run.results {
         let command = match r.outcome.status {
@@ -47,9 +48,13 @@ pub fn render(run: &Run) -> String {
             Status::Pass | Status::Skip => continue,
         };
         let mut message = r.outcome.summary.clone();
-        if let Some(hint) = r.outcome.hint.as_deref().filter(|h| !h.is_empty()) {
-            message.push_str(" — fix: ");
-            message.push_str(hint);
+        // "— fix (reset_gpu): hint", as the table words it.
+        let hint = r.outcome.hint.as_deref().filter(|h| !h.is_empty());
+        match (r.outcome.action, hint) {
+            (Some(action), Some(hint)) => message.push_str(&format!(" — fix ({action}): {hint}")),
+            (Some(action), None) => message.push_str(&format!(" — fix ({action})")),
+            (None, Some(hint)) => message.push_str(&format!(" — fix: {hint}")),
+            (None, None) => {}
         }
         out.push_str(&format!(
             "::{command} title={}::{}\n",
@@ -70,10 +75,11 @@ mod tests {
         let text = render(&fixtures::every_status());
         assert_eq!(
             text,
-            "::error title=gpu.ecc::GPU1 has 3 uncorrectable ECC errors — fix: drain the node and \
-             run `nvidia-smi -q -d ECC`; reset with `nvidia-smi -r -i 1`\n\
-             ::warning title=host.shm::/dev/shm is 64 MiB — fix: docker run --shm-size=16g (or --ipc=host)\n\
-             ::error title=net.master_port::probe crashed: SIGSEGV\n"
+            "::error title=gpu.ecc::GPU1 has 3 uncorrectable ECC errors — fix (reset_gpu): drain the \
+             node and run `nvidia-smi -q -d ECC`; reset with `nvidia-smi -r -i 1`\n\
+             ::warning title=host.shm::/dev/shm is 64 MiB — fix (fix_config): docker run \
+             --shm-size=16g (or --ipc=host)\n\
+             ::error title=net.master_port::probe crashed: SIGSEGV — fix (fix_config)\n"
         );
         let mut strict = fixtures::every_status();
         strict.strict = true;

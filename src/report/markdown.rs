@@ -80,6 +80,17 @@ fn id_cell(r: &CheckResult) -> String {
     format!("`{}`", r.id)
 }
 
+/// The Fix cell: the repair action as code, then the hint ("`reset_gpu`:
+/// drain the node ..."). Action names are `[a-z_]`, safe in a code span.
+fn fix_cell(o: &gpucheck_checks::Outcome) -> String {
+    let hint = o.hint.as_deref().map(inline).unwrap_or_default();
+    match o.action {
+        Some(action) if hint.is_empty() => format!("`{action}`"),
+        Some(action) => format!("`{action}`: {hint}"),
+        None => hint,
+    }
+}
+
 /// The non-passing checks with their fixes, one row per check, then one
 /// row per GPU that did not pass under it.
 fn attention(needs: &[&CheckResult]) -> String {
@@ -89,7 +100,7 @@ fn attention(needs: &[&CheckResult]) -> String {
             id_cell(r),
             badge(r.outcome.status).to_string(),
             inline(&r.outcome.summary),
-            r.outcome.hint.as_deref().map(inline).unwrap_or_default(),
+            fix_cell(&r.outcome),
         ]);
         for d in r
             .outcome
@@ -136,6 +147,7 @@ fn data_table(r: &CheckResult, t: &DataTable) -> String {
 
 impl Reporter for Markdown {
     fn render(&self, run: &Run) -> String {
+        let run = &run.with_actions();
         let glyph = if run.exit_code == 0 { "✅" } else { "❌" };
         let mut out = format!("### {glyph} gpucheck: {}\n\n", inline(&run.verdict_line()));
         out.push_str(&format!(
@@ -225,9 +237,18 @@ mod tests {
         let details = text.find("<details>").expect("details");
         assert!(attention < details);
         assert!(text.contains(
-            "| `gpu.ecc` | ✘ FAIL | GPU1 has 3 uncorrectable ECC errors | drain the node and run \\`nvidia-smi -q -d ECC\\`; reset with \\`nvidia-smi -r -i 1\\` |"
+            "| `gpu.ecc` | ✘ FAIL | GPU1 has 3 uncorrectable ECC errors | `reset_gpu`: drain the node and run \\`nvidia-smi -q -d ECC\\`; reset with \\`nvidia-smi -r -i 1\\` |"
         ), "{text}");
         assert!(text.contains("| ↳ GPU1 | ✘ FAIL |"));
+        assert!(text.contains(
+            "| `host.shm` | ! warn | /dev/shm is 64 MiB | `fix_config`: docker run --shm-size=16g (or --ipc=host) |"
+        ), "{text}");
+        assert!(
+            text.contains(
+                "| `net.master_port` | ? ERROR | probe crashed: SIGSEGV | `fix_config` |"
+            ),
+            "an action without a hint: {text}"
+        );
         assert!(text[details..].contains("| `gpu.topology` | ✔ pass |"));
         assert!(text.contains("#### GPU topology (`gpu.topology`)"));
         assert!(text.starts_with("### ❌ gpucheck: NOT READY"));

@@ -15,6 +15,13 @@
 //! collector, and `uuid=""` is no label to Prometheus. No sample carries a
 //! timestamp: the textfile collector refuses them.
 //!
+//! Every warn-or-worse result's repair action is a `gpucheck_action` series
+//! (always 1) with the `action` and the `check`, one per GPU it applies to
+//! (`gpu`), or with the `port` it applies to, or with neither when it applies
+//! to the node; no label is ever empty. `gpucheck_run_action` is the run's
+//! most drastic action as an enum like the verdicts, so a drain rule reads
+//! `gpucheck_run_action{action="service_hardware"} == 1`.
+//!
 //! Every series carries the run's `profile`. node_exporter's textfile
 //! collector merges all `*.prom` files of its folder into one scrape and
 //! drops a series that a second file repeats (the scrape still succeeds; the
@@ -23,6 +30,7 @@
 
 use std::fmt::Write as _;
 
+use gpucheck_checks::domain::action::Action;
 use gpucheck_checks::Status;
 
 use super::{Reporter, Run};
@@ -155,8 +163,48 @@ fn uuids_by_index(run: &Run) -> std::collections::BTreeMap<u32, String> {
     uuids
 }
 
+/// One `gpucheck_action` series per result with a repair action and GPU it
+/// applies to (or port, or the node), then the run's most drastic action.
+fn action_families(run: &Run) -> [Family; 2] {
+    let mut each = Family::new(
+        "gpucheck_action",
+        "A check's repair action (always 1), per GPU (gpu) or port (port) it applies to, else for the node.",
+    );
+    for r in &run.results {
+        let (Some(action), o) = (r.outcome.action, &r.outcome) else {
+            continue;
+        };
+        let mut labels = vec![("action", action.as_str().into()), ("check", r.id.clone())];
+        if let Some(port) = o.action_port.as_ref().filter(|p| !p.is_empty()) {
+            labels.push(("port", port.clone()));
+        }
+        let gpus: std::collections::BTreeSet<u32> = o.action_gpus.iter().copied().collect();
+        if gpus.is_empty() {
+            each.add(labels.clone(), 1.0);
+        }
+        for g in gpus {
+            let mut labels = labels.clone();
+            labels.insert(2, ("gpu", g.to_string()));
+            each.add(labels, 1.0);
+        }
+    }
+    let mut headline = Family::new(
+        "gpucheck_run_action",
+        "The run's most drastic repair action: 1 on the series whose action label holds, 0 on the others.",
+    );
+    let top = run.action();
+    for a in Action::ALL {
+        headline.add(
+            vec![("action", a.as_str().into())],
+            f64::from(u8::from(a == top)),
+        );
+    }
+    [each, headline]
+}
+
 impl Reporter for Prom {
     fn render(&self, run: &Run) -> String {
+        let run = &run.with_actions();
         let mut info = Family::new(
             "gpucheck_info",
             "gpucheck's version and the profile of the run (always 1).",
@@ -246,9 +294,11 @@ impl Reporter for Prom {
         if let Some(ratio) = metric(run, SCALING_METRIC) {
             scaling.add(Vec::new(), ratio);
         }
+        let [action, run_action] = action_families(run);
         let mut out = String::new();
         for family in [
             info, ready, exit, stamp, took, status, duration, gpu, gpu_info, busbw, scaling,
+            action, run_action,
         ] {
             family.with_profile(run.profile.as_str()).write(&mut out);
         }
@@ -414,6 +464,70 @@ mod tests {
         assert_eq!(text.matches(gpu1_fail).count(), 1, "{text}");
         let per_gpu = text.matches("gpucheck_gpu_check_status{").count();
         assert_eq!(per_gpu, 2 * STATUSES.len(), "{text}");
+    }
+
+    /// Each finding's repair action names its check and each GPU it applies
+    /// to; a node-wide one has no gpu label (never an empty one); the run's
+    /// most drastic action is the one headline series set to 1.
+    #[test]
+    fn every_finding_has_its_action_per_gpu_and_the_run_its_headline() {
+        let text = Prom.render(&fixtures::every_status());
+        let p = "profile=\"standard\"";
+        let actions: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpucheck_action{"))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                format!(
+                    "gpucheck_action{{{p},action=\"reset_gpu\",check=\"gpu.ecc\",gpu=\"1\"}} 1"
+                ),
+                format!("gpucheck_action{{{p},action=\"fix_config\",check=\"host.shm\"}} 1"),
+                format!("gpucheck_action{{{p},action=\"fix_config\",check=\"net.master_port\"}} 1"),
+            ],
+            "{text}"
+        );
+        assert!(text.contains(&format!(
+            "gpucheck_run_action{{{p},action=\"reset_gpu\"}} 1\n"
+        )));
+        let headline = text
+            .lines()
+            .filter(|l| l.starts_with("gpucheck_run_action{"));
+        assert_eq!(headline.clone().count(), Action::ALL.len());
+        assert_eq!(headline.filter(|l| l.ends_with(" 1")).count(), 1);
+        assert!(!text.contains("=\"\""), "an empty label: {text}");
+    }
+
+    /// An action on a port carries the port; one on several GPUs a series
+    /// per GPU, each once; a passing run's headline is `none`.
+    #[test]
+    fn actions_name_their_port_and_each_gpu_once() {
+        let mut run = fixtures::every_status();
+        let shm = &mut run.results[2].outcome;
+        shm.action = Some(Action::ContactProvider);
+        shm.action_port = Some("mlx5_0/1".into());
+        let ecc = &mut run.results[1].outcome;
+        ecc.action = Some(Action::ServiceHardware);
+        ecc.action_gpus = vec![3, 1, 3];
+        let text = Prom.render(&run);
+        let p = "profile=\"standard\"";
+        assert!(text.contains(&format!(
+            "gpucheck_action{{{p},action=\"contact_provider\",check=\"host.shm\",port=\"mlx5_0/1\"}} 1\n"
+        )));
+        let ecc_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpucheck_action{") && l.contains("gpu.ecc"))
+            .collect();
+        assert_eq!(ecc_lines.len(), 2, "{text}");
+        assert!(ecc_lines[0].contains("gpu=\"1\"") && ecc_lines[1].contains("gpu=\"3\""));
+        assert!(text
+            .contains("gpucheck_run_action{profile=\"standard\",action=\"contact_provider\"} 1\n"));
+
+        let healthy = fixtures::run(vec![fixtures::every_status().results[0].clone()], false);
+        let text = Prom.render(&healthy);
+        assert!(!text.contains("gpucheck_action{"), "{text}");
+        assert!(text.contains("gpucheck_run_action{profile=\"standard\",action=\"none\"} 1\n"));
     }
 
     #[test]
