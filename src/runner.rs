@@ -275,6 +275,7 @@ pub fn run_checks(
             };
             // Under replay nothing can hang or crash: every check runs here,
             // and one that timed out in the captured run times out again.
+            seam::begin_check(check.id());
             if let Some(recorded) = seam::replayed_timeout::<Outcome>(check.id()) {
                 recorded
             } else {
@@ -649,6 +650,7 @@ pub fn child_main(id: &str) -> i32 {
         seam::install(seam::Mode::Record(Default::default()));
     }
     let _ = nix::unistd::dup2(2, 1);
+    seam::begin_check(id);
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check.run(&ctx))) {
         Ok(o) => o,
         Err(p) => Outcome::error(format!(

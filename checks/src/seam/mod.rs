@@ -196,16 +196,28 @@ pub fn key(entry: &str, args: &str) -> String {
     }
 }
 
-/// `args` numbered by how often this process has asked with them
-/// (`"3#1"`, `"3#2"`): a probe that measures the same thing again (a figure
-/// under its threshold measured twice more) keys each repeat apart, and a
-/// replay, asking in the same order, gets each repeat's own answer.
-pub fn nth(args: &str) -> String {
-    static ASKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// The check running now and the questions it asked that [`nth`] numbers.
+static ASKED: std::sync::Mutex<(String, Vec<String>)> =
+    std::sync::Mutex::new((String::new(), Vec::new()));
+
+/// A check starts (in gpucheck, or in its isolated child): [`nth`] counts
+/// its questions from here, under its id, so the numbering is the same
+/// whether it ran in a child (recording) or in-process (replay).
+pub fn begin_check(id: &str) {
     let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
-    asked.push(args.to_string());
-    let n = asked.iter().filter(|a| *a == args).count();
-    format!("{args}#{n}")
+    *asked = (id.to_string(), Vec::new());
+}
+
+/// `args` numbered by how often the running check has asked with them
+/// (`"gpu.compute/3#1"`, `"gpu.compute/3#2"`): a probe that measures the
+/// same thing again (a figure under its threshold measured twice more)
+/// keys each repeat apart, and a replay, asking in the same order, gets
+/// each repeat's own answer.
+pub fn nth(args: &str) -> String {
+    let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
+    asked.1.push(args.to_string());
+    let n = asked.1.iter().filter(|a| *a == args).count();
+    format!("{}/{args}#{n}", asked.0)
 }
 
 static GLOBAL: OnceLock<Seam> = OnceLock::new();
@@ -337,10 +349,13 @@ mod tests {
     }
 
     #[test]
-    fn repeats_of_one_question_are_numbered_apart() {
-        assert_eq!(nth("nth-test-gpu-7"), "nth-test-gpu-7#1");
-        assert_eq!(nth("nth-test-gpu-8"), "nth-test-gpu-8#1");
-        assert_eq!(nth("nth-test-gpu-7"), "nth-test-gpu-7#2");
+    fn repeats_of_one_question_are_numbered_apart_per_check() {
+        begin_check("x.first");
+        assert_eq!(nth("gpu-7"), "x.first/gpu-7#1");
+        assert_eq!(nth("gpu-8"), "x.first/gpu-8#1");
+        assert_eq!(nth("gpu-7"), "x.first/gpu-7#2");
+        begin_check("x.second");
+        assert_eq!(nth("gpu-7"), "x.second/gpu-7#1");
     }
 
     #[test]
