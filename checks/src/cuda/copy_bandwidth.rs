@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::domain::compat;
 use crate::domain::xid::PciSlot;
 use crate::facts::nvml::{gpus_for_run, nvml_hung};
 use crate::probe::copy_bandwidth::{self as copy_probe, CopyError, CopyProbeError, CopyRates};
@@ -346,20 +347,9 @@ pub fn evaluate(f: &CopyBandwidthFacts) -> Outcome {
 /// The libcuda loaded is the CUDA toolkit's stub (cuInit answered
 /// CUDA_ERROR_STUB_LIBRARY): the environment is wrong, and the file is named.
 fn stub_loaded(lib: &Path) -> Outcome {
-    let dir = lib
-        .parent()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
     Outcome::fail(
-        format!(
-            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
-             CUDA_ERROR_STUB_LIBRARY)",
-            lib.display()
-        ),
-        format!(
-            "take {dir} off LD_LIBRARY_PATH (and remove any libcuda.so.1 link made to the stub): \
-             the stubs are for linking when building, never for running"
-        ),
+        compat::stub_libcuda_summary(lib, "CUDA_ERROR_STUB_LIBRARY"),
+        compat::stub_libcuda_hint(lib),
     )
 }
 

@@ -1,10 +1,12 @@
 //! The driver / CUDA / PyTorch-wheel tables: which driver a CUDA toolkit
 //! needs, when a newer runtime still runs through minor-version
 //! compatibility, which official PyTorch wheel fits a driver, and which GPU
-//! architectures each wheel carries. Pure knowledge, shared by the cuda and
-//! torch checks; every figure cites its source.
+//! architectures each wheel carries, and how a CUDA toolkit stub loaded as
+//! the driver is told. Pure knowledge, shared by the cuda, torch and nccl
+//! checks; every figure cites its source.
 
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// A CUDA version as the driver and runtime APIs encode it
 /// (`1000 * major + 10 * minor`: 12080 is 12.8, 13020 is 13.2).
@@ -424,6 +426,31 @@ pub fn arch_support(cc: (u32, u32), archs: &[String]) -> ArchSupport {
             arch: s.to_string(),
         })
         .unwrap_or(ArchSupport::None)
+}
+
+/// The verdict's words when cuInit answered CUDA_ERROR_STUB_LIBRARY: the
+/// libcuda loaded (`library`) is the CUDA toolkit's link-time stub, not the
+/// driver's. Every CUDA-using check says it the same way.
+pub fn stub_libcuda_summary(library: &Path, error: &str) -> String {
+    format!(
+        "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
+         {error})",
+        library.display()
+    )
+}
+
+/// The fix for [`stub_libcuda_summary`]: the stubs folder off the loader's path.
+pub fn stub_libcuda_hint(library: &Path) -> String {
+    let dir = library
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    format!(
+        "take {dir} off LD_LIBRARY_PATH (and remove any libcuda.so.1 link made to the stub): \
+         the stubs are for linking when building, never for running; the driver's \
+         libcuda.so.1 comes with the NVIDIA driver (in containers: the NVIDIA Container \
+         Toolkit, `docker run --gpus all`)"
+    )
 }
 
 #[cfg(test)]

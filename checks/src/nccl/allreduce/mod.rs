@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::library::{evaluate_library, winner};
 use super::INSTALL_HINT;
+use crate::domain::compat;
 use crate::domain::text::{gpu_count, list_cut, plural};
 use crate::facts::cuda::driver_cuda_for_run;
 use crate::facts::nccl::NcclChoice;
@@ -527,22 +528,9 @@ fn cuda_failure(failure: &AllReduceFailure, xids: Option<&XidHistory>) -> Outcom
 /// cuInit answered CUDA_ERROR_STUB_LIBRARY: the libcuda loaded is the CUDA
 /// toolkit's link-time stub, not the driver's.
 pub fn stub_loaded(error: &str, library: &std::path::Path) -> Outcome {
-    let dir = library
-        .parent()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
     Outcome::fail(
-        format!(
-            "the libcuda loaded, {}, is the CUDA toolkit's stub, not the NVIDIA driver (cuInit: \
-             {error})",
-            library.display()
-        ),
-        format!(
-            "take {dir} off LD_LIBRARY_PATH (and remove any libcuda.so.1 link made to the stub): \
-             the stubs are for linking when building, never for running; the driver's \
-             libcuda.so.1 comes with the NVIDIA driver (in containers: the NVIDIA Container \
-             Toolkit, `docker run --gpus all`)"
-        ),
+        compat::stub_libcuda_summary(library, error),
+        compat::stub_libcuda_hint(library),
     )
 }
 
