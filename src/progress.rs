@@ -10,10 +10,12 @@
 //! and is drawn and cleared with carriage returns and spaces only: no escape
 //! sequence, so any terminal (and `NO_COLOR`) is served alike.
 //!
-//! The runner says which check starts ([`check_started`]); a long check in
-//! gpucheck's own process may add its step ([`step`]: the message size being
-//! measured, the nodes joined so far), shown after the check's id until the
-//! next check starts.
+//! The runner says which check starts ([`check_started`]); a long check
+//! may add its step ([`step`]: the burn's round, time left and TFLOPS),
+//! shown after the check's id until the next check starts. A check says it
+//! with `gpucheck_checks::probe::progress`: in gpucheck's own process
+//! through a hook set here, from an isolated child as a protocol line on
+//! its stderr that the runner hands on as it comes.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,6 +88,7 @@ impl Progress {
             .map(|(w, _)| usize::from(w.0))
             .filter(|&w| w > 0)
             .unwrap_or(DEFAULT_WIDTH);
+        gpucheck_checks::probe::set_progress_hook(step);
         *line() = Some(Line {
             total,
             done: 0,
@@ -133,7 +136,6 @@ pub fn check_started(done: usize, check: &str) {
 }
 
 /// The running check's own step, shown after its id until the next check.
-#[allow(dead_code)] // the API for long in-process checks; the runner's checks report none yet
 pub fn step(text: &str) {
     if let Some(l) = line().as_mut() {
         l.step = Some(text.to_string());

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use gpucheck_checks::domain::text;
 use gpucheck_checks::probe::process::{
-    isolate, kill_group, reap_descendants, supervise, wait_killed, Ending, KILL_GRACE,
+    isolate, kill_group, reap_descendants, supervise_lines, wait_killed, Ending, KILL_GRACE,
 };
-use gpucheck_checks::probe::{CHILD_ENV, STAGE_PREFIX};
+use gpucheck_checks::probe::{CHILD_ENV, PARTIAL_PREFIX, PROGRESS_PREFIX, STAGE_PREFIX};
 use gpucheck_checks::seam;
 use gpucheck_checks::{
     Cause, Check, Context, Isolation, Options, Outcome, Profile, Status, CATALOG,
@@ -403,6 +403,25 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
     }
 }
 
+/// A child's stderr line as it comes: its progress goes to the progress
+/// line and its latest partial outcome into `partial`, neither kept;
+/// everything else is kept for the error report.
+fn live_line(line: &[u8], partial: &std::sync::Mutex<Option<Outcome>>) -> bool {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches(['\n', '\r']);
+    if let Some(step) = text.strip_prefix(PROGRESS_PREFIX) {
+        crate::progress::step(step);
+        return false;
+    }
+    if let Some(json) = text.strip_prefix(PARTIAL_PREFIX) {
+        if let Ok(o) = serde_json::from_str::<Outcome>(json) {
+            *partial.lock().unwrap_or_else(|e| e.into_inner()) = Some(o);
+        }
+        return false;
+    }
+    true
+}
+
 /// The tail of a child's stderr, without stage markers, for error reports.
 fn stderr_tail(stderr: &str) -> String {
     let text: Vec<&str> = stderr
@@ -494,9 +513,17 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
         Err(outcome) => return *outcome,
     };
     let pgid = child.id();
+    let partial = Arc::new(std::sync::Mutex::new(None::<Outcome>));
+    let latest = Arc::clone(&partial);
     // Before the pipes are read to their end, anything the child started
     // that escaped its group is killed too: it could hold them open forever.
-    let seen = supervise(child, timeout, || interrupted().is_some(), reap_descendants);
+    let seen = supervise_lines(
+        child,
+        timeout,
+        || interrupted().is_some(),
+        reap_descendants,
+        move |line| live_line(line, &latest),
+    );
     // A probe killed at its timeout or by an interruption could not remove
     // the payload files it wrote: they are removed here.
     gpucheck_checks::probe::python::remove_payload_dirs_of(pgid);
@@ -516,9 +543,14 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             "could not start a thread to read the isolated probe's output: {e}"
         ))
         .with_hint(LIMITS_HINT)),
-        Ending::Stopped => Err(interrupted_outcome(
-            &interrupted().unwrap_or_else(|| "a signal".to_string()),
-        )),
+        Ending::Stopped => {
+            let sig = interrupted().unwrap_or_else(|| "a signal".to_string());
+            let so_far = partial.lock().unwrap_or_else(|e| e.into_inner()).take();
+            Err(match so_far {
+                Some(o) => o.with_cause(Cause::Interrupted { signal: sig }),
+                None => interrupted_outcome(&sig),
+            })
+        }
         // A timeout: name the stage it hung in, when the child said.
         Ending::TimedOut => Err(with_tail(timeout_outcome(
             check,
@@ -844,6 +876,25 @@ mod tests {
         assert!(!crash_hint(libc::SIGKILL).contains("crashed"));
         assert!(crash_hint(libc::SIGSEGV).contains("Xid"));
         assert!(crash_hint(libc::SIGABRT).contains("crashed inside the isolated probe"));
+    }
+
+    #[test]
+    fn a_childs_live_lines_are_acted_on_and_not_kept() {
+        let partial = std::sync::Mutex::new(None);
+        assert!(!live_line(
+            b"gpucheck-progress: round 2 \xc2\xb7 5s done\n",
+            &partial
+        ));
+        let json = serde_json::to_string(&Outcome::error("interrupted after 1 round")).unwrap();
+        let line = format!("{PARTIAL_PREFIX}{json}\n");
+        assert!(!live_line(line.as_bytes(), &partial));
+        let kept = partial.lock().unwrap().clone().map(|o| o.summary);
+        assert_eq!(kept.as_deref(), Some("interrupted after 1 round"));
+        // A partial that does not parse replaces nothing.
+        assert!(!live_line(b"gpucheck-partial: {not json\n", &partial));
+        assert!(partial.lock().unwrap().is_some());
+        assert!(live_line(b"gpucheck-stage: cuInit\n", &partial));
+        assert!(live_line(b"NCCL WARN something\n", &partial));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! screen), on a fake NVML whose nvmlInit hangs so a check is running long
 //! enough to be seen. While it runs the pane shows the check, the count and
 //! the time; when it ends the screen holds the report and nothing of the
-//! line. In a pipe, under `TERM=dumb` and with `--quiet` nothing is drawn.
+//! line. A burn on two CPU "GPUs" shows its rounds from its isolated child.
+//! In a pipe, under `TERM=dumb` and with `--quiet` nothing is drawn.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{bin, fake_nvml, gpucheck, nvml_scenario, stderr};
+use common::{bin, fake_nvml, gpucheck, nvml_scenario, stderr, venv_python};
 
 /// What the line starts with (src/progress.rs).
 const LINE: &str = "gpucheck: [";
@@ -25,14 +26,21 @@ struct Pane {
 }
 
 impl Pane {
-    /// Starts `gpucheck ARGS` on hang_init in a 120x40 pane with `TERM=term`.
+    /// Starts `gpucheck --only gpu ARGS` on hang_init in a 120x40 pane
+    /// with `TERM=term`.
     fn start(term: &str, args: &str) -> Pane {
+        Pane::launch(term, "hang_init", "", &format!("--only gpu {args}"))
+    }
+
+    /// Starts `env -i ... ENV gpucheck ARGS` on the fake NVML's `scenario`
+    /// in a 120x40 pane with `TERM=term`.
+    fn launch(term: &str, scenario: &str, env: &str, args: &str) -> Pane {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("tmux.sock");
         let line = format!(
-            "env -i PATH=/usr/bin:/bin TERM={term} FAKE_NVML_SCENARIO='{}' '{}' --nvml-lib '{}' \
-             --only gpu --color never {args}; echo {EXITED}; sleep 60",
-            nvml_scenario("hang_init").display(),
+            "env -i PATH=/usr/bin:/bin TERM={term} FAKE_NVML_SCENARIO='{}' {env} '{}' \
+             --nvml-lib '{}' --color never {args}; echo {EXITED}; sleep 60",
+            nvml_scenario(scenario).display(),
             bin().display(),
             fake_nvml().display(),
         );
@@ -55,10 +63,15 @@ impl Pane {
 
     /// The screen once `ready` holds for it, within 20 s.
     fn screen_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        self.screen_within(Duration::from_secs(20), ready)
+    }
+
+    /// The screen once `ready` holds for it, within `limit`.
+    fn screen_within(&self, limit: Duration, ready: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
-            if ready(&screen) || start.elapsed() > Duration::from_secs(20) {
+            if ready(&screen) || start.elapsed() > limit {
                 return screen;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -101,6 +114,36 @@ fn a_terminal_shows_the_running_check_then_only_the_report() {
     assert!(done.contains("NOT READY"), "the report:\n{done}");
     assert!(done.contains("gpu.driver"), "the report:\n{done}");
     assert!(!done.contains(LINE), "progress left on the screen:\n{done}");
+}
+
+/// A burn runs in an isolated child: its rounds reach the line all the same.
+#[test]
+fn a_burn_shows_its_round_time_left_and_tflops_and_no_report_has_them() {
+    let env = "GPUCHECK_LOAD_DEVICE=cpu";
+    let args = format!(
+        "--python '{}' --profile burn --duration 12s --only gpu.burn",
+        venv_python().display()
+    );
+    let pane = Pane::launch("xterm-256color", "load_steady_x2", env, &args);
+    let second = " (round 2 · ";
+    let running = pane.screen_within(Duration::from_secs(60), |s| {
+        s.contains(second) || s.contains(EXITED)
+    });
+    let line = running
+        .lines()
+        .find(|l| l.starts_with(LINE))
+        .unwrap_or_else(|| panic!("no progress line during the burn:\n{running}"));
+    // "gpucheck: [0/1] gpu.burn (round 2 · 5s done, 7s left · bf16 TFLOPS 0:0.05 1:0.05)  6.1 s"
+    let step = line.split_once(second).map(|(_, s)| s).unwrap_or_default();
+    assert!(step.contains(" done, "), "{line}");
+    assert!(step.contains(" left · bf16 TFLOPS 0:"), "{line}");
+    assert!(step.contains(" 1:"), "{line}");
+
+    let done = pane.screen_within(Duration::from_secs(60), |s| s.contains(EXITED));
+    assert!(done.contains(EXITED), "the burn did not end:\n{done}");
+    assert!(done.contains("gpu.burn"), "the report:\n{done}");
+    assert!(!done.contains(LINE), "progress left on the screen:\n{done}");
+    assert!(!done.contains(" done, "), "progress in the report:\n{done}");
 }
 
 #[test]

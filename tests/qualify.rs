@@ -266,8 +266,10 @@ fn a_duration_that_is_no_duration_is_a_usage_error() {
     );
 }
 
-#[test]
-fn an_interrupted_load_leaves_nothing_running() {
+/// A 60 s burn on two CPU "GPUs", sent SIGINT once `payloads` load
+/// processes (qualify.py: a round runs one for gpu.compute's load, one for
+/// gpu.memory's) have been seen; then nothing of it may be left running.
+fn interrupted_burn(payloads: usize) -> (Output, Value) {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let child = gpucheck()
         .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
@@ -276,27 +278,22 @@ fn an_interrupted_load_leaves_nothing_running() {
         .arg(fake_nvml())
         .arg("--python")
         .arg(venv_python())
-        .args([
-            "--profile",
-            "burn",
-            "--duration",
-            "60s",
-            "--only",
-            "gpu.burn",
-        ])
-        .args(["--format", "json"])
+        .args(["--profile", "burn", "--duration", "60s"])
+        .args(["--only", "gpu.burn", "--format", "json"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start gpucheck");
-    // Wait until the payload runs, then press Ctrl-C.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while processes_matching("qualify.py").is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while seen.len() < payloads && Instant::now() < deadline {
+        seen.extend(
+            processes_matching("qualify.py")
+                .into_iter()
+                .map(|(pid, _)| pid),
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(
-        !processes_matching("qualify.py").is_empty(),
-        "the load never started"
-    );
+    assert!(seen.len() >= payloads, "saw {} load processes", seen.len());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -304,14 +301,45 @@ fn an_interrupted_load_leaves_nothing_running() {
     .expect("send SIGINT");
     let out = child.wait_with_output().expect("wait for gpucheck");
     let doc = assert_valid_json_report(&stdout(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_matching("qualify.py"), Vec::new());
+    assert_eq!(doc["interrupted"], "SIGINT", "{doc}");
+    assert_eq!(out.status.code(), Some(1));
+    (out, doc)
+}
+
+#[test]
+fn an_interrupted_load_leaves_nothing_running() {
+    let (_out, doc) = interrupted_burn(1);
     assert_eq!(text_field(&doc, "gpu.burn", "status"), "error", "{doc}");
     assert_eq!(
         text_field(&doc, "gpu.burn", "summary"),
         "interrupted by SIGINT before it finished"
     );
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(processes_matching("qualify.py"), Vec::new());
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(result(&doc, "gpu.burn")["action"], "none", "{doc}");
+}
+
+#[test]
+fn a_burn_interrupted_after_a_round_reports_the_rounds_it_ran() {
+    // The third load process is round 2's: round 1 has finished.
+    let (_out, doc) = interrupted_burn(3);
+    assert_eq!(text_field(&doc, "gpu.burn", "status"), "error", "{doc}");
+    let summary = text_field(&doc, "gpu.burn", "summary");
+    assert!(summary.starts_with("interrupted after "), "{summary}");
+    assert!(
+        summary.ends_with(
+            " of 60 s: no GPU degraded or computed wrong in them (the kernel log was not read \
+             again)"
+        ),
+        "{summary}"
+    );
+    let rows = result(&doc, "gpu.burn")["tables"][0]["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(rows.len() >= 2, "both GPUs of round 1: {doc}");
+    assert_eq!(rows[0][0], "1", "{doc}");
+    assert_eq!(result(&doc, "gpu.burn")["action"], "none", "{doc}");
 }
 
 #[test]

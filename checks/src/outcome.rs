@@ -336,6 +336,7 @@ impl Outcome {
 
     /// Make the action what a report shows for check `check_id`: none for
     /// a pass or skip; for a warn or worse the one the check chose, else
+    /// none for a check interrupted before its verdict, else
     /// `reboot_node` for an NVML call that hung (the driver is wedged),
     /// else the check's default, applied to the GPUs whose rows are warn or
     /// worse.
@@ -347,6 +348,11 @@ impl Outcome {
             return;
         }
         if self.action.is_some() {
+            return;
+        }
+        // Stopped by a signal with no verdict: nothing to repair, run again.
+        if self.status == Status::Error && matches!(self.cause, Some(Cause::Interrupted { .. })) {
+            self.action = Some(Action::None);
             return;
         }
         let nvml_hung = matches!(

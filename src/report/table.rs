@@ -297,7 +297,11 @@ fn host_line(run: &Run) -> String {
 /// "→ fix:" before a hint, with the repair action where there is one:
 /// "→ fix (reset_gpu):". The GPUs it applies to are in the hint's words.
 fn fix_mark(o: &gpucheck_checks::Outcome) -> String {
-    match o.action {
+    // `none` (an interrupted check: nothing to repair) is not shown.
+    match o
+        .action
+        .filter(|a| *a != gpucheck_checks::domain::action::Action::None)
+    {
         Some(action) => format!("→ fix ({action}):"),
         None => "→ fix:".to_string(),
     }

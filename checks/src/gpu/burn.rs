@@ -106,8 +106,10 @@ impl Check for Burn {
          or when the kernel logs an Xid for it during the burn; it warns when its temperature \
          climbs by more than 15 °C and ends above 80 °C. Fewer than three rounds say nothing \
          about degradation, and the report says so.\n\n\
-         Interrupting the burn (Ctrl-C) ends it at once and kills its load; the report then \
-         shows gpu.burn as interrupted, without the rounds it ran. \
+         On a terminal the progress line shows the round, the time done and left, and each \
+         GPU's bf16 TFLOPS in the round before (never in a report). Interrupting the burn \
+         (Ctrl-C) ends it at once and kills its load; the report then shows the rounds that \
+         had finished: gpu.burn fails if they found a fault, else it has no verdict (error). \
          Fixes: cooling (airflow, fans, inlet temperature), the power limit, `dcgmi diag -r 3`, \
          the Xid's own guidance; a GPU that degrades or computes wrong is to be replaced."
     }
@@ -125,36 +127,114 @@ impl Check for Burn {
         round_ctx.options.timeout_s = ROUND_TIMEOUT_S;
         let xids_before = xid_events(ctx);
         let start = Instant::now();
-        let mut rounds = Vec::new();
-        let mut stopped = None;
-        while start.elapsed() < planned {
-            crate::probe::stage(&format!("burn round {}", rounds.len() + 1));
-            let c = compute::measure(&round_ctx, &plan);
-            let m = memory::measure(&round_ctx, &plan);
-            match (c, m) {
-                (Ok(c), Ok(m)) => rounds.push(round(start.elapsed().as_secs_f64(), &c, &m)),
-                // No load could run at all (no CUDA in torch, no torch):
-                // that check's own verdict, as gpu.compute gives it.
-                (Err(o), _) | (_, Err(o)) if rounds.is_empty() => return *o,
-                (Err(o), _) | (_, Err(o)) => {
-                    stopped = Some(o.summary.clone());
-                    break;
-                }
-            }
-        }
-        let new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
-        evaluate(&BurnFacts {
+        let mut f = BurnFacts {
             planned_s: planned.as_secs_f64(),
-            ran_s: start.elapsed().as_secs_f64(),
-            rounds,
-            new_xids,
-            stopped,
+            ran_s: 0.0,
+            rounds: Vec::new(),
+            new_xids: Vec::new(),
+            stopped: None,
             degraded_share: match plan.device {
                 LoadDevice::Cuda => DEGRADED_SHARE,
                 LoadDevice::Cpu => CPU_SIBLING_FLOOR,
             },
-        })
+        };
+        while start.elapsed() < planned {
+            let n = f.rounds.len() + 1;
+            crate::probe::stage(&format!("burn round {n}"));
+            crate::probe::progress(&progress_text(n, start.elapsed(), planned, f.rounds.last()));
+            let c = compute::measure(&round_ctx, &plan);
+            let m = memory::measure(&round_ctx, &plan);
+            f.ran_s = start.elapsed().as_secs_f64();
+            match (c, m) {
+                (Ok(c), Ok(m)) => f.rounds.push(round(f.ran_s, &c, &m)),
+                // No load could run at all (no CUDA in torch, no torch):
+                // that check's own verdict, as gpu.compute gives it.
+                (Err(o), _) | (_, Err(o)) if f.rounds.is_empty() => return *o,
+                (Err(o), _) | (_, Err(o)) => {
+                    f.stopped = Some(o.summary.clone());
+                    break;
+                }
+            }
+            crate::probe::partial(&so_far(&f));
+        }
+        f.new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
+        f.ran_s = start.elapsed().as_secs_f64();
+        evaluate(&f)
     }
+}
+
+/// The progress line's step before round `n`: the time done and left, and
+/// each GPU's bf16 TFLOPS in the round before.
+pub fn progress_text(
+    n: usize,
+    elapsed: Duration,
+    planned: Duration,
+    last: Option<&Round>,
+) -> String {
+    let left = planned.saturating_sub(elapsed);
+    let mut text = format!("round {n} · {} done, {} left", clock(elapsed), clock(left));
+    if let Some(r) = last {
+        let figures: Vec<String> = r
+            .gpus
+            .iter()
+            .map(|g| {
+                let t = g.bf16_tflops.map_or_else(|| "-".into(), short);
+                format!("{}:{t}", g.index)
+            })
+            .collect();
+        text.push_str(&format!(" · bf16 TFLOPS {}", figures.join(" ")));
+    }
+    text
+}
+
+/// A figure in three digits or so: "812", "45.2", "0.052".
+fn short(v: f64) -> String {
+    match v.abs() {
+        a if a >= 100.0 => format!("{v:.0}"),
+        a if a >= 10.0 => format!("{v:.1}"),
+        a if a >= 1.0 => format!("{v:.2}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+/// "1h02m", "7m05s", "42s".
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+/// What the rounds so far come to, as reported when the run is
+/// interrupted before the burn ends: a fault found stands (fail);
+/// otherwise there is no verdict (error), and the rounds' table shows
+/// what ran. Xids are not looked for (the kernel log is read at the end).
+pub fn so_far(f: &BurnFacts) -> Outcome {
+    let mut o = evaluate(f);
+    let ran = format!(
+        "interrupted after {} round{} in {:.0} of {:.0} s",
+        f.rounds.len(),
+        if f.rounds.len() == 1 { "" } else { "s" },
+        f.ran_s,
+        f.planned_s
+    );
+    if o.status >= Status::Fail {
+        o.summary = format!("{}; {ran}", o.summary);
+        return o;
+    }
+    o.status = Status::Error;
+    o.summary = format!(
+        "{ran}: no GPU degraded or computed wrong in them (the kernel log was not read again)"
+    );
+    o.hint = Some(
+        "the burn was stopped before its --duration, so it has no verdict; run it again and let          it finish"
+            .into(),
+    );
+    o.action = None;
+    o.action_gpus.clear();
+    o
 }
 
 /// The kernel log's Xid events before the burn (none when it cannot be read).
@@ -548,6 +628,68 @@ mod tests {
         assert!(o
             .summary
             .ends_with("fewer than 3 rounds, so degradation was not judged"));
+    }
+
+    #[test]
+    fn the_progress_step_shows_the_round_the_time_and_each_gpus_tflops() {
+        let planned = Duration::from_secs(600);
+        assert_eq!(
+            progress_text(1, Duration::ZERO, planned, None),
+            "round 1 · 0s done, 10m00s left"
+        );
+        let f = rounds(2, warming);
+        assert_eq!(
+            progress_text(3, Duration::from_secs(130), planned, f.rounds.last()),
+            "round 3 · 2m10s done, 7m50s left · bf16 TFLOPS 0:700 1:670"
+        );
+        let mut cpu = f.rounds[0].clone();
+        cpu.gpus[0].bf16_tflops = Some(0.0523);
+        cpu.gpus[1].bf16_tflops = None;
+        assert_eq!(
+            progress_text(
+                2,
+                Duration::from_secs(3725),
+                Duration::from_secs(7200),
+                Some(&cpu)
+            ),
+            "round 2 · 1h02m done, 57m55s left · bf16 TFLOPS 0:0.052 1:-"
+        );
+        assert_eq!(
+            progress_text(9, Duration::from_secs(700), planned, None),
+            "round 9 · 11m40s done, 0s left"
+        );
+    }
+
+    #[test]
+    fn an_interrupted_burn_without_a_fault_has_no_verdict_but_shows_its_rounds() {
+        let mut f = rounds(4, warming);
+        f.ran_s = 130.4;
+        f.rounds.iter_mut().for_each(|r| r.gpus.truncate(1));
+        let o = so_far(&f);
+        assert_eq!(o.status, Status::Error, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "interrupted after 4 rounds in 130 of 600 s: no GPU degraded or computed wrong in \
+             them (the kernel log was not read again)"
+        );
+        assert!(o.hint.as_deref().unwrap_or("").contains("run it again"));
+        assert_eq!(o.action, None, "the runner sets none for an interruption");
+        assert_eq!(o.tables[0].rows.len(), 4);
+    }
+
+    #[test]
+    fn an_interrupted_burn_that_found_a_fault_fails_with_it() {
+        let mut f = rounds(6, warming);
+        f.ran_s = 200.0;
+        let o = so_far(&f);
+        assert_eq!(o.status, Status::Fail, "{o:?}");
+        assert!(o.summary.starts_with("GPU 1: "), "{}", o.summary);
+        assert!(
+            o.summary
+                .ends_with("; interrupted after 6 rounds in 200 of 600 s"),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]

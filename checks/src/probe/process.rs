@@ -63,20 +63,53 @@ pub fn capture(mut r: impl Read + Send + 'static) -> std::io::Result<Capture> {
             loop {
                 match r.read(&mut chunk) {
                     Ok(0) => break,
-                    Ok(n) => {
-                        let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
-                        buf.extend_from_slice(&chunk[..n]);
-                        if buf.len() > 2 * MAX_CAPTURE {
-                            let excess = buf.len() - MAX_CAPTURE;
-                            buf.drain(..excess);
-                        }
-                    }
+                    Ok(n) => keep_bounded(&sink, &chunk[..n]),
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(_) => break,
                 }
             }
         })?;
     Ok(Capture { buf, done })
+}
+
+/// Like [`capture`], line by line: each line (its newline included) goes
+/// to `keep` first, and only lines it returns true for are kept. For the
+/// child protocol's live lines (progress, a partial result), which the
+/// reader acts on as they come and which must not fill the buffer.
+pub fn capture_lines(
+    r: impl Read + Send + 'static,
+    mut keep: impl FnMut(&[u8]) -> bool + Send + 'static,
+) -> std::io::Result<Capture> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buf);
+    let done = thread::Builder::new()
+        .name("capture".into())
+        .spawn(move || {
+            let mut r = std::io::BufReader::new(r);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match std::io::BufRead::read_until(&mut r, b'\n', &mut line) {
+                    Ok(0) => break,
+                    Ok(_) if keep(&line) => keep_bounded(&sink, &line),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        })?;
+    Ok(Capture { buf, done })
+}
+
+/// Append `bytes`, dropping the oldest once the buffer is twice
+/// [`MAX_CAPTURE`] (trimmed to it when taken).
+fn keep_bounded(sink: &Mutex<Vec<u8>>, bytes: &[u8]) {
+    let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
+    buf.extend_from_slice(bytes);
+    if buf.len() > 2 * MAX_CAPTURE {
+        let excess = buf.len() - MAX_CAPTURE;
+        buf.drain(..excess);
+    }
 }
 
 impl Capture {
@@ -231,14 +264,38 @@ pub struct Supervised {
 /// that left the group, which would hold the pipes open), and collect its
 /// output, also bounded. Nothing here waits without a limit.
 pub fn supervise(
-    mut child: Child,
+    child: Child,
     timeout: Duration,
     stop: impl Fn() -> bool,
     cleanup: impl FnOnce(),
 ) -> Supervised {
+    supervise_with(child, timeout, stop, cleanup, capture)
+}
+
+/// [`supervise`], each stderr line handed to `keep_err` as it comes (see
+/// [`capture_lines`]); the lines it returns false for are not collected.
+pub fn supervise_lines(
+    child: Child,
+    timeout: Duration,
+    stop: impl Fn() -> bool,
+    cleanup: impl FnOnce(),
+    keep_err: impl FnMut(&[u8]) -> bool + Send + 'static,
+) -> Supervised {
+    supervise_with(child, timeout, stop, cleanup, |e| {
+        capture_lines(e, keep_err)
+    })
+}
+
+fn supervise_with(
+    mut child: Child,
+    timeout: Duration,
+    stop: impl Fn() -> bool,
+    cleanup: impl FnOnce(),
+    capture_err: impl FnOnce(std::process::ChildStderr) -> std::io::Result<Capture>,
+) -> Supervised {
     let pgid = child.id() as i32;
     let out = child.stdout.take().map(capture).transpose();
-    let err = child.stderr.take().map(capture).transpose();
+    let err = child.stderr.take().map(capture_err).transpose();
     let (out, err) = match (out, err) {
         (Ok(out), Ok(err)) => (out, err),
         (Err(e), _) | (_, Err(e)) => {

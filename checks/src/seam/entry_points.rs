@@ -113,6 +113,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
         "process.rs",
         &[
             "capture",
+            "capture_lines",
             "finish_by",
             "wait_killed",
             "kill_group",
@@ -123,6 +124,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
             "reap_descendants",
             "run_bounded",
             "supervise",
+            "supervise_lines",
             "run_bounded_then",
             "proc_pids",
             "pids_with_arg",
