@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::domain::compat;
+use crate::domain::stats::median;
 use crate::domain::xid::PciSlot;
 use crate::facts::nvml::{gpus_for_run, nvml_hung};
 use crate::probe::copy_bandwidth::{self as copy_probe, CopyError, CopyProbeError, CopyRates};
@@ -263,16 +264,6 @@ fn numa_node(root: &Path, slot: PciSlot) -> Option<u32> {
     sysfs::attr(&dir)?.parse::<i64>().ok()?.try_into().ok()
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
 /// "25.3", or "0.25" below 1 GB/s.
 fn gbps(x: f64) -> String {
     if x < 1.0 {
@@ -417,8 +408,8 @@ fn slow_reasons(r: &CopyRates, g: &GpuCopy, all: &[GpuCopy]) -> Vec<String> {
         .filter(|o| o.index != g.index)
         .filter_map(|o| o.rates.as_ref().ok())
         .collect();
-    let h2d = median(others.iter().map(|o| o.h2d_gbps).collect());
-    let d2h = median(others.iter().map(|o| o.d2h_gbps).collect());
+    let h2d = median(&others.iter().map(|o| o.h2d_gbps).collect::<Vec<_>>());
+    let d2h = median(&others.iter().map(|o| o.d2h_gbps).collect::<Vec<_>>());
     for (mine, mid, way) in [(r.h2d_gbps, h2d, "to the GPU"), (r.d2h_gbps, d2h, "back")] {
         if let Some(mid) = mid.filter(|m| mine < SIBLING_FLOOR * m) {
             reasons.push(format!(
@@ -634,12 +625,5 @@ mod tests {
             gpus: Err(CopyProbeError::NoLibcuda),
         });
         assert_eq!(o.status, Status::Skip);
-    }
-
-    #[test]
-    fn medians_of_odd_and_even_lists() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
-        assert_eq!(median(vec![]), None);
     }
 }

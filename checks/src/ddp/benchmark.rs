@@ -172,18 +172,9 @@ impl Thresholds {
     }
 }
 
+/// The median, 0 for none.
 fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
+    crate::domain::stats::median(values).unwrap_or(0.0)
 }
 
 fn rate(samples_per_s: f64) -> String {

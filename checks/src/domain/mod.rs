@@ -12,6 +12,7 @@ pub mod pairs;
 pub mod qualify;
 pub mod redact;
 pub mod sku;
+pub mod stats;
 pub mod text;
 pub mod visible_devices;
 pub mod xid;

@@ -102,21 +102,8 @@ pub fn rounds(nodes: u32, max_rounds: usize) -> Vec<Vec<(u32, u32)>> {
 
 /// The median of the measured bandwidths (0 for none).
 pub fn median(results: &[PairBandwidth]) -> f64 {
-    let mut v: Vec<f64> = results
-        .iter()
-        .map(|p| p.busbw_gbps)
-        .filter(|b| b.is_finite())
-        .collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 0 {
-        (v[mid - 1] + v[mid]) / 2.0
-    } else {
-        v[mid]
-    }
+    let v: Vec<f64> = results.iter().map(|p| p.busbw_gbps).collect();
+    super::stats::median(&v).unwrap_or(0.0)
 }
 
 /// Slow, or not a number (a failed measurement counts as slow).

@@ -61,17 +61,7 @@ pub fn pcie_gbps(gen: u32, width: u32) -> Option<f64> {
     Some(lane * f64::from(width))
 }
 
-/// The median of `values`; None for none.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
+pub use super::stats::median;
 
 /// A figure far below its siblings': (its value, the siblings' median).
 #[derive(Debug, Clone, Copy, PartialEq)]
