@@ -337,6 +337,46 @@ fn regex_free_word(text: &str, word: &str) -> bool {
     })
 }
 
+/// A secret in the environment or in an nccl.conf is never written to a
+/// capture (a capture is made to be shared), and the replay reports the
+/// setting as the live report did.
+#[test]
+fn secrets_in_the_environment_and_in_nccl_conf_stay_out_of_the_capture() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("nccl.conf");
+    std::fs::write(
+        &conf,
+        "NCCL_SOCKET_IFNAME=lo\nNCCL_NET_PASSWORD=conf-pw-4711\n# a comment\n",
+    )
+    .expect("write nccl.conf");
+    let conf = conf.display().to_string();
+    let extra = ["--only", "nccl.env"];
+    let out = gpucheck()
+        .env("NCCL_CONF_FILE", &conf)
+        .env("NCCL_IB_SECRET_TOKEN", "env-tok-0815")
+        .arg("capture")
+        .arg(dir.path().join("c.json"))
+        .args(["--profile", "quick", "--json"])
+        .arg(dir.path().join("live.json"))
+        .args(extra)
+        .output()
+        .expect("run gpucheck capture");
+    let text = std::fs::read_to_string(dir.path().join("c.json"))
+        .unwrap_or_else(|_| panic!("no capture: {}", stderr(&out)));
+    assert!(text.contains("NCCL_SOCKET_IFNAME=lo"), "{text}");
+    assert!(!text.contains("conf-pw-4711"), "{text}");
+    assert!(!text.contains("env-tok-0815"), "{text}");
+    let live: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("live.json")).expect("live report"),
+    )
+    .expect("JSON");
+    let (replayed, _) = replay(&dir.path().join("c.json"), &dir.path().join("r.json"));
+    let status = |d: &Value| common::text_field(d, "nccl.env", "status").to_string();
+    assert_eq!(status(&replayed), status(&live), "{replayed}");
+    let report = replayed.to_string();
+    assert!(!report.contains("conf-pw-4711") && !report.contains("env-tok-0815"));
+}
+
 #[test]
 fn a_bad_capture_file_is_one_line_and_exit_2() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -379,8 +379,12 @@ pub fn env_facts() -> EnvFacts {
         .into_iter()
         .filter_map(|p| {
             let key = p.display().to_string();
-            let text =
-                crate::seam::answer("nccl::conf_file", &key, || std::fs::read_to_string(&p).ok())?;
+            let text = crate::seam::answer_kept(
+                "nccl::conf_file",
+                &key,
+                || std::fs::read_to_string(&p).ok(),
+                |t| t.as_deref().map(crate::seam::conf_without_secrets),
+            )?;
             let entries = parse_conf(&text);
             Some((p, entries))
         })

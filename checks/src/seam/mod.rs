@@ -102,12 +102,24 @@ impl Seam {
         args: &str,
         live: impl FnOnce() -> T,
     ) -> Result<T, Miss> {
+        self.answer_as(entry, args, live, |v| serde_json::to_value(v).ok())
+    }
+
+    /// [`Seam::answer`], recording what `record` makes of the live answer
+    /// (the answer with its secrets taken out) instead of the answer.
+    pub fn answer_as<T: Serialize + DeserializeOwned>(
+        &self,
+        entry: &str,
+        args: &str,
+        live: impl FnOnce() -> T,
+        record: impl FnOnce(&T) -> Option<Value>,
+    ) -> Result<T, Miss> {
         let key = key(entry, args);
         match &self.mode {
             Mode::Live => Ok(live()),
             Mode::Record(kept) => {
                 let value = live();
-                if let Ok(json) = serde_json::to_value(&value) {
+                if let Some(json) = record(&value) {
                     if let Ok(mut kept) = kept.lock() {
                         kept.entry(key).or_insert(json);
                     }
@@ -261,6 +273,42 @@ pub fn answer<T: Serialize + DeserializeOwned>(
     }
 }
 
+/// [`answer`], recorded as `kept` makes it (secrets taken out): under
+/// replay the check sees what was recorded, as a report would show it.
+pub fn answer_kept<T: Serialize + DeserializeOwned>(
+    entry: &str,
+    args: &str,
+    live: impl FnOnce() -> T,
+    kept: impl FnOnce(&T) -> T,
+) -> T {
+    let Some(seam) = global() else {
+        return live();
+    };
+    let record = |v: &T| serde_json::to_value(kept(v)).ok();
+    match seam.answer_as(entry, args, live, record) {
+        Ok(v) => v,
+        Err(miss) => std::panic::resume_unwind(Box::new(miss)),
+    }
+}
+
+/// A `NAME=value` configuration text (nccl.conf) as a capture may keep
+/// it: each value by the environment's rules, other lines as they are.
+pub fn conf_without_secrets(text: &str) -> String {
+    let mut out: Vec<String> = text
+        .lines()
+        .map(|line| match line.split_once('=') {
+            Some((name, value)) if !name.trim_start().starts_with('#') => {
+                format!("{name}={}", without_secrets(name.trim(), value))
+            }
+            _ => line.to_string(),
+        })
+        .collect();
+    if text.ends_with('\n') {
+        out.push(String::new());
+    }
+    out.join("\n")
+}
+
 /// The skip reason when `payload` (what a check's unwinding carried) is a
 /// [`Miss`].
 pub fn miss_reason(payload: &(dyn std::any::Any + Send)) -> Option<String> {
@@ -405,6 +453,16 @@ mod tests {
         assert_eq!(seam.replayed(&key(TIMED_OUT, "gpu.pcie")), None);
         let live = Seam::new(Mode::Live);
         assert_eq!(live.replayed(&key(TIMED_OUT, "gpu.ecc")), None);
+    }
+
+    #[test]
+    fn recorded_configuration_files_lose_their_secrets() {
+        let text = "# NCCL_IB_HCA=mlx5\nNCCL_SOCKET_IFNAME=eth0\nNCCL_AUTH_TOKEN = s3cr3t\n\n";
+        assert_eq!(
+            conf_without_secrets(text),
+            "# NCCL_IB_HCA=mlx5\nNCCL_SOCKET_IFNAME=eth0\nNCCL_AUTH_TOKEN =***\n\n"
+        );
+        assert_eq!(conf_without_secrets("A=1"), "A=1");
     }
 
     #[test]
