@@ -195,9 +195,9 @@ pub static SKUS: &[Sku] = &[
     // NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (as tabled, with its
     // footnote link, on glennklockwood.com/garden/processors/h100):
     // BF16/FP16 989.4 dense, 1978.9 with sparsity; TF32 494.7 dense, 989.4
-    // with sparsity (HPC Technologies' copy of the datasheet below: "TF32
-    // Tensor Core 989 TFLOPS*", "Specifications 1/2 lower without
-    // sparsity"); 3.35 TB/s; NVLink
+    // with sparsity (the datasheet as reproduced by HPC Technologies, named
+    // at H100 PCIe: "TF32 Tensor Core 989 TFLOPS*", "Specifications 1/2
+    // lower without sparsity"); 3.35 TB/s; NVLink
     // 900 GB/s over 18 links (NVLINK_50). PCIe Gen5 x16: the real HGX H100
     // dump (healthy_h100_sxm_x8). NVLS: NVSwitch gen 3 (HGX H100).
     dc(
