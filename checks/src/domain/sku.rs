@@ -1,9 +1,9 @@
 //! What each GPU model should show on a healthy machine: the ECC mode it
 //! ships with, its NVLinks, its PCIe link, its memory bandwidth, its peak
-//! dense bf16 / fp16 tensor throughput and whether its NVSwitch fabric does
-//! NVLS. Judges look a GPU up here by the name NVML gives (or its PCI device
-//! id); a model that is not listed is judged against its siblings only, and
-//! the judge says so.
+//! dense bf16 / fp16 / TF32 tensor throughput and whether its NVSwitch
+//! fabric does NVLS. Judges look a GPU up here by the name NVML gives (or
+//! its PCI device id); a model that is not listed is judged against its
+//! siblings only, and the judge says so.
 //!
 //! Every figure names where it was read, beside its entry: NVIDIA's
 //! datasheet, product brief or architecture whitepaper where its text could
@@ -17,9 +17,10 @@
 //!
 //! TFLOPS are dense (without 2:4 structured sparsity). NVIDIA's datasheets
 //! print the sparse figure with an asterisk ("* with sparsity"); the dense
-//! figure is half of it. Where a datasheet gives FP16 with FP16 and with
-//! FP32 accumulation, the FP32-accumulate figure is kept: it is what
-//! PyTorch's autocast matmuls use.
+//! figure is half of it. TF32 likewise: Ampere and later parts print it
+//! "with sparsity"; Volta and Turing have no TF32. Where a datasheet gives
+//! FP16 with FP16 and with FP32 accumulation, the FP32-accumulate figure is
+//! kept: it is what PyTorch's autocast matmuls use.
 //!
 //! PCI device ids are those of the PCI ID Repository's `pci.ids` (vendor
 //! `10de` NVIDIA Corporation), read at github.com/pciutils/pciids commit
@@ -81,6 +82,10 @@ pub struct Sku {
     pub bf16_dense_tflops: Option<f64>,
     /// Peak dense fp16 tensor TFLOPS; None where no source confirmed one.
     pub fp16_dense_tflops: Option<f64>,
+    /// Peak dense TF32 tensor TFLOPS (what an fp32 matmul with TF32
+    /// allowed runs on); None where the part has no TF32 (Volta, Turing) or
+    /// no source confirmed a figure.
+    pub tf32_dense_tflops: Option<f64>,
     /// The part's NVSwitch fabric offers NVLink SHARP (NVLS): Hopper and
     /// Blackwell SXM on third-generation NVSwitch and later. False also
     /// where no source confirmed it.
@@ -135,6 +140,7 @@ const fn dc(
     memory_bandwidth_gbps: Option<f64>,
     bf16_dense_tflops: Option<f64>,
     fp16_dense_tflops: Option<f64>,
+    tf32_dense_tflops: Option<f64>,
     nvls: bool,
 ) -> Sku {
     Sku {
@@ -148,12 +154,14 @@ const fn dc(
         memory_bandwidth_gbps,
         bf16_dense_tflops,
         fp16_dense_tflops,
+        tf32_dense_tflops,
         nvls,
     }
 }
 
 /// A workstation or GeForce part: ECC off as shipped (or not offered); one
-/// TFLOPS figure serves bf16 and fp16, which these parts run at one rate.
+/// TFLOPS figure serves bf16 and fp16, which these parts run at one rate;
+/// TF32 has its own.
 #[allow(clippy::too_many_arguments)]
 const fn desk(
     model: &'static str,
@@ -164,6 +172,7 @@ const fn desk(
     pcie: Option<PcieSpec>,
     memory_bandwidth_gbps: Option<f64>,
     dense_tflops: Option<f64>,
+    tf32_dense_tflops: Option<f64>,
 ) -> Sku {
     Sku {
         model,
@@ -176,6 +185,7 @@ const fn desk(
         memory_bandwidth_gbps,
         bf16_dense_tflops: dense_tflops,
         fp16_dense_tflops: dense_tflops,
+        tf32_dense_tflops,
         nvls: false,
     }
 }
@@ -184,7 +194,10 @@ const fn desk(
 pub static SKUS: &[Sku] = &[
     // NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (as tabled, with its
     // footnote link, on glennklockwood.com/garden/processors/h100):
-    // BF16/FP16 989.4 dense, 1978.9 with sparsity; 3.35 TB/s; NVLink
+    // BF16/FP16 989.4 dense, 1978.9 with sparsity; TF32 494.7 dense, 989.4
+    // with sparsity (the datasheet as reproduced by HPC Technologies, named
+    // at H100 PCIe: "TF32 Tensor Core 989 TFLOPS*", "Specifications 1/2
+    // lower without sparsity"); 3.35 TB/s; NVLink
     // 900 GB/s over 18 links (NVLINK_50). PCIe Gen5 x16: the real HGX H100
     // dump (healthy_h100_sxm_x8). NVLS: NVSwitch gen 3 (HGX H100).
     dc(
@@ -196,11 +209,13 @@ pub static SKUS: &[Sku] = &[
         Some(3350.0),
         Some(989.4),
         Some(989.4),
+        Some(494.7),
         true,
     ),
     // NVIDIA H100 datasheet as reproduced by HPC Technologies
     // (archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html): H100 PCIe
-    // BF16/FP16 1,513 TFLOPS "shown with sparsity", so 756.5 dense;
+    // BF16/FP16 1,513 TFLOPS and TF32 756 TFLOPS "shown with sparsity", so
+    // 756.5 and 378 dense;
     // 2,000 GB/s (also the H100 PCIe product brief PB-11133-001: "greater
     // than 2,000 gigabytes per second"); "NVLINK: 600GB/s" (a bridged pair,
     // 12 links); "PCIe Gen5: 128GB/s", i.e. Gen5 x16.
@@ -213,6 +228,7 @@ pub static SKUS: &[Sku] = &[
         Some(2000.0),
         Some(756.5),
         Some(756.5),
+        Some(378.0),
         false,
     ),
     // H100 NVL (pci.ids: "GH100 [H100L 94GB]"): NVLink 600 GB/s between a
@@ -220,7 +236,7 @@ pub static SKUS: &[Sku] = &[
     // page); PCIe Gen5 x16 from the real dump (healthy_h100_nvl_x2).
     // Memory bandwidth and TFLOPS: the pages read disagree (3.93 TB/s, and
     // a 4.8 TB/s that is the H200's) and no NVIDIA text was found, so
-    // unknown.
+    // unknown (TF32 too).
     dc(
         "H100 NVL",
         &[0x2321],
@@ -230,11 +246,13 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         None,
+        None,
         false,
     ),
     // H200 SXM: GH100 with HBM3e, compute "functionally identical" to H100
     // (aiwiki.ai/wiki/nvidia_h200, after NVIDIA's H200 page), so H100 SXM's
-    // 989.4 dense (itkb.uw.cz's dense table: "~989"); 4.8 TB/s; NVLink
+    // 989.4 dense (itkb.uw.cz's dense table: "~989") and TF32 494.7 dense;
+    // 4.8 TB/s; NVLink
     // 900 GB/s on the HGX board, as H100's 18 links. PCIe Gen5 x16: the
     // real dump (healthy_h200).
     dc(
@@ -246,11 +264,12 @@ pub static SKUS: &[Sku] = &[
         Some(4800.0),
         Some(989.4),
         Some(989.4),
+        Some(494.7),
         true,
     ),
     // H200 NVL: "141 GB at 4.8 TB/s on its SXM and NVL boards" (aiwiki.ai,
-    // after NVIDIA's H200 page). Its NVLink bridges, PCIe link and TFLOPS:
-    // no source read here, so unknown.
+    // after NVIDIA's H200 page). Its NVLink bridges, PCIe link and TFLOPS
+    // (bf16, fp16, TF32): no source read here, so unknown.
     dc(
         "H200 NVL",
         &[0x233b],
@@ -258,6 +277,7 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         Some(4800.0),
+        None,
         None,
         None,
         false,
@@ -276,6 +296,7 @@ pub static SKUS: &[Sku] = &[
         Some(3350.0),
         None,
         None,
+        None,
         false,
     ),
     // H800 PCIe: no source for any figure was found, so all unknown.
@@ -288,12 +309,14 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         None,
+        None,
         false,
     ),
     // NVIDIA A100 Tensor Core GPU datasheet (as tabled, with its footnote
     // link, on glennklockwood.com/garden/processors/A100, and on the
     // Paderborn PC2 wiki's "NVIDIA A100 40GB with NVLINK" page: "312 TFLOPS
-    // / 624 TFLOPS*", "*With sparsity"): BF16/FP16 312 dense; 40GB
+    // / 624 TFLOPS*", "*With sparsity"): BF16/FP16 312 dense; TF32 156
+    // dense, 312 with sparsity (glennklockwood's table); 40GB
     // 1,555 GB/s, 80GB SXM 2,039 GB/s; NVLink 600 GB/s over 12 links
     // (NVLINK_50). PCIe Gen4 x16: the real dumps (netdata's a100-sxm4-mig,
     // a100_sxm_x4_remap_pending).
@@ -306,6 +329,7 @@ pub static SKUS: &[Sku] = &[
         Some(1555.0),
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     dc(
@@ -317,6 +341,7 @@ pub static SKUS: &[Sku] = &[
         Some(2039.0),
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     // A100 PCIe 40GB: the datasheet's compute; 1,555 GB/s and PCIe 4.0 x16
@@ -332,6 +357,7 @@ pub static SKUS: &[Sku] = &[
         Some(1555.0),
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     // A100 PCIe 80GB: the datasheet's compute; its memory bandwidth, PCIe
@@ -345,6 +371,7 @@ pub static SKUS: &[Sku] = &[
         None,
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     // A800: "only the interconnect was throttled", NVLink 600 -> 400 GB/s,
@@ -360,6 +387,7 @@ pub static SKUS: &[Sku] = &[
         Some(2039.0),
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     dc(
@@ -371,6 +399,7 @@ pub static SKUS: &[Sku] = &[
         Some(1555.0),
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     dc(
@@ -382,6 +411,7 @@ pub static SKUS: &[Sku] = &[
         None,
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     dc(
@@ -393,6 +423,7 @@ pub static SKUS: &[Sku] = &[
         Some(1555.0),
         Some(312.0),
         Some(312.0),
+        Some(156.0),
         false,
     ),
     // A10: 600 GB/s GDDR6 and PCIe 4.0 x16 (sysrqmts.com's A10 PCIe page:
@@ -405,6 +436,7 @@ pub static SKUS: &[Sku] = &[
         None,
         GEN4_X16,
         Some(600.0),
+        None,
         None,
         None,
         false,
@@ -424,6 +456,7 @@ pub static SKUS: &[Sku] = &[
         Some(600.0),
         None,
         None,
+        None,
         false,
     ),
     // A30 (pci.ids: "GA100GL [A30 PCIe]"): NVIDIA's A30 datasheet was not
@@ -437,12 +470,15 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         None,
+        None,
         false,
     ),
     // NVIDIA A40 datasheet (as reproduced on ecer.com): 48 GB GDDR6 with
     // ECC, 696 GB/s; "Peak BF16 Tensor TFLOPS with FP32 Accumulate 149.7 |
-    // 299.4*" (FP16 with FP16 accumulate the same); NVLink 112.5 GB/s
-    // bidirectional; PCIe Gen4 64 GB/s (x16; the real dump healthy_a40_x10).
+    // 299.4*" (FP16 with FP16 accumulate the same); "Peak TF32 Tensor
+    // TFLOPS 74.8 | 149.6*" (hmc-tech.com's A40 table: 74.83); NVLink
+    // 112.5 GB/s bidirectional; PCIe Gen4 64 GB/s (x16; the real dump
+    // healthy_a40_x10).
     dc(
         "A40",
         &[0x2235],
@@ -452,13 +488,16 @@ pub static SKUS: &[Sku] = &[
         Some(696.0),
         Some(149.7),
         Some(149.7),
+        Some(74.8),
         false,
     ),
     // NVIDIA L4: 300 GB/s GDDR6, "242 TFLOPS in FP16 Tensor Core
     // operations (with sparsity)" (NVIDIA's L4 datasheet as summarised on
     // grokipedia.com's L4 vs L40S page), so 121 dense; BF16 runs at the
-    // FP16 rate on Ada (hmc-tech.com's L4 table lists both alike). PCIe 4.0
-    // x16 (the real dump healthy_l4), no NVLink.
+    // FP16 rate on Ada (hmc-tech.com's L4 table lists both alike). TF32
+    // "120 TFLOPS | Sparsity" (NVIDIA's L4 figures in sourcecode.com's
+    // product compare), so 60 dense. PCIe 4.0 x16 (the real dump
+    // healthy_l4), no NVLink.
     dc(
         "L4",
         &[0x27b8],
@@ -468,13 +507,15 @@ pub static SKUS: &[Sku] = &[
         Some(300.0),
         Some(121.0),
         Some(121.0),
+        Some(60.0),
         false,
     ),
     // NVIDIA L40 / L40S datasheet table (as reproduced on mullet.se, "*
     // With Sparsity"): 48 GB GDDR6 with ECC, 864 GB/s, PCIe Gen4 x16; L40
     // BF16 and FP16 Tensor "181.05 | 362.1*", L40S "362.05 | 733*" (the
     // L40S's printed sparse figure is not twice its dense one; the dense
-    // figure is the one kept).
+    // figure is the one kept); TF32 Tensor L40 "90.5 | 181*", L40S
+    // "183 | 366*".
     // No NVLink ("NVLink is not supported", itcreations.com's L40S page).
     dc(
         "L40",
@@ -485,6 +526,7 @@ pub static SKUS: &[Sku] = &[
         Some(864.0),
         Some(181.05),
         Some(181.05),
+        Some(90.5),
         false,
     ),
     dc(
@@ -496,11 +538,13 @@ pub static SKUS: &[Sku] = &[
         Some(864.0),
         Some(362.05),
         Some(362.05),
+        Some(183.0),
         false,
     ),
     // T4: 320 GB/s GDDR6, PCIe 3.0 x16, FP16 65 TFLOPS (sysrqmts.com's T4
     // page: 65.13; NVIDIA's launch figure, FP16 peak 65 T, as quoted on
-    // gist.github.com/hewumars); Turing has no bf16 and no sparsity.
+    // gist.github.com/hewumars); Turing has no bf16, no TF32 and no
+    // sparsity.
     dc(
         "T4",
         &[0x1eb8],
@@ -510,13 +554,14 @@ pub static SKUS: &[Sku] = &[
         Some(320.0),
         None,
         Some(65.0),
+        None,
         false,
     ),
     // V100 SXM2: 900 GB/s and 6 NVLinks (Dell EMC's Deep Learning with
     // NVIDIA reference guide, 3.1.3); "up to 125 TFLOPS of deep learning
     // performance" (grokipedia's Tesla V100 page, after NVIDIA's V100
-    // datasheet); Volta has no bf16 and no sparsity. PCIe Gen3 x16 (the
-    // real dump healthy_v100_sxm2_x8; lambda's gpu_specs table).
+    // datasheet); Volta has no bf16, no TF32 and no sparsity. PCIe Gen3
+    // x16 (the real dump healthy_v100_sxm2_x8; lambda's gpu_specs table).
     dc(
         "V100 SXM2",
         &[0x1db1, 0x1db5, 0x1df5],
@@ -526,6 +571,7 @@ pub static SKUS: &[Sku] = &[
         Some(900.0),
         None,
         Some(125.0),
+        None,
         false,
     ),
     // V100 PCIe and V100S PCIe: PCIe 3.0 x16 (sysrqmts.com's V100 PCIe
@@ -540,6 +586,7 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         None,
+        None,
         false,
     ),
     dc(
@@ -551,12 +598,15 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         None,
+        None,
         false,
     ),
     // NVIDIA HGX B200 datasheet (per GPU, 1,000 W): 8 TB/s HBM3e, bf16/fp16
     // 4.5 PFLOPS with sparsity (2,250 dense; hmc-tech.com's B200 table
-    // likewise: "FP16-32 2.25 PFLOPS, Sparse 4.5"), NVLink 5 1.8 TB/s over
-    // 18 links, PCIe Gen5 x16.
+    // likewise: "FP16-32 2.25 PFLOPS, Sparse 4.5"), TF32 2.2 PFLOPS with
+    // sparsity (the datasheet's per-GPU table as quoted on
+    // zdszero.github.io; 1,100 dense on glennklockwood.com's B200 page),
+    // NVLink 5 1.8 TB/s over 18 links, PCIe Gen5 x16.
     dc(
         "B200",
         &[0x2901, 0x2909],
@@ -566,11 +616,13 @@ pub static SKUS: &[Sku] = &[
         Some(8000.0),
         Some(2250.0),
         Some(2250.0),
+        Some(1100.0),
         true,
     ),
     // GeForce RTX 3090: 936 GB/s GDDR6X; "FP16 TFLOPS (Sparsity) 142
     // (285)" is with FP16 accumulate (Tom's Hardware's RTX 3090 table);
-    // the FP32-accumulate figure no page read here gave, so unknown. No
+    // the FP32-accumulate figure and TF32 no page read here gave, so
+    // unknown. No
     // ECC (the real dump healthy_rtx3090_x2: N/A); PCIe Gen4 x16 (same
     // dump). Its NVLink bridge: no figure read, so unknown.
     desk(
@@ -582,9 +634,12 @@ pub static SKUS: &[Sku] = &[
         GEN4_X16,
         Some(936.0),
         None,
+        None,
     ),
     // GeForce RTX 4090: 1,008 GB/s and 165 TFLOPS "dense bf16 tensor cores"
-    // (gist.github.com/mikasenghaas, "Accelerator Intensity"); ECC offered,
+    // (gist.github.com/mikasenghaas, "Accelerator Intensity"); TF32 82.58
+    // dense, 165.15 with sparsity (waredb.com's RTX 4090 table; hmc-tech.com
+    // likewise 82.58); ECC offered,
     // off as shipped (the real dumps: "Disabled"); PCIe Gen4 x16 (the real
     // dump healthy_rtx4090_x8); no NVLink.
     desk(
@@ -596,12 +651,14 @@ pub static SKUS: &[Sku] = &[
         GEN4_X16,
         Some(1008.0),
         Some(165.0),
+        Some(82.6),
     ),
     // GeForce RTX 5090: 1,792 GB/s GDDR7 (spheron.network's RTX 5090
     // datasheet table, and the RTX Blackwell whitepaper as summarised on
     // libertify.com); PCIe Gen5 x16 (the real dump healthy_rtx5090); no
     // NVLink. Its FP32-accumulate tensor figure no page read here gave
-    // (spheron's 838.4 is sparse with FP16 accumulate), so unknown.
+    // (spheron's 838.4 is sparse with FP16 accumulate), so unknown; TF32
+    // likewise.
     desk(
         "GeForce RTX 5090",
         &[0x2b85],
@@ -611,11 +668,12 @@ pub static SKUS: &[Sku] = &[
         GEN5_X16,
         Some(1792.0),
         None,
+        None,
     ),
     // RTX 6000 Ada Generation: 48 GB GDDR6 with ECC (sourcecode.com's
     // product compare), ECC off as shipped (the real dump: "Disabled"),
     // PCIe Gen4 x16 (same dump), no NVLink. Its memory bandwidth and tensor
-    // TFLOPS: NVIDIA's datasheet was not found, so unknown.
+    // TFLOPS (TF32 too): NVIDIA's datasheet was not found, so unknown.
     desk(
         "RTX 6000 Ada Generation",
         &[0x26b1],
@@ -623,6 +681,7 @@ pub static SKUS: &[Sku] = &[
         Segment::Workstation,
         None,
         GEN4_X16,
+        None,
         None,
         None,
     ),
@@ -636,11 +695,12 @@ pub static SKUS: &[Sku] = &[
         None,
         None,
         None,
+        None,
     ),
     // RTX A6000: 48 GB GDDR6 with ECC, 768 GB/s (techbriefly.com on
     // NVIDIA's launch; sysrqmts.com's A6000 table), PCIe 4.0 x16 (the real
     // dump healthy_rtx_a6000_x9). Its NVLink bridge ("connect two cards")
-    // and tensor TFLOPS: no figure read, so unknown.
+    // and tensor TFLOPS (TF32 too): no figure read, so unknown.
     desk(
         "RTX A6000",
         &[0x2230],
@@ -650,11 +710,14 @@ pub static SKUS: &[Sku] = &[
         GEN4_X16,
         Some(768.0),
         None,
+        None,
     ),
     // NVIDIA RTX PRO 6000 Blackwell datasheet and RTX Blackwell whitepaper:
     // 96 GB GDDR7 with ECC, 1,792 GB/s, fp16/bf16 with FP32 accumulate 503.8
     // dense, PCIe Gen5 x16, no NVLink (Workstation, Max-Q and Server
-    // Editions share the GB202 figures; the Max-Q runs lower clocks).
+    // Editions share the GB202 figures; the Max-Q runs lower clocks). TF32
+    // 251.9 dense, 503.8 with sparsity (hmc-tech.com's RTX PRO 6000
+    // Blackwell table; the datasheet text read here gave none).
     desk(
         "RTX PRO 6000 Blackwell",
         &[0x2bb1, 0x2bb4, 0x2bb5],
@@ -668,6 +731,7 @@ pub static SKUS: &[Sku] = &[
         GEN5_X16,
         Some(1792.0),
         Some(503.8),
+        Some(251.9),
     ),
 ];
 
@@ -838,6 +902,40 @@ mod tests {
     }
 
     #[test]
+    fn tf32_figures_are_the_datasheets_dense_ones() {
+        let tf32 = |name: &str| by_nvml_name(name).and_then(|s| s.tf32_dense_tflops);
+        // The datasheets print "989*", "756*", "312*", "366*", "120*" and
+        // "2.2 PF*" with sparsity: the table holds half of each.
+        assert_eq!(tf32("NVIDIA H100 80GB HBM3"), Some(989.4 / 2.0));
+        assert_eq!(tf32("NVIDIA H100 PCIe"), Some(756.0 / 2.0));
+        assert_eq!(tf32("NVIDIA A100-SXM4-80GB"), Some(312.0 / 2.0));
+        assert_eq!(tf32("NVIDIA L40S"), Some(366.0 / 2.0));
+        assert_eq!(tf32("NVIDIA L4"), Some(120.0 / 2.0));
+        assert_eq!(tf32("NVIDIA B200"), Some(2200.0 / 2.0));
+        // Volta and Turing have no TF32.
+        assert_eq!(tf32("Tesla T4"), None);
+        assert_eq!(tf32("Tesla V100-SXM2-32GB"), None);
+        assert_eq!(tf32("NVIDIA H100 NVL"), None);
+    }
+
+    #[test]
+    fn tf32_runs_at_half_the_bf16_rate_wherever_both_are_known() {
+        // Tensor cores from Ampere on run TF32 at half their bf16 rate; a
+        // sparse figure entered as dense would be twice that. The datasheets
+        // round: the B200's "2.2 PF*" is 2.25 rounded down, the L40S's 183
+        // is above 362.05 / 2.
+        let mut both = 0;
+        for s in SKUS {
+            if let (Some(tf32), Some(bf16)) = (s.tf32_dense_tflops, s.bf16_dense_tflops) {
+                let ratio = tf32 / (bf16 / 2.0);
+                assert!((0.97..=1.03).contains(&ratio), "{}: {ratio}", s.model);
+                both += 1;
+            }
+        }
+        assert!(both >= 10, "{both}");
+    }
+
+    #[test]
     fn a_figure_no_source_confirmed_is_unknown() {
         let a30 = by_nvml_name("NVIDIA A30").expect("known");
         assert_eq!(
@@ -845,9 +943,10 @@ mod tests {
                 a30.nvlink,
                 a30.pcie,
                 a30.memory_bandwidth_gbps,
-                a30.bf16_dense_tflops
+                a30.bf16_dense_tflops,
+                a30.tf32_dense_tflops
             ),
-            (None, None, None, None)
+            (None, None, None, None, None)
         );
         // A known part with an unconfirmed link falls back to siblings: the
         // PCIe judge finds no width here.

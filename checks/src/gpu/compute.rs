@@ -26,7 +26,8 @@ pub const CPU_SECONDS_PER_PRECISION: f64 = 0.25;
 /// Below this share of the part's dense bf16 peak a GPU warns: cuBLAS
 /// reaches 60-80 % of the datasheet's dense peak on large square bf16
 /// GEMMs (H100 SXM 650-750 of 989 TFLOPS in NVIDIA's and PyTorch's
-/// published matmul benchmarks); under half is a GPU held down.
+/// published matmul benchmarks); under half is a GPU held down. The TF32
+/// GEMM is judged by the same share of the part's dense TF32 peak.
 pub const PEAK_FLOOR: f64 = 0.5;
 
 /// The seed of the inputs every GPU multiplies.
@@ -44,6 +45,8 @@ pub struct ComputeGpu {
     /// The part's dense bf16 peak (the SKU table); None for a part the
     /// table lacks or a load run on the CPU.
     pub peak_bf16_tflops: Option<f64>,
+    /// The part's dense TF32 peak, likewise.
+    pub peak_tf32_tflops: Option<f64>,
 }
 
 /// What `gpu.compute` judges.
@@ -96,8 +99,8 @@ impl Check for Compute {
          below 85% of the median of the GPUs of its model fails, naming it and the cause NVML \
          showed under load (\"power cap 700 W reached at 1,410 MHz\", \"HW slowdown while at \
          87 °C\"); one slow with no visible cause still fails. A GPU below the floor is measured again first and judged on its better run. A GPU below half of its part's \
-         dense bf16 peak (the SKU table; unknown parts are judged against their siblings only) \
-         warns.\n\n\
+         dense bf16 peak, or half of its dense TF32 peak, warns (the SKU table; a part, or a \
+         precision, without a figure there is judged against its siblings only).\n\n\
          Silent data corruption: every GPU multiplies the same seeded bf16 inputs (2048 x 2048); \
          GPUs of one model running one cuBLAS produce identical bits, so a GPU whose result \
          differs from the one most of them share fails with \"computed wrong results\", the \
@@ -169,17 +172,17 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Bo
                     error: Some("the payload reported nothing for it".into()),
                     ..ComputeFigures::default()
                 });
+            let part = match plan.device {
+                LoadDevice::Cuda => sku::by_nvml_name(&g.name),
+                LoadDevice::Cpu => None,
+            };
             ComputeGpu {
                 index: g.index,
                 name: plan.name(g.index),
                 figures,
                 readings: readings_of(&run.samples, g.index),
-                peak_bf16_tflops: match plan.device {
-                    LoadDevice::Cuda => {
-                        sku::by_nvml_name(&g.name).and_then(|s| s.bf16_dense_tflops)
-                    }
-                    LoadDevice::Cpu => None,
-                },
+                peak_bf16_tflops: part.and_then(|s| s.bf16_dense_tflops),
+                peak_tf32_tflops: part.and_then(|s| s.tf32_dense_tflops),
             }
         })
         .collect();
@@ -336,8 +339,16 @@ fn elements(n: u64) -> String {
     }
 }
 
-fn judge_peak(g: &ComputeGpu, out: &mut Findings) {
-    let (Some(peak), Some(value)) = (g.peak_bf16_tflops, g.figures.bf16_tflops) else {
+/// Findings for one precision: the GPU far below its part's dense peak
+/// (none where the SKU table has no peak for it).
+fn judge_peak(
+    g: &ComputeGpu,
+    precision: &str,
+    value: Option<f64>,
+    peak: Option<f64>,
+    out: &mut Findings,
+) {
+    let (Some(peak), Some(value)) = (peak, value) else {
         return;
     };
     if value < PEAK_FLOOR * peak {
@@ -347,7 +358,7 @@ fn judge_peak(g: &ComputeGpu, out: &mut Findings) {
                 Some(g.index),
                 Status::Warn,
                 format!(
-                    "bf16 GEMM {} TFLOPS, {:.0}% of the part's dense peak {}{cause}",
+                    "{precision} GEMM {} TFLOPS, {:.0}% of the part's dense peak {}{cause}",
                     tflops(value),
                     100.0 * value / peak,
                     tflops(peak)
@@ -370,7 +381,20 @@ pub fn evaluate(f: &ComputeFacts) -> Outcome {
             ));
         }
         judge_results(g, &mut findings);
-        judge_peak(g, &mut findings);
+        judge_peak(
+            g,
+            "bf16",
+            g.figures.bf16_tflops,
+            g.peak_bf16_tflops,
+            &mut findings,
+        );
+        judge_peak(
+            g,
+            "TF32",
+            g.figures.tf32_tflops,
+            g.peak_tf32_tflops,
+            &mut findings,
+        );
     }
     judge_siblings(f, "bf16", |r| r.bf16_tflops, &mut findings);
     judge_siblings(f, "TF32", |r| r.tf32_tflops, &mut findings);
@@ -510,6 +534,7 @@ mod tests {
             },
             readings,
             peak_bf16_tflops: Some(989.0),
+            peak_tf32_tflops: Some(494.7),
         }
     }
 
@@ -631,9 +656,58 @@ mod tests {
         let mut f = eight(None);
         for g in &mut f.gpus {
             g.peak_bf16_tflops = None;
+            g.peak_tf32_tflops = None;
             g.figures.bf16_tflops = Some(100.0);
+            g.figures.tf32_tflops = Some(50.0);
         }
         assert_eq!(evaluate(&f).status, Status::Pass);
+    }
+
+    #[test]
+    fn a_tf32_figure_far_below_the_peak_warns_naming_tf32_and_the_peak() {
+        let mut f = eight(None);
+        for g in &mut f.gpus {
+            g.figures.tf32_tflops = Some(150.0);
+        }
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Warn, "{o:?}");
+        assert!(
+            o.summary
+                .contains("TF32 GEMM 150 TFLOPS, 30% of the part's dense peak 495"),
+            "{}",
+            o.summary
+        );
+        assert!(!o.summary.contains("bf16 GEMM"), "{}", o.summary);
+        assert!(
+            o.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("runs GEMMs far below what the part reaches"),
+            "{o:?}"
+        );
+        assert_eq!(o.devices[0].status, Status::Warn);
+    }
+
+    #[test]
+    fn without_a_tf32_peak_the_tf32_figure_is_judged_against_siblings_only() {
+        let mut f = eight(None);
+        for g in &mut f.gpus {
+            g.peak_tf32_tflops = None;
+            g.figures.tf32_tflops = Some(150.0);
+        }
+        // Far below any TF32 peak, but even across the GPUs: nothing to say.
+        assert_eq!(evaluate(&f).status, Status::Pass);
+        // One far below its siblings fails in the siblings' wording.
+        f.gpus[2].figures.tf32_tflops = Some(75.0);
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Fail, "{o:?}");
+        assert!(
+            o.summary
+                .starts_with("GPU 2: TF32 GEMM 75 TFLOPS, 50% of its siblings' median 150"),
+            "{}",
+            o.summary
+        );
+        assert!(!o.summary.contains("dense peak"), "{}", o.summary);
     }
 
     #[test]
