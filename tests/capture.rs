@@ -562,6 +562,11 @@ fn capture_usage_errors_are_one_line_and_exit_2_before_any_check_runs() {
             vec!["exec", "--replay", "c.json", "--", "true"],
             "--replay judges a capture, not this machine, so it cannot gate `exec`",
         ),
+        (
+            vec!["cluster", "--replay", "c.json", "--nnodes", "2"],
+            "--replay judges one node's capture, while `gpucheck cluster` meets the other nodes \
+             live: replay each node's capture with `gpucheck --replay FILE`",
+        ),
         (vec!["--redact"], "--redact needs --capture FILE (or `gpucheck capture FILE`)"),
         (
             vec!["capture", "/nonexistent-folder/c.json"],

@@ -156,6 +156,14 @@ fn fleet_env() -> BTreeMap<String, String> {
 
 /// `gpucheck cluster`.
 pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
+    if args.run.replay.is_some() {
+        return Err(UsageError(
+            "--replay judges one node's capture, while `gpucheck cluster` meets the other nodes \
+             live: replay each node's capture with `gpucheck --replay FILE`"
+                .into(),
+        )
+        .into());
+    }
     gate(&args.run, &args.cluster, false)
 }
 
