@@ -24,7 +24,9 @@ GPU of a node is slow, the node). Figures taken with the CPU standing in for the
 (GPUCHECK_LOAD_DEVICE=cpu, gpucheck's tests) are compared only with each other, against a floor \
 of 50%. It needs `gpucheck cluster --profile full` (or --only gpu.compute,gpu.memory): without \
 those checks there are no figures, and it skips; a node that did not run them is named. A model \
-with a single GPU in the fleet has nothing to compare with.
+with a single GPU in the fleet has nothing to compare with, and with two nodes of a model the \
+median lies halfway between them, so a node whose GPUs are all slow is named only below about \
+74% of the other's.
 
 Why it matters: DDP runs every step at the speed of its slowest rank, so one slow GPU slows the \
 whole job, on every node. gpu.compute and gpu.memory already compare a node's GPUs with their \
@@ -484,19 +486,21 @@ fn hint(named: &[Named]) -> String {
         .map_or_else(String::new, |u| format!(" ({u})"));
     let what = match first.whole_node {
         Some(_) => format!(
-            "every GPU of {} is slower than the same model on the other nodes, so the node \
-             holds them down: check what they share (the node's power capping and supply, \
-             cooling and fans: `nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE` on {host}), \
-             run `dcgmi diag -r 3` there",
-            node.label()
+            "every GPU of {} is slower than the {} of the other nodes, so the node holds them \
+             down: check what they share (the node's power capping and supply, cooling and \
+             fans: `nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE` on {host}), run `dcgmi \
+             diag -r 3` there",
+            node.label(),
+            s.model
         ),
         None => format!(
-            "{} GPU {i}{uuid} is slower than the same model on the other GPUs of the fleet, and \
-             every DDP step waits for it: on {host}, `gpucheck --profile full --only {}` shows \
+            "{} GPU {i}{uuid} is slower than the other {} of the fleet, and every DDP step \
+             waits for it: on {host}, `gpucheck --profile full --only {}` shows \
              it against its siblings and the cause NVML sees under load, and `dcgmi diag -r 3 \
              -i {i}` runs NVIDIA's diagnostic on it; check its power limit, clocks and cooling \
              (`nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE -i {i}`)",
             node.label(),
+            s.model,
             s.figure.check
         ),
     };
@@ -570,7 +574,10 @@ mod tests {
         );
         let hint = o.hint.as_deref().unwrap_or_default();
         assert!(
-            hint.starts_with("node 1 (gpu-002) GPU 5 (GPU-1-5) is slower than the same model"),
+            hint.starts_with(
+                "node 1 (gpu-002) GPU 5 (GPU-1-5) is slower than the other NVIDIA H100 80GB HBM3 \
+                 of the fleet, and every DDP step waits for it"
+            ),
             "{hint}"
         );
         assert!(
@@ -599,10 +606,28 @@ mod tests {
         );
         let hint = o.hint.as_deref().unwrap_or_default();
         assert!(
-            hint.starts_with("every GPU of node 2 (gpu-003) is slower than the same model"),
+            hint.starts_with(
+                "every GPU of node 2 (gpu-003) is slower than the NVIDIA H100 80GB HBM3 of the \
+                 other nodes, so the node holds them down"
+            ),
             "{hint}"
         );
         assert!(hint.contains("on gpu-003"), "{hint}");
+    }
+
+    #[test]
+    fn of_two_nodes_the_one_at_70_percent_of_the_other_is_named() {
+        // The median lies between them: 700 of 850 is 82%.
+        let o = evaluate(&fleet(vec![
+            computed(0, H100, &even(4, 1000.0)),
+            computed(1, H100, &even(4, 700.0)),
+        ]));
+        assert_eq!(o.status, Status::Fail, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "node 1 (gpu-002): all 4 GPUs slow, the slowest GPU 0: bf16 GEMM 700 TFLOPS, 82% of \
+             the fleet median 850 TFLOPS of 8 NVIDIA H100 80GB HBM3"
+        );
     }
 
     #[test]
