@@ -1592,3 +1592,59 @@ fn one_rank_freezing_mid_all_reduce_names_only_its_node() {
     );
     assert_nothing_left(&payloads);
 }
+
+/// `gpucheck cluster --profile full --only gpu.compute` on two one-GPU
+/// nodes, the load on the CPU: node 1's GPU runs its GEMMs 20 times slower
+/// (the payload's test hook). Alone on its node it has no sibling, so its
+/// own gpu.compute passes; the fleet compares it with node 0's and names it.
+/// (20 times: two nodes' loads on one shared CPU were seen to differ by 3
+/// times with no hook, so a healthy pair is no test here; the unit tests
+/// judge it.)
+#[test]
+fn a_gpu_slower_than_its_model_on_the_other_node_is_named_by_the_fleet() {
+    let _one = lock();
+    let mut cluster = Cluster::new(2, 60);
+    cluster.extra = ["--profile", "full", "--only", "gpu.compute"]
+        .map(String::from)
+        .to_vec();
+    let node = |slow: bool| {
+        let mut env = vec![("GPUCHECK_LOAD_DEVICE".to_string(), "cpu".to_string())];
+        if slow {
+            env.push(("GPUCHECK_QUALIFY_TEST_SLOW".into(), "0:20".into()));
+        }
+        NodeSetup {
+            scenario: Some(nvml_scenario("single_gpu")),
+            env,
+        }
+    };
+    let (results, payloads) = cluster.run(&[(0, node(false)), (1, node(true))]);
+    let all = show(&results);
+    for (_, f) in &results {
+        assert_eq!(f.code, 1, "{all}");
+        assert!(f.stdout.contains("FLEET NOT READY"), "{all}");
+    }
+    let doc = cluster.report();
+    let own = doc["nodes"][1]["results"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["id"] == "gpu.compute"))
+        .unwrap_or_else(|| panic!("no gpu.compute on node 1: {doc}"));
+    assert_eq!(own["status"], "pass", "{own}");
+    let load = fleet_result(&doc, "fleet.gpu_load");
+    assert_eq!(load["status"], "fail", "{load}");
+    let summary = load["summary"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("node 1 ("), "{summary}");
+    assert!(summary.contains(") GPU 0: "), "{summary}");
+    assert!(summary.contains(" GEMM "), "{summary}");
+    assert!(
+        summary.contains("% of the fleet median ") && summary.ends_with(" of 2 NVIDIA H100 PCIe"),
+        "{summary}"
+    );
+    assert!(!summary.contains("node 0 ("), "{summary}");
+    let hint = load["hint"].as_str().unwrap_or_default();
+    assert!(
+        hint.contains("`gpucheck --profile full --only gpu.compute`"),
+        "{hint}"
+    );
+    assert_eq!(load["action"], "service_hardware", "{load}");
+    assert_nothing_left(&payloads);
+}

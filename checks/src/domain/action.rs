@@ -157,6 +157,9 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("fleet.nccl_env", Action::FixConfig),
     ("fleet.hosts", Action::FixConfig),
     ("fleet.clock", Action::FixConfig),
+    // A GPU slower than its model elsewhere in the fleet: drain its node
+    // and have the hardware (or the node's power and cooling) seen to.
+    ("fleet.gpu_load", Action::ServiceHardware),
     ("fleet.allreduce", Action::ContactProvider),
     ("fleet.pairs", Action::ContactProvider),
 ];

@@ -45,6 +45,7 @@ mod allreduce;
 mod clock;
 mod gpus;
 mod hosts;
+mod load;
 mod nccl_env;
 mod pairs;
 mod rendezvous;
@@ -55,6 +56,7 @@ pub use allreduce::AllReduce;
 pub use clock::Clock;
 pub use gpus::Gpus;
 pub use hosts::Hosts;
+pub use load::GpuLoad;
 pub use nccl_env::NcclEnv;
 pub use pairs::Pairs;
 pub use rendezvous::Rendezvous;
@@ -239,6 +241,7 @@ pub static FLEET_CATALOG: &[&dyn FleetCheck] = &[
     &NcclEnv,
     &Hosts,
     &Clock,
+    &GpuLoad,
     &AllReduce,
     &Pairs,
 ];

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
 use crate::domain::qualify::{below_siblings, cause_under_load, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
 use crate::domain::sku;
+use crate::facts::load::ComputeLoad;
 use crate::probe::load::{self, ComputeFigures, LoadDevice};
 use crate::probe::nvml::LoadReading;
 use crate::{
@@ -128,13 +129,22 @@ impl Check for Compute {
         // figure can dip for a moment (another tenant's burst, a clock
         // change), a slow GPU stays slow.
         if !any_below_siblings(&first) {
-            return evaluate(&first);
+            return judged(&plan, &first);
         }
         match measure(ctx, &plan) {
-            Ok(second) => evaluate(&best_of(first, second)),
-            Err(_) => evaluate(&first),
+            Ok(second) => judged(&plan, &best_of(first, second)),
+            Err(_) => judged(&plan, &first),
         }
     }
+}
+
+/// The verdict, with every GPU's figures published for `fleet.gpu_load`.
+fn judged(plan: &LoadPlan, f: &ComputeFacts) -> Outcome {
+    let gpus = f.gpus.iter().map(|g| {
+        let r = &g.figures;
+        (plan.load_gpu(g.index), r.bf16_tflops, r.tf32_tflops)
+    });
+    evaluate(f).publish(&ComputeLoad::new(plan.device, gpus))
 }
 
 /// Run the GEMM payload on every GPU and gather its figures and readings.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
 use crate::domain::qualify::{below_siblings, cause_under_load, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
 use crate::domain::sku;
+use crate::facts::load::MemoryLoad;
 use crate::probe::load::{self, LoadDevice, MemoryFigures};
 use crate::probe::nvml::{self, LoadReading};
 use crate::{
@@ -122,13 +123,22 @@ impl Check for Memory {
         let mut below = Findings::new();
         judge_siblings(&first, &mut below);
         if below.is_empty() {
-            return evaluate(&first);
+            return judged(&plan, &first);
         }
         match measure(ctx, &plan) {
-            Ok(second) => evaluate(&best_of(first, second)),
-            Err(_) => evaluate(&first),
+            Ok(second) => judged(&plan, &best_of(first, second)),
+            Err(_) => judged(&plan, &first),
         }
     }
+}
+
+/// The verdict, with every GPU's figures published for `fleet.gpu_load`.
+fn judged(plan: &LoadPlan, f: &MemoryFacts) -> Outcome {
+    let gpus = f.gpus.iter().map(|g| {
+        let r = &g.figures;
+        (plan.load_gpu(g.index), r.copy_gbps, r.triad_gbps)
+    });
+    evaluate(f).publish(&MemoryLoad::new(plan.device, gpus))
 }
 
 /// How many bytes the pattern test may take on each GPU, and which GPUs

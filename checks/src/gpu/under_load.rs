@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::facts::load::LoadGpu;
 use crate::facts::nvml::gpus_for_run;
 use crate::probe::load::{LoadDevice, LoadError, Sample};
 use crate::probe::nvml::{GpuInfo, LoadReading};
@@ -55,6 +56,12 @@ impl LoadPlan {
             .iter()
             .find(|g| g.index == index)
             .map_or_else(|| "(unknown)".into(), |g| g.name.clone())
+    }
+
+    /// The GPU `index` as a load fact names it: NVML's name and UUID.
+    pub fn load_gpu(&self, index: u32) -> LoadGpu {
+        let uuid = self.gpus.iter().find(|g| g.index == index);
+        LoadGpu::new(index, &self.name(index), uuid.map(|g| g.uuid.as_str()))
     }
 }
 
