@@ -7,7 +7,10 @@
 #
 # Env: GPUCHECK_BIN (default target/release/gpucheck, rebuilt first when stale),
 # PYTHON (default .venv/bin/python, else python3), BENCH_ARGS (extra gpucheck
-# arguments, e.g. "--nvml-lib target/fixtures/nvml/libnvidia-ml.so.1").
+# arguments, e.g. "--nvml-lib target/fixtures/nvml/libnvidia-ml.so.1"),
+# BENCH_PROFILE (default quick; `full` with the fake 8-GPU NVML and
+# GPUCHECK_LOAD_DEVICE=cpu times the full profile's orchestration with the
+# load checks' CPU stand-in: see README, Performance).
 # Prints median and max wall time and the largest peak RSS for each command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +27,9 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 # The measuring itself is done by python3 (os.wait4 gives each run's peak RSS).
-python3 - "$RUNS" "$BIN" "$PY" "${BENCH_ARGS:-}" <<'PYEOF'
+python3 - "$RUNS" "$BIN" "$PY" "${BENCH_ARGS:-}" "${BENCH_PROFILE:-quick}" <<'PYEOF'
 import os, shlex, statistics, subprocess, sys, time
-runs, binary, py, extra = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+runs, binary, py, extra, profile = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 
 def measure(argv, env=None):
     walls, rss = [], []
@@ -38,8 +41,8 @@ def measure(argv, env=None):
         rss.append(usage.ru_maxrss / 1024)  # KiB -> MiB
     return statistics.median(walls), max(walls), max(rss)
 
-rows = [("gpucheck --profile quick " + extra).strip(),
-        [binary, "--profile", "quick", "--quiet"] + shlex.split(extra)]
+rows = [(f"gpucheck --profile {profile} " + extra).strip(),
+        [binary, "--profile", profile, "--quiet", "--python", py] + shlex.split(extra)]
 res = [(rows[0], *measure(rows[1]))]
 torch_cmd = [py, "-c", "import torch; torch.cuda.is_available()"]
 if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
