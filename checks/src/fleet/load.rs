@@ -22,7 +22,9 @@ fleet's median of that figure over every GPU of the same model (NVML's name). A 
 of it fails, naming the node, the GPU, the figure and the median (the slowest first; when every \
 GPU of a node is slow, the node). Figures taken with the CPU standing in for the GPUs \
 (GPUCHECK_LOAD_DEVICE=cpu, gpucheck's tests) are compared only with each other, against a floor \
-of 50%. It needs `gpucheck cluster --profile full` (or --only gpu.compute,gpu.memory): without \
+of 50%. Under `--profile burn` the figures are gpu.burn's: each GPU's median bf16 TFLOPS and \
+triad GB/s over its rounds. It needs `gpucheck cluster --profile full` (or --only \
+gpu.compute,gpu.memory) or `--profile burn`: without \
 those checks there are no figures, and it skips; a node that did not run them is named. A model \
 with a single GPU in the fleet has nothing to compare with, and with two nodes of a model the \
 median lies halfway between them, so a node whose GPUs are all slow is named only below about \
@@ -317,9 +319,12 @@ fn named<'a>(groups: &[Group<'a>], slow: &[Slow<'a>]) -> Vec<Named<'a>> {
     out
 }
 
+/// The checks that publish figures under load.
+const LOAD_CHECKS: [&str; 3] = ["gpu.compute", "gpu.memory", "gpu.burn"];
+
 /// The nodes with no figures: those that did not run the load checks and
 /// those that ran them without a figure ("node 1 (b) did not run
-/// gpu.compute or gpu.memory").
+/// gpu.compute, gpu.memory or gpu.burn").
 fn absent_notes(loads: &[NodeLoad]) -> Vec<String> {
     let without: Vec<&NodeLoad> = loads
         .iter()
@@ -329,20 +334,20 @@ fn absent_notes(loads: &[NodeLoad]) -> Vec<String> {
         l.node
             .results
             .iter()
-            .any(|(id, _)| id == "gpu.compute" || id == "gpu.memory")
+            .any(|(id, _)| LOAD_CHECKS.contains(&id.as_str()))
     };
     let not_run: Vec<&FleetNode> = without.iter().filter(|l| !ran(l)).map(|l| l.node).collect();
     let no_figures: Vec<&FleetNode> = without.iter().filter(|l| ran(l)).map(|l| l.node).collect();
     let mut notes = Vec::new();
     if !not_run.is_empty() {
         notes.push(format!(
-            "{} did not run gpu.compute or gpu.memory",
+            "{} did not run gpu.compute, gpu.memory or gpu.burn",
             nodes_phrase(&not_run)
         ));
     }
     if !no_figures.is_empty() {
         notes.push(format!(
-            "{} ran them without a figure (its own gpu.compute and gpu.memory say why)",
+            "{} ran them without a figure (their own reports say why)",
             nodes_phrase(&no_figures)
         ));
     }
@@ -384,7 +389,7 @@ pub fn evaluate(fleet: &Fleet) -> Outcome {
     if groups.is_empty() {
         return Outcome::skip(format!(
             "no GPU figures under load: gpu.compute and gpu.memory run under --profile full \
-             (`gpucheck cluster --profile full`){}",
+             (`gpucheck cluster --profile full`), gpu.burn under --profile burn{}",
             bracketed(&notes)
         ));
     }
@@ -792,8 +797,8 @@ mod tests {
         assert_eq!(o.status, Status::Pass, "{o:?}");
         assert!(
             o.summary.ends_with(
-                " (node 1 (gpu-002) did not run gpu.compute or gpu.memory; node 2 (gpu-003) ran \
-                 them without a figure (its own gpu.compute and gpu.memory say why))"
+                " (node 1 (gpu-002) did not run gpu.compute, gpu.memory or gpu.burn; node 2 \
+                 (gpu-003) ran them without a figure (their own reports say why))"
             ),
             "{}",
             o.summary
@@ -812,8 +817,8 @@ mod tests {
         assert_eq!(
             o.summary,
             "no GPU figures under load: gpu.compute and gpu.memory run under --profile full \
-             (`gpucheck cluster --profile full`) (nodes 0, 1 did not run gpu.compute or \
-             gpu.memory)"
+             (`gpucheck cluster --profile full`), gpu.burn under --profile burn (nodes 0, 1 did \
+             not run gpu.compute, gpu.memory or gpu.burn)"
         );
     }
 

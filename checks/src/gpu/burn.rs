@@ -13,6 +13,7 @@ use crate::domain::qualify::{
     degraded_below, median, temperature_climbing, thousands, CPU_SIBLING_FLOOR, DEGRADED_SHARE,
 };
 use crate::domain::xid::PciSlot;
+use crate::facts::load::{ComputeLoad, LoadGpu, MemoryLoad};
 use crate::probe::kernel_log::{self, XidEvent};
 use crate::probe::load::LoadDevice;
 use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Profile, Status};
@@ -159,8 +160,31 @@ impl Check for Burn {
         }
         f.new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
         f.ran_s = start.elapsed().as_secs_f64();
-        evaluate(&f)
+        let gpus: Vec<LoadGpu> = plan.gpus.iter().map(|g| plan.load_gpu(g.index)).collect();
+        let (compute, memory) = fleet_figures(&gpus, plan.device, &f);
+        evaluate(&f).publish(&compute).publish(&memory)
     }
+}
+
+/// Each GPU's median bf16 TFLOPS and triad GB/s over the rounds, as the
+/// load checks publish theirs, so that `gpucheck cluster --profile burn`
+/// compares them across the fleet (fleet.gpu_load).
+pub fn fleet_figures(
+    gpus: &[LoadGpu],
+    device: LoadDevice,
+    f: &BurnFacts,
+) -> (ComputeLoad, MemoryLoad) {
+    let of = |i: u32, pick: fn(&RoundGpu) -> Option<f64>| median(&series(f, i, pick));
+    let compute = gpus
+        .iter()
+        .map(|g| (g.clone(), of(g.index, |r| r.bf16_tflops), None));
+    let memory = gpus
+        .iter()
+        .map(|g| (g.clone(), None, of(g.index, |r| r.triad_gbps)));
+    (
+        ComputeLoad::new(device, compute),
+        MemoryLoad::new(device, memory),
+    )
 }
 
 /// The progress line's step before round `n`: the time done and left, and
@@ -690,6 +714,23 @@ mod tests {
             "{}",
             o.summary
         );
+    }
+
+    #[test]
+    fn the_fleet_gets_each_gpus_median_over_the_rounds() {
+        let gpus = [
+            LoadGpu::new(0, "NVIDIA H100 80GB HBM3", Some("GPU-a")),
+            LoadGpu::new(1, "NVIDIA H100 80GB HBM3", None),
+        ];
+        let (compute, memory) = fleet_figures(&gpus, LoadDevice::Cuda, &rounds(5, warming));
+        let bf16: Vec<_> = compute.0.gpus.iter().map(|g| g.bf16_tflops).collect();
+        assert_eq!(bf16, [Some(700.0), Some(640.0)], "GPU 1's middle round");
+        assert_eq!(compute.0.gpus[0].uuid.as_deref(), Some("GPU-a"));
+        assert_eq!(compute.0.gpus[1].tf32_tflops, None);
+        let triad: Vec<_> = memory.0.gpus.iter().map(|g| g.triad_gbps).collect();
+        assert_eq!(triad, [Some(2900.0), Some(2900.0)]);
+        let (none, _) = fleet_figures(&gpus, LoadDevice::Cuda, &rounds(0, warming));
+        assert_eq!(none.0.gpus[0].bf16_tflops, None, "no round, no figure");
     }
 
     #[test]
