@@ -147,7 +147,9 @@ pub struct RunArgs {
     )]
     pub profile: ProfileArg,
     /// Run only these checks: ids (gpu.ecc), groups (gpu, net.*) or globs (*.driver).
-    /// Comma-separated or repeated. Ignores the profile.
+    /// Comma-separated or repeated. Ignores the profile, except that a group or glob
+    /// selects a full or burn check (the load checks, ddp.benchmark) only under a
+    /// profile that runs it; its exact id always selects it.
     #[arg(
         long,
         value_delimiter = ',',

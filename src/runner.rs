@@ -52,6 +52,26 @@ pub enum SelectError {
     Empty { flag: &'static str },
     #[error("the selection runs no checks (--only and --skip cancel out)")]
     Nothing,
+    #[error(
+        "--only {pattern} selects only {checks}, which {verb} under a larger profile: add \
+         --profile {profile}, or name {them} (--only {ids})"
+    )]
+    AboveProfile {
+        pattern: String,
+        checks: String,
+        verb: &'static str,
+        profile: &'static str,
+        them: &'static str,
+        ids: String,
+    },
+}
+
+/// Checks of these profiles put the GPUs under load or run for minutes:
+/// a group or a glob in `--only` selects them only when the profile
+/// includes them (an exact id always does), so `--only gpu` in a health
+/// check stays the seconds it was.
+fn long_running(check: &dyn Check) -> bool {
+    matches!(check.profile(), Profile::Full | Profile::Burn)
 }
 
 /// One `--only`/`--skip` pattern: a check id, a group (`gpu` or `gpu.*`), or
@@ -82,6 +102,14 @@ impl<'a> Pattern<'a> {
             || self.text.strip_suffix(".*") == Some(group)
             || self.glob.as_ref().is_some_and(|g| g.is_match(id))
     }
+
+    /// Whether `--only` with this pattern runs `check` under `profile`:
+    /// every check it names, except a long-running one the profile leaves
+    /// out, which only its exact id selects.
+    fn runs(&self, check: &dyn Check, profile: Profile) -> bool {
+        self.text == check.id()
+            || (self.selects(check.id()) && (!long_running(check) || profile.includes(check)))
+    }
 }
 
 fn compile(patterns: &[String]) -> Vec<Pattern<'_>> {
@@ -94,7 +122,9 @@ fn matches(pattern: &str, id: &str) -> bool {
     Pattern::new(pattern).selects(id)
 }
 
-/// The checks to run, in CATALOG order. `--only` ignores the profile.
+/// The checks to run, in CATALOG order. `--only` ignores the profile,
+/// except that a group or glob never pulls in a long-running check the
+/// profile leaves out ([`long_running`]).
 pub fn select(
     profile: Profile,
     only: &[String],
@@ -126,15 +156,43 @@ pub fn select(
             if only.is_empty() {
                 profile.includes(*c)
             } else {
-                only_p.iter().any(|p| p.selects(c.id()))
+                only_p.iter().any(|p| p.runs(*c, profile))
             }
         })
         .filter(|c| !skip_p.iter().any(|p| p.selects(c.id())))
         .collect();
     if picked.is_empty() {
-        return Err(SelectError::Nothing);
+        return Err(above_profile(profile, only, &only_p).unwrap_or(SelectError::Nothing));
     }
     Ok(picked)
+}
+
+/// Why `--only` selected nothing when its patterns name only long-running
+/// checks the profile leaves out.
+fn above_profile(profile: Profile, only: &[String], patterns: &[Pattern]) -> Option<SelectError> {
+    let named: Vec<&dyn Check> = CATALOG
+        .iter()
+        .copied()
+        .filter(|c| patterns.iter().any(|p| p.selects(c.id())))
+        .collect();
+    if named.is_empty()
+        || named
+            .iter()
+            .any(|c| !long_running(*c) || profile.includes(*c))
+    {
+        return None;
+    }
+    let ids: Vec<&str> = named.iter().map(|c| c.id()).collect();
+    let burn = named.iter().all(|c| c.profile() == Profile::Burn);
+    let one = ids.len() == 1;
+    Some(SelectError::AboveProfile {
+        pattern: only.join(","),
+        checks: ids.join(", "),
+        verb: if one { "runs" } else { "run" },
+        profile: if burn { "burn" } else { "full" },
+        them: if one { "it" } else { "them" },
+        ids: ids.join(","),
+    })
 }
 
 /// The signal that interrupted the run, 0 while none has.
@@ -708,6 +766,44 @@ pub fn child_main(id: &str) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_and_globs_leave_out_the_long_checks_the_profile_does_not_run() {
+        let ids = |profile, only: &[&str]| {
+            let only: Vec<String> = only.iter().map(|s| s.to_string()).collect();
+            select(profile, &only, &[]).map(|c| c.iter().map(|c| c.id()).collect::<Vec<_>>())
+        };
+        let gpu = ids(Profile::Standard, &["gpu"]).unwrap();
+        assert!(
+            gpu.contains(&"gpu.ecc") && gpu.contains(&"gpu.topology"),
+            "{gpu:?}"
+        );
+        assert!(!gpu
+            .iter()
+            .any(|id| ["gpu.compute", "gpu.burn"].contains(id)));
+        // A quick profile still gets a group's standard checks, as before.
+        assert!(ids(Profile::Quick, &["nccl"])
+            .unwrap()
+            .contains(&"nccl.allreduce"));
+        let full = ids(Profile::Full, &["gpu.*"]).unwrap();
+        assert!(full.contains(&"gpu.compute") && !full.contains(&"gpu.burn"));
+        assert!(ids(Profile::Burn, &["gpu"]).unwrap().contains(&"gpu.burn"));
+        // An exact id always selects its check.
+        assert_eq!(
+            ids(Profile::Quick, &["gpu.compute"]).unwrap(),
+            ["gpu.compute"]
+        );
+        assert_eq!(
+            ids(Profile::Standard, &["ddp"]).unwrap_err().to_string(),
+            "--only ddp selects only ddp.benchmark, which runs under a larger profile: add \
+             --profile full, or name it (--only ddp.benchmark)"
+        );
+        assert_eq!(
+            ids(Profile::Quick, &["gpu.burn*"]).unwrap_err().to_string(),
+            "--only gpu.burn* selects only gpu.burn, which runs under a larger profile: add \
+             --profile burn, or name it (--only gpu.burn)"
+        );
+    }
 
     #[test]
     fn patterns_match_ids_groups_and_globs() {

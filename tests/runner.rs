@@ -43,6 +43,11 @@ fn usage_errors_exit_2_with_one_line() {
             "'huge' for '--profile <PROFILE>' (possible values: quick, standard, full, health, burn)",
         ),
         (&["--onyl", "gpu"], "'--onyl' found; did you mean '--only'?"),
+        (
+            &["--only", "ddp"],
+            "--only ddp selects only ddp.benchmark, which runs under a larger profile: add \
+             --profile full, or name it (--only ddp.benchmark)",
+        ),
         (&["--timeout", "1e-9"], "at least 0.001 seconds"),
         (&["--timeout", "1e999"], "at most 86400 seconds"),
         (&["--skip", &"*".repeat(60)], "runs no checks"),
