@@ -601,14 +601,7 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             "could not start a thread to read the isolated probe's output: {e}"
         ))
         .with_hint(LIMITS_HINT)),
-        Ending::Stopped => {
-            let sig = interrupted().unwrap_or_else(|| "a signal".to_string());
-            let so_far = partial.lock().unwrap_or_else(|e| e.into_inner()).take();
-            Err(match so_far {
-                Some(o) => o.with_cause(Cause::Interrupted { signal: sig }),
-                None => interrupted_outcome(&sig),
-            })
-        }
+        Ending::Stopped => Err(stopped_outcome(&partial)),
         // A timeout: name the stage it hung in, when the child said.
         Ending::TimedOut => Err(with_tail(timeout_outcome(
             check,
@@ -653,6 +646,16 @@ fn run_in_child(check: &dyn Check, ctx: &Context, timeout: Duration) -> Outcome 
             "the isolated probe exited with status {} without a result",
             status.code().unwrap_or(-1)
         ))),
+    }
+}
+
+/// An isolated check stopped by an interruption: what it had done so far
+/// when it said (a burn's finished rounds), else no verdict.
+fn stopped_outcome(partial: &std::sync::Mutex<Option<Outcome>>) -> Outcome {
+    let sig = interrupted().unwrap_or_else(|| "a signal".to_string());
+    match partial.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        Some(o) => o.with_cause(Cause::Interrupted { signal: sig }),
+        None => interrupted_outcome(&sig),
     }
 }
 
