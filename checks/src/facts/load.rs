@@ -5,8 +5,21 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::qualify::{CPU_SIBLING_FLOOR, SIBLING_FLOOR};
 use crate::probe::load::LoadDevice;
 use crate::Fact;
+
+impl LoadDevice {
+    /// Below this share of the median of its kind a figure measured here is
+    /// slow: [`SIBLING_FLOOR`] on the GPUs, [`CPU_SIBLING_FLOOR`] when the CPU
+    /// stands in for them.
+    pub fn sibling_floor(self) -> f64 {
+        match self {
+            LoadDevice::Cuda => SIBLING_FLOOR,
+            LoadDevice::Cpu => CPU_SIBLING_FLOOR,
+        }
+    }
+}
 
 /// One GPU's figures; a figure the load did not give is None.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! for its model, over every GPU of every node.
 
 use super::{nodes_phrase, Fleet, FleetCheck, FleetNode};
-use crate::domain::qualify::{below_siblings, median, thousands, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
+use crate::domain::qualify::{below_siblings, median, thousands};
 use crate::domain::text;
 use crate::facts::load::{ComputeLoad, LoadFigures, LoadGpu, MemoryLoad};
 use crate::probe::load::LoadDevice;
@@ -116,14 +116,7 @@ struct Group<'a> {
 
 impl Group<'_> {
     fn floor(&self) -> f64 {
-        floor_of(self.device)
-    }
-}
-
-fn floor_of(device: LoadDevice) -> f64 {
-    match device {
-        LoadDevice::Cuda => SIBLING_FLOOR,
-        LoadDevice::Cpu => CPU_SIBLING_FLOOR,
+        self.device.sibling_floor()
     }
 }
 

@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
-use crate::domain::sku;
+use crate::domain::qualify::{below_siblings, cause_under_load};
 use crate::facts::load::ComputeLoad;
 use crate::probe::load::{self, ComputeFigures, LoadDevice};
 use crate::probe::nvml::LoadReading;
@@ -53,8 +52,8 @@ pub struct ComputeGpu {
 /// What `gpu.compute` judges.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComputeFacts {
-    /// Below this share of its siblings' median a GPU is slow: [`SIBLING_FLOOR`],
-    /// or [`CPU_SIBLING_FLOOR`] when the CPU stands in for the GPUs.
+    /// Below this share of its siblings' median a GPU is slow: `SIBLING_FLOOR`,
+    /// or `CPU_SIBLING_FLOOR` when the CPU stands in for the GPUs.
     pub sibling_floor: f64,
     pub gpus: Vec<ComputeGpu>,
 }
@@ -182,10 +181,7 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Bo
                     error: Some("the payload reported nothing for it".into()),
                     ..ComputeFigures::default()
                 });
-            let part = match plan.device {
-                LoadDevice::Cuda => sku::by_nvml_name(&g.name),
-                LoadDevice::Cpu => None,
-            };
+            let part = plan.part(g.index);
             ComputeGpu {
                 index: g.index,
                 name: plan.name(g.index),
@@ -196,12 +192,8 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Bo
             }
         })
         .collect();
-    let sibling_floor = match plan.device {
-        LoadDevice::Cuda => SIBLING_FLOOR,
-        LoadDevice::Cpu => CPU_SIBLING_FLOOR,
-    };
     Ok(ComputeFacts {
-        sibling_floor,
+        sibling_floor: plan.device.sibling_floor(),
         gpus,
     })
 }
@@ -518,6 +510,7 @@ fn table(f: &ComputeFacts) -> DataTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::qualify::SIBLING_FLOOR;
     use crate::probe::nvml::reason;
 
     fn reading(clock: u32, power_w: u32, temp: u32, reasons: u64) -> LoadReading {

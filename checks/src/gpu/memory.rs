@@ -8,8 +8,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
-use crate::domain::sku;
+use crate::domain::qualify::{below_siblings, cause_under_load};
 use crate::facts::load::MemoryLoad;
 use crate::probe::load::{self, LoadDevice, MemoryFigures};
 use crate::probe::nvml::{self, LoadReading};
@@ -59,8 +58,8 @@ pub struct MemoryGpu {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryFacts {
-    /// Below this share of its siblings' median a GPU is slow: [`SIBLING_FLOOR`],
-    /// or [`CPU_SIBLING_FLOOR`] when the CPU stands in for the GPUs.
+    /// Below this share of its siblings' median a GPU is slow: `SIBLING_FLOOR`,
+    /// or `CPU_SIBLING_FLOOR` when the CPU stands in for the GPUs.
     pub sibling_floor: f64,
     pub gpus: Vec<MemoryGpu>,
 }
@@ -224,21 +223,12 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box
                     ..MemoryFigures::default()
                 }),
             readings: readings_of(&run.samples, g.index),
-            peak_gbps: match plan.device {
-                LoadDevice::Cuda => {
-                    sku::by_nvml_name(&g.name).and_then(|s| s.memory_bandwidth_gbps)
-                }
-                LoadDevice::Cpu => None,
-            },
+            peak_gbps: plan.part(g.index).and_then(|s| s.memory_bandwidth_gbps),
             busy,
         })
         .collect();
-    let sibling_floor = match plan.device {
-        LoadDevice::Cuda => SIBLING_FLOOR,
-        LoadDevice::Cpu => CPU_SIBLING_FLOOR,
-    };
     Ok(MemoryFacts {
-        sibling_floor,
+        sibling_floor: plan.device.sibling_floor(),
         gpus,
     })
 }
@@ -502,6 +492,7 @@ fn table(f: &MemoryFacts) -> DataTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::qualify::SIBLING_FLOOR;
     use crate::probe::load::BadRange;
     use crate::probe::nvml::reason;
 

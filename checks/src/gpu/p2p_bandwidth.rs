@@ -8,8 +8,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, LoadPlan};
-use crate::domain::qualify::{below_siblings, pcie_gbps, CPU_SIBLING_FLOOR, SIBLING_FLOOR};
-use crate::domain::sku;
+use crate::domain::qualify::{below_siblings, pcie_gbps};
 use crate::probe::load::{self, LoadDevice, PairCopy};
 use crate::probe::nvml::{self, NvLinkRemote, TopologyFacts};
 use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Profile, Status};
@@ -167,12 +166,10 @@ fn measure(ctx: &Context, plan: &LoadPlan) -> Result<P2pFacts, Box<Outcome>> {
                 .as_ref()
                 .map_or(0, |t| shared_nvlinks(t, copy.src, copy.dst));
             let (link, expected_gbps) = if n > 0 {
-                let per_link = match plan.device {
-                    LoadDevice::Cuda => sku::by_nvml_name(&plan.name(copy.src))
-                        .and_then(|s| s.nvlink)
-                        .map(|l| l.gbps_per_link / 2.0),
-                    LoadDevice::Cpu => None,
-                };
+                let per_link = plan
+                    .part(copy.src)
+                    .and_then(|s| s.nvlink)
+                    .map(|l| l.gbps_per_link / 2.0);
                 (PairLink::NvLink(n), per_link.map(|r| r * f64::from(n)))
             } else {
                 let rate = match (pcie(copy.src), pcie(copy.dst), plan.device) {
@@ -193,10 +190,7 @@ fn measure(ctx: &Context, plan: &LoadPlan) -> Result<P2pFacts, Box<Outcome>> {
     Ok(P2pFacts {
         gpus: plan.indices(),
         pairs,
-        sibling_floor: match plan.device {
-            LoadDevice::Cuda => SIBLING_FLOOR,
-            LoadDevice::Cpu => CPU_SIBLING_FLOOR,
-        },
+        sibling_floor: plan.device.sibling_floor(),
     })
 }
 
@@ -355,6 +349,7 @@ fn matrix(f: &P2pFacts) -> DataTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::qualify::SIBLING_FLOOR;
 
     fn pair(src: u32, dst: u32, gbps: f64, link: PairLink) -> PairFigure {
         PairFigure {

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::domain::sku::{self, Sku};
 use crate::facts::load::LoadGpu;
 use crate::facts::nvml::gpus_for_run;
 use crate::probe::load::{LoadDevice, LoadError, Sample};
@@ -56,6 +57,15 @@ impl LoadPlan {
             .iter()
             .find(|g| g.index == index)
             .map_or_else(|| "(unknown)".into(), |g| g.name.clone())
+    }
+
+    /// The part GPU `index` is in the SKU table, for its peak figures; none
+    /// when the CPU stands in for the GPUs (its figures say nothing of the part).
+    pub fn part(&self, index: u32) -> Option<&'static Sku> {
+        match self.device {
+            LoadDevice::Cuda => sku::by_nvml_name(&self.name(index)),
+            LoadDevice::Cpu => None,
+        }
     }
 
     /// The GPU `index` as a load fact names it: NVML's name and UUID.
