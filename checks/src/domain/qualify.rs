@@ -170,6 +170,36 @@ fn clock_sag(readings: &[LoadReading]) -> Option<String> {
     })
 }
 
+/// A GEMM figure: "712", or "0.215" below 10 (CPU figures).
+pub fn tflops(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// A device-memory bandwidth: "2,950" GB/s, or "12.3" below 100 (CPU figures).
+pub fn memory_gbps(x: f64) -> String {
+    if x < 100.0 {
+        format!("{x:.1}")
+    } else {
+        thousands(x.round() as u32)
+    }
+}
+
+/// The span of `values` as `show` writes them, with `unit`: "700-712
+/// TFLOPS", "712 TFLOPS" when both ends read alike, "no figures".
+pub fn span(values: &[f64], show: fn(f64) -> String, unit: &str) -> String {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    match values.len() {
+        0 => "no figures".into(),
+        _ if show(lo) == show(hi) => format!("{} {unit}", show(lo)),
+        _ => format!("{}-{} {unit}", show(lo), show(hi)),
+    }
+}
+
 /// 1410 -> "1,410".
 pub fn thousands(v: u32) -> String {
     let s = v.to_string();
@@ -318,6 +348,17 @@ mod tests {
     fn a_gen5_x16_link_carries_63_gbps() {
         assert_eq!(pcie_gbps(5, 16).map(f64::round), Some(63.0));
         assert_eq!(pcie_gbps(9, 16), None);
+    }
+
+    #[test]
+    fn figures_read_as_people_write_them() {
+        assert_eq!(tflops(712.4), "712");
+        assert_eq!(tflops(0.2154), "0.215");
+        assert_eq!(memory_gbps(2949.6), "2,950");
+        assert_eq!(memory_gbps(12.34), "12.3");
+        assert_eq!(span(&[712.2, 700.1], tflops, "TFLOPS"), "700-712 TFLOPS");
+        assert_eq!(span(&[712.2, 711.9], tflops, "TFLOPS"), "712 TFLOPS");
+        assert_eq!(span(&[], memory_gbps, "GB/s"), "no figures");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! for its model, over every GPU of every node.
 
 use super::{nodes_phrase, Fleet, FleetCheck, FleetNode};
-use crate::domain::qualify::{below_siblings, median, thousands};
+use crate::domain::qualify::{below_siblings, median, memory_gbps, tflops};
 use crate::domain::text;
 use crate::facts::load::{ComputeLoad, LoadFigures, LoadGpu, MemoryLoad};
 use crate::probe::load::LoadDevice;
@@ -89,10 +89,8 @@ impl Figure {
     /// "712 TFLOPS", "0.215 TFLOPS", "2,950 GB/s", "12.3 GB/s".
     pub fn show(&self, v: f64) -> String {
         let n = match self.unit {
-            "TFLOPS" if v < 10.0 => format!("{v:.3}"),
-            "TFLOPS" => format!("{v:.0}"),
-            _ if v < 100.0 => format!("{v:.1}"),
-            _ => thousands(v.round() as u32),
+            "TFLOPS" => tflops(v),
+            _ => memory_gbps(v),
         };
         format!("{n} {}", self.unit)
     }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load};
+use crate::domain::qualify::{below_siblings, cause_under_load, span, tflops};
 use crate::facts::load::ComputeLoad;
 use crate::probe::load::{self, ComputeFigures, LoadDevice};
 use crate::probe::nvml::LoadReading;
@@ -244,15 +244,6 @@ fn self_timeout() -> Duration {
     Compute.timeout()
 }
 
-/// "712", or "0.215" below 10 (CPU figures).
-fn tflops(x: f64) -> String {
-    if x < 10.0 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.0}")
-    }
-}
-
 /// Findings for one precision: GPUs far below the median of their model.
 fn judge_siblings(
     f: &ComputeFacts,
@@ -411,7 +402,7 @@ pub fn evaluate(f: &ComputeFacts) -> Outcome {
         "bf16 GEMM on {} GPU{}: {}; results {}",
         f.gpus.len(),
         if f.gpus.len() == 1 { "" } else { "s" },
-        range(&bf16),
+        span(&bf16, tflops, "TFLOPS"),
         if compared {
             "bit-identical across GPUs and within bounds of float64"
         } else {
@@ -419,17 +410,6 @@ pub fn evaluate(f: &ComputeFacts) -> Outcome {
         }
     );
     findings.conclude(pass, devices).with_table(table(f))
-}
-
-/// "700-712 TFLOPS".
-fn range(values: &[f64]) -> String {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(0.0, f64::max);
-    match values.len() {
-        0 => "no figures".into(),
-        _ if tflops(lo) == tflops(hi) => format!("{} TFLOPS", tflops(lo)),
-        _ => format!("{}-{} TFLOPS", tflops(lo), tflops(hi)),
-    }
 }
 
 fn device_row(g: &ComputeGpu, findings: &Findings) -> DeviceResult {

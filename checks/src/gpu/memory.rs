@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load};
+use crate::domain::qualify::{below_siblings, cause_under_load, memory_gbps as gbps, span};
 use crate::facts::load::MemoryLoad;
 use crate::probe::load::{self, LoadDevice, MemoryFigures};
 use crate::probe::nvml::{self, LoadReading};
@@ -263,15 +263,6 @@ fn best_of(first: MemoryFacts, second: MemoryFacts) -> MemoryFacts {
     }
 }
 
-/// "2,950" GB/s, or "12.3" below 100 (CPU figures).
-fn gbps(x: f64) -> String {
-    if x < 100.0 {
-        format!("{x:.1}")
-    } else {
-        crate::domain::qualify::thousands(x.round() as u32)
-    }
-}
-
 fn judge_siblings(f: &MemoryFacts, out: &mut Findings) {
     for g in &f.gpus {
         let Some(value) = g.figures.triad_gbps else {
@@ -375,11 +366,12 @@ pub fn evaluate(f: &MemoryFacts) -> Outcome {
     judge_siblings(f, &mut findings);
     let devices = f.gpus.iter().map(|g| device_row(g, &findings)).collect();
     let tested: u64 = f.gpus.iter().map(|g| g.figures.pattern_bytes).sum();
+    let triads: Vec<f64> = f.gpus.iter().filter_map(|g| g.figures.triad_gbps).collect();
     let pass = format!(
         "memory on {} GPU{}: triad {}; {} pattern-tested, no bad word",
         f.gpus.len(),
         if f.gpus.len() == 1 { "" } else { "s" },
-        triad_range(f),
+        span(&triads, gbps, "GB/s"),
         size(tested)
     );
     findings.conclude(pass, devices).with_table(table(f))
@@ -392,17 +384,6 @@ fn size(bytes: u64) -> String {
         format!("{} GiB", (bytes as f64 / GIB as f64).round())
     } else {
         format!("{} MiB", bytes >> 20)
-    }
-}
-
-fn triad_range(f: &MemoryFacts) -> String {
-    let v: Vec<f64> = f.gpus.iter().filter_map(|g| g.figures.triad_gbps).collect();
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(0.0, f64::max);
-    match v.len() {
-        0 => "no figures".into(),
-        _ if gbps(lo) == gbps(hi) => format!("{} GB/s", gbps(lo)),
-        _ => format!("{}-{} GB/s", gbps(lo), gbps(hi)),
     }
 }
 
