@@ -170,6 +170,15 @@ fn clock_sag(readings: &[LoadReading]) -> Option<String> {
     })
 }
 
+/// The better (higher) of a figure measured twice; either alone when the
+/// other run gave none.
+pub fn better_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// A GEMM figure: "712", or "0.215" below 10 (CPU figures).
 pub fn tflops(x: f64) -> String {
     if x < 10.0 {
@@ -348,6 +357,14 @@ mod tests {
     fn a_gen5_x16_link_carries_63_gbps() {
         assert_eq!(pcie_gbps(5, 16).map(f64::round), Some(63.0));
         assert_eq!(pcie_gbps(9, 16), None);
+    }
+
+    #[test]
+    fn the_better_of_two_runs_is_the_higher_or_the_one_there_is() {
+        assert_eq!(better_of(Some(1.0), Some(2.0)), Some(2.0));
+        assert_eq!(better_of(None, Some(2.0)), Some(2.0));
+        assert_eq!(better_of(Some(1.0), None), Some(1.0));
+        assert_eq!(better_of(None, None), None);
     }
 
     #[test]

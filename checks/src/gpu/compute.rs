@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load, span, tflops};
+use crate::domain::qualify::{below_siblings, better_of, cause_under_load, span, tflops};
 use crate::facts::load::ComputeLoad;
 use crate::probe::load::{self, ComputeFigures, LoadDevice};
 use crate::probe::nvml::LoadReading;
@@ -209,18 +209,14 @@ fn any_below_siblings(f: &ComputeFacts) -> bool {
 /// Each GPU's better figures of two runs, every reading of both, and every
 /// wrong result either saw.
 fn best_of(first: ComputeFacts, second: ComputeFacts) -> ComputeFacts {
-    let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
     let gpus = first
         .gpus
         .into_iter()
         .map(|mut g| {
             if let Some(o) = second.gpus.iter().find(|o| o.index == g.index) {
                 let (a, b) = (&mut g.figures, &o.figures);
-                a.bf16_tflops = max(a.bf16_tflops, b.bf16_tflops);
-                a.tf32_tflops = max(a.tf32_tflops, b.tf32_tflops);
+                a.bf16_tflops = better_of(a.bf16_tflops, b.bf16_tflops);
+                a.tf32_tflops = better_of(a.tf32_tflops, b.tf32_tflops);
                 if b.differing_elements > a.differing_elements {
                     a.differing_elements = b.differing_elements;
                     a.largest_difference = b.largest_difference;

@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
-use crate::domain::qualify::{below_siblings, cause_under_load, memory_gbps as gbps, span};
+use crate::domain::qualify::{
+    below_siblings, better_of, cause_under_load, memory_gbps as gbps, span,
+};
 use crate::facts::load::MemoryLoad;
 use crate::probe::load::{self, LoadDevice, MemoryFigures};
 use crate::probe::nvml::{self, LoadReading};
@@ -236,18 +238,14 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box
 /// Each GPU's better bandwidth of two runs, every reading of both, and the
 /// bad words of both.
 fn best_of(first: MemoryFacts, second: MemoryFacts) -> MemoryFacts {
-    let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
     let gpus = first
         .gpus
         .into_iter()
         .map(|mut g| {
             if let Some(o) = second.gpus.iter().find(|o| o.index == g.index) {
                 let (a, b) = (&mut g.figures, &o.figures);
-                a.copy_gbps = max(a.copy_gbps, b.copy_gbps);
-                a.triad_gbps = max(a.triad_gbps, b.triad_gbps);
+                a.copy_gbps = better_of(a.copy_gbps, b.copy_gbps);
+                a.triad_gbps = better_of(a.triad_gbps, b.triad_gbps);
                 if a.bad_words == 0 {
                     a.bad_words = b.bad_words;
                     a.first_bad = b.first_bad.clone();

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, LoadPlan};
-use crate::domain::qualify::{below_siblings, pcie_gbps};
+use crate::domain::qualify::{below_siblings, better_of, pcie_gbps};
 use crate::probe::load::{self, LoadDevice, PairCopy};
 use crate::probe::nvml::{self, NvLinkRemote, TopologyFacts};
 use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Profile, Status};
@@ -202,10 +202,7 @@ fn best_of(mut first: P2pFacts, second: &P2pFacts) -> P2pFacts {
             .iter()
             .find(|o| (o.src, o.dst) == (p.src, p.dst))
             .and_then(|o| o.copy.gbps);
-        p.copy.gbps = match (p.copy.gbps, again) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
+        p.copy.gbps = better_of(p.copy.gbps, again);
     }
     first
 }
