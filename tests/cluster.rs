@@ -1377,23 +1377,28 @@ fn a_frozen_node_0_ends_the_others_within_the_timeout_saying_so() {
     assert_nothing_left(&frozen);
 }
 
-#[test]
-fn one_rank_aborting_mid_all_reduce_names_only_its_node_and_every_node_gets_the_verdict() {
-    let _one = lock();
+/// A 3-node cluster whose node 2 rank does `action` (Python) in its second
+/// all-reduce (the first timed one); every node must exit 1, and nodes 1
+/// and 2 print node 0's verdict. The fleet report's fleet.allreduce
+/// summary, and the payloads to check for leftovers.
+fn second_all_reduce_on_node_2(imports: &str, action: &str) -> (String, Vec<i32>) {
     let cluster = Cluster::new(3, 60);
-    // Node 2's rank aborts in its second all-reduce (the first timed one),
-    // as a rank dies mid-collective; the other ranks' all-reduces fail.
-    let abort = tempfile::tempdir().expect("a temporary folder");
+    let fault = tempfile::tempdir().expect("a temporary folder");
     std::fs::write(
-        abort.path().join("sitecustomize.py"),
-        "import os\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    import torch.distributed as d\n    real, calls = d.all_reduce, []\n    def all_reduce(*a, **k):\n        calls.append(1)\n        if len(calls) == 2:\n            os.abort()\n        return real(*a, **k)\n    d.all_reduce = all_reduce\n",
+        fault.path().join("sitecustomize.py"),
+        format!(
+            "import {imports}\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    import \
+             torch.distributed as d\n    real, calls = d.all_reduce, []\n    def all_reduce(*a, \
+             **k):\n        calls.append(1)\n        if len(calls) == 2:\n            {action}\n        \
+             return real(*a, **k)\n    d.all_reduce = all_reduce\n"
+        ),
     )
     .expect("write sitecustomize.py");
     let mut nodes = healthy(0..3);
     nodes[2]
         .1
         .env
-        .push(("PYTHONPATH".into(), abort.path().display().to_string()));
+        .push(("PYTHONPATH".into(), fault.path().display().to_string()));
     let (results, payloads) = cluster.run(&nodes);
     let all = show(&results);
     for (_, f) in &results {
@@ -1408,7 +1413,15 @@ fn one_rank_aborting_mid_all_reduce_names_only_its_node_and_every_node_gets_the_
     let doc = cluster.report();
     let reduce = fleet_result(&doc, "fleet.allreduce");
     assert_eq!(reduce["status"], "fail", "{all}");
-    let summary = reduce["summary"].as_str().unwrap_or_default();
+    let summary = reduce["summary"].as_str().unwrap_or_default().to_string();
+    (summary, payloads)
+}
+
+#[test]
+fn one_rank_aborting_mid_all_reduce_names_only_its_node_and_every_node_gets_the_verdict() {
+    let _one = lock();
+    // Node 2's rank aborts mid-collective; the other ranks' all-reduces fail.
+    let (summary, payloads) = second_all_reduce_on_node_2("os", "os.abort()");
     assert!(
         summary.starts_with("the all-reduce across nodes failed: node 2 (")
             && summary.contains("rank 2 was killed by SIGABRT without a result"),
@@ -1550,36 +1563,9 @@ fn a_node_with_another_token_is_refused_and_named_as_missing() {
 #[test]
 fn one_rank_freezing_mid_all_reduce_names_only_its_node() {
     let _one = lock();
-    let cluster = Cluster::new(3, 60);
-    // Node 2's rank hangs in its second all-reduce; the others' collectives
-    // end at the all-reduce timeout (30 s) with an error each.
-    let freeze = tempfile::tempdir().expect("a temporary folder");
-    std::fs::write(
-        freeze.path().join("sitecustomize.py"),
-        "import os, time\nif os.environ.get('GPUCHECK_CLUSTER_WORKER'):\n    import torch.distributed as d\n    real, calls = d.all_reduce, []\n    def all_reduce(*a, **k):\n        calls.append(1)\n        if len(calls) == 2:\n            time.sleep(3600)\n        return real(*a, **k)\n    d.all_reduce = all_reduce\n",
-    )
-    .expect("write sitecustomize.py");
-    let mut nodes = healthy(0..3);
-    nodes[2]
-        .1
-        .env
-        .push(("PYTHONPATH".into(), freeze.path().display().to_string()));
-    let (results, payloads) = cluster.run(&nodes);
-    let all = show(&results);
-    for (_, f) in &results {
-        assert_eq!(f.code, 1, "{all}");
-    }
-    for (_, f) in results.iter().skip(1) {
-        assert!(
-            f.stdout.contains("FLEET NOT READY") && f.stdout.contains("fleet.allreduce"),
-            "every node gets node 0's verdict: {all}"
-        );
-    }
-    let doc = cluster.report();
-    let summary = fleet_result(&doc, "fleet.allreduce")["summary"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    // Node 2's rank hangs; the others' collectives end at the all-reduce
+    // timeout (30 s) with an error each.
+    let (summary, payloads) = second_all_reduce_on_node_2("os, time", "time.sleep(3600)");
     assert!(
         summary.starts_with("the all-reduce across nodes failed: node 2 (")
             && summary.contains("no result from rank 2 (the node died or hung)")
