@@ -4,29 +4,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::domain::compat;
 use crate::domain::stats::median;
 use crate::domain::xid::PciSlot;
+use crate::domain::{compat, pcie};
 use crate::facts::nvml::{gpus_for_run, nvml_hung};
 use crate::probe::copy_bandwidth::{self as copy_probe, CopyError, CopyProbeError, CopyRates};
 use crate::probe::{nvml, sysfs};
 use crate::{
     Check, Context, DataTable, DeviceResult, Finding, Findings, Isolation, Outcome, Profile, Status,
 };
-
-/// Effective data rate of one PCIe lane per direction, GB/s, by generation:
-/// the transfer rate less line-code overhead (PCI-SIG base specifications;
-/// Gen1/2 2.5/5 GT/s with 8b/10b, Gen3/4/5 8/16/32 GT/s with 128b/130b,
-/// Gen6 64 GT/s PAM4 with 242/256 FLIT encoding): Gen3 0.985, Gen4 1.969,
-/// Gen5 3.938 GB/s per lane.
-pub const PCIE_LANE_GBPS: [(u32, f64); 6] = [
-    (1, 0.25),
-    (2, 0.5),
-    (3, 0.985),
-    (4, 1.969),
-    (5, 3.938),
-    (6, 7.563),
-];
 
 /// Below this share of its link's rate a copy is slow. A healthy x16 Gen4
 /// GPU copies 22-26 GB/s of 31.5 (75-85 %; NVIDIA's bandwidthTest and
@@ -53,8 +39,7 @@ pub struct PcieLink {
 impl PcieLink {
     /// What the link carries per direction, GB/s.
     pub fn gbps(self) -> Option<f64> {
-        let lane = PCIE_LANE_GBPS.iter().find(|(g, _)| *g == self.gen)?.1;
-        Some(lane * f64::from(self.width))
+        pcie::link_gbps(self.gen, self.width)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod cuda_devices;
 pub mod hostlist;
 pub mod launch;
 pub mod pairs;
+pub mod pcie;
 pub mod qualify;
 pub mod redact;
 pub mod sku;

@@ -43,24 +43,6 @@ pub const TEMP_CLIMB_C: f64 = 15.0;
 /// little margin.
 pub const HOT_C: f64 = 80.0;
 
-/// Effective data rate of one PCIe lane per direction, GB/s, by generation
-/// (PCI-SIG base specifications: Gen1/2 2.5/5 GT/s with 8b/10b, Gen3/4/5
-/// 8/16/32 GT/s with 128b/130b, Gen6 64 GT/s with FLIT encoding).
-const PCIE_LANE_GBPS: [(u32, f64); 6] = [
-    (1, 0.25),
-    (2, 0.5),
-    (3, 0.985),
-    (4, 1.969),
-    (5, 3.938),
-    (6, 7.563),
-];
-
-/// What a PCIe link of `gen` x `width` carries per direction, GB/s.
-pub fn pcie_gbps(gen: u32, width: u32) -> Option<f64> {
-    let lane = PCIE_LANE_GBPS.iter().find(|(g, _)| *g == gen)?.1;
-    Some(lane * f64::from(width))
-}
-
 pub use super::stats::median;
 
 /// A figure far below its siblings': (its value, the siblings' median).
@@ -351,12 +333,6 @@ mod tests {
     fn a_climbing_hot_temperature_is_named() {
         assert!(temperature_climbing(&[60.0, 64.0, 70.0, 76.0, 82.0, 86.0]).is_some());
         assert!(temperature_climbing(&[40.0, 50.0, 60.0, 66.0, 70.0, 72.0]).is_none());
-    }
-
-    #[test]
-    fn a_gen5_x16_link_carries_63_gbps() {
-        assert_eq!(pcie_gbps(5, 16).map(f64::round), Some(63.0));
-        assert_eq!(pcie_gbps(9, 16), None);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use super::under_load::{self, load_failed, LoadPlan};
-use crate::domain::qualify::{below_siblings, better_of, pcie_gbps};
+use crate::domain::pcie;
+use crate::domain::qualify::{below_siblings, better_of};
 use crate::probe::load::{self, LoadDevice, PairCopy};
 use crate::probe::nvml::{self, NvLinkRemote, TopologyFacts};
 use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Profile, Status};
@@ -155,7 +156,7 @@ fn measure(ctx: &Context, plan: &LoadPlan) -> Result<P2pFacts, Box<Outcome>> {
             .facts
             .as_ref()
             .ok()?;
-        pcie_gbps(*f.max_link_gen.as_ref().ok()?, *f.link_width.as_ref().ok()?)
+        pcie::link_gbps(*f.max_link_gen.as_ref().ok()?, *f.link_width.as_ref().ok()?)
     };
     let pairs = run
         .result

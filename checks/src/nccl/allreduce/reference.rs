@@ -124,20 +124,6 @@ fn nvlink_gbps_per_link(version: u32) -> Option<f64> {
 /// 300, 8x H100 ~370 (ring) of 450, 2x H100 NVL ~208 of 300 (facts.md).
 const NVLINK_EFFICIENCY: f64 = 0.7;
 
-/// Unidirectional GB/s per PCIe lane by generation after line coding
-/// (PCI-SIG: 2.5/5/8/16/32/64 GT/s; 8b/10b for Gen1-2, 128b/130b for Gen3-5).
-fn pcie_gbps_per_lane(generation: u32) -> Option<f64> {
-    match generation {
-        1 => Some(0.25),
-        2 => Some(0.5),
-        3 => Some(0.985),
-        4 => Some(1.969),
-        5 => Some(3.938),
-        6 => Some(7.563),
-        _ => None,
-    }
-}
-
 /// Share of the raw PCIe rate a ring all-reduce reaches on PCIe-only boxes:
 /// facts.md's low ends (4x RTX 4090 18-22 GB/s on Gen4 x16 = 31.5 raw; RTX
 /// 5090 28-35 on Gen5 x16 = 63 raw) are about 0.55 of the link.
@@ -227,8 +213,7 @@ pub fn expected_busbw(t: &TopologyFacts) -> Option<Expectation> {
         }
     }
     if let Some(p) = t.pcie.filter(|p| p.width > 0) {
-        if let Some(per_lane) = pcie_gbps_per_lane(p.generation) {
-            let raw = per_lane * f64::from(p.width);
+        if let Some(raw) = crate::domain::pcie::link_gbps(p.generation, p.width) {
             return Some(Expectation {
                 busbw_gbps: raw * PCIE_EFFICIENCY,
                 basis: format!(
