@@ -50,11 +50,7 @@ pub fn render(run: &Run) -> String {
         let mut message = r.outcome.summary.clone();
         // "— fix (reset_gpu): hint", as the table words it.
         let hint = r.outcome.hint.as_deref().filter(|h| !h.is_empty());
-        let action = r
-            .outcome
-            .action
-            .filter(|a| *a != gpucheck_checks::domain::action::Action::None);
-        match (action, hint) {
+        match (super::text::shown_action(&r.outcome), hint) {
             (Some(action), Some(hint)) => message.push_str(&format!(" — fix ({action}): {hint}")),
             (Some(action), None) => message.push_str(&format!(" — fix ({action})")),
             (None, Some(hint)) => message.push_str(&format!(" — fix: {hint}")),

@@ -84,10 +84,7 @@ fn id_cell(r: &CheckResult) -> String {
 /// drain the node ..."). Action names are `[a-z_]`, safe in a code span.
 fn fix_cell(o: &gpucheck_checks::Outcome) -> String {
     let hint = o.hint.as_deref().map(inline).unwrap_or_default();
-    match o
-        .action
-        .filter(|a| *a != gpucheck_checks::domain::action::Action::None)
-    {
+    match super::text::shown_action(o) {
         Some(action) if hint.is_empty() => format!("`{action}`"),
         Some(action) => format!("`{action}`: {hint}"),
         None => hint,

@@ -297,11 +297,7 @@ fn host_line(run: &Run) -> String {
 /// "→ fix:" before a hint, with the repair action where there is one:
 /// "→ fix (reset_gpu):". The GPUs it applies to are in the hint's words.
 fn fix_mark(o: &gpucheck_checks::Outcome) -> String {
-    // `none` (an interrupted check: nothing to repair) is not shown.
-    match o
-        .action
-        .filter(|a| *a != gpucheck_checks::domain::action::Action::None)
-    {
+    match super::text::shown_action(o) {
         Some(action) => format!("→ fix ({action}):"),
         None => "→ fix:".to_string(),
     }

@@ -3,7 +3,14 @@
 //! and the per-GPU rows and data tables drawn as aligned plain lines.
 
 use comfy_table::CellAlignment;
-use gpucheck_checks::{DataTable, DeviceResult, Metric, Status};
+use gpucheck_checks::domain::action::Action;
+use gpucheck_checks::{DataTable, DeviceResult, Metric, Outcome, Status};
+
+/// The repair action a person is shown beside a hint: `none` (a check
+/// interrupted before its verdict: nothing to repair) is not shown.
+pub fn shown_action(o: &Outcome) -> Option<Action> {
+    o.action.filter(|a| *a != Action::None)
+}
 
 /// The verdict as a person reads it without colour: a glyph and a word,
 /// upper case where the exit code turns to 1.
