@@ -1517,8 +1517,9 @@ fn an_unreadable_token_file_an_empty_token_and_a_bad_run_id_are_usage_errors() {
 #[test]
 fn a_node_with_another_token_is_refused_and_named_as_missing() {
     let _one = lock();
-    // Long enough for node 1 to start, read node 0's run record and refuse
-    // it before node 0 gives up on it, on a loaded 2-core machine too.
+    // Node 1 refuses a run record that stays unverified for UNVERIFIED_S
+    // (5 s) after it first reads it; 20 s leaves node 1 time to start and
+    // do so before node 0 gives up on it, on a loaded 2-core machine too.
     let cluster = Cluster::new(2, 20);
     let dir = tempfile::tempdir().expect("a temporary folder");
     let file = dir.path().join("token");

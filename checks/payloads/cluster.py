@@ -104,6 +104,10 @@ SEAL = "gpucheck-hmac-sha256:"
 RUN_KEY = "gpucheck/run"
 # How often a node writes again the values it owns while it waits.
 KEEP_S = 1.0
+# How long a follower keeps reading a run record that does not verify with
+# its token: a forger's overwrite is replaced by node 0's within KEEP_S, so a
+# record that stays unverified this long is sealed with another token.
+UNVERIFIED_S = 5 * KEEP_S
 # How long node 0, unable to serve its port, asks what serves it.
 OCCUPANT_S = 2.0
 EXIT_UNANSWERED = 3
@@ -1001,6 +1005,7 @@ def read_run(cfg, store, token, dog, where, deadline):
     """Another node: node 0's run record, polled for until deadline; an
     error event (and None) when it never came or does not verify."""
     probe = Link(store, "-", token, dog, where, op_limit(cfg))
+    doubted = None
     while time.monotonic() < deadline:
         if probe.call("asking for " + RUN_KEY, lambda: store.check([RUN_KEY])):
             raw = probe.get_raw(RUN_KEY)
@@ -1012,7 +1017,11 @@ def read_run(cfg, store, token, dog, where, deadline):
                 record = loads(probe.unseal(RUN_KEY, raw))
                 if isinstance(record, dict):
                     return record
-            except (Unverified, Refused):
+            except Unverified:
+                doubted = doubted or time.monotonic()
+                if time.monotonic() - doubted > UNVERIFIED_S:
+                    break
+            except Refused:
                 pass
         time.sleep(POLL_S * 5)
     if probe.unverified:
