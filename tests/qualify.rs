@@ -252,6 +252,55 @@ fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// The burn goes through the capture seam a round at a time: replayed with
+/// neither the fake NVML nor any Python to be found, it gives the same
+/// rounds, figures and verdict.
+#[test]
+fn a_captured_burn_replays_round_by_round_to_the_same_report() {
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("burn.json");
+    let flags = [
+        "--profile",
+        "burn",
+        "--duration",
+        "8s",
+        "--only",
+        "gpu.burn",
+    ];
+    let live = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .arg("--capture")
+        .arg(&file)
+        .args(flags)
+        .args(["--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let live = assert_valid_json_report(&stdout(&live));
+    let again = gpucheck()
+        .env("PATH", "")
+        .env_remove("VIRTUAL_ENV")
+        .arg("--replay")
+        .arg(&file)
+        .args(flags)
+        .args(["--format", "json"])
+        .output()
+        .expect("run gpucheck --replay");
+    let again = assert_valid_json_report(&stdout(&again));
+    let (a, b) = (result(&live, "gpu.burn"), result(&again, "gpu.burn"));
+    assert_eq!(a["status"], "pass", "{a}");
+    let rows = a["tables"][0]["rows"].as_array().map_or(0, Vec::len);
+    assert!(rows >= 6, "at least 3 rounds of 2 GPUs: {a}");
+    for field in ["status", "summary", "hint", "tables", "metrics", "devices"] {
+        assert_eq!(a[field], b[field], "{field}");
+    }
+}
+
 #[test]
 fn a_duration_that_is_no_duration_is_a_usage_error() {
     let out = gpucheck()
@@ -266,14 +315,18 @@ fn a_duration_that_is_no_duration_is_a_usage_error() {
     );
 }
 
-/// A 60 s burn on two CPU "GPUs", sent SIGINT once `payloads` load
-/// processes (qualify.py: a round runs one for gpu.compute's load, one for
-/// gpu.memory's) have been seen; then nothing of it may be left running.
-fn interrupted_burn(payloads: usize) -> (Output, Value) {
+/// A 60 s burn on two CPU "GPUs", sent SIGINT once its load process
+/// (qualify.py, one for the whole burn) runs, or once it has finished its
+/// first round (the payload's round-file hook says so); then nothing of it
+/// may be left running.
+fn interrupted_burn(after_round: bool) -> (Output, Value) {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let round_file = dir.path().join("round");
     let child = gpucheck()
         .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
         .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .env("GPUCHECK_QUALIFY_TEST_ROUND_FILE", &round_file)
         .arg("--nvml-lib")
         .arg(fake_nvml())
         .arg("--python")
@@ -283,17 +336,20 @@ fn interrupted_burn(payloads: usize) -> (Output, Value) {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start gpucheck");
-    let mut seen = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(45);
-    while seen.len() < payloads && Instant::now() < deadline {
-        seen.extend(
-            processes_matching("qualify.py")
-                .into_iter()
-                .map(|(pid, _)| pid),
-        );
+    let ready = || match after_round {
+        false => !processes_matching("qualify.py").is_empty(),
+        true => round_file.exists(),
+    };
+    while !ready() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(seen.len() >= payloads, "saw {} load processes", seen.len());
+    assert!(ready(), "the load did not start or finish a round in 45 s");
+    if after_round {
+        // The round's line reaches gpucheck just before the file is
+        // written; give its report of the round time to reach the runner.
+        std::thread::sleep(Duration::from_secs(1));
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -310,7 +366,7 @@ fn interrupted_burn(payloads: usize) -> (Output, Value) {
 
 #[test]
 fn an_interrupted_load_leaves_nothing_running() {
-    let (_out, doc) = interrupted_burn(1);
+    let (_out, doc) = interrupted_burn(false);
     assert_eq!(text_field(&doc, "gpu.burn", "status"), "error", "{doc}");
     assert_eq!(
         text_field(&doc, "gpu.burn", "summary"),
@@ -321,8 +377,7 @@ fn an_interrupted_load_leaves_nothing_running() {
 
 #[test]
 fn a_burn_interrupted_after_a_round_reports_the_rounds_it_ran() {
-    // The third load process is round 2's: round 1 has finished.
-    let (_out, doc) = interrupted_burn(3);
+    let (_out, doc) = interrupted_burn(true);
     assert_eq!(text_field(&doc, "gpu.burn", "status"), "error", "{doc}");
     let summary = text_field(&doc, "gpu.burn", "summary");
     assert!(summary.starts_with("interrupted after "), "{summary}");

@@ -9,6 +9,9 @@ GPU, all started together behind a barrier (CUDA work releases the GIL).
     qualify.py memory  --device cuda|cpu --gpus 0,1 --seconds S --seed N
                        --pattern-bytes 0:BYTES,1:BYTES
     qualify.py p2p     --device cuda|cpu --gpus 0,1 --seconds S
+    qualify.py burn    --device cuda|cpu --gpus 0,1 --seconds S --seed N
+                       --memory-seconds S --duration S
+                       --pattern-bytes 0:BYTES,1:BYTES
 
 With --device cuda the GPU indices are CUDA ordinals (gpucheck sets
 CUDA_DEVICE_ORDER=PCI_BUS_ID and CUDA_VISIBLE_DEVICES so that they are the
@@ -17,6 +20,14 @@ with small buffers, for gpucheck's tests on machines without a GPU.
 
 Prints exactly one result line on stdout, "GPUCHECK_QUALIFY {json}", and
 progress as "GPUCHECK_QUALIFY_STAGE <what>" lines on stderr.
+
+burn runs the compute load and then the memory load, round after round in
+this one process, until --duration seconds have passed since it started (a
+round started before then finishes), so the GPUs do not idle between rounds
+for an interpreter's and CUDA's start. Each finished round is one line on
+stdout as it ends, "GPUCHECK_QUALIFY_ROUND {json}" ({"round": N, "compute":
+{"gpus": ...}, "memory": {"gpus": ...}}, each as the compute and memory
+modes report it); the result line then says how many rounds ran.
 
 Test hooks, honoured only with --device cpu (a CPU cannot be made to
 compute wrong or run slow per "GPU" otherwise):
@@ -28,6 +39,8 @@ compute wrong or run slow per "GPU" otherwise):
                                               GEMM result is wrong
     GPUCHECK_QUALIFY_TEST_BAD_WORD=INDEX      one word of that GPU's pattern
                                               test reads back wrong
+    GPUCHECK_QUALIFY_TEST_ROUND_FILE=PATH     burn writes the number of each
+                                              round it finished to PATH
 """
 
 import json
@@ -37,6 +50,7 @@ import threading
 import time
 
 MARK = "GPUCHECK_QUALIFY "
+ROUND_MARK = "GPUCHECK_QUALIFY_ROUND "
 STAGE = "GPUCHECK_QUALIFY_STAGE "
 
 # Square GEMM sizes: large enough to reach cuBLAS's peak on a data-centre
@@ -59,8 +73,8 @@ def stage(what):
     sys.stderr.flush()
 
 
-def emit(result):
-    sys.stdout.write("\n" + MARK + json.dumps(result, ensure_ascii=True) + "\n")
+def emit(result, mark=MARK):
+    sys.stdout.write("\n" + mark + json.dumps(result, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 
@@ -71,7 +85,7 @@ def describe(exc):
 
 
 def parse_args(argv):
-    opts = {"mode": argv[0], "device": "cuda", "gpus": [0], "seconds": 2.0, "seed": 1234}
+    opts = {"mode": argv[0], "device": "cuda", "gpus": [0], "seconds": 2.0, "seed": 1234, "duration": 0.0}
     opts["pattern_bytes"] = {}
     it = iter(argv[1:])
     for flag in it:
@@ -82,6 +96,10 @@ def parse_args(argv):
             opts["gpus"] = [int(g) for g in value.split(",") if g]
         elif flag == "--seconds":
             opts["seconds"] = float(value)
+        elif flag == "--memory-seconds":
+            opts["memory_seconds"] = float(value)
+        elif flag == "--duration":
+            opts["duration"] = float(value)
         elif flag == "--seed":
             opts["seed"] = int(value)
         elif flag == "--pattern-bytes":
@@ -456,7 +474,32 @@ def p2p(opts):
     return {"pairs": out}
 
 
+def burn(opts, started):
+    """The compute load, then the memory load, round after round until
+    --duration has passed since `started`; each round's line as it ends."""
+    import torch
+
+    rounds = 0
+    mark = test_hook(opts, "GPUCHECK_QUALIFY_TEST_ROUND_FILE")
+    while rounds == 0 or time.monotonic() - started < opts["duration"]:
+        rounds += 1
+        stage("burn round %d" % rounds)
+        done = {"round": rounds, "compute": {"gpus": {str(g): r for g, r in compute(opts).items()}}}
+        if opts["device"] == "cuda":
+            # The GEMM buffers go back to the driver before the patterns
+            # take what NVML said was free when the burn started.
+            torch.cuda.empty_cache()
+        mem = dict(opts, seconds=opts.get("memory_seconds", opts["seconds"]))
+        done["memory"] = {"gpus": {str(g): r for g, r in memory(mem).items()}}
+        emit(done, ROUND_MARK)
+        if mark:
+            with open(mark, "w") as f:
+                f.write("%d\n" % rounds)
+    return rounds
+
+
 def main():
+    started = time.monotonic()
     opts = parse_args(sys.argv[1:])
     result = {"mode": opts["mode"], "device": opts["device"]}
     try:
@@ -471,6 +514,8 @@ def main():
             result["gpus"] = {str(g): r for g, r in memory(opts).items()}
         elif opts["mode"] == "p2p":
             result.update(p2p(opts))
+        elif opts["mode"] == "burn":
+            result["rounds"] = burn(opts, started)
         else:
             result["error"] = "unknown mode %s" % opts["mode"]
     except Exception as exc:

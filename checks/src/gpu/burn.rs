@@ -1,19 +1,20 @@
 //! `gpu.burn` (`--profile burn --duration 10m`): the gpu.compute and
-//! gpu.memory loads in rounds for the whole duration, NVML sampled
-//! throughout; names the GPU whose throughput, clocks or temperature
+//! gpu.memory loads in rounds for the whole duration, in one load process
+//! (probe::burn), NVML sampled throughout; names the GPU whose throughput, clocks or temperature
 //! degrade over time, that computes wrong in any round, or that logs an
 //! Xid during the burn.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::compute::{self, ComputeFacts};
 use super::memory::{self, MemoryFacts};
-use super::under_load;
+use super::under_load::{self, load_failed};
 use crate::domain::qualify::{
     degraded_below, median, temperature_climbing, thousands, CPU_SIBLING_FLOOR, DEGRADED_SHARE,
 };
 use crate::domain::xid::PciSlot;
 use crate::facts::load::{ComputeLoad, LoadGpu, MemoryLoad};
+use crate::probe::burn::BurnLoad;
 use crate::probe::kernel_log::{self, XidEvent};
 use crate::probe::load::LoadDevice;
 use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Profile, Status};
@@ -23,9 +24,9 @@ use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Pr
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(600);
 /// The longest burn: a day.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
-/// Each round's load gets this long before it counts as hung (one
-/// gpu.compute or gpu.memory run, re-measure included, at its own budget).
-const ROUND_TIMEOUT_S: f64 = 90.0;
+/// Each round gets this long before the load counts as hung (the first
+/// includes the payload's start: torch's import and CUDA's on every GPU).
+const ROUND_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long reading the kernel log may take (journalctl on a busy host).
 const KERNEL_LOG_WAIT: Duration = Duration::from_secs(5);
 
@@ -96,10 +97,10 @@ impl Check for Burn {
     /// The longest burn and a round's margin; the burn ends itself at its
     /// --duration, and every round's load has its own timeout.
     fn timeout(&self) -> Duration {
-        MAX_DURATION + Duration::from_secs(2 * ROUND_TIMEOUT_S as u64)
+        MAX_DURATION + 3 * ROUND_TIMEOUT
     }
     fn explain(&self) -> &'static str {
-        "Selected by --profile burn (after the quick checks): repeats the gpu.compute load (bf16 and TF32 GEMMs, the seeded results compared between GPUs and against float64) and the gpu.memory load (copy, triad, patterns) in rounds for --duration (default 10m, at most 24h), NVML sampled every 100 ms throughout, and reports every round's figures per GPU in a table.\n\n\
+        "Selected by --profile burn (after the quick checks): repeats the gpu.compute load (bf16 and TF32 GEMMs, the seeded results compared between GPUs and against float64) and the gpu.memory load (copy, triad, patterns) in rounds for --duration (default 10m, at most 24h), NVML sampled every 100 ms throughout, and reports every round's figures per GPU in a table. One load process runs every round, so the GPUs do not idle between rounds while Python and CUDA start again; a round that does not end within 90 s is a hung load.\n\n\
          Some GPUs pass a minute of load and fail after ten: cooling that cannot keep up, a \
          power stage that overheats, memory that errs only when hot. A GPU fails when its bf16 \
          TFLOPS, memory triad or lowest SM clock in the last third of the rounds averages below \
@@ -124,10 +125,20 @@ impl Check for Burn {
             .burn_duration_s
             .map_or(DEFAULT_DURATION, Duration::from_secs_f64)
             .min(MAX_DURATION);
-        let mut round_ctx = ctx.clone();
-        round_ctx.options.timeout_s = ROUND_TIMEOUT_S;
         let xids_before = xid_events(ctx);
-        let start = Instant::now();
+        let sizes = memory::pattern_plan(ctx, &plan);
+        let mut args = compute::payload_args(plan.device);
+        args.extend(memory::burn_args(plan.device, &sizes));
+        args.extend(["--duration".to_string(), planned.as_secs_f64().to_string()]);
+        let load = BurnLoad {
+            python: &plan.python.path,
+            args,
+            gpus: plan.indices(),
+            device: plan.device,
+            round_timeout: ROUND_TIMEOUT,
+            timeout: planned + 2 * ROUND_TIMEOUT,
+            nvml_lib: ctx.options.nvml_lib.as_deref(),
+        };
         let mut f = BurnFacts {
             planned_s: planned.as_secs_f64(),
             ran_s: 0.0,
@@ -139,27 +150,32 @@ impl Check for Burn {
                 LoadDevice::Cpu => CPU_SIBLING_FLOOR,
             },
         };
-        while start.elapsed() < planned {
+        crate::probe::stage("burn round 1");
+        crate::probe::progress(&progress_text(1, Duration::ZERO, planned, None));
+        let end = crate::probe::burn::burn(&load, |r| {
+            let c = compute::facts(&plan, &r.compute, &r.samples);
+            let m = memory::facts(&plan, &r.memory, &r.samples, &sizes);
+            f.rounds.push(round(r.at_s, &c, &m));
+            f.ran_s = r.at_s;
             let n = f.rounds.len() + 1;
             crate::probe::stage(&format!("burn round {n}"));
-            crate::probe::progress(&progress_text(n, start.elapsed(), planned, f.rounds.last()));
-            let c = compute::measure(&round_ctx, &plan);
-            let m = memory::measure(&round_ctx, &plan);
-            f.ran_s = start.elapsed().as_secs_f64();
-            match (c, m) {
-                (Ok(c), Ok(m)) => f.rounds.push(round(f.ran_s, &c, &m)),
-                // No load could run at all (no CUDA in torch, no torch):
-                // that check's own verdict, as gpu.compute gives it.
-                (Err(o), _) | (_, Err(o)) if f.rounds.is_empty() => return *o,
-                (Err(o), _) | (_, Err(o)) => {
-                    f.stopped = Some(o.summary.clone());
-                    break;
-                }
-            }
+            crate::probe::progress(&progress_text(
+                n,
+                Duration::from_secs_f64(r.at_s),
+                planned,
+                f.rounds.last(),
+            ));
             crate::probe::partial(&so_far(&f));
+        });
+        match end.stopped {
+            // No load could run at all (no CUDA in torch, no torch): the
+            // verdict gpu.compute gives it.
+            Some(e) if f.rounds.is_empty() => return load_failed(&e, "burn"),
+            Some(e) => f.stopped = Some(load_failed(&e, "burn").summary),
+            None => {}
         }
         f.new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
-        f.ran_s = start.elapsed().as_secs_f64();
+        f.ran_s = end.elapsed_s;
         let gpus: Vec<LoadGpu> = plan.gpus.iter().map(|g| plan.load_gpu(g.index)).collect();
         let (compute, memory) = fleet_figures(&gpus, plan.device, &f);
         evaluate(&f).publish(&compute).publish(&memory)

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::under_load::{self, load_failed, readings_of, readings_summary, LoadPlan};
 use crate::domain::qualify::{below_siblings, better_of, cause_under_load, span, tflops};
 use crate::facts::load::ComputeLoad;
-use crate::probe::load::{self, ComputeFigures, LoadDevice};
+use crate::probe::load::{self, ComputeFigures, LoadDevice, PayloadDoc, Sample};
 use crate::probe::nvml::LoadReading;
 use crate::{
     Check, Context, DataTable, DeviceResult, Finding, Findings, Isolation, Metric, Outcome,
@@ -146,34 +146,47 @@ fn judged(plan: &LoadPlan, f: &ComputeFacts) -> Outcome {
     evaluate(f).publish(&ComputeLoad::new(plan.device, gpus))
 }
 
-/// Run the GEMM payload on every GPU and gather its figures and readings.
-pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Box<Outcome>> {
-    let seconds = match plan.device {
+/// The GEMM payload's arguments: each precision's seconds and the seed.
+pub(super) fn payload_args(device: LoadDevice) -> Vec<String> {
+    let seconds = match device {
         LoadDevice::Cuda => GPU_SECONDS_PER_PRECISION,
         LoadDevice::Cpu => CPU_SECONDS_PER_PRECISION,
     };
-    let args = vec![
+    vec![
         "--seconds".to_string(),
         seconds.to_string(),
         "--seed".into(),
         SEED.to_string(),
-    ];
+    ]
+}
+
+/// Run the GEMM payload on every GPU and gather its figures and readings.
+pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Box<Outcome>> {
     let run = load::run::<ComputeFigures>(
         &plan.python.path,
         "compute",
-        &args,
+        &payload_args(plan.device),
         &plan.indices(),
         plan.device,
         under_load::payload_timeout(ctx, self_timeout()),
         ctx.options.nvml_lib.as_deref(),
     )
     .map_err(|e| Box::new(load_failed(&e, "GEMM")))?;
+    Ok(facts(plan, &run.result, &run.samples))
+}
+
+/// Every planned GPU's figures from one GEMM run, with its NVML readings
+/// while the run lasted.
+pub(super) fn facts(
+    plan: &LoadPlan,
+    doc: &PayloadDoc<ComputeFigures>,
+    samples: &[Sample],
+) -> ComputeFacts {
     let gpus = plan
         .gpus
         .iter()
         .map(|g| {
-            let figures = run
-                .result
+            let figures = doc
                 .gpus
                 .get(&g.index.to_string())
                 .cloned()
@@ -186,16 +199,16 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<ComputeFacts, Bo
                 index: g.index,
                 name: plan.name(g.index),
                 figures,
-                readings: readings_of(&run.samples, g.index),
+                readings: readings_of(samples, g.index),
                 peak_bf16_tflops: part.and_then(|s| s.bf16_dense_tflops),
                 peak_tf32_tflops: part.and_then(|s| s.tf32_dense_tflops),
             }
         })
         .collect();
-    Ok(ComputeFacts {
+    ComputeFacts {
         sibling_floor: plan.device.sibling_floor(),
         gpus,
-    })
+    }
 }
 
 /// Whether some GPU's figure is below its siblings' floor.

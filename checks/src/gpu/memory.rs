@@ -12,7 +12,7 @@ use crate::domain::qualify::{
     below_siblings, better_of, cause_under_load, memory_gbps as gbps, span,
 };
 use crate::facts::load::MemoryLoad;
-use crate::probe::load::{self, LoadDevice, MemoryFigures};
+use crate::probe::load::{self, LoadDevice, MemoryFigures, PayloadDoc, Sample};
 use crate::probe::nvml::{self, LoadReading};
 use crate::{
     Check, Context, DataTable, DeviceResult, Finding, Findings, Isolation, Metric, Outcome,
@@ -142,9 +142,13 @@ fn judged(plan: &LoadPlan, f: &MemoryFacts) -> Outcome {
     evaluate(f).publish(&MemoryLoad::new(plan.device, gpus))
 }
 
+/// A GPU's index, the bytes its pattern test may take, and why it has
+/// none when another process uses the GPU.
+pub(super) type PatternSize = (u32, u64, Option<String>);
+
 /// How many bytes the pattern test may take on each GPU, and which GPUs
 /// are busy: from NVML's free memory and process list now.
-fn pattern_plan(ctx: &Context, plan: &LoadPlan) -> Vec<(u32, u64, Option<String>)> {
+pub(super) fn pattern_plan(ctx: &Context, plan: &LoadPlan) -> Vec<PatternSize> {
     let lib = ctx.options.nvml_lib.as_deref();
     let free = nvml::load_readings(lib).unwrap_or_default();
     let procs = nvml::processes(lib).unwrap_or_default();
@@ -183,31 +187,68 @@ pub fn pattern_bytes(free: u64, busy: bool) -> u64 {
     share.min(free.saturating_sub(PATTERN_RESERVE))
 }
 
-pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box<Outcome>> {
-    let seconds = match plan.device {
+/// The memory payload's seconds for `device`.
+fn seconds(device: LoadDevice) -> f64 {
+    match device {
         LoadDevice::Cuda => GPU_SECONDS,
         LoadDevice::Cpu => CPU_SECONDS,
-    };
-    let sizes = pattern_plan(ctx, plan);
-    let bytes: Vec<String> = sizes.iter().map(|(i, b, _)| format!("{i}:{b}")).collect();
-    let args = vec![
+    }
+}
+
+/// The memory payload's arguments: its seconds, the seed and each GPU's
+/// pattern-test bytes.
+fn payload_args(device: LoadDevice, sizes: &[PatternSize]) -> Vec<String> {
+    vec![
         "--seconds".to_string(),
-        seconds.to_string(),
+        seconds(device).to_string(),
         "--seed".into(),
         SEED.to_string(),
         "--pattern-bytes".into(),
-        bytes.join(","),
-    ];
+        pattern_bytes_arg(sizes),
+    ]
+}
+
+/// The burn's arguments for its memory rounds: their seconds and each
+/// GPU's pattern-test bytes (the burn's own --seconds and --seed are the
+/// GEMMs').
+pub(super) fn burn_args(device: LoadDevice, sizes: &[PatternSize]) -> Vec<String> {
+    vec![
+        "--memory-seconds".to_string(),
+        seconds(device).to_string(),
+        "--pattern-bytes".into(),
+        pattern_bytes_arg(sizes),
+    ]
+}
+
+/// "0:BYTES,1:BYTES", as the payload reads --pattern-bytes.
+fn pattern_bytes_arg(sizes: &[PatternSize]) -> String {
+    let bytes: Vec<String> = sizes.iter().map(|(i, b, _)| format!("{i}:{b}")).collect();
+    bytes.join(",")
+}
+
+pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box<Outcome>> {
+    let sizes = pattern_plan(ctx, plan);
     let run = load::run::<MemoryFigures>(
         &plan.python.path,
         "memory",
-        &args,
+        &payload_args(plan.device, &sizes),
         &plan.indices(),
         plan.device,
         under_load::payload_timeout(ctx, Memory.timeout()),
         ctx.options.nvml_lib.as_deref(),
     )
     .map_err(|e| Box::new(load_failed(&e, "memory")))?;
+    Ok(facts(plan, &run.result, &run.samples, &sizes))
+}
+
+/// Every planned GPU's figures from one memory run (`sizes` as planned for
+/// it), with its NVML readings while the run lasted.
+pub(super) fn facts(
+    plan: &LoadPlan,
+    doc: &PayloadDoc<MemoryFigures>,
+    samples: &[Sample],
+    sizes: &[PatternSize],
+) -> MemoryFacts {
     let gpus = plan
         .gpus
         .iter()
@@ -215,8 +256,7 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box
         .map(|(g, (_, _, busy))| MemoryGpu {
             index: g.index,
             name: plan.name(g.index),
-            figures: run
-                .result
+            figures: doc
                 .gpus
                 .get(&g.index.to_string())
                 .cloned()
@@ -224,15 +264,15 @@ pub(super) fn measure(ctx: &Context, plan: &LoadPlan) -> Result<MemoryFacts, Box
                     error: Some("the payload reported nothing for it".into()),
                     ..MemoryFigures::default()
                 }),
-            readings: readings_of(&run.samples, g.index),
+            readings: readings_of(samples, g.index),
             peak_gbps: plan.part(g.index).and_then(|s| s.memory_bandwidth_gbps),
-            busy,
+            busy: busy.clone(),
         })
         .collect();
-    Ok(MemoryFacts {
+    MemoryFacts {
         sibling_floor: plan.device.sibling_floor(),
         gpus,
-    })
+    }
 }
 
 /// Each GPU's better bandwidth of two runs, every reading of both, and the

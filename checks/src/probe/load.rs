@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
@@ -180,30 +180,7 @@ fn run_live<G: DeserializeOwned + Default>(
     timeout: Duration,
     nvml_lib: Option<&Path>,
 ) -> Result<LoadRun<PayloadDoc<G>>, LoadError> {
-    let file = PayloadFile::write("qualify", QUALIFY_PY).map_err(LoadError::Payload)?;
-    let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
-    let mut cmd = file.command(python);
-    cmd.arg(file.path())
-        .arg(mode)
-        .args(["--device", device.as_str(), "--gpus", &ids.join(",")])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if device == LoadDevice::Cuda {
-        // CUDA ordinals in PCI bus order, which is NVML's index order.
-        cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-            .env("CUDA_VISIBLE_DEVICES", ids.join(","));
-    }
-    process::isolate(&mut cmd);
-    let spawn_err = |e: std::io::Error| {
-        LoadError::Payload(PayloadError::Run(process::RunError::Spawn {
-            program: python.display().to_string(),
-            reason: e.to_string(),
-        }))
-    };
-    crate::probe::stage(&format!("load payload ({mode})"));
-    let child = cmd.spawn().map_err(spawn_err)?;
+    let (_file, child) = spawn(python, mode, args, gpus, device)?;
     let start = Instant::now();
     let samples = RefCell::new(Vec::new());
     let next = RefCell::new(start);
@@ -244,8 +221,44 @@ fn run_live<G: DeserializeOwned + Default>(
     })
 }
 
+/// The payload written out and started in `mode` on `gpus`, in a process
+/// group of its own, its stdout and stderr piped; the file lives as long
+/// as the value returned.
+pub(super) fn spawn(
+    python: &Path,
+    mode: &str,
+    args: &[String],
+    gpus: &[u32],
+    device: LoadDevice,
+) -> Result<(PayloadFile, Child), LoadError> {
+    let file = PayloadFile::write("qualify", QUALIFY_PY).map_err(LoadError::Payload)?;
+    let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    let mut cmd = file.command(python);
+    cmd.arg(file.path())
+        .arg(mode)
+        .args(["--device", device.as_str(), "--gpus", &ids.join(",")])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if device == LoadDevice::Cuda {
+        // CUDA ordinals in PCI bus order, which is NVML's index order.
+        cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+            .env("CUDA_VISIBLE_DEVICES", ids.join(","));
+    }
+    process::isolate(&mut cmd);
+    crate::probe::stage(&format!("load payload ({mode})"));
+    let child = cmd.spawn().map_err(|e| {
+        LoadError::Payload(PayloadError::Run(process::RunError::Spawn {
+            program: python.display().to_string(),
+            reason: e.to_string(),
+        }))
+    })?;
+    Ok((file, child))
+}
+
 /// One reading of every GPU; none when NVML is not usable.
-fn sample(nvml_lib: Option<&Path>, start: Instant) -> Option<Sample> {
+pub(super) fn sample(nvml_lib: Option<&Path>, start: Instant) -> Option<Sample> {
     let readings = nvml::load_readings_live(nvml_lib).ok()?;
     Some(Sample {
         at_s: start.elapsed().as_secs_f64(),
@@ -256,7 +269,7 @@ fn sample(nvml_lib: Option<&Path>, start: Instant) -> Option<Sample> {
     })
 }
 
-fn last_stage(stderr: &str) -> Option<&str> {
+pub(super) fn last_stage(stderr: &str) -> Option<&str> {
     stderr
         .lines()
         .rev()

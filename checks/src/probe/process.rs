@@ -269,7 +269,7 @@ pub fn supervise(
     stop: impl Fn() -> bool,
     cleanup: impl FnOnce(),
 ) -> Supervised {
-    supervise_with(child, timeout, stop, cleanup, capture)
+    supervise_with(child, timeout, stop, cleanup, capture, capture)
 }
 
 /// [`supervise`], each stderr line handed to `keep_err` as it comes (see
@@ -281,9 +281,28 @@ pub fn supervise_lines(
     cleanup: impl FnOnce(),
     keep_err: impl FnMut(&[u8]) -> bool + Send + 'static,
 ) -> Supervised {
-    supervise_with(child, timeout, stop, cleanup, |e| {
+    supervise_with(child, timeout, stop, cleanup, capture, |e| {
         capture_lines(e, keep_err)
     })
+}
+
+/// [`supervise`], each stdout line handed to `keep_out` as it comes (see
+/// [`capture_lines`]); the lines it returns false for are not collected.
+pub fn supervise_out_lines(
+    child: Child,
+    timeout: Duration,
+    stop: impl Fn() -> bool,
+    cleanup: impl FnOnce(),
+    keep_out: impl FnMut(&[u8]) -> bool + Send + 'static,
+) -> Supervised {
+    supervise_with(
+        child,
+        timeout,
+        stop,
+        cleanup,
+        |o| capture_lines(o, keep_out),
+        capture,
+    )
 }
 
 fn supervise_with(
@@ -291,10 +310,11 @@ fn supervise_with(
     timeout: Duration,
     stop: impl Fn() -> bool,
     cleanup: impl FnOnce(),
+    capture_out: impl FnOnce(std::process::ChildStdout) -> std::io::Result<Capture>,
     capture_err: impl FnOnce(std::process::ChildStderr) -> std::io::Result<Capture>,
 ) -> Supervised {
     let pgid = child.id() as i32;
-    let out = child.stdout.take().map(capture).transpose();
+    let out = child.stdout.take().map(capture_out).transpose();
     let err = child.stderr.take().map(capture_err).transpose();
     let (out, err) = match (out, err) {
         (Ok(out), Ok(err)) => (out, err),

@@ -125,6 +125,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
             "run_bounded",
             "supervise",
             "supervise_lines",
+            "supervise_out_lines",
             "run_bounded_then",
             "proc_pids",
             "pids_with_arg",
