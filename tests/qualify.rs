@@ -252,6 +252,51 @@ fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// A burn whose second round hangs (the payload's CPU-only hook) fails
+/// once that round has had its 90 s, with round 1's figures, and leaves
+/// nothing running.
+#[test]
+fn a_burn_whose_round_hangs_fails_after_the_round_timeout_and_leaves_nothing_running() {
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
+        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+        .env("GPUCHECK_QUALIFY_TEST_HANG_ROUND", "2")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--python")
+        .arg(venv_python())
+        .args([
+            "--profile",
+            "burn",
+            "--duration",
+            "10m",
+            "--only",
+            "gpu.burn",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .expect("run gpucheck");
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(text_field(&doc, "gpu.burn", "status"), "fail", "{doc}");
+    let summary = text_field(&doc, "gpu.burn", "summary");
+    assert!(
+        summary.starts_with("the burn stopped after 1 round in "),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with(" of 600 s: round 2 did not end within 90 s (last stage: burn round 2)"),
+        "{summary}"
+    );
+    let rows = result(&doc, "gpu.burn")["tables"][0]["rows"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(rows, 2, "round 1 of both GPUs: {doc}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_matching("qualify.py"), Vec::new());
+    assert_eq!(out.status.code(), Some(1));
+}
+
 /// The burn goes through the capture seam a round at a time: replayed with
 /// neither the fake NVML nor any Python to be found, it gives the same
 /// rounds, figures and verdict.

@@ -41,6 +41,8 @@ compute wrong or run slow per "GPU" otherwise):
                                               test reads back wrong
     GPUCHECK_QUALIFY_TEST_ROUND_FILE=PATH     burn writes the number of each
                                               round it finished to PATH
+    GPUCHECK_QUALIFY_TEST_HANG_ROUND=N        burn hangs at the start of
+                                              round N
 """
 
 import json
@@ -484,6 +486,8 @@ def burn(opts, started):
     while rounds == 0 or time.monotonic() - started < opts["duration"]:
         rounds += 1
         stage("burn round %d" % rounds)
+        if test_hook(opts, "GPUCHECK_QUALIFY_TEST_HANG_ROUND") == str(rounds):
+            time.sleep(24 * 3600)
         done = {"round": rounds, "compute": {"gpus": {str(g): r for g, r in compute(opts).items()}}}
         if opts["device"] == "cuda":
             # The GEMM buffers go back to the driver before the patterns

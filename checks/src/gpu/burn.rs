@@ -16,7 +16,7 @@ use crate::domain::xid::PciSlot;
 use crate::facts::load::{ComputeLoad, LoadGpu, MemoryLoad};
 use crate::probe::burn::BurnLoad;
 use crate::probe::kernel_log::{self, XidEvent};
-use crate::probe::load::LoadDevice;
+use crate::probe::load::{LoadDevice, LoadError};
 use crate::{Check, Context, DataTable, Finding, Findings, Isolation, Outcome, Profile, Status};
 
 /// The burn's length without `--duration`: DCGM's long diagnostic
@@ -74,6 +74,11 @@ temperature, and have the GPU or its cooling serviced; a job on it will slow dow
 
 const WRONG_HINT: &str = "{gpus} returned wrong results during the burn (silent data corruption): \
 drain the node, run `dcgmi diag -r 3 -i {ids}` and have the GPU replaced";
+
+const STOPPED_HINT: &str =
+    "the load stopped before the burn's end: a round that hangs means a GPU \
+that hangs under load or a wedged driver; look for Xid errors in `sudo dmesg`, run the burn \
+again, and drain the node if it stops again";
 
 const XID_HINT: &str = "{gpus} logged an Xid under load: look it up in `sudo dmesg | grep -i xid` \
 (NVIDIA's Xid catalog says what each means) and drain the node until it is understood";
@@ -171,7 +176,7 @@ impl Check for Burn {
             // No load could run at all (no CUDA in torch, no torch): the
             // verdict gpu.compute gives it.
             Some(e) if f.rounds.is_empty() => return load_failed(&e, "burn"),
-            Some(e) => f.stopped = Some(load_failed(&e, "burn").summary),
+            Some(e) => f.stopped = Some(stopped_text(&e, f.rounds.len())),
             None => {}
         }
         f.new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
@@ -254,9 +259,8 @@ fn clock(d: Duration) -> String {
 pub fn so_far(f: &BurnFacts) -> Outcome {
     let mut o = evaluate(f);
     let ran = format!(
-        "interrupted after {} round{} in {:.0} of {:.0} s",
-        f.rounds.len(),
-        if f.rounds.len() == 1 { "" } else { "s" },
+        "interrupted after {} in {:.0} of {:.0} s",
+        n_rounds(f.rounds.len()),
         f.ran_s,
         f.planned_s
     );
@@ -453,11 +457,12 @@ pub fn evaluate(f: &BurnFacts) -> Outcome {
         findings.add(
             Status::Fail,
             format!(
-                "the burn stopped after {} of {:.0} s: {why}",
-                f.rounds.len(),
+                "the burn stopped after {} in {:.0} of {:.0} s: {why}",
+                n_rounds(f.rounds.len()),
+                f.ran_s,
                 f.planned_s
             ),
-            None,
+            Some(STOPPED_HINT.into()),
         );
     }
     if f.rounds.is_empty() && f.stopped.is_none() {
@@ -474,10 +479,9 @@ pub fn evaluate(f: &BurnFacts) -> Outcome {
         .flat_map(|r| r.gpus.iter().filter_map(|g| g.bf16_tflops))
         .collect();
     let pass = format!(
-        "{} round{} in {:.0} s on {} GPUs, median bf16 {:.3} TFLOPS: steady throughput, clocks \
+        "{} in {:.0} s on {} GPUs, median bf16 {:.3} TFLOPS: steady throughput, clocks \
          and temperature, no wrong result, no Xid{note}",
-        f.rounds.len(),
-        if f.rounds.len() == 1 { "" } else { "s" },
+        n_rounds(f.rounds.len()),
         f.ran_s,
         indices.len(),
         median(&bf16).unwrap_or(0.0)
@@ -487,6 +491,22 @@ pub fn evaluate(f: &BurnFacts) -> Outcome {
         .with_metric("burn_rounds", f.rounds.len() as f64, "count")
         .with_metric("burn_seconds", f.ran_s, "s")
         .with_table(table(f))
+}
+
+/// "1 round", "14 rounds".
+fn n_rounds(n: usize) -> String {
+    format!("{n} round{}", if n == 1 { "" } else { "s" })
+}
+
+/// Why the load ended before the burn's time, as the finding says it.
+fn stopped_text(e: &LoadError, finished: usize) -> String {
+    match e {
+        LoadError::TimedOut { secs, stage } => format!(
+            "round {} did not end within {secs:.0} s (last stage: {stage})",
+            finished + 1
+        ),
+        e => e.to_string(),
+    }
 }
 
 fn table(f: &BurnFacts) -> DataTable {
@@ -715,6 +735,28 @@ mod tests {
         assert!(o.hint.as_deref().unwrap_or("").contains("run it again"));
         assert_eq!(o.action, None, "the runner sets none for an interruption");
         assert_eq!(o.tables[0].rows.len(), 4);
+    }
+
+    #[test]
+    fn a_burn_whose_round_hung_fails_naming_the_round_and_the_time() {
+        let mut f = rounds(1, warming);
+        f.ran_s = 121.0;
+        let hung = LoadError::TimedOut {
+            secs: 90.0,
+            stage: "patterns".into(),
+        };
+        f.stopped = Some(stopped_text(&hung, f.rounds.len()));
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Fail, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "the burn stopped after 1 round in 121 of 600 s: round 2 did not end within 90 s \
+             (last stage: patterns)"
+        );
+        assert!(
+            o.hint.as_deref().unwrap_or("").contains("sudo dmesg"),
+            "{o:?}"
+        );
     }
 
     #[test]
