@@ -309,7 +309,7 @@ fn a_captured_burn_replays_round_by_round_to_the_same_report() {
         "--profile",
         "burn",
         "--duration",
-        "8s",
+        "10s",
         "--only",
         "gpu.burn",
     ];
@@ -340,7 +340,9 @@ fn a_captured_burn_replays_round_by_round_to_the_same_report() {
     let (a, b) = (result(&live, "gpu.burn"), result(&again, "gpu.burn"));
     assert_eq!(a["status"], "pass", "{a}");
     let rows = a["tables"][0]["rows"].as_array().map_or(0, Vec::len);
-    assert!(rows >= 6, "at least 3 rounds of 2 GPUs: {a}");
+    // A round takes about 3 s on the CPU after torch's import: at least
+    // two fit in 10 s on a loaded machine too.
+    assert!(rows >= 4, "at least 2 rounds of 2 GPUs: {a}");
     for field in ["status", "summary", "hint", "tables", "metrics", "devices"] {
         assert_eq!(a[field], b[field], "{field}");
     }
