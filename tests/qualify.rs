@@ -10,7 +10,8 @@
 
 mod common;
 
-use std::process::Output;
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{
@@ -21,20 +22,27 @@ use serde_json::Value;
 
 static ONE_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// `gpucheck --profile full --only CHECKS --format json` on the CPU against
-/// the fake NVML in `scenario`, with extra environment.
-fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
-    // One load at a time: the figures are the CPU's, which parallel tests
-    // would share.
-    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+/// gpucheck with its load on the CPU (GPUCHECK_LOAD_DEVICE=cpu), the fake
+/// NVML in `scenario` and `python` as the training Python.
+fn on_cpu(scenario: &str, python: &Path) -> Command {
     let mut cmd = gpucheck();
     cmd.env("FAKE_NVML_SCENARIO", nvml_scenario(scenario))
         .env("GPUCHECK_LOAD_DEVICE", "cpu")
         .arg("--nvml-lib")
         .arg(fake_nvml())
         .arg("--python")
-        .arg(venv_python())
-        .args(["--profile", "full", "--only", checks, "--format", "json"]);
+        .arg(python);
+    cmd
+}
+
+/// `gpucheck --profile full --only CHECKS --format json` on the CPU against
+/// the fake NVML in `scenario`, with extra environment.
+fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
+    // One load at a time: the figures are the CPU's, which parallel tests
+    // would share.
+    let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = on_cpu(scenario, &venv_python());
+    cmd.args(["--profile", "full", "--only", checks, "--format", "json"]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -123,18 +131,15 @@ fn the_load_checks_measure_every_gpu_and_pair_of_an_eight_gpu_node() {
 #[test]
 fn a_load_that_hangs_times_out_and_leaves_nothing_running() {
     let mark = format!("gpucheck-qualify-hang-{}", std::process::id());
-    let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
-        .env("GPUCHECK_LOAD_DEVICE", "cpu")
-        .env("GPUCHECK_TEST_MARK", &mark)
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .arg("--python")
-        .arg(root().join("tests/fixtures/hang-python.sh"))
-        .args(["--profile", "full", "--only", "gpu.compute"])
-        .args(["--timeout", "3", "--format", "json"])
-        .output()
-        .expect("run gpucheck");
+    let out = on_cpu(
+        "load_steady_x2",
+        &root().join("tests/fixtures/hang-python.sh"),
+    )
+    .env("GPUCHECK_TEST_MARK", &mark)
+    .args(["--profile", "full", "--only", "gpu.compute"])
+    .args(["--timeout", "3", "--format", "json"])
+    .output()
+    .expect("run gpucheck");
     let doc = assert_valid_json_report(&stdout(&out));
     assert_eq!(text_field(&doc, "gpu.compute", "status"), "fail", "{doc}");
     let summary = text_field(&doc, "gpu.compute", "summary");
@@ -221,13 +226,7 @@ fn a_slow_peer_link_fails_naming_the_pair_and_its_nvlinks() {
 #[test]
 fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
-    let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_warming_gpu1"))
-        .env("GPUCHECK_LOAD_DEVICE", "cpu")
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .arg("--python")
-        .arg(venv_python())
+    let out = on_cpu("load_warming_gpu1", &venv_python())
         .args([
             "--profile",
             "burn",
@@ -258,14 +257,8 @@ fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
 #[test]
 fn a_burn_whose_round_hangs_fails_after_the_round_timeout_and_leaves_nothing_running() {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
-    let out = gpucheck()
-        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
-        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+    let out = on_cpu("load_steady_x2", &venv_python())
         .env("GPUCHECK_QUALIFY_TEST_HANG_ROUND", "2")
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .arg("--python")
-        .arg(venv_python())
         .args([
             "--profile",
             "burn",
@@ -313,13 +306,7 @@ fn a_captured_burn_replays_round_by_round_to_the_same_report() {
         "--only",
         "gpu.burn",
     ];
-    let live = gpucheck()
-        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
-        .env("GPUCHECK_LOAD_DEVICE", "cpu")
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .arg("--python")
-        .arg(venv_python())
+    let live = on_cpu("load_steady_x2", &venv_python())
         .arg("--capture")
         .arg(&file)
         .args(flags)
@@ -370,14 +357,8 @@ fn interrupted_burn(after_round: bool) -> (Output, Value) {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("a temporary folder");
     let round_file = dir.path().join("round");
-    let child = gpucheck()
-        .env("FAKE_NVML_SCENARIO", nvml_scenario("load_steady_x2"))
-        .env("GPUCHECK_LOAD_DEVICE", "cpu")
+    let child = on_cpu("load_steady_x2", &venv_python())
         .env("GPUCHECK_QUALIFY_TEST_ROUND_FILE", &round_file)
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .arg("--python")
-        .arg(venv_python())
         .args(["--profile", "burn", "--duration", "60s"])
         .args(["--only", "gpu.burn", "--format", "json"])
         .stdout(std::process::Stdio::piped())

@@ -1,8 +1,8 @@
 //! `gpu.burn` (`--profile burn --duration 10m`): the gpu.compute and
 //! gpu.memory loads in rounds for the whole duration, in one load process
-//! (probe::burn), NVML sampled throughout; names the GPU whose throughput, clocks or temperature
-//! degrade over time, that computes wrong in any round, or that logs an
-//! Xid during the burn.
+//! (probe::burn), NVML sampled throughout; names the GPU whose throughput,
+//! clocks or temperature degrade over time, that computes wrong in any
+//! round, or that logs an Xid during the burn.
 
 use std::time::Duration;
 
@@ -155,21 +155,19 @@ impl Check for Burn {
                 LoadDevice::Cpu => CPU_SIBLING_FLOOR,
             },
         };
-        crate::probe::stage("burn round 1");
-        crate::probe::progress(&progress_text(1, Duration::ZERO, planned, None));
+        let next_round = |n: usize, at_s: f64, last: Option<&Round>| {
+            crate::probe::stage(&format!("burn round {n}"));
+            let done = Duration::from_secs_f64(at_s);
+            crate::probe::progress(&progress_text(n, done, planned, last));
+        };
+        next_round(1, 0.0, None);
         let end = crate::probe::burn::burn(&load, |r| {
+            // The round's samples once, on the compute side (see round()).
             let c = compute::facts(&plan, &r.compute, &r.samples);
-            let m = memory::facts(&plan, &r.memory, &r.samples, &sizes);
+            let m = memory::facts(&plan, &r.memory, &[], &sizes);
             f.rounds.push(round(r.at_s, &c, &m));
             f.ran_s = r.at_s;
-            let n = f.rounds.len() + 1;
-            crate::probe::stage(&format!("burn round {n}"));
-            crate::probe::progress(&progress_text(
-                n,
-                Duration::from_secs_f64(r.at_s),
-                planned,
-                f.rounds.last(),
-            ));
+            next_round(f.rounds.len() + 1, r.at_s, f.rounds.last());
             crate::probe::partial(&so_far(&f));
         });
         match end.stopped {
@@ -317,18 +315,17 @@ pub fn new_events(
     out
 }
 
-/// One round's figures from a compute and a memory run.
+/// One round's figures from its compute and memory runs; the round's NVML
+/// readings are those of the compute facts, which hold the whole round's.
 fn round(at_s: f64, c: &ComputeFacts, m: &MemoryFacts) -> Round {
     let gpus = c
         .gpus
         .iter()
         .map(|g| {
             let mem = m.gpus.iter().find(|x| x.index == g.index);
-            let readings = g
+            let (clocks, temps): (Vec<_>, Vec<_>) = g
                 .readings
                 .iter()
-                .chain(mem.into_iter().flat_map(|x| x.readings.iter()));
-            let (clocks, temps): (Vec<_>, Vec<_>) = readings
                 .map(|r| (r.sm_clock_mhz.clone().ok(), r.temperature_c.clone().ok()))
                 .unzip();
             RoundGpu {
