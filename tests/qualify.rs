@@ -35,6 +35,15 @@ fn on_cpu(scenario: &str, python: &Path) -> Command {
     cmd
 }
 
+/// [`on_cpu`] with the venv's Python, running only gpu.burn for
+/// `duration`, reporting JSON on stdout.
+fn burn_on_cpu(scenario: &str, duration: &str) -> Command {
+    let mut cmd = on_cpu(scenario, &venv_python());
+    cmd.args(["--profile", "burn", "--duration", duration])
+        .args(["--only", "gpu.burn", "--format", "json"]);
+    cmd
+}
+
 /// `gpucheck --profile full --only CHECKS --format json` on the CPU against
 /// the fake NVML in `scenario`, with extra environment.
 fn run(checks: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Value) {
@@ -226,16 +235,7 @@ fn a_slow_peer_link_fails_naming_the_pair_and_its_nvlinks() {
 #[test]
 fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
-    let out = on_cpu("load_warming_gpu1", &venv_python())
-        .args([
-            "--profile",
-            "burn",
-            "--duration",
-            "25s",
-            "--only",
-            "gpu.burn",
-        ])
-        .args(["--format", "json"])
+    let out = burn_on_cpu("load_warming_gpu1", "25s")
         .output()
         .expect("run gpucheck");
     let doc = assert_valid_json_report(&stdout(&out));
@@ -257,17 +257,8 @@ fn a_burn_names_the_gpu_whose_clock_falls_and_temperature_climbs() {
 #[test]
 fn a_burn_whose_round_hangs_fails_after_the_round_timeout_and_leaves_nothing_running() {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
-    let out = on_cpu("load_steady_x2", &venv_python())
+    let out = burn_on_cpu("load_steady_x2", "10m")
         .env("GPUCHECK_QUALIFY_TEST_HANG_ROUND", "2")
-        .args([
-            "--profile",
-            "burn",
-            "--duration",
-            "10m",
-            "--only",
-            "gpu.burn",
-        ])
-        .args(["--format", "json"])
         .output()
         .expect("run gpucheck");
     let doc = assert_valid_json_report(&stdout(&out));
@@ -298,19 +289,9 @@ fn a_captured_burn_replays_round_by_round_to_the_same_report() {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("a temporary folder");
     let file = dir.path().join("burn.json");
-    let flags = [
-        "--profile",
-        "burn",
-        "--duration",
-        "10s",
-        "--only",
-        "gpu.burn",
-    ];
-    let live = on_cpu("load_steady_x2", &venv_python())
+    let live = burn_on_cpu("load_steady_x2", "10s")
         .arg("--capture")
         .arg(&file)
-        .args(flags)
-        .args(["--format", "json"])
         .output()
         .expect("run gpucheck");
     let live = assert_valid_json_report(&stdout(&live));
@@ -319,8 +300,8 @@ fn a_captured_burn_replays_round_by_round_to_the_same_report() {
         .env_remove("VIRTUAL_ENV")
         .arg("--replay")
         .arg(&file)
-        .args(flags)
-        .args(["--format", "json"])
+        .args(["--profile", "burn", "--duration", "10s"])
+        .args(["--only", "gpu.burn", "--format", "json"])
         .output()
         .expect("run gpucheck --replay");
     let again = assert_valid_json_report(&stdout(&again));
@@ -357,10 +338,8 @@ fn interrupted_burn(after_round: bool) -> (Output, Value) {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("a temporary folder");
     let round_file = dir.path().join("round");
-    let child = on_cpu("load_steady_x2", &venv_python())
+    let child = burn_on_cpu("load_steady_x2", "60s")
         .env("GPUCHECK_QUALIFY_TEST_ROUND_FILE", &round_file)
-        .args(["--profile", "burn", "--duration", "60s"])
-        .args(["--only", "gpu.burn", "--format", "json"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start gpucheck");
