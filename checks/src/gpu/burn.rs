@@ -171,10 +171,14 @@ impl Check for Burn {
             crate::probe::partial(&so_far(&f));
         });
         match end.stopped {
+            // A round that hung, the first one too, is the burn's own
+            // finding: --timeout (load_failed's hint) does not lengthen it.
+            Some(e) if !f.rounds.is_empty() || matches!(e, LoadError::TimedOut { .. }) => {
+                f.stopped = Some(stopped_text(&e, f.rounds.len()));
+            }
             // No load could run at all (no CUDA in torch, no torch): the
             // verdict gpu.compute gives it.
-            Some(e) if f.rounds.is_empty() => return load_failed(&e, "burn"),
-            Some(e) => f.stopped = Some(stopped_text(&e, f.rounds.len())),
+            Some(e) => return load_failed(&e, "burn"),
             None => {}
         }
         f.new_xids = new_events(&xids_before, &xid_events_again(ctx), &plan.gpus);
@@ -752,6 +756,28 @@ mod tests {
         );
         assert!(
             o.hint.as_deref().unwrap_or("").contains("sudo dmesg"),
+            "{o:?}"
+        );
+    }
+
+    #[test]
+    fn a_first_round_that_hung_fails_with_the_burns_own_hint() {
+        let mut f = rounds(0, warming);
+        f.ran_s = 90.0;
+        let hung = LoadError::TimedOut {
+            secs: 90.0,
+            stage: "import torch".into(),
+        };
+        f.stopped = Some(stopped_text(&hung, 0));
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Fail, "{o:?}");
+        assert_eq!(
+            o.summary,
+            "the burn stopped after 0 rounds in 90 of 600 s: round 1 did not end within 90 s \
+             (last stage: import torch)"
+        );
+        assert!(
+            !o.hint.as_deref().unwrap_or("").contains("--timeout"),
             "{o:?}"
         );
     }
