@@ -6,6 +6,7 @@
 pub mod action;
 pub mod compat;
 pub mod cuda_devices;
+pub mod flight;
 pub mod hostlist;
 pub mod launch;
 pub mod pairs;
