@@ -8,6 +8,7 @@ pub mod compat;
 pub mod cuda_devices;
 pub mod flight;
 pub mod hostlist;
+pub mod job;
 pub mod launch;
 pub mod pairs;
 pub mod pcie;
