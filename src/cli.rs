@@ -61,8 +61,8 @@ If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: g
     Exec(ExecArgs),
     /// Check every node of a multi-node job together: run on every node; node rank 0 gathers
     /// the reports through torch.distributed and names the node that is not ready.
-    #[command(after_help = crate::cluster::CLUSTER_HELP)]
-    Cluster(crate::cluster::ClusterArgs),
+    #[command(after_help = CLUSTER_HELP)]
+    Cluster(ClusterArgs),
     /// Print shell completions for SHELL to stdout.
     Completions {
         #[arg(value_enum)]
@@ -306,7 +306,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub cluster: bool,
     #[command(flatten)]
-    pub cluster_flags: crate::cluster::ClusterFlags,
+    pub cluster_flags: ClusterFlags,
     /// The command to run when the checks pass. Passed on byte for byte
     /// (arguments need not be UTF-8).
     #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(std::ffi::OsString))]
@@ -585,4 +585,83 @@ mod tests {
         assert!(parse_fraction("1.5").is_err());
         assert_eq!(parse_fraction("0.8"), Ok(0.8));
     }
+}
+
+pub const CLUSTER_HELP: &str = "\
+Every node runs the same command. Node count, node rank and master come from the flags, then \
+torchrun's PET_NNODES / PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT, then SLURM \
+(SLURM_NNODES or SLURM_JOB_NUM_NODES, SLURM_NODEID, the first host of SLURM_JOB_NODELIST), then \
+MASTER_ADDR / MASTER_PORT. Node rank 0 prints the fleet report (and writes --json); the other \
+nodes print their own verdict and the fleet's. Every node exits 1 when the fleet is not ready.
+
+Examples:
+  srun --nodes 16 --ntasks-per-node 1 gpucheck cluster --json fleet.json
+  gpucheck cluster --nnodes 4 --node-rank 2 --master-addr node01 --master-port 29400";
+
+/// The default --rdzv-timeout: nodes of one job start within seconds of
+/// each other, but their local checks can take up to the full profile's
+/// 90 s budget before they reach the rendezvous.
+pub const DEFAULT_RDZV_TIMEOUT_S: f64 = 120.0;
+
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+/// Who this node is in the job and how long to wait for the others
+/// (`gpucheck cluster`, `gpucheck exec --cluster`).
+#[derive(Debug, Clone, Args)]
+pub struct ClusterFlags {
+    /// Number of nodes in the job (default: $PET_NNODES, $SLURM_NNODES).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000), help_heading = "Cluster")]
+    pub nnodes: Option<u32>,
+    /// This node's rank, 0 to N-1 (default: $PET_NODE_RANK, $SLURM_NODEID).
+    #[arg(long, value_name = "R", help_heading = "Cluster")]
+    pub node_rank: Option<u32>,
+    /// Node rank 0's address (default: $PET_MASTER_ADDR, the first host of
+    /// $SLURM_JOB_NODELIST, $MASTER_ADDR).
+    #[arg(long, value_name = "HOST", help_heading = "Cluster")]
+    pub master_addr: Option<String>,
+    /// The rendezvous port on node rank 0 (default: $PET_MASTER_PORT,
+    /// $MASTER_PORT, 29500).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Cluster")]
+    pub master_port: Option<u16>,
+    /// How long to wait for every node to join, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_RDZV_TIMEOUT_S, value_parser = parse_rdzv_timeout, help_heading = "Cluster")]
+    pub rdzv_timeout: f64,
+    /// The id every node of this run shares (default: $GPUCHECK_RUN_ID,
+    /// SLURM's job and step, $TORCHELASTIC_RUN_ID, else one node 0 makes);
+    /// a node of another run on the same port is refused.
+    #[arg(long, value_name = "ID", help_heading = "Cluster")]
+    pub run_id: Option<String>,
+    /// A file holding the secret every node shares (default:
+    /// $GPUCHECK_CLUSTER_TOKEN): every store value is then authenticated
+    /// (HMAC-SHA256) and values that do not verify are ignored.
+    #[arg(long, value_name = "PATH", help_heading = "Cluster")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl ClusterFlags {
+    /// True when a node identity flag was given (they need `exec --cluster`).
+    pub fn identity_given(&self) -> bool {
+        self.nnodes.is_some()
+            || self.node_rank.is_some()
+            || self.master_addr.is_some()
+            || self.master_port.is_some()
+            || self.run_id.is_some()
+            || self.token_file.is_some()
+    }
+}
+
+fn parse_rdzv_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(1.0..=86_400.0).contains(&v) {
+        return Err(format!("must be between 1 and 86400 seconds, got '{s}'"));
+    }
+    Ok(v)
 }

@@ -15,11 +15,10 @@ use std::ffi::CString;
 use std::io::{IsTerminal, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use gpucheck_checks::probe::process;
-use gpucheck_checks::{Options, Profile, CATALOG};
+use gpucheck_checks::CATALOG;
 
 /// `eprintln!` that cannot panic: on a closed or full stderr
 /// (`2>/dev/full`, `2>&1 | true`) the message is lost, never the exit code.
@@ -37,13 +36,13 @@ mod cluster;
 mod man;
 mod model;
 mod output;
+mod pipeline;
 mod progress;
 mod report;
 mod runner;
 
-use cli::{Cli, ColorChoice, Command, ExecArgs, ListFormat, OnFail, RunArgs};
-use model::{HostFacts, Run};
-use report::{Format, Style};
+use cli::{Cli, Command, ExecArgs, ListFormat, OnFail, RunArgs};
+use pipeline::{Shown, Sink};
 
 /// No check failed (warnings allowed).
 const EXIT_READY: u8 = 0;
@@ -51,15 +50,6 @@ const EXIT_READY: u8 = 0;
 const EXIT_NOT_READY: u8 = 1;
 /// Usage or configuration error.
 const EXIT_USAGE: u8 = 2;
-
-/// The health profile's time budget for the whole run when no --timeout is
-/// given: it ends, with its verdict, within half of the 10 s the README's
-/// HEALTHCHECK gives it (`--timeout=10s`), with room left to start and
-/// report.
-const HEALTH_BUDGET: Duration = Duration::from_millis(4500);
-/// The health profile's per-check timeout when no --timeout is given: a
-/// driver that does not answer a health check in 4 s is not healthy.
-const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// A usage or configuration error: one line on stderr, exit 2.
 #[derive(Debug, thiserror::Error)]
@@ -286,182 +276,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn options(args: &RunArgs) -> Options {
-    Options {
-        // Health is no level of the checks' own: they run as in quick.
-        profile: match args.profile.into() {
-            Profile::Health => Profile::Quick,
-            level => level,
-        },
-        nvml_lib: args.nvml_lib.clone(),
-        nccl_lib: args.nccl_lib.clone(),
-        python: args.python.clone(),
-        expect_gpus: args.expect_gpus,
-        min_busbw_gbps: args.min_busbw,
-        nproc: args.nproc,
-        ddp_model: args.ddp_model.into(),
-        ddp_backend: args.ddp_backend,
-        ddp_device: args.ddp_device,
-        min_scaling: args.min_scaling,
-        kernel_log: args.kernel_log.clone(),
-        burn_duration_s: args.duration,
-        timeout_s: 0.0,
-    }
-}
-
-/// Everything resolved from the run options before any check runs, so a bad
-/// path or pattern fails fast with exit 2.
-struct Plan {
-    checks: Vec<&'static dyn gpucheck_checks::Check>,
-    options: Options,
-    timeout: Option<Duration>,
-    /// The whole run's budget (the health profile's).
-    budget: Option<Duration>,
-    outputs: output::Outputs,
-    /// `--capture` / `--replay`: what the run does at the probe boundary.
-    seam: capture::Plan,
-    /// `--quiet`: no progress line either.
-    quiet: bool,
-}
-
-fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
-    let checks = runner::select(args.profile.into(), &args.only, &args.skip)
-        .map_err(|e| UsageError(e.to_string()))?;
-    let outputs = output::plan(
-        args.format,
-        &[
-            (Format::Json, args.json.as_deref()),
-            (Format::Junit, args.junit.as_deref()),
-            (Format::Prom, args.prom.as_deref()),
-            (Format::Markdown, args.markdown.as_deref()),
-        ],
-    )
-    .map_err(UsageError)?;
-    let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
-    let seam = capture::plan(args).map_err(UsageError)?;
-    let options = match &seam {
-        capture::Plan::Replay(c) => capture::replay_options(c, &options(args)),
-        _ => options(args),
-    };
-    Ok(Plan {
-        checks,
-        options,
-        seam,
-        timeout: match args.timeout {
-            Some(t) => Some(Duration::from_secs_f64(t)),
-            None if health => Some(HEALTH_CHECK_TIMEOUT),
-            None => None,
-        },
-        budget: health.then_some(HEALTH_BUDGET),
-        outputs,
-        quiet: args.quiet,
-    })
-}
-
-fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
-    capture::start(&plan.seam);
-    process::become_subreaper();
-    let started_at_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let start = Instant::now();
-    let host = host_facts();
-    let deadline = plan.budget.map(|b| start + b);
-    let shown = progress::Progress::start(plan.checks.len(), plan.quiet);
-    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
-    drop(shown);
-    process::reap_descendants();
-    let counts = Run::count(&results);
-    let interrupted = runner::interrupted();
-    let mut exit_code = Run::exit_code_for(&counts, strict);
-    if interrupted.is_some() {
-        exit_code = EXIT_NOT_READY as i32;
-    }
-    let mut run = Run {
-        format_version: model::FORMAT_VERSION,
-        tool: "gpucheck".to_string(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        profile,
-        strict,
-        started_at_unix,
-        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
-        host,
-        results,
-        counts,
-        interrupted,
-        exit_code,
-    };
-    if let Err(e) = capture::finish(&plan.seam, &plan.options, &run) {
-        say!("gpucheck: {e}");
-        run.exit_code = i32::from(EXIT_USAGE);
-    }
-    run
-}
-
-/// The host, probed once per run for every report.
-fn host_facts() -> HostFacts {
-    // A capture without the host's answer (written by hand) names no host,
-    // rather than ending the run.
-    let Ok(h) = std::panic::catch_unwind(gpucheck_checks::probe::system::host_facts) else {
-        return HostFacts {
-            hostname: "unknown".into(),
-            os: String::new(),
-            kernel: String::new(),
-            arch: String::new(),
-            cpu: String::new(),
-            cpu_count: 0,
-            memory_total_mib: 0,
-            container: None,
-        };
-    };
-    HostFacts {
-        hostname: h.hostname,
-        os: h.os,
-        kernel: h.kernel,
-        arch: h.arch,
-        cpu: h.cpu,
-        cpu_count: h.cpu_count,
-        memory_total_mib: h.memory_total_mib,
-        container: h.container,
-    }
-}
-
-fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
-    match choice {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            stream_is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
-    }
-}
-
-/// How the main stream's table reads; `stream` is where it goes.
-fn style(args: &RunArgs, color: bool, stream: impl std::os::fd::AsFd + IsTerminal) -> Style {
-    Style {
-        color,
-        verbose: args.verbose,
-        quiet: args.quiet,
-        width: terminal_width(stream),
-    }
-}
-
-/// Under GitHub Actions (`GITHUB_ACTIONS=true`), the checks that need
-/// attention as workflow commands: on stdout beside the table, else on
-/// stderr (report/annotations.rs says why).
-fn annotate(run: &Run, on_stdout: bool) {
-    if std::env::var_os("GITHUB_ACTIONS").is_none_or(|v| v != "true") {
-        return;
-    }
-    let text = report::annotations::render(run);
-    let _ = if on_stdout {
-        emit(&text)
-    } else {
-        emit_to(std::io::stderr().lock(), "stderr", &text)
-    };
-}
-
 /// Columns of a terminal whose width nobody says.
 const DEFAULT_WIDTH: usize = 80;
 
@@ -500,28 +314,9 @@ fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> 
 }
 
 fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
-    let plan = plan(args)?;
-    let run = execute(&plan, args.strict, args.profile.into());
-    let color = use_color(args.color, std::io::stdout().is_terminal());
-    let mut text = plan
-        .outputs
-        .stream_text(&run, style(args, color, std::io::stdout()));
-    if let capture::Plan::Replay(c) = &plan.seam {
-        // Whose machine this is: above the table, else on stderr.
-        if plan.outputs.stream_format() == Format::Table && !args.quiet {
-            text.insert_str(0, &capture::header(c));
-        } else if !args.quiet {
-            say!("gpucheck: {}", capture::header(c).trim_end());
-        }
-    }
-    // The checks have run: show their report even when a report file
-    // cannot be written, then fail with that error (exit 2).
-    let table_on_stdout = plan.outputs.stream_format() == Format::Table;
-    let files = plan.outputs.write_files(&run).map_err(UsageError);
-    emit(&text)?;
-    annotate(&run, table_on_stdout);
-    files?;
-    Ok(run.exit_code as u8)
+    let plan = pipeline::plan(args)?;
+    let run = pipeline::execute(&plan, args.strict, args.profile.into());
+    pipeline::report(plan, &run, Shown::from(args), Sink::Stdout)
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
@@ -540,7 +335,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
-    let plan = plan(&args.run)?;
+    let plan = pipeline::plan(&args.run)?;
     let program = args
         .command
         .first()
@@ -553,17 +348,8 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     // stdout belongs to CMD: the report goes to stderr.
-    let run = execute(&plan, args.run.strict, args.run.profile.into());
-    let color = use_color(args.run.color, std::io::stderr().is_terminal());
-    let text = plan
-        .outputs
-        .stream_text(&run, style(&args.run, color, std::io::stderr()));
-    let files = plan.outputs.write_files(&run).map_err(UsageError);
-    // The report is advice here: a stderr that cannot be written must not
-    // keep CMD from running.
-    let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
-    annotate(&run, false);
-    files?;
+    let run = pipeline::execute(&plan, args.run.strict, args.run.profile.into());
+    pipeline::report(plan, &run, Shown::from(&args.run), Sink::Stderr)?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.
         say!("gpucheck: not running {program}: interrupted by {sig}");

@@ -15,13 +15,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use gpucheck_checks::domain::pairs;
 use gpucheck_checks::fleet::{self, Fleet, FleetNode, PairTable};
 use gpucheck_checks::probe::python::find_python;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::RunArgs;
+use crate::cli::{ClusterArgs, ClusterFlags, RunArgs};
 use crate::model::{CheckResult, Run};
 use crate::report::Format;
 use crate::UsageError;
@@ -37,74 +36,7 @@ use rendezvous::{Config, DuplicateNote, Event, Joined, PairPlan, PairResult, Ses
 use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
 use seal::Token;
 
-pub const CLUSTER_HELP: &str = "\
-Every node runs the same command. Node count, node rank and master come from the flags, then \
-torchrun's PET_NNODES / PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT, then SLURM \
-(SLURM_NNODES or SLURM_JOB_NUM_NODES, SLURM_NODEID, the first host of SLURM_JOB_NODELIST), then \
-MASTER_ADDR / MASTER_PORT. Node rank 0 prints the fleet report (and writes --json); the other \
-nodes print their own verdict and the fleet's. Every node exits 1 when the fleet is not ready.
-
-Examples:
-  srun --nodes 16 --ntasks-per-node 1 gpucheck cluster --json fleet.json
-  gpucheck cluster --nnodes 4 --node-rank 2 --master-addr node01 --master-port 29400";
-
-/// The default --rdzv-timeout: nodes of one job start within seconds of
-/// each other, but their local checks can take up to the full profile's
-/// 90 s budget before they reach the rendezvous.
-pub const DEFAULT_RDZV_TIMEOUT_S: f64 = 120.0;
-
-#[derive(Debug, Clone, Args)]
-pub struct ClusterArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
-    #[command(flatten)]
-    pub cluster: ClusterFlags,
-}
-
-/// Who this node is in the job and how long to wait for the others
-/// (`gpucheck cluster`, `gpucheck exec --cluster`).
-#[derive(Debug, Clone, Args)]
-pub struct ClusterFlags {
-    /// Number of nodes in the job (default: $PET_NNODES, $SLURM_NNODES).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000), help_heading = "Cluster")]
-    pub nnodes: Option<u32>,
-    /// This node's rank, 0 to N-1 (default: $PET_NODE_RANK, $SLURM_NODEID).
-    #[arg(long, value_name = "R", help_heading = "Cluster")]
-    pub node_rank: Option<u32>,
-    /// Node rank 0's address (default: $PET_MASTER_ADDR, the first host of
-    /// $SLURM_JOB_NODELIST, $MASTER_ADDR).
-    #[arg(long, value_name = "HOST", help_heading = "Cluster")]
-    pub master_addr: Option<String>,
-    /// The rendezvous port on node rank 0 (default: $PET_MASTER_PORT,
-    /// $MASTER_PORT, 29500).
-    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Cluster")]
-    pub master_port: Option<u16>,
-    /// How long to wait for every node to join, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_RDZV_TIMEOUT_S, value_parser = parse_rdzv_timeout, help_heading = "Cluster")]
-    pub rdzv_timeout: f64,
-    /// The id every node of this run shares (default: $GPUCHECK_RUN_ID,
-    /// SLURM's job and step, $TORCHELASTIC_RUN_ID, else one node 0 makes);
-    /// a node of another run on the same port is refused.
-    #[arg(long, value_name = "ID", help_heading = "Cluster")]
-    pub run_id: Option<String>,
-    /// A file holding the secret every node shares (default:
-    /// $GPUCHECK_CLUSTER_TOKEN): every store value is then authenticated
-    /// (HMAC-SHA256) and values that do not verify are ignored.
-    #[arg(long, value_name = "PATH", help_heading = "Cluster")]
-    pub token_file: Option<PathBuf>,
-}
-
 impl ClusterFlags {
-    /// True when a node identity flag was given (they need `exec --cluster`).
-    pub fn identity_given(&self) -> bool {
-        self.nnodes.is_some()
-            || self.node_rank.is_some()
-            || self.master_addr.is_some()
-            || self.master_port.is_some()
-            || self.run_id.is_some()
-            || self.token_file.is_some()
-    }
-
     /// The cluster token: --token-file, else $GPUCHECK_CLUSTER_TOKEN; an
     /// unreadable or empty one is a usage error.
     fn token(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Token>, UsageError> {
@@ -124,16 +56,6 @@ impl ClusterFlags {
             .map(Some)
             .ok_or_else(|| UsageError(format!("the cluster token ({from}) is empty")))
     }
-}
-
-fn parse_rdzv_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(1.0..=86_400.0).contains(&v) {
-        return Err(format!("must be between 1 and 86400 seconds, got '{s}'"));
-    }
-    Ok(v)
 }
 
 /// What each node hands over through the store.
@@ -279,8 +201,12 @@ fn run_local(run_args: &RunArgs) -> anyhow::Result<Run> {
     local.json = None;
     local.junit = None;
     local.format = Format::Table;
-    let plan = crate::plan(&local)?;
-    Ok(crate::execute(&plan, local.strict, local.profile.into()))
+    let plan = crate::pipeline::plan(&local)?;
+    Ok(crate::pipeline::execute(
+        &plan,
+        local.strict,
+        local.profile.into(),
+    ))
 }
 
 /// What the payload is told.

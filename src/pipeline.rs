@@ -1,0 +1,270 @@
+//! The one run path every subcommand shares: options resolved into a
+//! [`Plan`] before anything runs (a bad flag or report path fails fast with
+//! exit 2), the plan executed into a [`Run`] by the runner, and the run
+//! handed to the reporters ([`report`]). `gpucheck run`, `exec`, `capture`,
+//! `cluster` (each node's local checks) and `job` all go through it; they
+//! differ only in which checks they plan and where the report goes.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gpucheck_checks::probe::process;
+use gpucheck_checks::{Options, Profile};
+
+use crate::cli::{ColorChoice, RunArgs};
+use crate::model::{self, HostFacts, Run};
+use crate::report::{Format, Style};
+use crate::{capture, output, progress, runner, terminal_width, UsageError};
+use crate::{emit, emit_to, EXIT_NOT_READY, EXIT_USAGE};
+
+/// The health profile's time budget for the whole run when no --timeout is
+/// given: it ends, with its verdict, within half of the 10 s the README's
+/// HEALTHCHECK gives it (`--timeout=10s`), with room left to start and
+/// report.
+const HEALTH_BUDGET: Duration = Duration::from_millis(4500);
+/// The health profile's per-check timeout when no --timeout is given: a
+/// driver that does not answer a health check in 4 s is not healthy.
+const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(4);
+
+fn options(args: &RunArgs) -> Options {
+    Options {
+        // Health is no level of the checks' own: they run as in quick.
+        profile: match args.profile.into() {
+            Profile::Health => Profile::Quick,
+            level => level,
+        },
+        nvml_lib: args.nvml_lib.clone(),
+        nccl_lib: args.nccl_lib.clone(),
+        python: args.python.clone(),
+        expect_gpus: args.expect_gpus,
+        min_busbw_gbps: args.min_busbw,
+        nproc: args.nproc,
+        ddp_model: args.ddp_model.into(),
+        ddp_backend: args.ddp_backend,
+        ddp_device: args.ddp_device,
+        min_scaling: args.min_scaling,
+        kernel_log: args.kernel_log.clone(),
+        burn_duration_s: args.duration,
+        timeout_s: 0.0,
+    }
+}
+
+/// Everything resolved from the run options before any check runs, so a bad
+/// path or pattern fails fast with exit 2.
+pub struct Plan {
+    pub checks: Vec<&'static dyn gpucheck_checks::Check>,
+    pub options: Options,
+    pub timeout: Option<Duration>,
+    /// The whole run's budget (the health profile's).
+    pub budget: Option<Duration>,
+    pub outputs: output::Outputs,
+    /// `--capture` / `--replay`: what the run does at the probe boundary.
+    pub seam: capture::Plan,
+    /// `--quiet`: no progress line either.
+    pub quiet: bool,
+}
+
+pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    let checks = runner::select(args.profile.into(), &args.only, &args.skip)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let outputs = output::plan(
+        args.format,
+        &[
+            (Format::Json, args.json.as_deref()),
+            (Format::Junit, args.junit.as_deref()),
+            (Format::Prom, args.prom.as_deref()),
+            (Format::Markdown, args.markdown.as_deref()),
+        ],
+    )
+    .map_err(UsageError)?;
+    let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
+    let seam = capture::plan(args).map_err(UsageError)?;
+    let options = match &seam {
+        capture::Plan::Replay(c) => capture::replay_options(c, &options(args)),
+        _ => options(args),
+    };
+    Ok(Plan {
+        checks,
+        options,
+        seam,
+        timeout: match args.timeout {
+            Some(t) => Some(Duration::from_secs_f64(t)),
+            None if health => Some(HEALTH_CHECK_TIMEOUT),
+            None => None,
+        },
+        budget: health.then_some(HEALTH_BUDGET),
+        outputs,
+        quiet: args.quiet,
+    })
+}
+
+pub fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
+    capture::start(&plan.seam);
+    process::become_subreaper();
+    let started_at_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let start = Instant::now();
+    let host = host_facts();
+    let deadline = plan.budget.map(|b| start + b);
+    let shown = progress::Progress::start(plan.checks.len(), plan.quiet);
+    let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
+    drop(shown);
+    process::reap_descendants();
+    let counts = Run::count(&results);
+    let interrupted = runner::interrupted();
+    let mut exit_code = Run::exit_code_for(&counts, strict);
+    if interrupted.is_some() {
+        exit_code = EXIT_NOT_READY as i32;
+    }
+    let mut run = Run {
+        format_version: model::FORMAT_VERSION,
+        tool: "gpucheck".to_string(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        profile,
+        strict,
+        started_at_unix,
+        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+        host,
+        results,
+        counts,
+        interrupted,
+        exit_code,
+    };
+    if let Err(e) = capture::finish(&plan.seam, &plan.options, &run) {
+        say!("gpucheck: {e}");
+        run.exit_code = i32::from(EXIT_USAGE);
+    }
+    run
+}
+
+/// The host, probed once per run for every report.
+fn host_facts() -> HostFacts {
+    // A capture without the host's answer (written by hand) names no host,
+    // rather than ending the run.
+    let Ok(h) = std::panic::catch_unwind(gpucheck_checks::probe::system::host_facts) else {
+        return HostFacts {
+            hostname: "unknown".into(),
+            os: String::new(),
+            kernel: String::new(),
+            arch: String::new(),
+            cpu: String::new(),
+            cpu_count: 0,
+            memory_total_mib: 0,
+            container: None,
+        };
+    };
+    HostFacts {
+        hostname: h.hostname,
+        os: h.os,
+        kernel: h.kernel,
+        arch: h.arch,
+        cpu: h.cpu,
+        cpu_count: h.cpu_count,
+        memory_total_mib: h.memory_total_mib,
+        container: h.container,
+    }
+}
+
+pub fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            stream_is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+/// How the main stream's table reads; `stream` is where it goes.
+fn style(shown: Shown, color: bool, stream: impl std::os::fd::AsFd + IsTerminal) -> Style {
+    Style {
+        color,
+        verbose: shown.verbose,
+        quiet: shown.quiet,
+        width: terminal_width(stream),
+    }
+}
+
+/// Under GitHub Actions (`GITHUB_ACTIONS=true`), the checks that need
+/// attention as workflow commands: on stdout beside the table, else on
+/// stderr (report/annotations.rs says why).
+pub fn annotate(run: &Run, on_stdout: bool) {
+    if std::env::var_os("GITHUB_ACTIONS").is_none_or(|v| v != "true") {
+        return;
+    }
+    let text = crate::report::annotations::render(run);
+    let _ = if on_stdout {
+        emit(&text)
+    } else {
+        emit_to(std::io::stderr().lock(), "stderr", &text)
+    };
+}
+
+/// How the report on the main stream reads: the user's `--color`,
+/// `--verbose` and `--quiet`.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown {
+    pub color: ColorChoice,
+    pub verbose: bool,
+    pub quiet: bool,
+}
+
+impl From<&RunArgs> for Shown {
+    fn from(args: &RunArgs) -> Self {
+        Shown {
+            color: args.color,
+            verbose: args.verbose,
+            quiet: args.quiet,
+        }
+    }
+}
+
+/// Where the report of a run goes: stdout (`run`, `capture`, `job`), or
+/// stderr where stdout belongs to the command gpucheck becomes (`exec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    Stdout,
+    Stderr,
+}
+
+/// Hand the run to the reporters: the chosen format on the sink, every
+/// report file, GitHub annotations. The checks have run, so their report
+/// is shown even when a report file cannot be written; that error then
+/// ends the command (exit 2). Returns the run's exit code.
+pub fn report(plan: Plan, run: &Run, shown: Shown, sink: Sink) -> anyhow::Result<u8> {
+    let mut text = match sink {
+        Sink::Stdout => {
+            let color = use_color(shown.color, std::io::stdout().is_terminal());
+            let style = style(shown, color, std::io::stdout());
+            plan.outputs.stream_text(run, style)
+        }
+        Sink::Stderr => {
+            let color = use_color(shown.color, std::io::stderr().is_terminal());
+            let style = style(shown, color, std::io::stderr());
+            plan.outputs.stream_text(run, style)
+        }
+    };
+    let table = plan.outputs.stream_format() == Format::Table;
+    if let capture::Plan::Replay(c) = &plan.seam {
+        // Whose machine this is: above the table, else on stderr.
+        if table && !shown.quiet && sink == Sink::Stdout {
+            text.insert_str(0, &capture::header(c));
+        } else if !shown.quiet {
+            say!("gpucheck: {}", capture::header(c).trim_end());
+        }
+    }
+    let files = plan.outputs.write_files(run).map_err(UsageError);
+    match sink {
+        Sink::Stdout => emit(&text)?,
+        // Advice under exec: a stderr that cannot be written must not keep
+        // CMD from running.
+        Sink::Stderr => {
+            let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
+        }
+    }
+    annotate(run, table && sink == Sink::Stdout);
+    files?;
+    Ok(run.exit_code.clamp(0, 255) as u8)
+}
