@@ -193,7 +193,11 @@ impl<'a> Lane<'a> {
         by_seq.dedup_by_key(|(s, _)| *s);
         let from_status = t.status.get(group).and_then(|s| s.last_enqueued);
         let last = by_seq.last().map(|(s, _)| *s).max(from_status);
-        Lane { rank: t.rank, by_seq, last }
+        Lane {
+            rank: t.rank,
+            by_seq,
+            last,
+        }
     }
 
     fn at(&self, seq: u64) -> Option<&'a Entry> {
@@ -509,9 +513,7 @@ pub fn stragglers(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> 
     let mut best: BTreeMap<u32, Straggler> = BTreeMap::new();
     for g in members.groups.values() {
         for s in group_stragglers(g, &refs) {
-            let keep = best
-                .get(&s.rank)
-                .is_none_or(|b| s.compared > b.compared);
+            let keep = best.get(&s.rank).is_none_or(|b| s.compared > b.compared);
             if keep {
                 best.insert(s.rank, s);
             }
@@ -625,7 +627,11 @@ mod tests {
         Entry {
             record_id: seq,
             group: group.to_string(),
-            group_desc: if group == "0" { "default_pg".into() } else { "undefined".into() },
+            group_desc: if group == "0" {
+                "default_pg".into()
+            } else {
+                "undefined".into()
+            },
             collective_seq: seq,
             op: op.to_string(),
             profiling_name: format!("gloo:{op}"),
@@ -676,11 +682,22 @@ mod tests {
     #[test]
     fn the_rank_that_never_enqueued_is_named_not_the_waiting_ones() {
         let hang = entry("0", 6, "all_reduce", 4, State::Started);
-        let t = vec![with(rank(0, 5), hang.clone()), with(rank(1, 5), hang), rank(2, 5)];
+        let t = vec![
+            with(rank(0, 5), hang.clone()),
+            with(rank(1, 5), hang),
+            rank(2, 5),
+        ];
         let w = judge(&t).expect("a wavefront");
         assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::NotJoined, vec![2]));
-        assert_eq!((w.seq, w.op.as_str(), w.waiting.clone()), (6, "all_reduce", vec![0, 1]));
-        assert!(w.blamed[0].doing.contains("all_reduce #5"), "{:?}", w.blamed);
+        assert_eq!(
+            (w.seq, w.op.as_str(), w.waiting.clone()),
+            (6, "all_reduce", vec![0, 1])
+        );
+        assert!(
+            w.blamed[0].doing.contains("all_reduce #5"),
+            "{:?}",
+            w.blamed
+        );
     }
 
     #[test]
@@ -689,7 +706,11 @@ mod tests {
         lie.retired = true;
         lie.timeout_ms = Some(5_000);
         lie.time_completed_ns = Some(lie.time_created_ns + 5_001 * MS);
-        let t = vec![with(rank(0, 5), lie.clone()), with(rank(1, 5), lie), rank(2, 5)];
+        let t = vec![
+            with(rank(0, 5), lie.clone()),
+            with(rank(1, 5), lie),
+            rank(2, 5),
+        ];
         assert_eq!(blamed(&t), (WaveKind::NotJoined, vec![2]));
     }
 
@@ -697,17 +718,29 @@ mod tests {
     fn another_op_size_or_dtype_names_only_the_odd_rank() {
         let ar = entry("0", 6, "all_reduce", 4, State::Started);
         let bc = entry("0", 6, "broadcast", 4, State::Started);
-        let t = vec![with(rank(0, 5), ar.clone()), with(rank(1, 5), bc), with(rank(2, 5), ar.clone())];
+        let t = vec![
+            with(rank(0, 5), ar.clone()),
+            with(rank(1, 5), bc),
+            with(rank(2, 5), ar.clone()),
+        ];
         assert_eq!(blamed(&t), (WaveKind::Mismatch, vec![1]));
         // The odd rank first in file order is still the odd one.
         let big = entry("0", 6, "all_reduce", 8, State::Started);
-        let t = vec![with(rank(0, 5), big), with(rank(1, 5), ar.clone()), with(rank(2, 5), ar.clone())];
+        let t = vec![
+            with(rank(0, 5), big),
+            with(rank(1, 5), ar.clone()),
+            with(rank(2, 5), ar.clone()),
+        ];
         let w = judge(&t).expect("a wavefront");
         assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::Mismatch, vec![0]));
         assert_eq!(w.call, "all_reduce [4] Float");
         let mut double = ar.clone();
         double.input_dtypes = vec!["Double".into()];
-        let t = vec![with(rank(0, 5), ar.clone()), with(rank(1, 5), ar), with(rank(2, 5), double)];
+        let t = vec![
+            with(rank(0, 5), ar.clone()),
+            with(rank(1, 5), ar),
+            with(rank(2, 5), double),
+        ];
         assert_eq!(blamed(&t), (WaveKind::Mismatch, vec![2]));
     }
 
@@ -750,14 +783,21 @@ mod tests {
         for tr in &mut t {
             tr.groups.insert(
                 "1".into(),
-                GroupConfig { name: "1".into(), desc: "undefined".into(), ranks: vec![2, 3] },
+                GroupConfig {
+                    name: "1".into(),
+                    desc: "undefined".into(),
+                    ranks: vec![2, 3],
+                },
             );
         }
         for s in 1..=2 {
-            t[2].entries.push(entry("1", s, "all_reduce", 4, State::Completed));
-            t[3].entries.push(entry("1", s, "all_reduce", 4, State::Completed));
+            t[2].entries
+                .push(entry("1", s, "all_reduce", 4, State::Completed));
+            t[3].entries
+                .push(entry("1", s, "all_reduce", 4, State::Completed));
         }
-        t[2].entries.push(entry("1", 3, "all_reduce", 4, State::Started));
+        t[2].entries
+            .push(entry("1", 3, "all_reduce", 4, State::Started));
         let w = judge(&t).expect("a wavefront");
         assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::NotJoined, vec![3]));
         assert_eq!(w.group.members, vec![2, 3]);
@@ -777,9 +817,15 @@ mod tests {
         let mut t = vec![rank(0, 5), rank(1, 5), rank(2, 5)];
         for (i, tr) in t.iter_mut().enumerate() {
             let n = i as i64 + 1;
-            tr.entries.push(entry("0", 6, "all_gather", n, State::Completed));
-            tr.entries.push(entry("0", 7, "ALLREDUCE_COALESCED", n, State::Completed));
-            let bc = if i == 0 { "_broadcast_oop" } else { "broadcast" };
+            tr.entries
+                .push(entry("0", 6, "all_gather", n, State::Completed));
+            tr.entries
+                .push(entry("0", 7, "ALLREDUCE_COALESCED", n, State::Completed));
+            let bc = if i == 0 {
+                "_broadcast_oop"
+            } else {
+                "broadcast"
+            };
             tr.entries.push(entry("0", 8, bc, 4, State::Completed));
             let mut send = entry("0", 0, "send", n, State::Started);
             send.is_p2p = true;
@@ -795,7 +841,11 @@ mod tests {
         // torch 2.15's gloo dump: pg_config under an empty name.
         t[0].groups.insert(
             String::new(),
-            GroupConfig { name: String::new(), desc: String::new(), ranks: vec![0, 1, 2, 3] },
+            GroupConfig {
+                name: String::new(),
+                desc: String::new(),
+                ranks: vec![0, 1, 2, 3],
+            },
         );
         let m = membership(&t, &[0, 1, 3]);
         assert_eq!(m.world, vec![0, 1, 2, 3]);
@@ -819,7 +869,10 @@ mod tests {
         let w = judge(&t).expect("a wavefront");
         assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::Ahead, vec![0]));
         // One against one: the rank that has not joined is named.
-        let t = vec![with(rank(0, 5), entry("0", u64::MAX, "x", 1, State::Started)), rank(1, 5)];
+        let t = vec![
+            with(rank(0, 5), entry("0", u64::MAX, "x", 1, State::Started)),
+            rank(1, 5),
+        ];
         assert_eq!(blamed(&t), (WaveKind::NotJoined, vec![1]));
     }
 
@@ -878,7 +931,11 @@ mod tests {
         let mut r2 = rank(2, 0);
         r2.status.insert(
             "0".into(),
-            GroupStatus { last_enqueued: Some(6), last_started: Some(6), last_completed: Some(5) },
+            GroupStatus {
+                last_enqueued: Some(6),
+                last_started: Some(6),
+                last_completed: Some(5),
+            },
         );
         let t = vec![with(rank(0, 5), hang.clone()), with(rank(1, 5), hang), r2];
         let w = judge(&t).expect("stuck, not blamed");
