@@ -63,6 +63,10 @@ If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: g
     /// the reports through torch.distributed and names the node that is not ready.
     #[command(after_help = CLUSTER_HELP)]
     Cluster(ClusterArgs),
+    /// Judge a running or hung distributed job from its ranks' Flight Recorder dumps: name the
+    /// ranks at fault, the collective and why.
+    #[command(after_help = JOB_HELP)]
+    Job(JobArgs),
     /// Print shell completions for SHELL to stdout.
     Completions {
         #[arg(value_enum)]
@@ -183,33 +187,8 @@ pub struct RunArgs {
     )]
     pub duration: Option<f64>,
 
-    /// Format for stdout.
-    #[arg(long, value_enum, default_value = "table", help_heading = "Output")]
-    pub format: Format,
-    /// Also write the JSON report to FILE (- for stdout).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub json: Option<PathBuf>,
-    /// Also write the JUnit XML report to FILE (- for stdout).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub junit: Option<PathBuf>,
-    /// Also write the Prometheus text report to FILE, for node_exporter's textfile collector (- for stdout).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub prom: Option<PathBuf>,
-    /// Also write the Markdown report to FILE, e.g. $GITHUB_STEP_SUMMARY (- for stdout).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub markdown: Option<PathBuf>,
-    /// Colour in the table: auto (only on a terminal, never with NO_COLOR), always, never.
-    #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
-    pub color: ColorChoice,
-    /// Show metrics and per-GPU rows in the table.
-    #[arg(short, long, help_heading = "Output")]
-    pub verbose: bool,
-    /// Print only the one-line verdict (reports given with --json/--junit are still written).
-    #[arg(short, long, conflicts_with = "verbose", help_heading = "Output")]
-    pub quiet: bool,
-    /// Treat warnings as failures (exit 1).
-    #[arg(long, help_heading = "Output")]
-    pub strict: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Also keep every answer the probes got in FILE, a capture that `--replay` judges again anywhere.
     #[arg(
@@ -292,6 +271,63 @@ pub struct RunArgs {
         help_heading = "DDP benchmark"
     )]
     pub min_scaling: Option<f64>,
+}
+
+/// How the report reads and where it goes: shared by every command that
+/// reports a run (`run`, `exec`, `capture`, `cluster`, `job`).
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// Format for stdout.
+    #[arg(long, value_enum, default_value = "table", help_heading = "Output")]
+    pub format: Format,
+    /// Also write the JSON report to FILE (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
+    /// Also write the JUnit XML report to FILE (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub junit: Option<PathBuf>,
+    /// Also write the Prometheus text report to FILE, for node_exporter's textfile collector (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub prom: Option<PathBuf>,
+    /// Also write the Markdown report to FILE, e.g. $GITHUB_STEP_SUMMARY (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub markdown: Option<PathBuf>,
+    /// Colour in the table: auto (only on a terminal, never with NO_COLOR), always, never.
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
+    pub color: ColorChoice,
+    /// Show metrics and per-GPU rows in the table.
+    #[arg(short, long, help_heading = "Output")]
+    pub verbose: bool,
+    /// Print only the one-line verdict (reports given with --json/--junit are still written).
+    #[arg(short, long, conflicts_with = "verbose", help_heading = "Output")]
+    pub quiet: bool,
+    /// Treat warnings as failures (exit 1).
+    #[arg(long, help_heading = "Output")]
+    pub strict: bool,
+}
+
+pub const JOB_HELP: &str = "\
+Reads every file in DIR whose name ends in a rank number (rank_0, nccl_trace_rank_7, fr_3.json), \
+pickle or JSON, and judges the job: job.traces (which ranks left a readable dump), job.hang (the \
+ranks at the wavefront of a hang or desync, never the waiting majority) and job.straggler (a \
+rank that enters collectives late, again and again). Pickles are decoded without running any of \
+their code.\n\n\
+Exit codes: 0 nothing wrong, 1 a problem is named (or a dump cannot be read), 2 usage, or no \
+rank's dump in DIR.\n\n\
+Example: gpucheck job --traces /shared/fr-dumps/ --json job.json";
+
+/// `gpucheck job`.
+#[derive(Debug, Clone, Args)]
+pub struct JobArgs {
+    /// The folder of the job's Flight Recorder dumps, one file per rank (TORCH_FR_DUMP_TEMP_FILE's
+    /// folder, or where the job's dumps were gathered).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub traces: PathBuf,
+    /// Per-check timeout in seconds, overriding every job check's default (60).
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, Args)]

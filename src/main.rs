@@ -41,7 +41,7 @@ mod progress;
 mod report;
 mod runner;
 
-use cli::{Cli, Command, ExecArgs, ListFormat, OnFail, RunArgs};
+use cli::{Cli, Command, ExecArgs, JobArgs, ListFormat, OnFail, RunArgs};
 use pipeline::{Shown, Sink};
 
 /// No check failed (warnings allowed).
@@ -263,6 +263,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Explain { id }) => explain(&id),
         Some(Command::Exec(args)) => exec(&args),
         Some(Command::Cluster(args)) => cluster::command(&args),
+        Some(Command::Job(args)) => job(&args),
         Some(Command::Completions { shell }) => {
             // Into memory first: clap_complete panics on a write error
             // (`gpucheck completions bash | head`).
@@ -315,8 +316,15 @@ fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> 
 
 fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let plan = pipeline::plan(args)?;
-    let run = pipeline::execute(&plan, args.strict, args.profile.into());
-    pipeline::report(plan, &run, Shown::from(args), Sink::Stdout)
+    let run = pipeline::execute(&plan, args.output.strict, args.profile.into());
+    pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)
+}
+
+/// `gpucheck job --traces DIR`: judge a job from its ranks' dumps.
+fn job(args: &JobArgs) -> anyhow::Result<u8> {
+    let plan = pipeline::job_plan(args)?;
+    let run = pipeline::execute(&plan, args.output.strict, gpucheck_checks::job::JOB_PROFILE);
+    pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
@@ -348,8 +356,8 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     // stdout belongs to CMD: the report goes to stderr.
-    let run = pipeline::execute(&plan, args.run.strict, args.run.profile.into());
-    pipeline::report(plan, &run, Shown::from(&args.run), Sink::Stderr)?;
+    let run = pipeline::execute(&plan, args.run.output.strict, args.run.profile.into());
+    pipeline::report(plan, &run, Shown::from(&args.run.output), Sink::Stderr)?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.
         say!("gpucheck: not running {program}: interrupted by {sig}");
@@ -424,16 +432,20 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
 fn listed_profile(check: &dyn gpucheck_checks::Check) -> &'static str {
     if gpucheck_checks::fleet::find(check.id()).is_some() {
         "cluster"
+    } else if gpucheck_checks::job::find(check.id()).is_some() {
+        "job"
     } else {
         check.profile().as_str()
     }
 }
 
-/// The fleet checks of `gpucheck cluster`, as checks (for list and explain).
+/// The fleet checks of `gpucheck cluster` and the job checks of `gpucheck
+/// job`, as checks (for list and explain).
 fn fleet_checks() -> impl Iterator<Item = &'static dyn gpucheck_checks::Check> {
     gpucheck_checks::fleet::FLEET_CATALOG
         .iter()
         .map(|c| *c as &dyn gpucheck_checks::Check)
+        .chain(gpucheck_checks::job::JOB_CATALOG.iter().copied())
 }
 
 /// Every line of `text` wrapped to `width` columns, continued under its own
@@ -487,9 +499,16 @@ fn explain_text(check: &dyn gpucheck_checks::Check) -> String {
     } else {
         check.needs().join(", ")
     };
-    if gpucheck_checks::fleet::find(check.id()).is_some() {
+    let runs_in = if gpucheck_checks::fleet::find(check.id()).is_some() {
+        Some("gpucheck cluster, on node rank 0, over every node's report")
+    } else if gpucheck_checks::job::find(check.id()).is_some() {
+        Some("gpucheck job --traces DIR, over the job's Flight Recorder dumps")
+    } else {
+        None
+    };
+    if let Some(runs_in) = runs_in {
         return format!(
-            "{id} — {title}\n\nruns in: gpucheck cluster, on node rank 0, over every node's report\n\n{body}\n",
+            "{id} — {title}\n\nruns in: {runs_in}\n\n{body}\n",
             id = check.id(),
             title = check.title(),
             body = check.explain().trim_end(),

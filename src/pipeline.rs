@@ -8,10 +8,12 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use gpucheck_checks::job::JOB_CATALOG;
+use gpucheck_checks::probe::fr_dump;
 use gpucheck_checks::probe::process;
 use gpucheck_checks::{Options, Profile};
 
-use crate::cli::{ColorChoice, RunArgs};
+use crate::cli::{ColorChoice, JobArgs, OutputArgs, RunArgs};
 use crate::model::{self, HostFacts, Run};
 use crate::report::{Format, Style};
 use crate::{capture, output, progress, runner, terminal_width, UsageError};
@@ -45,6 +47,7 @@ fn options(args: &RunArgs) -> Options {
         min_scaling: args.min_scaling,
         kernel_log: args.kernel_log.clone(),
         burn_duration_s: args.duration,
+        traces: None,
         timeout_s: 0.0,
     }
 }
@@ -64,10 +67,9 @@ pub struct Plan {
     pub quiet: bool,
 }
 
-pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
-    let checks = runner::select(args.profile.into(), &args.only, &args.skip)
-        .map_err(|e| UsageError(e.to_string()))?;
-    let outputs = output::plan(
+/// Where the reports go, checked before anything runs.
+fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
+    output::plan(
         args.format,
         &[
             (Format::Json, args.json.as_deref()),
@@ -76,7 +78,42 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             (Format::Markdown, args.markdown.as_deref()),
         ],
     )
-    .map_err(UsageError)?;
+    .map_err(UsageError)
+}
+
+/// `gpucheck job --traces DIR`: the job checks over a folder of Flight
+/// Recorder dumps. A folder that is not one, or holds no rank's dump, is a
+/// usage error (exit 2) before anything is judged.
+pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
+    let dir = &args.traces;
+    let ranks = fr_dump::rank_files(dir)
+        .map_err(|e| UsageError(format!("--traces {}: {e}", dir.display())))?;
+    if ranks.is_empty() {
+        return Err(UsageError(format!(
+            "--traces {}: no rank's dump there (gpucheck job reads the files whose name ends in \
+             a rank number: rank_0, nccl_trace_rank_0, fr_0.json)",
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(Plan {
+        checks: JOB_CATALOG.to_vec(),
+        options: Options {
+            traces: Some(dir.clone()),
+            ..Options::default()
+        },
+        timeout: args.timeout.map(Duration::from_secs_f64),
+        budget: None,
+        outputs: outputs(&args.output)?,
+        seam: capture::Plan::Live,
+        quiet: args.output.quiet,
+    })
+}
+
+pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    let checks = runner::select(args.profile.into(), &args.only, &args.skip)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let outputs = outputs(&args.output)?;
     let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
     let seam = capture::plan(args).map_err(UsageError)?;
     let options = match &seam {
@@ -94,7 +131,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         },
         budget: health.then_some(HEALTH_BUDGET),
         outputs,
-        quiet: args.quiet,
+        quiet: args.output.quiet,
     })
 }
 
@@ -211,8 +248,8 @@ pub struct Shown {
     pub quiet: bool,
 }
 
-impl From<&RunArgs> for Shown {
-    fn from(args: &RunArgs) -> Self {
+impl From<&OutputArgs> for Shown {
+    fn from(args: &OutputArgs) -> Self {
         Shown {
             color: args.color,
             verbose: args.verbose,

@@ -60,6 +60,7 @@ pub mod env;
 pub mod fabric;
 pub mod gpu;
 pub mod host;
+pub mod job;
 pub mod nccl;
 pub mod net;
 pub mod torch;
@@ -67,7 +68,7 @@ pub mod torch;
 pub use facts::{Cause, Fact};
 pub use findings::{Finding, Findings};
 pub use options::{DdpBackend, DdpDevice};
-pub use outcome::{DataTable, DeviceResult, FactValue, Metric, Outcome, Status};
+pub use outcome::{Collective, DataTable, DeviceResult, FactValue, Metric, Outcome, Status};
 
 /// The lowest profile that includes a check. Profiles nest:
 /// quick ⊂ standard ⊂ full. `health` stands apart: it is no level, it holds
@@ -208,6 +209,10 @@ pub struct Options {
     /// `--duration`: how long `gpu.burn` keeps the GPUs under load, seconds.
     #[serde(default)]
     pub burn_duration_s: Option<f64>,
+    /// `gpucheck job --traces DIR`: the folder of the job's Flight
+    /// Recorder dumps, one file per rank.
+    #[serde(default)]
+    pub traces: Option<PathBuf>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,
@@ -346,6 +351,7 @@ pub fn find(id: &str) -> Option<&'static dyn Check> {
         .copied()
         .find(|c| c.id() == id)
         .or_else(|| fleet::find(id).map(|c| c as &dyn Check))
+        .or_else(|| job::find(id))
 }
 
 #[cfg(test)]

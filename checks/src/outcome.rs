@@ -194,6 +194,20 @@ impl PartialEq<&str> for FactValue {
     }
 }
 
+/// A collective of a distributed job: the process group, its sequence
+/// number there and the op (`all_reduce`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Collective {
+    /// The process group's name ("0").
+    pub group: String,
+    /// Its description ("default_pg"); empty when the dumps give none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group_desc: String,
+    /// The collective's sequence number in the group.
+    pub seq: u64,
+    pub op: String,
+}
+
 /// Everything a check found out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Outcome {
@@ -231,6 +245,13 @@ pub struct Outcome {
     /// checks of `gpucheck cluster`), by [`Fact::KEY`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub data: BTreeMap<String, serde_json::Value>,
+    /// The global ranks a job check names (`gpucheck job`): the ranks at
+    /// fault, never the healthy ones; empty for every machine check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<u32>,
+    /// The collective a job check's finding is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<Collective>,
     /// Why the runner gave this outcome (a timeout, a signal, a failed
     /// prerequisite); absent when the check itself decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,6 +275,8 @@ impl Outcome {
             facts: BTreeMap::new(),
             tables: Vec::new(),
             data: BTreeMap::new(),
+            ranks: Vec::new(),
+            collective: None,
             cause: None,
             duration_ms: 0.0,
         }
@@ -372,6 +395,13 @@ impl Outcome {
                 .map(|d| d.index)
                 .collect();
         }
+    }
+
+    /// Name the ranks a job check blames and the collective it is about.
+    pub fn with_ranks(mut self, ranks: Vec<u32>, collective: Option<Collective>) -> Self {
+        self.ranks = ranks;
+        self.collective = collective;
+        self
     }
 
     pub fn with_cause(mut self, cause: Cause) -> Self {

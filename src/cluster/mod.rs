@@ -198,13 +198,13 @@ fn spans_hosts(master: &str, hosts: &[&str]) -> bool {
 /// into the fleet report, not to files of their own).
 fn run_local(run_args: &RunArgs) -> anyhow::Result<Run> {
     let mut local = run_args.clone();
-    local.json = None;
-    local.junit = None;
-    local.format = Format::Table;
+    local.output.json = None;
+    local.output.junit = None;
+    local.output.format = Format::Table;
     let plan = crate::pipeline::plan(&local)?;
     Ok(crate::pipeline::execute(
         &plan,
-        local.strict,
+        local.output.strict,
         local.profile.into(),
     ))
 }
@@ -249,8 +249,8 @@ impl Outputs {
     fn plan(run_args: &RunArgs, node_0: bool) -> Result<Outputs, UsageError> {
         let dash = Some(std::path::Path::new("-"));
         let stream = match (
-            run_args.json.as_deref() == dash,
-            run_args.junit.as_deref() == dash,
+            run_args.output.json.as_deref() == dash,
+            run_args.output.junit.as_deref() == dash,
         ) {
             (true, true) => {
                 return Err(UsageError(
@@ -260,7 +260,7 @@ impl Outputs {
             }
             (true, false) => Format::Json,
             (false, true) => Format::Junit,
-            (false, false) => run_args.format,
+            (false, false) => run_args.output.format,
         };
         let planned = |p: &Option<PathBuf>| match p {
             Some(p) if node_0 && p.as_path() != std::path::Path::new("-") => {
@@ -270,8 +270,8 @@ impl Outputs {
         };
         Ok(Outputs {
             stream,
-            json: planned(&run_args.json)?,
-            junit: planned(&run_args.junit)?,
+            json: planned(&run_args.output.json)?,
+            junit: planned(&run_args.output.junit)?,
         })
     }
 
@@ -288,8 +288,8 @@ impl Outputs {
         let text = match self.stream {
             Format::Json => json.clone(),
             Format::Junit => xml.clone(),
-            _ if run_args.quiet => report.verdict_line() + "\n",
-            _ => report.render_text(run_args.verbose),
+            _ if run_args.output.quiet => report.verdict_line() + "\n",
+            _ => report.render_text(run_args.output.verbose),
         };
         let written: Result<Vec<()>, UsageError> = [(self.json, json), (self.junit, xml)]
             .into_iter()
@@ -368,7 +368,7 @@ fn lead(
         raw.push((0, joined, own.clone()));
     }
     fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
-    let report = judge(&fleet, &raw, &run_id, run_args.strict);
+    let report = judge(&fleet, &raw, &run_id, run_args.output.strict);
     if let Some(s) = session.as_mut() {
         publish_verdict(s, &report, token);
     }

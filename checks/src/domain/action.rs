@@ -162,6 +162,13 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("fleet.gpu_load", Action::ServiceHardware),
     ("fleet.allreduce", Action::ContactProvider),
     ("fleet.pairs", Action::ContactProvider),
+    // A dump that cannot be read or a rank that left none: see to how the
+    // job records and dumps.
+    ("job.traces", Action::FixConfig),
+    // A code path that diverged (or a rank that died): fix and restart;
+    // a node fault that explains it names its own, more drastic action.
+    ("job.hang", Action::RestartJob),
+    ("job.straggler", Action::RestartJob),
 ];
 
 /// The default action of a check (`fix_config` for an id no table line
@@ -182,7 +189,8 @@ mod tests {
         let ids = crate::CATALOG
             .iter()
             .map(|c| c.id())
-            .chain(crate::fleet::FLEET_CATALOG.iter().map(|c| c.id()));
+            .chain(crate::fleet::FLEET_CATALOG.iter().map(|c| c.id()))
+            .chain(crate::job::JOB_CATALOG.iter().map(|c| c.id()));
         for id in ids {
             let declared = DEFAULT_ACTIONS.iter().find(|(i, _)| *i == id);
             assert!(

@@ -1,7 +1,7 @@
 //! The Flight Recorder's record of a job, as plain data: what each rank's
 //! dump says about the collectives it enqueued, normalised across the dump
 //! format's versions (2.4 to 2.10) and its two encodings (pickle, JSON).
-//! `probe::flight_recorder` reads dumps into these types; `domain::job`
+//! `probe::fr_dump` reads dumps into these types; `domain::job`
 //! judges them. Nothing here reads a file.
 
 use std::collections::BTreeMap;

@@ -315,9 +315,10 @@ fn progress(e: &Entry) -> Option<&'static str> {
     timed_out(e).then_some("timed out")
 }
 
-/// Finished for real: completed and not by a timeout.
+/// Finished for real: completed (or retired: gloo records no completion
+/// and retires what it is done with) and not by a timeout.
 fn finished(e: &Entry) -> bool {
-    e.state == State::Completed && !timed_out(e)
+    (e.state == State::Completed || e.retired) && !timed_out(e)
 }
 
 /// The wavefront of one group: the first sequence at which its ranks with
@@ -470,7 +471,7 @@ fn stuck(group: &Group, lanes: &[Lane], top: u64) -> Option<Wavefront> {
 /// dumps has none.
 pub fn wavefront(traces: &[RankTrace], members: &Membership) -> Option<Wavefront> {
     let refs: Vec<&RankTrace> = traces.iter().collect();
-    members
+    let mut w = members
         .groups
         .values()
         .filter_map(|g| group_wavefront(g, &refs))
@@ -481,7 +482,27 @@ pub fn wavefront(traces: &[RankTrace], members: &Membership) -> Option<Wavefront
                 _ => 0,
             };
             (rank, w.time_ns)
-        })
+        })?;
+    // Every rank with a dump waits in it: the members without one are what
+    // it waits for.
+    let absent: Vec<u32> = w
+        .group
+        .members
+        .iter()
+        .copied()
+        .filter(|r| members.missing.contains(r))
+        .collect();
+    if w.kind == WaveKind::Stuck && !absent.is_empty() {
+        w.kind = WaveKind::NotJoined;
+        w.blamed = absent
+            .into_iter()
+            .map(|rank| Blamed {
+                rank,
+                doing: "left no dump".to_string(),
+            })
+            .collect();
+    }
+    Some(w)
 }
 
 /// A rank that enters a group's collectives late again and again.
@@ -677,6 +698,19 @@ mod tests {
     fn a_healthy_job_has_no_wavefront() {
         let t = vec![rank(0, 5), rank(1, 5), rank(2, 5)];
         assert_eq!(judge(&t), None);
+        // Gloo (torch 2.15) records no start or completion: its entries
+        // stay `scheduled` and are retired once done.
+        let gloo: Vec<RankTrace> = (0..3)
+            .map(|r| {
+                let mut t = rank(r, 5);
+                for e in &mut t.entries {
+                    e.state = State::Scheduled;
+                    e.retired = true;
+                }
+                t
+            })
+            .collect();
+        assert_eq!(judge(&gloo), None);
     }
 
     #[test]
@@ -940,6 +974,30 @@ mod tests {
         let t = vec![with(rank(0, 5), hang.clone()), with(rank(1, 5), hang), r2];
         let w = judge(&t).expect("stuck, not blamed");
         assert!(!w.blamed_ranks().contains(&2), "{w:?}");
+    }
+
+    #[test]
+    fn ranks_that_wait_for_a_rank_without_dump_name_that_rank() {
+        let hang = entry("0", 6, "all_reduce", 4, State::Started);
+        let mut t = vec![with(rank(0, 5), hang.clone()), with(rank(1, 5), hang)];
+        t[0].groups.insert(
+            "0".into(),
+            GroupConfig {
+                name: "0".into(),
+                desc: "default_pg".into(),
+                ranks: vec![0, 1, 2],
+            },
+        );
+        let w = wavefront(&t, &membership(&t, &[0, 1])).expect("a wavefront");
+        assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::NotJoined, vec![2]));
+        assert_eq!(w.blamed[0].doing, "left no dump");
+        // A missing rank the others do not wait for is not blamed.
+        let t = vec![
+            with(rank(0, 5), entry("0", 6, "all_reduce", 4, State::Started)),
+            rank(2, 5),
+        ];
+        let w = wavefront(&t, &membership(&t, &[0, 2])).expect("a wavefront");
+        assert_eq!(w.blamed_ranks(), vec![2]);
     }
 
     #[test]

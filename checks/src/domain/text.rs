@@ -62,6 +62,17 @@ pub fn gpus_phrase(ids: &[u32]) -> String {
     }
 }
 
+/// `text` cut to at most `max` characters, saying how much was left out:
+/// a string from a file someone else wrote stays readable.
+pub fn cut(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}... ({} more characters)", n - max)
+}
+
 /// The first `max` items joined with ", ", then ", … (N in all)" when there
 /// are more.
 pub fn list_cut<S: AsRef<str>>(items: &[S], max: usize) -> String {

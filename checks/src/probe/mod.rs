@@ -5,6 +5,8 @@ pub mod burn;
 pub mod copy_bandwidth;
 pub mod cuda;
 pub mod ddp;
+pub mod fr_dump;
+pub mod fr_pickle;
 pub mod host;
 pub mod kernel_log;
 pub mod libs;

@@ -1,0 +1,145 @@
+//! The job checks of `gpucheck job --traces DIR`: a running (or hung) job
+//! judged from its ranks' Flight Recorder dumps. `job.traces` says what the
+//! dumps hold and which ranks left none; `job.hang` names the ranks at the
+//! wavefront of a hang or desync; `job.straggler` the ranks that enter
+//! collectives late again and again. The judging is `domain::job`'s; the
+//! dumps are read once per run (`probe::fr_dump`) and shared by the
+//! three checks.
+//!
+//! They are listed in [`JOB_CATALOG`], not in [`crate::CATALOG`]: a machine
+//! check run never selects them, and `gpucheck job` runs only them.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::domain::flight::RankTrace;
+use crate::domain::job::{self, Membership};
+use crate::probe::fr_dump;
+use crate::{Check, Context, Outcome, Profile};
+
+mod hang;
+mod straggler;
+mod traces;
+
+pub use hang::Hang;
+pub use straggler::Straggler;
+pub use traces::Traces;
+
+/// Every job check, in run order.
+pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
+
+/// The profile every job check is listed under: `gpucheck job` takes none.
+pub const JOB_PROFILE: Profile = Profile::Quick;
+
+/// A job check by id.
+pub fn find(id: &str) -> Option<&'static dyn Check> {
+    JOB_CATALOG.iter().copied().find(|c| c.id() == id)
+}
+
+/// A rank's file that could not be read, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    pub rank: u32,
+    pub file: String,
+    pub error: String,
+}
+
+/// The job as its dumps describe it.
+#[derive(Debug, Default)]
+pub struct Job {
+    pub dir: PathBuf,
+    pub traces: Vec<RankTrace>,
+    pub unreadable: Vec<Unreadable>,
+    pub members: Membership,
+}
+
+impl Job {
+    /// Read every rank's dump in `dir` and rebuild the job's membership.
+    pub fn read(dir: &Path) -> Result<Job, String> {
+        let read = fr_dump::read_dir(dir)?;
+        let unreadable: Vec<Unreadable> = read
+            .unreadable
+            .into_iter()
+            .map(|(rank, file, error)| Unreadable {
+                rank,
+                file: file.display().to_string(),
+                error,
+            })
+            .collect();
+        let mut file_ranks: Vec<u32> = read.traces.iter().map(|t| t.rank).collect();
+        file_ranks.extend(unreadable.iter().map(|u| u.rank));
+        let members = job::membership(&read.traces, &file_ranks);
+        Ok(Job {
+            dir: dir.to_path_buf(),
+            traces: read.traces,
+            unreadable,
+            members,
+        })
+    }
+}
+
+/// The dumps of this run's `--traces` folder, read by the first job check
+/// that asks and shared with the others.
+fn job(ctx: &Context) -> Result<Arc<Job>, String> {
+    static READ: Mutex<Option<Arc<Job>>> = Mutex::new(None);
+    let Some(dir) = ctx.options.traces.as_deref() else {
+        return Err("no --traces folder was given".to_string());
+    };
+    let mut cached = READ.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(j) = cached.as_ref().filter(|j| j.dir == dir) {
+        return Ok(Arc::clone(j));
+    }
+    let j = Arc::new(Job::read(dir)?);
+    *cached = Some(Arc::clone(&j));
+    Ok(j)
+}
+
+/// The outcome of a job check whose dumps could not be read at all.
+fn unread(e: &str) -> Outcome {
+    Outcome::error(format!("the job's dumps could not be read: {e}"))
+}
+
+/// The [`Check`] side of a job check: its identity, profile, timeout and
+/// explain text; `run` reads the dumps and hands them to `judge`.
+macro_rules! job_check {
+    ($ty:ident, $id:literal, $title:literal, $explain:expr, $judge:path) => {
+        pub struct $ty;
+
+        impl $crate::Check for $ty {
+            fn id(&self) -> &'static str {
+                $id
+            }
+            fn title(&self) -> &'static str {
+                $title
+            }
+            fn profile(&self) -> $crate::Profile {
+                super::JOB_PROFILE
+            }
+            fn timeout(&self) -> std::time::Duration {
+                super::TIMEOUT
+            }
+            fn explain(&self) -> &'static str {
+                $explain
+            }
+            fn run(&self, ctx: &$crate::Context) -> $crate::Outcome {
+                match super::job(ctx) {
+                    Ok(job) => $judge(&job),
+                    Err(e) => super::unread(&e),
+                }
+            }
+        }
+    };
+}
+use job_check;
+
+/// A job check's time limit: reading 1,024 ranks' dumps of 2,000 entries
+/// takes about a second; a folder on a slow shared file system gets more.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// "rank 3" / "ranks 0, 1".
+pub fn ranks_phrase(ranks: &[u32]) -> String {
+    match ranks {
+        [one] => format!("rank {one}"),
+        many => format!("ranks {}", job::rank_list(many)),
+    }
+}

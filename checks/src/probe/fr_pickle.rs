@@ -1,0 +1,434 @@
+//! A decoder of just the pickle that PyTorch's Flight Recorder writes, into
+//! plain JSON values: dicts, lists, tuples (as lists), strings, integers,
+//! floats, booleans and None. A dump is a file from elsewhere, so nothing
+//! in it is ever executed: every opcode that would import or call code
+//! (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID)
+//! is refused by name, and so is any opcode the recorder does not write.
+//!
+//! Bounded everywhere: the machine is iterative (no recursion on the
+//! input), values nest at most [`MAX_DEPTH`] deep, and every value made,
+//! including the copies a memo reference makes, counts against a budget
+//! proportional to the input, so a memo bomb ends in an error rather than
+//! in gigabytes.
+
+use serde_json::{Map, Number, Value};
+
+/// Deepest nesting of containers accepted (a dump nests five deep).
+pub const MAX_DEPTH: usize = 32;
+/// Values made per input byte at most, memo copies included (a real dump
+/// makes under one per byte).
+const VALUES_PER_BYTE: usize = 16;
+/// Values made at most whatever the input's size.
+const MAX_VALUES: usize = 200_000_000;
+
+/// A value on the machine's stack with its nesting depth and how many
+/// values it holds (itself included), so that a memo copy is charged.
+#[derive(Clone)]
+struct Item {
+    value: Value,
+    depth: usize,
+    count: usize,
+}
+
+enum Slot {
+    Mark,
+    Item(Item),
+}
+
+struct Machine<'a> {
+    data: &'a [u8],
+    pos: usize,
+    stack: Vec<Slot>,
+    memo: std::collections::HashMap<u32, Item>,
+    made: usize,
+    budget: usize,
+}
+
+/// Decode one pickle into a JSON value.
+pub fn decode(data: &[u8]) -> Result<Value, String> {
+    let mut m = Machine {
+        data,
+        pos: 0,
+        stack: Vec::new(),
+        memo: std::collections::HashMap::new(),
+        made: 0,
+        budget: data
+            .len()
+            .saturating_mul(VALUES_PER_BYTE)
+            .clamp(1024, MAX_VALUES),
+    };
+    loop {
+        let at = m.pos;
+        let op = m.byte()?;
+        if op == b'.' {
+            return match m.stack.pop() {
+                Some(Slot::Item(i)) => Ok(i.value),
+                _ => Err(format!("pickle: STOP with nothing to return at byte {at}")),
+            };
+        }
+        m.step(op)
+            .map_err(|e| format!("pickle: {e} at byte {at}"))?;
+    }
+}
+
+impl Machine<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        let end = self.pos.checked_add(n).filter(|e| *e <= self.data.len());
+        let Some(end) = end else {
+            return Err("truncated".to_string());
+        };
+        let s = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn uint(&mut self, n: usize) -> Result<u64, String> {
+        let b = self.take(n)?;
+        Ok(b.iter()
+            .rev()
+            .fold(0u64, |acc, x| (acc << 8) | u64::from(*x)))
+    }
+
+    fn push(&mut self, value: Value) -> Result<(), String> {
+        self.push_item(Item {
+            value,
+            depth: 0,
+            count: 1,
+        })
+    }
+
+    fn push_item(&mut self, item: Item) -> Result<(), String> {
+        self.made = self.made.saturating_add(item.count);
+        if self.made > self.budget {
+            return Err(format!(
+                "more than {} values from {} bytes (a memo bomb?)",
+                self.budget,
+                self.data.len()
+            ));
+        }
+        if item.depth > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH}"));
+        }
+        self.stack.push(Slot::Item(item));
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Result<Item, String> {
+        match self.stack.pop() {
+            Some(Slot::Item(i)) => Ok(i),
+            Some(Slot::Mark) => Err("a mark where a value was expected".to_string()),
+            None => Err("stack underflow".to_string()),
+        }
+    }
+
+    /// Everything above the topmost mark, which is removed.
+    fn pop_mark(&mut self) -> Result<Vec<Item>, String> {
+        let at = self
+            .stack
+            .iter()
+            .rposition(|s| matches!(s, Slot::Mark))
+            .ok_or("no mark")?;
+        let items = self.stack.split_off(at + 1);
+        self.stack.pop();
+        Ok(items
+            .into_iter()
+            .filter_map(|s| match s {
+                Slot::Item(i) => Some(i),
+                Slot::Mark => None,
+            })
+            .collect())
+    }
+
+    fn string(&mut self, n: u64) -> Result<(), String> {
+        let n = usize::try_from(n).map_err(|_| "string too long")?;
+        let s = String::from_utf8_lossy(self.take(n)?).into_owned();
+        self.push(Value::String(s))
+    }
+
+    fn step(&mut self, op: u8) -> Result<(), String> {
+        match op {
+            0x80 => self.take(1).map(drop), // PROTO
+            0x95 => self.take(8).map(drop), // FRAME
+            b'(' => {
+                self.stack.push(Slot::Mark);
+                Ok(())
+            }
+            b'N' => self.push(Value::Null),
+            0x88 => self.push(Value::Bool(true)),
+            0x89 => self.push(Value::Bool(false)),
+            b'K' => {
+                let v = self.uint(1)?;
+                self.push(Value::from(v))
+            }
+            b'M' => {
+                let v = self.uint(2)?;
+                self.push(Value::from(v))
+            }
+            b'J' => {
+                let v = self.uint(4)? as u32 as i32;
+                self.push(Value::from(v))
+            }
+            0x8a => self.long1(),
+            b'G' => {
+                let v = f64::from_bits(u64::from_be_bytes(
+                    self.take(8)?.try_into().map_err(|_| "truncated")?,
+                ));
+                self.push(Number::from_f64(v).map_or(Value::Null, Value::Number))
+            }
+            b'X' | b'T' | b'B' => {
+                let n = self.uint(4)?;
+                self.string(n)
+            }
+            0x8c | b'U' | b'C' => {
+                let n = self.uint(1)?;
+                self.string(n)
+            }
+            0x8d | 0x8e => {
+                let n = self.uint(8)?;
+                self.string(n)
+            }
+            _ => self.container(op),
+        }
+    }
+
+    fn long1(&mut self) -> Result<(), String> {
+        let n = usize::from(self.byte()?);
+        let bytes = self.take(n)?.to_vec();
+        if n > 8 {
+            return Err(format!("an integer of {n} bytes"));
+        }
+        let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
+        let mut raw = [if negative { 0xff } else { 0 }; 8];
+        raw[..n].copy_from_slice(&bytes);
+        let v = i64::from_le_bytes(raw);
+        // Nine-byte encodings of large unsigned values do not occur: n <= 8.
+        self.push(Value::from(v))
+    }
+
+    fn container(&mut self, op: u8) -> Result<(), String> {
+        match op {
+            b'}' => self.push(Value::Object(Map::new())),
+            b']' | b')' => self.push(Value::Array(Vec::new())),
+            b'l' | b't' => {
+                let items = self.pop_mark()?;
+                self.push_list(items)
+            }
+            0x85..=0x87 => {
+                let n = usize::from(op - 0x84);
+                let at = self.stack.len().checked_sub(n).ok_or("stack underflow")?;
+                let mut items = Vec::with_capacity(n);
+                for s in self.stack.split_off(at) {
+                    match s {
+                        Slot::Item(i) => items.push(i),
+                        Slot::Mark => return Err("a mark inside a tuple".to_string()),
+                    }
+                }
+                self.push_list(items)
+            }
+            b'a' => {
+                let item = self.pop()?;
+                self.extend_list(vec![item])
+            }
+            b'e' => {
+                let items = self.pop_mark()?;
+                self.extend_list(items)
+            }
+            b'd' => {
+                let items = self.pop_mark()?;
+                self.push(Value::Object(Map::new()))?;
+                self.extend_dict(items)
+            }
+            b's' => {
+                let v = self.pop()?;
+                let k = self.pop()?;
+                self.extend_dict(vec![k, v])
+            }
+            b'u' => {
+                let items = self.pop_mark()?;
+                self.extend_dict(items)
+            }
+            _ => self.memo_or_refuse(op),
+        }
+    }
+
+    fn push_list(&mut self, items: Vec<Item>) -> Result<(), String> {
+        let depth = items.iter().map(|i| i.depth + 1).max().unwrap_or(0);
+        let count = items.iter().map(|i| i.count).sum::<usize>() + 1;
+        let value = Value::Array(items.into_iter().map(|i| i.value).collect());
+        // The items were charged when they were pushed.
+        self.made = self.made.saturating_sub(count - 1);
+        self.push_item(Item {
+            value,
+            depth,
+            count,
+        })
+    }
+
+    fn top(&mut self) -> Result<&mut Item, String> {
+        match self.stack.last_mut() {
+            Some(Slot::Item(i)) => Ok(i),
+            _ => Err("no container to add to".to_string()),
+        }
+    }
+
+    fn extend_list(&mut self, items: Vec<Item>) -> Result<(), String> {
+        let top = self.top()?;
+        let Value::Array(list) = &mut top.value else {
+            return Err("APPEND to something that is not a list".to_string());
+        };
+        for i in items {
+            top.depth = top.depth.max(i.depth + 1);
+            top.count += i.count;
+            list.push(i.value);
+        }
+        if top.depth > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH}"));
+        }
+        Ok(())
+    }
+
+    fn extend_dict(&mut self, items: Vec<Item>) -> Result<(), String> {
+        if items.len() % 2 != 0 {
+            return Err("a dict key without its value".to_string());
+        }
+        let top = self.top()?;
+        let Value::Object(map) = &mut top.value else {
+            return Err("SETITEM on something that is not a dict".to_string());
+        };
+        let mut it = items.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            let key = match k.value {
+                Value::String(s) => s,
+                Value::Number(n) => n.to_string(),
+                _ => return Err("a dict key that is not a string or a number".to_string()),
+            };
+            top.depth = top.depth.max(v.depth + 1);
+            top.count += v.count;
+            map.insert(key, v.value);
+        }
+        if top.depth > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH}"));
+        }
+        Ok(())
+    }
+
+    fn memo_or_refuse(&mut self, op: u8) -> Result<(), String> {
+        match op {
+            b'q' | b'r' | 0x94 => {
+                let key = match op {
+                    b'q' => self.uint(1)? as u32,
+                    b'r' => self.uint(4)? as u32,
+                    _ => self.memo.len() as u32,
+                };
+                let top = self.top()?.clone();
+                self.made = self.made.saturating_add(top.count);
+                self.memo.insert(key, top);
+                Ok(())
+            }
+            b'h' | b'j' => {
+                let key = if op == b'h' {
+                    self.uint(1)? as u32
+                } else {
+                    self.uint(4)? as u32
+                };
+                let item = self.memo.get(&key).ok_or("a memo entry never stored")?;
+                // Charged before it is copied.
+                if self.made.saturating_add(item.count) > self.budget {
+                    return Err(format!(
+                        "more than {} values from {} bytes (a memo bomb?)",
+                        self.budget,
+                        self.data.len()
+                    ));
+                }
+                let item = item.clone();
+                self.push_item(item)
+            }
+            b'0' => self
+                .stack
+                .pop()
+                .map(drop)
+                .ok_or_else(|| "stack underflow".into()),
+            b'1' => self.pop_mark().map(drop),
+            b'2' => {
+                let top = self.top()?.clone();
+                self.push_item(top)
+            }
+            _ => Err(refused(op)),
+        }
+    }
+}
+
+/// Why an opcode is refused.
+fn refused(op: u8) -> String {
+    let name = match op {
+        b'c' => "GLOBAL",
+        0x93 => "STACK_GLOBAL",
+        b'R' => "REDUCE",
+        b'b' => "BUILD",
+        b'i' => "INST",
+        b'o' => "OBJ",
+        0x81 => "NEWOBJ",
+        0x92 => "NEWOBJ_EX",
+        0x82..=0x84 => "EXT",
+        b'P' | b'Q' => "PERSID",
+        _ => return format!("opcode 0x{op:02x} is not one the Flight Recorder writes"),
+    };
+    format!("opcode {name} would import or call code, which a dump never needs; refused")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_real_dumps_opcodes_decode() {
+        // {"a": [1, 300, 70000, None, True, (b, -2)], "b": 1.5}, protocol 2
+        // with memo puts and gets, as torch's pickler writes them.
+        let p = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01](K\x01M,\x01Jp\x11\x01\x00N\x88h\x01\x8a\x01\xfe\x86eX\x01\x00\x00\x00bG?\xf8\x00\x00\x00\x00\x00\x00u.";
+        let v = decode(p).expect("decodes");
+        assert_eq!(
+            v,
+            serde_json::json!({"a": [1, 300, 70000, null, true, ["a", -2]], "b": 1.5})
+        );
+    }
+
+    #[test]
+    fn code_calling_opcodes_are_refused_by_name() {
+        let e = decode(b"cos\nsystem\n(S'touch /tmp/x'\ntR.").expect_err("refused");
+        assert!(e.contains("GLOBAL"), "{e}");
+        let e = decode(b"\x80\x04\x8c\x02os\x8c\x06system\x93.").expect_err("refused");
+        assert!(e.contains("STACK_GLOBAL"), "{e}");
+    }
+
+    #[test]
+    fn truncated_deep_and_bombs_end_in_errors() {
+        assert!(decode(b"\x80\x02}q\x00(X\x07\x00\x00\x00ver").is_err());
+        assert!(decode(b"").is_err());
+        let mut deep = b"\x80\x02".to_vec();
+        deep.extend(std::iter::repeat_n(b'(', 100_000));
+        deep.extend(std::iter::repeat_n(b'l', 100_000));
+        deep.push(b'.');
+        assert!(decode(&deep).expect_err("too deep").contains("deeper"));
+        let mut deep = b"\x80\x02".to_vec();
+        for _ in 0..100_000 {
+            deep.extend(b"]");
+        }
+        for _ in 0..99_999 {
+            deep.extend(b"a");
+        }
+        deep.push(b'.');
+        assert!(decode(&deep).expect_err("too deep").contains("deeper"));
+        let mut bomb = b"\x80\x02]q\x00".to_vec();
+        for i in 1..=40u8 {
+            bomb.extend(b"(");
+            bomb.extend(std::iter::repeat_n([b'h', i - 1], 10).flatten());
+            bomb.extend([b'l', b'q', i]);
+        }
+        bomb.push(b'.');
+        assert!(decode(&bomb).expect_err("bomb").contains("memo bomb"));
+    }
+}

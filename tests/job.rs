@@ -1,0 +1,317 @@
+//! `gpucheck job --traces DIR` through the real binary, on real Flight
+//! Recorder dumps that torch 2.15's gloo wrote from small misbehaving jobs
+//! (`tests/fixtures/flight_recorder/`, made by its `make.py`; `CASES.md`
+//! there is the ground truth), in pickle and in JSON, and on hostile files
+//! written here: the ranks named, the collective, the exit code, and that
+//! no healthy rank is ever blamed.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn fixture(case: &str) -> PathBuf {
+    root().join("tests/fixtures/flight_recorder").join(case)
+}
+
+fn job(dir: &Path, extra: &[&str]) -> Output {
+    gpucheck()
+        .args(["job", "--traces"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("gpucheck runs")
+}
+
+/// `gpucheck job --traces DIR --json -`: exit code and the validated report.
+fn judged(dir: &Path) -> (i32, serde_json::Value) {
+    let out = job(dir, &["--json", "-"]);
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out.status.code().unwrap_or(-1), doc)
+}
+
+fn ranks(doc: &serde_json::Value, id: &str) -> Vec<u64> {
+    result(doc, id)["ranks"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+        .unwrap_or_default()
+}
+
+/// What a case must come out as.
+struct Case {
+    name: &'static str,
+    exit: i32,
+    /// job.hang's status and blamed ranks.
+    hang: (&'static str, &'static [u64]),
+    /// The collective job.hang names: (op, seq).
+    at: Option<(&'static str, u64)>,
+    /// job.straggler's blamed ranks.
+    stragglers: &'static [u64],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "healthy",
+        exit: 0,
+        hang: ("pass", &[]),
+        at: None,
+        stragglers: &[],
+    },
+    Case {
+        name: "skip",
+        exit: 1,
+        hang: ("fail", &[2]),
+        at: Some(("all_reduce", 6)),
+        stragglers: &[],
+    },
+    Case {
+        name: "skip-timeout",
+        exit: 1,
+        hang: ("fail", &[2]),
+        at: Some(("all_reduce", 6)),
+        stragglers: &[],
+    },
+    Case {
+        name: "wrong_op",
+        exit: 1,
+        hang: ("fail", &[1]),
+        at: Some(("all_reduce", 6)),
+        stragglers: &[],
+    },
+];
+
+fn assert_case(case: &Case, dir: &Path) {
+    let (code, doc) = judged(dir);
+    let what = format!("{} ({})", case.name, dir.display());
+    assert_eq!(code, case.exit, "{what}: exit code; {doc:#}");
+    assert_eq!(status_of(&doc, "job.hang"), case.hang.0, "{what}: {doc:#}");
+    assert_eq!(ranks(&doc, "job.hang"), case.hang.1, "{what}: blamed ranks");
+    if let Some((op, seq)) = case.at {
+        let c = &result(&doc, "job.hang")["collective"];
+        assert_eq!(c["op"], op, "{what}: {c}");
+        assert_eq!(c["seq"], seq, "{what}: {c}");
+    }
+    assert_eq!(
+        ranks(&doc, "job.straggler"),
+        case.stragglers,
+        "{what}: stragglers; {}",
+        text_field(&doc, "job.straggler", "summary")
+    );
+    assert_eq!(doc["exit_code"], case.exit, "{what}");
+}
+
+#[test]
+fn every_case_names_exactly_the_ranks_at_fault_in_pickle_and_json() {
+    for case in CASES {
+        assert_case(case, &fixture(case.name));
+        assert_case(case, &fixture(&format!("{}-json", case.name)));
+    }
+}
+
+#[test]
+fn the_table_names_the_rank_the_collective_and_what_the_others_do() {
+    let out = job(&fixture("skip"), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "rank 2 never joined all_reduce #6 of group 0 (default_pg): ranks 0, 1 wait in it"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("last enqueued all_reduce #5"), "{text}");
+    assert!(
+        text.contains("NOT READY") || text.contains("1 failed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_on_stdout_blames_the_same_ranks_as_json_in_a_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("job.json");
+    let out = job(
+        &fixture("skip"),
+        &["--json", file.to_str().unwrap_or_default()],
+    );
+    let from_file = assert_valid_json_report(&std::fs::read_to_string(&file).expect("written"));
+    let (code, from_stdout) = judged(&fixture("skip"));
+    assert_eq!(out.status.code(), Some(code));
+    assert_eq!(
+        ranks(&from_file, "job.hang"),
+        ranks(&from_stdout, "job.hang")
+    );
+    assert_eq!(from_file["exit_code"], from_stdout["exit_code"]);
+}
+
+/// A copy of a fixture case in a temporary folder, less some ranks' files.
+fn copy_without(case: &str, drop_ranks: &[u32]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for e in std::fs::read_dir(fixture(case)).expect("fixture").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let stem = name.trim_end_matches(".json");
+        let rank: Option<u32> = stem.rsplit('_').next().and_then(|r| r.parse().ok());
+        if rank.is_some_and(|r| drop_ranks.contains(&r)) {
+            continue;
+        }
+        std::fs::copy(e.path(), dir.path().join(&name)).expect("copy");
+    }
+    dir
+}
+
+#[test]
+fn a_missing_rank_is_named_and_never_a_healthy_one_blamed() {
+    // The rank at fault left no dump: the others wait for it.
+    let dir = copy_without("skip", &[2]);
+    let (code, doc) = judged(dir.path());
+    assert_eq!(code, 1);
+    assert_eq!(ranks(&doc, "job.hang"), [2], "{doc:#}");
+    assert!(text_field(&doc, "job.hang", "summary").contains("rank 2 never joined"));
+    assert_eq!(status_of(&doc, "job.traces"), "warn");
+    assert_eq!(ranks(&doc, "job.traces"), [2]);
+    // A healthy rank left no dump: the one at fault is still named alone.
+    let dir = copy_without("skip", &[1]);
+    let (code, doc) = judged(dir.path());
+    assert_eq!(code, 1);
+    assert_eq!(ranks(&doc, "job.hang"), [2], "{doc:#}");
+    assert!(text_field(&doc, "job.traces", "summary").contains("rank 1 of 3 left no dump"));
+}
+
+#[test]
+fn pickle_and_json_dumps_mix_in_one_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (case, rank) in [("skip", 0), ("skip-json", 1), ("skip", 2)] {
+        let src = std::fs::read_dir(fixture(case))
+            .expect("fixture")
+            .flatten()
+            .find(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.trim_end_matches(".json").ends_with(&format!("_{rank}"))
+            })
+            .expect("the rank's file");
+        std::fs::copy(src.path(), dir.path().join(src.file_name())).expect("copy");
+    }
+    let (code, doc) = judged(dir.path());
+    assert_eq!((code, ranks(&doc, "job.hang")), (1, vec![2]), "{doc:#}");
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    let mut f = std::fs::File::create(dir.join(name)).expect("create");
+    f.write_all(bytes).expect("write");
+}
+
+/// Peak resident memory of the largest child this test binary waited for,
+/// MiB (no other test here starts a large one).
+fn children_peak_mib() -> i64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    usage.ru_maxrss / 1024
+}
+
+#[test]
+fn hostile_dumps_are_refused_by_name_and_nothing_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("ran");
+    // The healthy ranks: two real dumps.
+    for e in std::fs::read_dir(fixture("healthy"))
+        .expect("fixture")
+        .flatten()
+    {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.ends_with("_0") || n.ends_with("_1") {
+            std::fs::copy(e.path(), dir.path().join(&n)).expect("copy");
+        }
+    }
+    // Would run `touch marker` under pickle.load.
+    let code = format!("cos\nsystem\n(S'touch {}'\ntR.", marker.display());
+    write(dir.path(), "rank_2", code.as_bytes());
+    // Truncated, and nested a million deep.
+    write(
+        dir.path(),
+        "rank_3",
+        b"\x80\x02}q\x00(X\x07\x00\x00\x00version",
+    );
+    let mut deep = b"\x80\x02".to_vec();
+    deep.extend(std::iter::repeat_n(b']', 1_000_000));
+    write(dir.path(), "rank_4", &deep);
+    // A memo bomb: each list holds its predecessor ten times.
+    let mut bomb = b"\x80\x02]q\x00".to_vec();
+    for i in 1..=40u8 {
+        bomb.extend(b"(");
+        bomb.extend(std::iter::repeat_n([b'h', i - 1], 10).flatten());
+        bomb.extend([b'l', b'q', i]);
+    }
+    bomb.push(b'.');
+    write(dir.path(), "rank_5", &bomb);
+    // Wrong types, in JSON.
+    write(
+        dir.path(),
+        "rank_6.json",
+        br#"{"version": "2.10", "entries": "all of them"}"#,
+    );
+    // 200 MB, sparse.
+    let big = std::fs::File::create(dir.path().join("rank_7")).expect("create");
+    big.set_len(200 * 1024 * 1024).expect("sparse file");
+    let started = Instant::now();
+    let (code, doc) = judged(dir.path());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!marker.exists(), "the pickle's code ran");
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(status_of(&doc, "job.traces"), "fail");
+    assert_eq!(ranks(&doc, "job.traces"), [2, 3, 4, 5, 6, 7], "{doc:#}");
+    assert!(text_field(&doc, "job.traces", "summary").contains("rank_2"));
+    // The healthy ranks are never the ones blamed.
+    for r in ranks(&doc, "job.hang") {
+        assert!(r >= 2, "healthy rank {r} blamed: {doc:#}");
+    }
+    assert!(children_peak_mib() < 256, "{} MiB", children_peak_mib());
+}
+
+fn assert_usage_error(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines().next().is_some_and(|l| l.contains(needle)),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_folder_without_rank_dumps_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "notes.txt", b"hello");
+    assert_usage_error(&job(dir.path(), &[]), "no rank's dump");
+    assert_usage_error(&job(&dir.path().join("nowhere"), &[]), "--traces");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let started = Instant::now();
+    assert_usage_error(&job(&fifo, &[]), "--traces");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let out = gpucheck().arg("job").output().expect("runs");
+    assert_usage_error(&out, "--traces");
+}
+
+#[test]
+fn list_and_explain_know_the_job_checks() {
+    let out = gpucheck().arg("list").output().expect("runs");
+    let text = stdout(&out);
+    for id in ["job.traces", "job.hang", "job.straggler"] {
+        assert!(text.contains(id), "{text}");
+    }
+    let out = gpucheck()
+        .args(["explain", "job.hang"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("wavefront"));
+}
