@@ -432,8 +432,6 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
 fn listed_profile(check: &dyn gpucheck_checks::Check) -> &'static str {
     if gpucheck_checks::fleet::find(check.id()).is_some() {
         "cluster"
-    } else if gpucheck_checks::job::find(check.id()).is_some() {
-        "job"
     } else {
         check.profile().as_str()
     }

@@ -171,10 +171,13 @@ impl Run {
     /// The one-line verdict every format ends with.
     pub fn verdict_line(&self) -> String {
         let c = &self.counts;
-        // A health check answers "is the hardware still healthy?", the
-        // other profiles "is it ready for a job?".
+        // A health check answers "is the hardware still healthy?", a job
+        // run "is something wrong with this job?", the other profiles "is
+        // it ready for a job?".
         let (yes, no) = match self.profile {
             Profile::Health => ("HEALTHY", "NOT HEALTHY"),
+            // A job is judged, not readied: did its dumps name a problem?
+            Profile::Job => ("NO PROBLEM FOUND", "PROBLEM FOUND"),
             _ => ("READY", "NOT READY"),
         };
         let head = match self.exit_code {

@@ -104,6 +104,9 @@ pub enum Profile {
     /// memory load for `--duration` while sampling. Stands apart like
     /// `health`.
     Burn,
+    /// `gpucheck job`: the job checks over a distributed job's ranks,
+    /// which no machine profile selects.
+    Job,
 }
 
 impl Profile {
@@ -114,6 +117,7 @@ impl Profile {
             Profile::Full => "full",
             Profile::Health => "health",
             Profile::Burn => "burn",
+            Profile::Job => "job",
         }
     }
 
@@ -122,6 +126,7 @@ impl Profile {
         match self {
             Profile::Health => check.health(),
             Profile::Burn => matches!(check.profile(), Profile::Quick | Profile::Burn),
+            Profile::Job => check.profile() == Profile::Job,
             level => check.profile() <= level,
         }
     }

@@ -214,11 +214,7 @@ impl<'a> Lane<'a> {
     /// What the rank last did in this group, for a rank that is behind.
     fn last_doing(&self) -> String {
         match self.by_seq.last() {
-            Some((seq, e)) => format!(
-                "last enqueued {} #{seq} ({})",
-                e.op,
-                progress(e).unwrap_or(e.state.as_str())
-            ),
+            Some((seq, e)) => format!("last enqueued {} #{seq} ({})", e.op, state_word(e)),
             None => "holds no entries for this group".to_string(),
         }
     }
@@ -310,9 +306,19 @@ fn timed_out(e: &Entry) -> bool {
     span_ms.is_some_and(|ms| ms >= limit as f64 * 0.99)
 }
 
-/// "timed out" for an entry that did, else None (its state says).
-fn progress(e: &Entry) -> Option<&'static str> {
-    timed_out(e).then_some("timed out")
+/// Where an entry had got to, in words: gloo records no start or
+/// completion, and retires what it is done with.
+fn state_word(e: &Entry) -> &'static str {
+    if timed_out(e) {
+        "timed out"
+    } else if finished(e) {
+        "completed"
+    } else {
+        match e.state {
+            State::Started => "started, not finished",
+            _ => "not finished",
+        }
+    }
 }
 
 /// Finished for real: completed (or retired: gloo records no completion

@@ -80,12 +80,16 @@ fn at(w: &Wavefront) -> String {
 fn words(w: &Wavefront) -> (String, String) {
     let blamed = ranks_phrase(&w.blamed_ranks());
     let waiting = ranks_phrase(&w.waiting);
+    let (wait, call) = match w.waiting.len() {
+        1 => ("waits", "calls"),
+        _ => ("wait", "call"),
+    };
     let first = w.blamed.first().map_or("", |b| b.doing.as_str());
     let one = w.blamed.len() == 1;
     match w.kind {
         WaveKind::NotJoined => (
             format!(
-                "{blamed} never joined {}: {waiting} wait in it{}",
+                "{blamed} never joined {}: {waiting} {wait} in it{}",
                 at(w),
                 if one {
                     format!("; {blamed} {first}")
@@ -112,7 +116,7 @@ fn words(w: &Wavefront) -> (String, String) {
         ),
         WaveKind::Mismatch => (
             format!(
-                "{blamed} {first} of {}, where {waiting} call {}",
+                "{blamed} {first} of {}, where {waiting} {call} {}",
                 w.group.label(),
                 w.call
             ),

@@ -28,8 +28,8 @@ pub use traces::Traces;
 /// Every job check, in run order.
 pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
 
-/// The profile every job check is listed under: `gpucheck job` takes none.
-pub const JOB_PROFILE: Profile = Profile::Quick;
+/// The profile of every job check and of a `gpucheck job` run.
+pub const JOB_PROFILE: Profile = Profile::Job;
 
 /// A job check by id.
 pub fn find(id: &str) -> Option<&'static dyn Check> {
