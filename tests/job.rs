@@ -378,3 +378,45 @@ fn list_and_explain_know_the_job_checks() {
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).contains("wavefront"));
 }
+
+/// A JSON dump rewritten in an older format's key names (2.4: `seq_id`,
+/// `pg_id` without `process_group`, no `pg_status`, no `is_p2p`).
+fn as_format_2_4(doc: &mut serde_json::Value) {
+    doc["version"] = "2.4".into();
+    if let Some(top) = doc.as_object_mut() {
+        top.remove("pg_status");
+    }
+    for e in doc["entries"].as_array_mut().into_iter().flatten() {
+        let Some(e) = e.as_object_mut() else { continue };
+        if let Some(seq) = e.remove("collective_seq_id") {
+            e.insert("seq_id".into(), seq);
+        }
+        for key in [
+            "process_group",
+            "is_p2p",
+            "p2p_seq_id",
+            "time_discovered_started_ns",
+        ] {
+            e.remove(key);
+        }
+    }
+}
+
+#[test]
+fn older_format_versions_read_with_their_key_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for e in std::fs::read_dir(fixture("skip-json"))
+        .expect("fixture")
+        .flatten()
+    {
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(e.path()).expect("read")).expect("JSON");
+        as_format_2_4(&mut doc);
+        let name = e.file_name().to_string_lossy().into_owned();
+        write(dir.path(), &name, doc.to_string().as_bytes());
+    }
+    let (code, doc) = judged(dir.path());
+    assert_eq!((code, ranks(&doc, "job.hang")), (1, vec![2]), "{doc:#}");
+    assert!(text_field(&doc, "job.traces", "summary").contains("format 2.4"));
+    assert_eq!(result(&doc, "job.hang")["collective"]["seq"], 6);
+}

@@ -190,7 +190,15 @@ impl<'a> Lane<'a> {
             .map(|e| (e.collective_seq, e))
             .collect();
         by_seq.sort_by_key(|(s, _)| *s);
-        by_seq.dedup_by_key(|(s, _)| *s);
+        // A coalesced group records its ops under one sequence number: the
+        // group's own entry stands for them (the first where none is).
+        by_seq.dedup_by(|later, first| {
+            let same = later.0 == first.0;
+            if same && is_coalesced(&later.1.op) && !is_coalesced(&first.1.op) {
+                first.1 = later.1;
+            }
+            same
+        });
         let from_status = t.status.get(group).and_then(|s| s.last_enqueued);
         let last = by_seq.last().map(|(s, _)| *s).max(from_status);
         Lane {
@@ -231,6 +239,11 @@ pub fn canonical_op(op: &str) -> &str {
         "allreduce" => "all_reduce",
         other => other,
     }
+}
+
+/// A coalesced group's own entry ("coalesced", "ALLREDUCE_COALESCED").
+fn is_coalesced(op: &str) -> bool {
+    op.to_ascii_lowercase().contains("coalesced")
 }
 
 /// Whether every rank passes the same shapes to `op`.
@@ -871,6 +884,28 @@ mod tests {
             send.is_p2p = true;
             send.p2p_seq = 1;
             tr.entries.push(send);
+        }
+        assert_eq!(judge(&t), None);
+    }
+
+    #[test]
+    fn a_coalesced_group_under_one_sequence_matches_as_one() {
+        let mut t = vec![rank(0, 5), rank(1, 5), rank(2, 5)];
+        for (i, tr) in t.iter_mut().enumerate() {
+            // Each rank's ops of the group differ in shape; the group's
+            // entry comes first on rank 0, last on the others.
+            let ops = [
+                entry("0", 6, "all_reduce", 1 + i as i64, State::Completed),
+                entry("0", 6, "all_reduce", 8, State::Completed),
+            ];
+            let group = entry("0", 6, "coalesced", 0, State::Completed);
+            if i == 0 {
+                tr.entries.push(group);
+                tr.entries.extend(ops);
+            } else {
+                tr.entries.extend(ops);
+                tr.entries.push(group);
+            }
         }
         assert_eq!(judge(&t), None);
     }
