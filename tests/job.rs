@@ -420,3 +420,30 @@ fn older_format_versions_read_with_their_key_names() {
     assert!(text_field(&doc, "job.traces", "summary").contains("format 2.4"));
     assert_eq!(result(&doc, "job.hang")["collective"]["seq"], 6);
 }
+
+#[test]
+fn every_reporter_carries_the_job_verdict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    let out = job(
+        &fixture("wrong_op"),
+        &[
+            "--junit",
+            &path("job.xml"),
+            "--prom",
+            &path("job.prom"),
+            "--markdown",
+            &path("job.md"),
+            "--quiet",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("PROBLEM FOUND"), "{}", stdout(&out));
+    assert_valid_junit(&dir.path().join("job.xml"));
+    let xml = std::fs::read_to_string(dir.path().join("job.xml")).expect("junit");
+    assert!(xml.contains("name=\"job.hang\"") && xml.contains("<failure"), "{xml}");
+    let prom = std::fs::read_to_string(dir.path().join("job.prom")).expect("prom");
+    assert!(prom.contains("job.hang"), "{prom}");
+    let md = std::fs::read_to_string(dir.path().join("job.md")).expect("markdown");
+    assert!(md.contains("rank 1 called broadcast"), "{md}");
+}
