@@ -1045,6 +1045,44 @@ fn a_gpu_fallen_off_the_bus_fails_the_count() {
 }
 
 #[test]
+fn a_gpu_the_driver_wedged_on_fails_the_count_with_a_reboot() {
+    // NVML counts GPU 6 but opening it answers NVML_ERROR_UNKNOWN ("Unknown
+    // Error" in nvidia-smi): the machine's fault, not gpucheck's.
+    let (out, doc) = run_gpu("gpu_unknown_error", &[]);
+    assert_eq!(exit_code(&out), 1);
+    assert_eq!(status_of(&doc, "gpu.count"), "fail");
+    assert_eq!(
+        summary(&doc, "gpu.count"),
+        "GPU 6: counted but cannot be opened: Unknown Error (NVML_ERROR_UNKNOWN: an internal \
+         driver error)"
+    );
+    assert_eq!(result(&doc, "gpu.count")["action"], "reboot_node");
+    assert_eq!(
+        result(&doc, "gpu.count")["action_gpus"],
+        serde_json::json!([6])
+    );
+    assert!(hint(&doc, "gpu.count").contains("sudo dmesg | grep -i xid"));
+    assert_eq!(doc["action"], "reboot_node");
+    // The later gpu checks judge the seven GPUs that answer and leave GPU 6
+    // to gpu.count: one failure for one problem.
+    for id in [
+        "gpu.ecc",
+        "gpu.pcie",
+        "gpu.mode",
+        "gpu.processes",
+        "gpu.topology",
+    ] {
+        assert_eq!(status_of(&doc, id), "pass", "{id}: {}", summary(&doc, id));
+        assert!(
+            summary(&doc, id).ends_with("; GPU 6 unusable: see gpu.count"),
+            "{id}: {}",
+            summary(&doc, id)
+        );
+        assert_eq!(device(&doc, id, 6)["status"], "skip", "{id}");
+    }
+}
+
+#[test]
 fn fewer_gpus_than_expected_fail() {
     let (out, doc) = run_gpu("a800x4", &["--expect-gpus", "8"]);
     assert_eq!(exit_code(&out), 1);

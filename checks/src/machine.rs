@@ -29,8 +29,19 @@ pub enum Unavailable {
     NotSupported,
     /// NVML_ERROR_GPU_IS_LOST: the GPU has fallen off the bus.
     GpuLost,
-    /// Any other NVML error, as NVML words it.
+    /// An answer that says the GPU or its driver is in a bad state: the
+    /// machine's fault, not a question gpucheck could not ask.
+    Faulted(GpuFault),
+    /// Any other NVML error, as NVML words it: gpucheck could not ask
+    /// (no permission, blocked by the OS, a bad argument, ...).
     Failed(String),
+}
+
+impl Unavailable {
+    /// The GPU or its driver is at fault (lost, or another [`GpuFault`]).
+    pub fn is_machine_fault(&self) -> bool {
+        matches!(self, Unavailable::GpuLost | Unavailable::Faulted(_))
+    }
 }
 
 impl std::fmt::Display for Unavailable {
@@ -38,8 +49,48 @@ impl std::fmt::Display for Unavailable {
         match self {
             Unavailable::NotSupported => f.write_str("n/a"),
             Unavailable::GpuLost => f.write_str("GPU is lost (fallen off the bus)"),
+            Unavailable::Faulted(fault) => fault.fmt(f),
             Unavailable::Failed(e) => write!(f, "NVML error: {e}"),
         }
+    }
+}
+
+/// NVML return codes that report a fault of the GPU or of the driver
+/// holding it (nvml.h, `nvmlReturn_t`), apart from GPU_IS_LOST.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum GpuFault {
+    /// NVML_ERROR_UNKNOWN, "an internal driver error occurred": what
+    /// `nvidia-smi` prints as "Unknown Error" for every field of a GPU the
+    /// driver has wedged on.
+    InternalError,
+    /// NVML_ERROR_RESET_REQUIRED: the GPU needs a reset before it can be
+    /// used again.
+    ResetRequired,
+    /// NVML_ERROR_IRQ_ISSUE: the kernel driver detected an interrupt
+    /// problem with the GPU.
+    IrqIssue,
+    /// NVML_ERROR_CORRUPTED_INFOROM: the GPU's infoROM is corrupted.
+    CorruptedInfoRom,
+    /// NVML_ERROR_INSUFFICIENT_POWER: the GPU's external power cables are
+    /// not properly attached.
+    InsufficientPower,
+}
+
+impl std::fmt::Display for GpuFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GpuFault::InternalError => {
+                "Unknown Error (NVML_ERROR_UNKNOWN: an internal driver error)"
+            }
+            GpuFault::ResetRequired => "the GPU requires a reset (NVML_ERROR_RESET_REQUIRED)",
+            GpuFault::IrqIssue => {
+                "the driver detected an interrupt problem with the GPU (NVML_ERROR_IRQ_ISSUE)"
+            }
+            GpuFault::CorruptedInfoRom => "the infoROM is corrupted (NVML_ERROR_CORRUPTED_INFOROM)",
+            GpuFault::InsufficientPower => {
+                "external power cables not properly attached (NVML_ERROR_INSUFFICIENT_POWER)"
+            }
+        })
     }
 }
 

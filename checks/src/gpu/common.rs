@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use crate::domain::action::Action;
 use crate::domain::text::gpus_phrase;
+use crate::domain::xid::XidAction;
 use crate::facts::nvml::NvmlInventory;
 use crate::facts::Cause;
 use crate::findings::{Finding, Findings};
-use crate::probe::nvml::{self, GpuRef, NvmlFailure, PerGpu, Reading, Unavailable};
+use crate::probe::nvml::{self, GpuFault, GpuRef, NvmlFailure, PerGpu, Reading, Unavailable};
 use crate::{Context, DeviceResult, Metric, Outcome, Status};
 
 /// Once NVML is up, a check is a few dozen queries of well under a
@@ -56,14 +57,24 @@ pub(super) const GPU_LOST_HINT: &str =
 drain the node and reboot it (a GPU reset is rarely enough); if it recurs, have the GPU, its riser \
 and its power cabling checked";
 
-/// Findings for a reading that has no value: lost GPUs fail, NVML errors are
-/// gpucheck not finding out, "not supported" is fine and says nothing.
+/// Findings for a reading that has no value: a lost or faulted GPU fails
+/// (the machine's fault), other NVML errors are gpucheck not finding out,
+/// "not supported" is fine and says nothing.
 pub(super) fn unreadable(gpu: u32, what: &str, e: &Unavailable) -> Option<Finding> {
     match e {
         Unavailable::NotSupported => None,
         Unavailable::GpuLost => Some(
             Finding::new(Some(gpu), Status::Fail, "GPU is lost (fallen off the bus)")
                 .hint(GPU_LOST_HINT),
+        ),
+        Unavailable::Faulted(fault) => Some(
+            Finding::new(
+                Some(gpu),
+                Status::Fail,
+                format!("reading {what} answers {fault}"),
+            )
+            .hint(fault_hint(*fault))
+            .action(Action::for_xid(fault_class(*fault))),
         ),
         Unavailable::Failed(msg) => Some(
             Finding::new(
@@ -76,6 +87,43 @@ pub(super) fn unreadable(gpu: u32, what: &str, e: &Unavailable) -> Option<Findin
                  reports, and check `sudo dmesg` for NVRM/Xid messages",
             ),
         ),
+    }
+}
+
+/// What a faulted GPU needs, in the Xid catalog's classes: a wedged driver
+/// or lost interrupts as Xid 79 (RESTART_BM), a reset request as RESET_GPU,
+/// a corrupted infoROM or unplugged power as CHECK_MECHANICALS and beyond.
+fn fault_class(fault: GpuFault) -> XidAction {
+    match fault {
+        GpuFault::InternalError | GpuFault::IrqIssue => XidAction::RebootNode,
+        GpuFault::ResetRequired => XidAction::ResetGpu,
+        GpuFault::CorruptedInfoRom | GpuFault::InsufficientPower => XidAction::Service,
+    }
+}
+
+fn fault_hint(fault: GpuFault) -> &'static str {
+    match fault {
+        GpuFault::InternalError => {
+            "the driver has wedged on {gpus} (`nvidia-smi -q -i {ids}` shows \"Unknown Error\" \
+             in its fields): look for the Xid that started it in `sudo dmesg | grep -i xid`, drain \
+             the node and reboot it; if it recurs after a reboot, have the GPU serviced"
+        }
+        GpuFault::IrqIssue => {
+            "the driver lost {gpus}'s interrupts (`sudo dmesg | grep -i nvrm` says more): drain \
+             the node and reboot it; if it recurs, have the GPU, its slot and riser checked"
+        }
+        GpuFault::ResetRequired => {
+            "reset {gpus} while nothing runs on it: `sudo nvidia-smi -r -i {ids}`; if the reset \
+             fails, drain the node and reboot it"
+        }
+        GpuFault::CorruptedInfoRom => {
+            "the infoROM of {gpus} (its on-board record of ECC and retired pages) is corrupted: \
+             drain the node and have the GPU reflashed or replaced by the vendor"
+        }
+        GpuFault::InsufficientPower => {
+            "{gpus} lacks power: drain the node and reseat the GPU's auxiliary power cables; \
+             check the power supply feeding them"
+        }
     }
 }
 
@@ -130,20 +178,21 @@ pub(super) fn nothing_counted(ctx: &Context) -> Option<Outcome> {
     )
 }
 
-/// The GPUs gpu.count published as lost (fallen off the bus) in this run.
+/// The GPUs gpu.count published as lost (fallen off the bus) or faulted
+/// in this run.
 pub(super) fn lost_in_count(ctx: &Context) -> Vec<u32> {
     ctx.fact::<NvmlInventory>()
         .map(|inventory| lost_in(&inventory))
         .unwrap_or_default()
 }
 
-/// The GPUs an inventory counts but found lost.
+/// The GPUs an inventory counts but found lost or faulted.
 fn lost_in(inventory: &NvmlInventory) -> Vec<u32> {
     match &inventory.0 {
         Ok(list) => list
             .iter()
             .filter_map(|g| match g {
-                Err(e) if e.error == Unavailable::GpuLost => Some(e.index),
+                Err(e) if e.error.is_machine_fault() => Some(e.index),
                 _ => None,
             })
             .collect(),
@@ -152,44 +201,61 @@ fn lost_in(inventory: &NvmlInventory) -> Vec<u32> {
 }
 
 /// Judge the GPUs that answer. A GPU that gpu.count already failed as lost
-/// (`reported`) and that is lost here too is gpu.count's verdict: it is left
-/// out of `evaluate` and marked by [`mark_lost`]. When no GPU answers, every
-/// GPU is judged as it is.
+/// or faulted (`reported`) and that answers the same here is gpu.count's
+/// verdict: it is left out of `evaluate` and marked by [`mark_lost`]. When
+/// no GPU answers, every GPU is judged as it is.
 pub(super) fn judge_answering<T>(
     gpus: Vec<PerGpu<T>>,
     reported: &[u32],
     evaluate: impl FnOnce(&[PerGpu<T>]) -> Outcome,
 ) -> Outcome {
     let (lost, answering): (Vec<PerGpu<T>>, Vec<PerGpu<T>>) = gpus.into_iter().partition(|g| {
-        reported.contains(&g.gpu.index) && g.facts.as_ref().err() == Some(&Unavailable::GpuLost)
+        reported.contains(&g.gpu.index)
+            && g.facts
+                .as_ref()
+                .err()
+                .is_some_and(Unavailable::is_machine_fault)
     });
     if answering.is_empty() {
         return evaluate(&lost);
     }
-    let lost: Vec<GpuRef> = lost.into_iter().map(|g| g.gpu).collect();
+    let lost: Vec<(GpuRef, Unavailable)> = lost
+        .into_iter()
+        .filter_map(|g| g.facts.err().map(|e| (g.gpu, e)))
+        .collect();
     mark_lost(evaluate(&answering), &lost)
 }
 
-/// Mark the GPUs another check failed as lost: a skipped row each and a
-/// note after the summary; the verdict stays that of the GPUs that answered.
-pub(super) fn mark_lost(mut outcome: Outcome, lost: &[GpuRef]) -> Outcome {
+/// Mark the GPUs another check failed as lost or faulted: a skipped row
+/// each and a note after the summary; the verdict stays that of the GPUs
+/// that answered.
+pub(super) fn mark_lost(mut outcome: Outcome, lost: &[(GpuRef, Unavailable)]) -> Outcome {
     if lost.is_empty() {
         return outcome;
     }
     outcome
         .devices
-        .retain(|d| !lost.iter().any(|g| g.index == d.index));
-    for g in lost {
+        .retain(|d| !lost.iter().any(|(g, _)| g.index == d.index));
+    for (g, error) in lost {
+        let summary = match error {
+            Unavailable::GpuLost => LOST_ROW.to_string(),
+            e => format!("unusable, {e}: gpu.count fails it"),
+        };
         outcome.devices.push(DeviceResult {
             status: Status::Skip,
-            summary: LOST_ROW.to_string(),
+            summary,
             ..row(g, Vec::new())
         });
     }
     outcome.devices.sort_by_key(|d| d.index);
-    let ids: Vec<u32> = lost.iter().map(|g| g.index).collect();
+    let ids: Vec<u32> = lost.iter().map(|(g, _)| g.index).collect();
+    let state = if lost.iter().all(|(_, e)| *e == Unavailable::GpuLost) {
+        "lost"
+    } else {
+        "unusable"
+    };
     outcome.summary = format!(
-        "{}; {} lost: see gpu.count",
+        "{}; {} {state}: see gpu.count",
         outcome.summary,
         gpus_phrase(&ids)
     );

@@ -100,7 +100,9 @@ fn described_row(g: &GpuInfo) -> DeviceResult {
     }
 }
 
-/// A GPU NVML counts but cannot open fails the count, whatever the reason.
+/// A GPU NVML counts but cannot open fails the count when NVML's answer is
+/// the machine's fault (lost, a wedged driver, a reset needed: with that
+/// fault's action), and is an error when gpucheck could not ask.
 fn unopenable(e: &GpuError) -> Finding {
     let f = unreadable(e.index, "the GPU", &e.error).unwrap_or_else(|| {
         Finding::new(
@@ -256,7 +258,7 @@ pace. Pin a job to one model with CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVI
 mod tests {
     use super::*;
     use crate::gpu::common::testing::*;
-    use crate::probe::nvml::{GpuError, GpuInfo, Unavailable};
+    use crate::probe::nvml::{GpuError, GpuFault, GpuInfo, Unavailable};
     use crate::Status;
 
     fn info(index: u32, name: &str, cc: (u32, u32)) -> Result<GpuInfo, GpuError> {
@@ -365,5 +367,60 @@ mod tests {
         assert!(hint(&o).starts_with("GPU 1 fell off the bus"));
         assert_eq!(o.devices[1].status, Status::Fail);
         assert_eq!(o.metric("gpu_count"), Some(1.0));
+    }
+
+    fn unopened(index: u32, error: Unavailable) -> Result<GpuInfo, GpuError> {
+        Err(GpuError { index, error })
+    }
+
+    #[test]
+    fn a_gpu_the_driver_wedged_on_fails_with_a_reboot() {
+        // nvidia-smi's "Unable to determine the device handle for GPU
+        // 0000:BA:00.0: Unknown Error": NVML_ERROR_UNKNOWN on the handle.
+        let inv = vec![
+            info(0, H100, (9, 0)),
+            unopened(1, Unavailable::Faulted(GpuFault::InternalError)),
+        ];
+        let o = evaluate_count(&inv, None);
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "GPU 1: counted but cannot be opened: Unknown Error (NVML_ERROR_UNKNOWN: an internal \
+             driver error)"
+        );
+        assert_eq!(o.action, Some(Action::RebootNode));
+        assert_eq!(o.action_gpus, vec![1]);
+        assert!(
+            hint(&o).starts_with("the driver has wedged on GPU 1"),
+            "{}",
+            hint(&o)
+        );
+        assert_eq!(o.devices[1].status, Status::Fail);
+    }
+
+    #[test]
+    fn each_gpu_fault_fails_with_its_own_action() {
+        for (fault, action) in [
+            (GpuFault::ResetRequired, Action::ResetGpu),
+            (GpuFault::IrqIssue, Action::RebootNode),
+            (GpuFault::CorruptedInfoRom, Action::ServiceHardware),
+            (GpuFault::InsufficientPower, Action::ServiceHardware),
+        ] {
+            let o = evaluate_count(&[unopened(0, Unavailable::Faulted(fault))], None);
+            assert_eq!(o.status, Status::Fail, "{fault:?}");
+            assert_eq!(o.action, Some(action), "{fault:?}");
+        }
+    }
+
+    #[test]
+    fn a_gpu_gpucheck_may_not_open_is_its_own_error() {
+        // NO_PERMISSION: gpucheck could not ask, the GPU is not known bad.
+        let inv = vec![unopened(
+            0,
+            Unavailable::Failed("the current user does not have permission".into()),
+        )];
+        let o = evaluate_count(&inv, None);
+        assert_eq!(o.status, Status::Error);
+        assert!(hint(&o).starts_with("NVML answered with an error"));
     }
 }

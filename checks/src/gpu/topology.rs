@@ -186,11 +186,15 @@ pub fn evaluate_topology_beside_lost(
     let mut findings = Findings::new();
     findings.items.extend(nvlink_error_findings(t, &in_job));
     let devices = gpu_rows(t, fabric, &in_job, &is_lost, &mut findings);
-    let lost_refs: Vec<GpuRef> = t
+    let lost_refs: Vec<(GpuRef, Unavailable)> = t
         .gpus
         .iter()
-        .filter(|g| lost.contains(&g.index))
-        .cloned()
+        .zip(&t.nvlinks)
+        .filter(|(g, _)| lost.contains(&g.index))
+        .map(|(g, links)| {
+            let error = links.as_ref().err().cloned();
+            (g.clone(), error.unwrap_or(Unavailable::GpuLost))
+        })
         .collect();
     mark_lost(
         judge_machine(t, job, &in_job, findings, devices),
@@ -666,8 +670,9 @@ CUDA cannot start on it until it is. Start the fabric manager at the driver's ve
                     .into_iter()
                     .filter(|i| {
                         let at = t.gpus.iter().position(|g| g.index == *i);
-                        at.and_then(|p| t.nvlinks.get(p))
-                            .is_some_and(|l| l.as_ref().err() == Some(&Unavailable::GpuLost))
+                        at.and_then(|p| t.nvlinks.get(p)).is_some_and(|l| {
+                            l.as_ref().err().is_some_and(Unavailable::is_machine_fault)
+                        })
                     })
                     .collect();
                 // With none answering, every GPU is judged as it is.

@@ -17,7 +17,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-pub use crate::machine::{reason, GpuError, GpuInfo, LoadReading, Reading, Unavailable};
+pub use crate::machine::{reason, GpuError, GpuFault, GpuInfo, LoadReading, Reading, Unavailable};
 
 use nvml_wrapper::enum_wrappers::device::{
     ComputeMode as NvmlComputeMode, EccCounter, MemoryError, P2pCapabilitiesIndex,
@@ -411,6 +411,13 @@ fn unavailable(e: NvmlError) -> Unavailable {
         | NvmlError::FunctionNotFound
         | NvmlError::FailedToLoadSymbol(_) => Unavailable::NotSupported,
         NvmlError::GpuLost => Unavailable::GpuLost,
+        NvmlError::Unknown => Unavailable::Faulted(GpuFault::InternalError),
+        NvmlError::ResetRequired => Unavailable::Faulted(GpuFault::ResetRequired),
+        NvmlError::IrqIssue => Unavailable::Faulted(GpuFault::IrqIssue),
+        NvmlError::CorruptedInfoROM => Unavailable::Faulted(GpuFault::CorruptedInfoRom),
+        NvmlError::InsufficientPower => Unavailable::Faulted(GpuFault::InsufficientPower),
+        // No permission, blocked by the OS, a bad argument or an
+        // uninitialised library: gpucheck could not ask.
         e => Unavailable::Failed(e.to_string()),
     }
 }
@@ -1272,10 +1279,26 @@ mod tests {
             Unavailable::NotSupported
         );
         assert_eq!(unavailable(NvmlError::GpuLost), Unavailable::GpuLost);
-        assert!(matches!(
+        // The GPU or its driver at fault, against gpucheck not able to ask.
+        assert_eq!(
             unavailable(NvmlError::Unknown),
-            Unavailable::Failed(_)
-        ));
+            Unavailable::Faulted(GpuFault::InternalError)
+        );
+        assert_eq!(
+            unavailable(NvmlError::ResetRequired),
+            Unavailable::Faulted(GpuFault::ResetRequired)
+        );
+        assert!(unavailable(NvmlError::IrqIssue).is_machine_fault());
+        for asked_badly in [
+            NvmlError::NoPermission,
+            NvmlError::OperatingSystem,
+            NvmlError::InvalidArg,
+            NvmlError::Uninitialized,
+        ] {
+            let u = unavailable(asked_badly);
+            assert!(matches!(u, Unavailable::Failed(_)), "{u:?}");
+            assert!(!u.is_machine_fault());
+        }
     }
 
     #[test]
