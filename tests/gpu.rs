@@ -600,6 +600,34 @@ fn an_old_driver_without_the_v3_process_lists_still_names_the_job() {
 }
 
 #[test]
+fn a_busy_gpu_whose_job_nvml_cannot_list_warns_with_what_its_numbers_show() {
+    // Two M40s at 78 % holding 814 and 558 MiB, no process listed (a real
+    // container's view, on a driver with only the original memory query).
+    let (out, doc) = run_with(
+        &fake_nvml_old(),
+        "unlisted_jobs_m40x2",
+        &["--only", "gpu.processes"],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.processes"), "warn");
+    assert_eq!(
+        summary(&doc, "gpu.processes"),
+        "other processes hold memory on GPUs 0, 1: GPU 0: 814 MiB in use, 78% busy, by no \
+         process NVML lists (a job in another container or PID namespace); GPU 1: 558 MiB in \
+         use, 78% busy, by no process NVML lists (a job in another container or PID namespace)"
+    );
+    let h = hint(&doc, "gpu.processes");
+    assert!(h.contains("run `nvidia-smi` on the host"), "{h}");
+    assert!(!h.contains("kill"), "{h}");
+    // Busy with nothing held (the synthetic loaded boxes): still a pass.
+    let (_, doc) = run_gpu("thermal", &[]);
+    assert_eq!(status_of(&doc, "gpu.processes"), "pass");
+    assert!(device(&doc, "gpu.processes", 6)["summary"]
+        .as_str()
+        .is_some_and(|s| s.contains("a job that just ended")));
+}
+
+#[test]
 fn an_old_driver_missing_newer_functions_still_works() {
     // The old-driver build lacks nvmlDeviceGetRemappedRows, _MemoryInfo_v2,
     // _MigMode, _ComputeRunningProcesses_v3, _CudaDriverVersion_v2 and more.

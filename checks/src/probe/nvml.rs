@@ -187,9 +187,25 @@ pub struct GpuProcess {
     pub graphics: bool,
 }
 
+/// Who holds a GPU: the processes NVML lists, and what the GPU shows in
+/// use whether or not NVML can list who uses it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessFacts {
     pub processes: Reading<Vec<GpuProcess>>,
+    /// Device memory in use, MiB (nvmlDeviceGetMemoryInfo's `used`), by
+    /// every process, listed or not. A capture made before it was probed
+    /// replays it as not reported.
+    #[serde(default = "not_captured")]
+    pub memory_used_mib: Reading<u64>,
+    /// GPU utilisation over NVML's last sample period, percent (as for
+    /// [`PcieFacts::utilization_pct`]); replayed like `memory_used_mib`.
+    #[serde(default = "not_captured")]
+    pub utilization_pct: Reading<u32>,
+}
+
+/// A reading an older capture does not hold: not reported.
+fn not_captured<T>() -> Reading<T> {
+    Err(Unavailable::NotSupported)
 }
 
 /// Common ancestor of two GPUs in the PCIe tree (nvidia-smi topo -m's codes).
@@ -514,9 +530,10 @@ fn per_gpu<T>(
         .collect())
 }
 
-fn memory_total_mib(device: &Device<'_>) -> Reading<u64> {
+/// Device memory as (total, used), MiB.
+fn memory_mib(device: &Device<'_>) -> Reading<(u64, u64)> {
     read("nvmlDeviceGetMemoryInfo_v2", || device.memory_info())
-        .map(|m| m.total)
+        .map(|m| (m.total, m.used))
         .or_else(|_| {
             // Drivers before R510 have only the original entry point.
             read("nvmlDeviceGetMemoryInfo", || {
@@ -524,10 +541,10 @@ fn memory_total_mib(device: &Device<'_>) -> Reading<u64> {
                 // SAFETY: plain C struct of three u64, written by the call.
                 let mut memory = unsafe { std::mem::zeroed() };
                 nvml_try(unsafe { sym(device.handle(), &mut memory) })?;
-                Ok(memory.total)
+                Ok((memory.total, memory.used))
             })
         })
-        .map(|bytes| bytes / (1024 * 1024))
+        .map(|(total, used)| (total / (1024 * 1024), used / (1024 * 1024)))
 }
 
 /// Upper bound on the MIG slots asked about, whatever the driver answers:
@@ -573,7 +590,7 @@ fn describe(nvml: &Nvml, index: u32) -> Result<GpuInfo, GpuError> {
         name,
         uuid,
         pci_bus_id: pci.bus_id,
-        memory_total_mib: memory_total_mib(&device).unwrap_or(0),
+        memory_total_mib: memory_mib(&device).map_or(0, |(total, _)| total),
         compute_capability,
         mig_enabled,
         mig_uuids,
@@ -999,7 +1016,12 @@ fn processes_live(lib: Option<&Path>) -> Result<Vec<PerGpu<ProcessFacts>>, NvmlF
                 Ok(list)
             }
         };
-        ProcessFacts { processes }
+        ProcessFacts {
+            processes,
+            memory_used_mib: memory_mib(d).map(|(_, used)| used),
+            utilization_pct: read("nvmlDeviceGetUtilizationRates", || d.utilization_rates())
+                .map(|u| u.gpu),
+        }
     })
 }
 
