@@ -720,6 +720,19 @@ fn a_narrow_link_under_load_or_a_narrow_slot_warns_and_idle_links_do_not() {
 }
 
 #[test]
+fn an_idle_gpu_at_half_width_is_named_beside_its_full_width_siblings() {
+    let (out, doc) = run_gpu("pcie_x8_idle_one_of_four", &["--only", "gpu.pcie"]);
+    assert_eq!(exit_code(&out), 0);
+    assert_eq!(status_of(&doc, "gpu.pcie"), "pass");
+    assert_eq!(
+        summary(&doc, "gpu.pcie"),
+        "GPU 2 at PCIe x8 of x16 while its 3 identical siblings run x16: recheck it under load \
+         (an idle link may narrow, a degraded one stays narrow); 3 GPUs at full PCIe link width \
+         (x16) (idle GPUs at a lower width and generation: normal)"
+    );
+}
+
+#[test]
 fn mig_enabled_warns_that_ddp_cannot_span_instances() {
     let (out, doc) = run_gpu("mig", &[]);
     assert_eq!(exit_code(&out), 0);

@@ -76,7 +76,9 @@ pub fn evaluate_pcie(gpus: &[PerGpu<PcieFacts>], t: &PcieThresholds) -> Outcome 
 }
 
 /// "8 GPUs at full PCIe link width (x16)", with a note for idle links that
-/// run narrower or slower.
+/// run slower; a GPU whose link runs narrower is named first, with the
+/// widths of its identical siblings (same model, same maximum), which tell
+/// a link narrowed at idle from one that trained narrow.
 fn pass_summary(gpus: &[PerGpu<PcieFacts>], readable: usize, findings: &Findings) -> String {
     let noted = |what: &str| {
         findings
@@ -90,18 +92,67 @@ fn pass_summary(gpus: &[PerGpu<PcieFacts>], readable: usize, findings: &Findings
         (false, true) => " (idle GPUs at a lower generation: normal)",
         (false, false) => "",
     };
-    let widths: Vec<u32> = gpus
+    let narrow: Vec<String> = gpus.iter().filter_map(|g| narrow_link(g, gpus)).collect();
+    let full: Vec<u32> = gpus
         .iter()
-        .filter_map(|g| g.facts.as_ref().ok()?.max_link_width.as_ref().ok().copied())
+        .filter_map(|g| {
+            let (now, max) = widths(g)?;
+            (now >= max).then_some(max)
+        })
         .collect();
-    let width = match widths.first() {
-        Some(w) if widths.iter().all(|x| x == w) => format!(" (x{w})"),
+    let width = match full.first() {
+        Some(w) if full.iter().all(|x| x == w) => format!(" (x{w})"),
         _ => String::new(),
     };
-    format!(
-        "{} at full PCIe link width{width}{idle_note}",
-        gpu_count(readable)
-    )
+    let at_full = match (narrow.is_empty(), full.len()) {
+        (true, _) => format!("{} at full PCIe link width{width}", gpu_count(readable)),
+        (false, 0) => String::new(),
+        (false, n) => format!("; {} at full PCIe link width{width}", gpu_count(n)),
+    };
+    format!("{}{at_full}{idle_note}", narrow.join("; "))
+}
+
+/// A GPU's current and maximum link width, when both are read.
+fn widths(g: &PerGpu<PcieFacts>) -> Option<(u32, u32)> {
+    let f = g.facts.as_ref().ok()?;
+    Some((
+        *f.link_width.as_ref().ok()?,
+        *f.max_link_width.as_ref().ok()?,
+    ))
+}
+
+/// "GPU 3 at PCIe x8 of x16 while its 3 identical siblings run x16: ...",
+/// for a GPU whose link runs below its maximum width (not busy: a busy one
+/// warns).
+fn narrow_link(g: &PerGpu<PcieFacts>, gpus: &[PerGpu<PcieFacts>]) -> Option<String> {
+    let (now, max) = widths(g)?;
+    if now >= max {
+        return None;
+    }
+    let siblings: Vec<u32> = gpus
+        .iter()
+        .filter(|o| o.gpu.index != g.gpu.index && o.gpu.name == g.gpu.name)
+        .filter_map(widths)
+        .filter(|(_, m)| *m == max)
+        .map(|(w, _)| w)
+        .collect();
+    let link = format!("GPU {} at PCIe x{now} of x{max}", g.gpu.index);
+    let they = match siblings.len() {
+        1 => "its identical sibling runs".to_string(),
+        n => format!("its {n} identical siblings run"),
+    };
+    Some(match siblings.first() {
+        None => format!("{link}, no identical sibling to compare with"),
+        Some(w) if siblings.iter().all(|x| x == w) && *w > now => format!(
+            "{link} while {they} x{w}: recheck it under load (an idle link may narrow, a \
+             degraded one stays narrow)"
+        ),
+        Some(w) if siblings.iter().all(|x| x == w) => format!("{link}, as {they} x{w}"),
+        Some(_) => {
+            let list: Vec<String> = siblings.iter().map(|w| format!("x{w}")).collect();
+            format!("{link} while {they} {}", list.join(", "))
+        }
+    })
 }
 
 /// Each link reading as a metric; an unreadable one is a finding.
@@ -259,7 +310,9 @@ cross PCIe; a link that trained at x8 instead of x16 halves that bandwidth for t
 
 The driver lowers both the width and the generation of an idle GPU's link to save power (NVML: the \
 current values \"may be reduced when the GPU is not in use\"; an idle L4, A10G or T4 shows x8 of \
-x16), so a narrower or slower link on an idle GPU is normal and only noted. It warns only while the \
+x16), so a narrower or slower link on an idle GPU is normal and only noted. The summary names a GPU \
+whose link runs narrower with the width its identical siblings run at: one GPU at x8 while its \
+idle siblings keep x16 is worth rechecking under load. It warns only while the \
 GPU is busy (10 % utilization or more): \"x8 of x16 while 95 % busy\" means reseat the card or \
 riser, check the BIOS lane (bifurcation) and PCIe speed settings, risers and retimers, and compare \
 LnkSta with LnkCap in `sudo lspci -vv -d 10de:`.
@@ -335,7 +388,16 @@ mod tests {
         assert_eq!(idle.status, Status::Pass, "{}", idle.summary);
         assert_eq!(
             idle.summary,
-            "2 GPUs at full PCIe link width (x16) (idle GPUs at a lower width and generation: normal)"
+            "GPU 0 at PCIe x8 of x16 while its identical sibling runs x16: recheck it under load \
+             (an idle link may narrow, a degraded one stays narrow); 1 GPU at full PCIe link \
+             width (x16) (idle GPUs at a lower width and generation: normal)"
+        );
+        // Alone, the width is said without a comparison.
+        let alone = evaluate_pcie(&[named(0, "NVIDIA L4", link(1, 4, 8, 16, Ok(0)))], &t);
+        assert_eq!(
+            alone.summary,
+            "GPU 0 at PCIe x8 of x16, no identical sibling to compare with (idle GPUs at a lower \
+             width and generation: normal)"
         );
         assert!(
             idle.devices[0]
@@ -357,6 +419,44 @@ mod tests {
         assert!(unknown.devices[0]
             .summary
             .contains("x8 of x16, utilization n/a (the width drops at idle)"));
+    }
+
+    #[test]
+    fn an_idle_narrow_link_is_named_beside_its_siblings_width() {
+        // One GPU of four at Gen3 x8 of Gen5 x16, its siblings at x16, all
+        // idle: a note, never "all GPUs at full width".
+        let o = evaluate_pcie(
+            &[
+                per(0, link(1, 5, 16, 16, Ok(0))),
+                per(1, link(1, 5, 16, 16, Ok(0))),
+                per(2, link(3, 5, 8, 16, Ok(0))),
+                per(3, link(1, 5, 16, 16, Ok(0))),
+            ],
+            &PcieThresholds::default(),
+        );
+        assert_eq!(o.status, Status::Pass);
+        assert_eq!(
+            o.summary,
+            "GPU 2 at PCIe x8 of x16 while its 3 identical siblings run x16: recheck it under \
+             load (an idle link may narrow, a degraded one stays narrow); 3 GPUs at full PCIe \
+             link width (x16) (idle GPUs at a lower width and generation: normal)"
+        );
+        // Siblings as narrow: the same idle power saving on each.
+        let o = evaluate_pcie(
+            &[
+                named(0, "NVIDIA L4", link(1, 4, 8, 16, Ok(0))),
+                named(1, "NVIDIA L4", link(1, 4, 8, 16, Ok(0))),
+            ],
+            &PcieThresholds::default(),
+        );
+        assert!(
+            o.summary.starts_with(
+                "GPU 0 at PCIe x8 of x16, as its identical sibling runs x8; GPU 1 at PCIe x8 of \
+                 x16, as its identical sibling runs x8 (idle"
+            ),
+            "{}",
+            o.summary
+        );
     }
 
     #[test]
