@@ -128,7 +128,14 @@ const CASES: &[Case] = &[
         name: "all_stuck",
         exit: 1,
         hang: ("fail", &[]),
-        at: Some(("all_reduce", 7)),
+        at: Some(("all_reduce", 6)),
+        stragglers: &[],
+    },
+    Case {
+        name: "missing_rank",
+        exit: 1,
+        hang: ("fail", &[2]),
+        at: Some(("all_reduce", 6)),
         stragglers: &[],
     },
     Case {
@@ -438,10 +445,17 @@ fn every_reporter_carries_the_job_verdict() {
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stdout(&out).starts_with("PROBLEM FOUND"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("PROBLEM FOUND"),
+        "{}",
+        stdout(&out)
+    );
     assert_valid_junit(&dir.path().join("job.xml"));
     let xml = std::fs::read_to_string(dir.path().join("job.xml")).expect("junit");
-    assert!(xml.contains("name=\"job.hang\"") && xml.contains("<failure"), "{xml}");
+    assert!(
+        xml.contains("name=\"job.hang\"") && xml.contains("<failure"),
+        "{xml}"
+    );
     let prom = std::fs::read_to_string(dir.path().join("job.prom")).expect("prom");
     assert!(prom.contains("job.hang"), "{prom}");
     let md = std::fs::read_to_string(dir.path().join("job.md")).expect("markdown");

@@ -5,6 +5,7 @@
 //! judges them. Nothing here reads a file.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,39 +67,41 @@ impl State {
     }
 }
 
-/// One recorded collective (or point-to-point operation) on one rank.
+/// Tensor shapes, one per tensor: shared between the entries of a dump
+/// that pass the same shapes (a job's every step does).
+pub type Shapes = Arc<Vec<Vec<i64>>>;
+/// Dtype names, one per tensor, shared like [`Shapes`].
+pub type Dtypes = Arc<Vec<Arc<str>>>;
+
+/// One recorded collective (or point-to-point operation) on one rank. A job
+/// of 1,024 ranks holds two million of them, so every text is shared
+/// (`Arc`) and what no judgement reads (stacks, output shapes) is not kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// `record_id`: the recorder's own running number on this rank.
     pub record_id: u64,
     /// The process group's name (`process_group[0]`, else `pg_id`).
-    pub group: String,
+    pub group: Arc<str>,
     /// The group's description (`process_group[1]`), empty when absent.
-    pub group_desc: String,
+    pub group_desc: Arc<str>,
     /// `collective_seq_id` (older dumps: `seq_id`); 0 for point-to-point
     /// operations, which count in `p2p_seq_id` instead.
     pub collective_seq: u64,
     /// `p2p_seq_id`; 0 for collectives.
     pub p2p_seq: u64,
-    /// `op_id`.
-    pub op_id: u64,
-    /// `profiling_name` without its backend prefix: "all_reduce",
-    /// "_broadcast_oop", "send", "coalesced", "ALLREDUCE_COALESCED".
-    pub op: String,
-    /// `profiling_name` as written ("nccl:all_reduce", "gloo:all_reduce").
-    pub profiling_name: String,
+    /// `profiling_name` without its backend prefix ("nccl:all_reduce" is
+    /// "all_reduce"): "_broadcast_oop", "send", "ALLREDUCE_COALESCED".
+    pub op: Arc<str>,
     /// `input_sizes`: one shape per input tensor.
-    pub input_sizes: Vec<Vec<i64>>,
-    pub input_dtypes: Vec<String>,
-    pub output_sizes: Vec<Vec<i64>>,
-    pub output_dtypes: Vec<String>,
+    pub input_sizes: Shapes,
+    pub input_dtypes: Dtypes,
     pub state: State,
     /// `retired`: the recorder has let the entry go (after completion, or
     /// after a timeout, when gloo marks it completed without it being so).
     pub retired: bool,
     /// `time_created_ns`: when the rank enqueued it (wall clock, ns).
     pub time_created_ns: u64,
-    pub time_started_ns: Option<u64>,
+    /// `time_discovered_completed_ns`, where the backend records it.
     pub time_completed_ns: Option<u64>,
     /// `duration_ms` where the backend measured one.
     pub duration_ms: Option<f64>,

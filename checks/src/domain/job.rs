@@ -89,12 +89,19 @@ pub fn membership(traces: &[RankTrace], file_ranks: &[u32]) -> Membership {
         for name in t.status.keys().filter(|n| !n.is_empty()) {
             seen.entry(name.clone()).or_default().insert(t.rank);
         }
+        // The groups this rank's entries name (a handful, each once).
+        let mut named: Vec<(&str, &str)> = Vec::new();
         for e in &t.entries {
-            seen.entry(e.group.clone()).or_default().insert(t.rank);
-            let g = groups.entry(e.group.clone()).or_default();
-            g.name.clone_from(&e.group);
+            if !named.iter().any(|(g, _)| *g == &*e.group) {
+                named.push((&e.group, &e.group_desc));
+            }
+        }
+        for (name, desc) in named {
+            seen.entry(name.to_string()).or_default().insert(t.rank);
+            let g = groups.entry(name.to_string()).or_default();
+            g.name = name.to_string();
             if g.desc.is_empty() {
-                g.desc.clone_from(&e.group_desc);
+                g.desc = desc.to_string();
             }
         }
     }
@@ -186,7 +193,7 @@ impl<'a> Lane<'a> {
         let mut by_seq: Vec<(u64, &Entry)> = t
             .entries
             .iter()
-            .filter(|e| e.group == group && !e.is_p2p && e.collective_seq > 0)
+            .filter(|e| &*e.group == group && !e.is_p2p && e.collective_seq > 0)
             .map(|e| (e.collective_seq, e))
             .collect();
         by_seq.sort_by_key(|(s, _)| *s);
@@ -260,20 +267,20 @@ fn sizes_must_match(op: &str) -> bool {
 
 /// What must agree across ranks for one collective.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Signature {
-    op: String,
-    sizes: Option<Vec<Vec<i64>>>,
-    dtypes: Vec<String>,
+struct Signature<'a> {
+    op: &'a str,
+    sizes: Option<&'a [Vec<i64>]>,
+    dtypes: &'a [std::sync::Arc<str>],
 }
 
-fn signature(e: &Entry) -> Signature {
-    let op = canonical_op(&e.op).to_string();
+fn signature(e: &Entry) -> Signature<'_> {
+    let op = canonical_op(&e.op);
     Signature {
-        sizes: sizes_must_match(&op).then(|| e.input_sizes.clone()),
+        sizes: sizes_must_match(op).then_some(e.input_sizes.as_slice()),
         dtypes: if op == "barrier" {
-            Vec::new()
+            &[]
         } else {
-            e.input_dtypes.clone()
+            e.input_dtypes.as_slice()
         },
         op,
     }
@@ -281,7 +288,7 @@ fn signature(e: &Entry) -> Signature {
 
 /// "all_reduce [4] float", as the table shows a call.
 pub fn call_text(e: &Entry) -> String {
-    let mut s = e.op.clone();
+    let mut s = e.op.to_string();
     let shapes: Vec<String> = e
         .input_sizes
         .iter()
@@ -294,7 +301,7 @@ pub fn call_text(e: &Entry) -> String {
         s.push(' ');
         s.push_str(&shapes.join(" "));
     }
-    let mut dtypes = e.input_dtypes.clone();
+    let mut dtypes: Vec<&str> = e.input_dtypes.iter().map(|d| &**d).collect();
     dtypes.dedup();
     if !dtypes.is_empty() {
         s.push(' ');
@@ -430,7 +437,7 @@ fn mismatch(mut w: Wavefront, present: &[(&Lane, &Entry)]) -> Option<Wavefront> 
     let seq = w.seq;
     if major.len() * 2 > present.len() {
         w.kind = WaveKind::Mismatch;
-        w.op = major_sig.op.clone();
+        w.op = major_sig.op.to_string();
         w.call = call_text(major[0].1);
         w.waiting = major.iter().map(|(r, _)| *r).collect();
         w.blamed = sides
@@ -666,19 +673,16 @@ mod tests {
     fn entry(group: &str, seq: u64, op: &str, size: i64, state: State) -> Entry {
         Entry {
             record_id: seq,
-            group: group.to_string(),
+            group: group.into(),
             group_desc: if group == "0" {
                 "default_pg".into()
             } else {
                 "undefined".into()
             },
             collective_seq: seq,
-            op: op.to_string(),
-            profiling_name: format!("gloo:{op}"),
-            input_sizes: vec![vec![size]],
-            input_dtypes: vec!["Float".into()],
-            output_sizes: vec![vec![size]],
-            output_dtypes: vec!["Float".into()],
+            op: op.into(),
+            input_sizes: vec![vec![size]].into(),
+            input_dtypes: vec!["Float".into()].into(),
             state,
             time_created_ns: (1_000 * MS).saturating_add(seq.saturating_mul(100 * MS)),
             ..Default::default()
@@ -788,7 +792,7 @@ mod tests {
         assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::Mismatch, vec![0]));
         assert_eq!(w.call, "all_reduce [4] Float");
         let mut double = ar.clone();
-        double.input_dtypes = vec!["Double".into()];
+        double.input_dtypes = vec!["Double".into()].into();
         let t = vec![
             with(rank(0, 5), ar.clone()),
             with(rank(1, 5), ar),

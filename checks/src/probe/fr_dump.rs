@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
 
-use crate::domain::flight::{Entry, GroupConfig, GroupStatus, RankTrace, State};
-use crate::probe::fr_pickle;
+use crate::domain::flight::{Dtypes, Entry, GroupConfig, GroupStatus, RankTrace, Shapes, State};
+use crate::probe::fr_pickle::{self, PVal};
 
 /// The largest dump read: the recorder's 2,000 entries with stacks take a
 /// few MiB; 64 MiB leaves room for 20,000 entries.
@@ -108,14 +110,15 @@ pub fn read_dir(dir: &Path) -> Result<Dumps, String> {
 /// Read one rank's dump.
 pub fn read_dump(rank: u32, path: &Path) -> Result<RankTrace, String> {
     let bytes = read_bounded(path)?;
-    let doc: Value = match bytes.first() {
+    let doc = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(0x80) => fr_pickle::decode(&bytes)?,
-        Some(b'{') | Some(b' ') | Some(b'\n') => {
-            serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON: {e}"))?
-        }
+        Some(b'{') => PVal::from_json(
+            serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON: {e}"))?,
+        ),
         Some(_) => return Err("neither a pickle nor JSON".to_string()),
         None => return Err("empty".to_string()),
     };
+    drop(bytes);
     let mut t = normalise(&doc)?;
     t.rank = rank;
     t.file = path.display().to_string();
@@ -142,174 +145,269 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-fn normalise(doc: &Value) -> Result<RankTrace, String> {
-    let top = doc
-        .as_object()
-        .ok_or("not a Flight Recorder dump (no dict at top)")?;
-    let entries = match top.get("entries") {
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err("`entries` is not a list".to_string()),
-        None if top.contains_key("version") => return Ok(RankTrace::default()),
-        None => return Err("not a Flight Recorder dump (no `entries`)".to_string()),
-    };
-    if entries.len() > MAX_ENTRIES {
-        return Err(format!("more than {MAX_ENTRIES} entries"));
+/// The pairs of a dict, or an error naming `what`.
+fn dict<'a>(v: &'a PVal, what: &str) -> Result<&'a [(Rc<str>, PVal)], String> {
+    match v {
+        PVal::Dict(d) => Ok(d),
+        _ => Err(format!("{what} is not a dict")),
     }
-    Ok(RankTrace {
-        version: text(top.get("version")),
-        groups: groups(top.get("pg_config")),
-        status: status(top.get("pg_status")),
-        entries: entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| entry(e).map_err(|m| format!("entry {i}: {m}")))
-            .collect::<Result<_, _>>()?,
-        ..RankTrace::default()
-    })
 }
 
-fn text(v: Option<&Value>) -> String {
+fn normalise(doc: &PVal) -> Result<RankTrace, String> {
+    let top = dict(doc, "the dump").map_err(|_| "not a Flight Recorder dump (no dict at top)")?;
+    let mut t = RankTrace::default();
+    let mut entries = None;
+    for (k, v) in top {
+        match &**k {
+            "version" => t.version = text(v),
+            "pg_config" => t.groups = groups(v),
+            "pg_status" => t.status = status(v),
+            "entries" => entries = Some(v),
+            _ => {}
+        }
+    }
+    let list = match entries {
+        Some(PVal::List(l)) => l,
+        Some(_) => return Err("`entries` is not a list".to_string()),
+        None if !t.version.is_empty() => return Ok(t),
+        None => return Err("not a Flight Recorder dump (no `entries`)".to_string()),
+    };
+    if list.len() > MAX_ENTRIES {
+        return Err(format!("more than {MAX_ENTRIES} entries"));
+    }
+    let mut shared = Shared::default();
+    t.entries = list
+        .iter()
+        .enumerate()
+        .map(|(i, e)| entry(e, &mut shared).map_err(|m| format!("entry {i}: {m}")))
+        .collect::<Result<_, _>>()?;
+    t.status = by_group_name(std::mem::take(&mut t.status), &shared.pg_names);
+    Ok(t)
+}
+
+/// `pg_status` is keyed by this process's own index of each group
+/// (`pg_id`), which need not be the group's name (torch 2.15: a subgroup
+/// named "2" is index 1 on its ranks): re-key it by name where the entries
+/// pair the two, and drop what no entry names. Older dumps, whose entries
+/// name groups by index, keep their keys.
+fn by_group_name(
+    status: BTreeMap<String, GroupStatus>,
+    names: &HashMap<String, Arc<str>>,
+) -> BTreeMap<String, GroupStatus> {
+    if names.is_empty() {
+        return status;
+    }
+    status
+        .into_iter()
+        .filter_map(|(k, st)| names.get(&k).map(|n| (n.to_string(), st)))
+        .collect()
+}
+
+fn text(v: &PVal) -> String {
     match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
+        PVal::Str(s) => s.to_string(),
+        PVal::Int(n) => n.to_string(),
         _ => String::new(),
     }
 }
 
 /// An integer that may come as a number or as text ("5", "-1"); negative
 /// means none.
-fn count(v: Option<&Value>) -> Option<u64> {
-    match v? {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse().ok(),
+fn count(v: &PVal) -> Option<u64> {
+    match v {
+        PVal::Int(n) => u64::try_from(*n).ok(),
+        PVal::Float(f) if *f >= 0.0 && f.is_finite() => Some(*f as u64),
+        PVal::Str(s) => s.trim().parse().ok(),
         _ => None,
     }
 }
 
-fn groups(v: Option<&Value>) -> BTreeMap<String, GroupConfig> {
-    let Some(Value::Object(m)) = v else {
+fn groups(v: &PVal) -> BTreeMap<String, GroupConfig> {
+    let Ok(d) = dict(v, "pg_config") else {
         return BTreeMap::new();
     };
-    m.iter()
+    d.iter()
         .filter_map(|(k, g)| {
-            let g = g.as_object()?;
-            let ranks = match g.get("ranks") {
-                Some(Value::String(s)) => parse_ranks(s),
-                Some(Value::Array(a)) => a.iter().filter_map(|r| count(Some(r))).collect(),
-                _ => Vec::new(),
-            };
-            Some((
-                k.clone(),
-                GroupConfig {
-                    name: text(g.get("name")),
-                    desc: text(g.get("desc")),
-                    ranks: ranks
-                        .into_iter()
-                        .filter_map(|r| u32::try_from(r).ok())
-                        .collect(),
-                },
-            ))
+            let mut cfg = GroupConfig::default();
+            for (key, val) in dict(g, "a group").ok()? {
+                match &**key {
+                    "name" => cfg.name = text(val),
+                    "desc" => cfg.desc = text(val),
+                    "ranks" => cfg.ranks = ranks(val),
+                    _ => {}
+                }
+            }
+            Some((k.to_string(), cfg))
         })
         .collect()
 }
 
-/// "[0, 1, 2]" as torch writes a group's ranks.
-fn parse_ranks(s: &str) -> Vec<u64> {
-    s.trim_matches(|c| c == '[' || c == ']')
-        .split(',')
-        .filter_map(|r| r.trim().parse().ok())
+/// A group's ranks: "[0, 1, 2]" as torch writes them, or a list.
+fn ranks(v: &PVal) -> Vec<u32> {
+    let all: Vec<u64> = match v {
+        PVal::Str(s) => s
+            .trim_matches(|c| c == '[' || c == ']')
+            .split(',')
+            .filter_map(|r| r.trim().parse().ok())
+            .collect(),
+        PVal::List(l) => l.iter().filter_map(count).collect(),
+        _ => Vec::new(),
+    };
+    all.into_iter()
+        .filter_map(|r| u32::try_from(r).ok())
         .collect()
 }
 
-fn status(v: Option<&Value>) -> BTreeMap<String, GroupStatus> {
-    let Some(Value::Object(m)) = v else {
+fn status(v: &PVal) -> BTreeMap<String, GroupStatus> {
+    let Ok(d) = dict(v, "pg_status") else {
         return BTreeMap::new();
     };
-    m.iter()
+    d.iter()
         .filter_map(|(k, s)| {
-            let s = s.as_object()?;
-            Some((
-                k.clone(),
-                GroupStatus {
-                    last_enqueued: count(s.get("last_enqueued_collective")),
-                    last_started: count(s.get("last_started_collective")),
-                    last_completed: count(s.get("last_completed_collective")),
-                },
-            ))
+            let mut st = GroupStatus::default();
+            for (key, val) in dict(s, "a status").ok()? {
+                match &**key {
+                    "last_enqueued_collective" => st.last_enqueued = count(val),
+                    "last_started_collective" => st.last_started = count(val),
+                    "last_completed_collective" => st.last_completed = count(val),
+                    _ => {}
+                }
+            }
+            Some((k.to_string(), st))
         })
         .collect()
 }
 
-fn entry(v: &Value) -> Result<Entry, String> {
-    let e = v.as_object().ok_or("not a dict")?;
-    let created = e.get("time_created_ns").ok_or("no time_created_ns")?;
-    let time_created_ns = count(Some(created)).ok_or("time_created_ns is not a number")?;
-    let (group, group_desc) = match e.get("process_group") {
-        Some(Value::Array(pg)) => (text(pg.first()), text(pg.get(1))),
-        _ => (text(e.get("pg_id")), String::new()),
-    };
-    let profiling_name = text(e.get("profiling_name"));
-    let op = profiling_name
-        .split_once(':')
-        .map_or(profiling_name.as_str(), |(_, op)| op)
-        .to_string();
-    let seq = e.get("collective_seq_id").or_else(|| e.get("seq_id"));
-    let is_p2p = match e.get("is_p2p") {
-        Some(Value::Bool(b)) => *b,
-        _ => matches!(op.as_str(), "send" | "recv"),
-    };
-    Ok(Entry {
-        record_id: count(e.get("record_id")).unwrap_or(0),
-        group,
-        group_desc,
-        collective_seq: count(seq).unwrap_or(0),
-        p2p_seq: count(e.get("p2p_seq_id")).unwrap_or(0),
-        op_id: count(e.get("op_id")).unwrap_or(0),
-        op,
-        profiling_name,
-        input_sizes: shapes(e.get("input_sizes"))?,
-        input_dtypes: strings(e.get("input_dtypes")),
-        output_sizes: shapes(e.get("output_sizes"))?,
-        output_dtypes: strings(e.get("output_dtypes")),
-        state: match text(e.get("state")).as_str() {
-            "completed" => State::Completed,
-            "started" => State::Started,
-            _ => State::Scheduled,
-        },
-        retired: matches!(e.get("retired"), Some(Value::Bool(true))),
-        time_created_ns,
-        time_started_ns: count(e.get("time_discovered_started_ns")).filter(|t| *t > 0),
-        time_completed_ns: count(e.get("time_discovered_completed_ns")).filter(|t| *t > 0),
-        duration_ms: e.get("duration_ms").and_then(Value::as_f64),
-        timeout_ms: count(e.get("timeout_ms")),
-        is_p2p,
-    })
+/// Texts, shapes and dtype lists already seen in this dump, shared by the
+/// entries that repeat them.
+#[derive(Default)]
+struct Shared {
+    texts: HashMap<Rc<str>, Arc<str>>,
+    shapes: HashMap<Vec<Vec<i64>>, Shapes>,
+    dtypes: HashMap<Vec<Arc<str>>, Dtypes>,
+    /// Each `pg_id` with the group name its entries give it.
+    pg_names: HashMap<String, Arc<str>>,
+}
+
+impl Shared {
+    fn text(&mut self, v: &PVal) -> Arc<str> {
+        match v {
+            PVal::Str(s) => self
+                .texts
+                .entry(Rc::clone(s))
+                .or_insert_with(|| Arc::from(&**s))
+                .clone(),
+            other => Arc::from(text(other)),
+        }
+    }
+
+    fn shapes(&mut self, v: &PVal) -> Result<Shapes, String> {
+        let PVal::List(list) = v else {
+            return Ok(Shapes::default());
+        };
+        if list.len() > MAX_SHAPES {
+            return Err(format!("more than {MAX_SHAPES} tensor shapes"));
+        }
+        let shapes = list
+            .iter()
+            .map(|s| match s {
+                PVal::List(d) => Ok(d
+                    .iter()
+                    .filter_map(|x| match x {
+                        PVal::Int(i) => Some(*i),
+                        _ => None,
+                    })
+                    .collect()),
+                _ => Err("a tensor shape that is not a list".to_string()),
+            })
+            .collect::<Result<Vec<Vec<i64>>, String>>()?;
+        Ok(self
+            .shapes
+            .entry(shapes)
+            .or_insert_with_key(|k| Arc::new(k.clone()))
+            .clone())
+    }
+
+    fn dtypes(&mut self, v: &PVal) -> Dtypes {
+        let PVal::List(list) = v else {
+            return Dtypes::default();
+        };
+        let names: Vec<Arc<str>> = list.iter().take(MAX_SHAPES).map(|d| self.text(d)).collect();
+        self.dtypes
+            .entry(names)
+            .or_insert_with_key(|k| Arc::new(k.clone()))
+            .clone()
+    }
+}
+
+fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
+    let mut e = Entry::default();
+    let (mut created, mut seq, mut seq_id, mut pg_id) = (None, None, None, None);
+    let mut is_p2p = None;
+    for (k, val) in dict(v, "the entry")? {
+        match &**k {
+            "time_created_ns" => {
+                created = Some(count(val).ok_or("time_created_ns is not a number")?);
+            }
+            "collective_seq_id" => seq = count(val),
+            "seq_id" => seq_id = count(val),
+            "pg_id" => pg_id = Some(shared.text(val)),
+            "process_group" => {
+                if let PVal::List(pg) = val {
+                    e.group = pg.first().map(|g| shared.text(g)).unwrap_or_default();
+                    e.group_desc = pg.get(1).map(|g| shared.text(g)).unwrap_or_default();
+                }
+            }
+            "profiling_name" => {
+                let name = text(val);
+                let op = name.split_once(':').map_or(name.as_str(), |(_, op)| op);
+                e.op = shared.text(&PVal::Str(Rc::from(op)));
+            }
+            "record_id" => e.record_id = count(val).unwrap_or(0),
+            "p2p_seq_id" => e.p2p_seq = count(val).unwrap_or(0),
+            "input_sizes" => e.input_sizes = shared.shapes(val)?,
+            "input_dtypes" => e.input_dtypes = shared.dtypes(val),
+            "state" => e.state = state(val),
+            "retired" => e.retired = matches!(val, PVal::Bool(true)),
+            "time_discovered_completed_ns" => e.time_completed_ns = count(val).filter(|t| *t > 0),
+            "duration_ms" => e.duration_ms = number(val),
+            "timeout_ms" => e.timeout_ms = count(val),
+            "is_p2p" => is_p2p = Some(matches!(val, PVal::Bool(true))),
+            _ => {}
+        }
+    }
+    e.time_created_ns = created.ok_or("no time_created_ns")?;
+    e.collective_seq = seq.or(seq_id).unwrap_or(0);
+    match pg_id {
+        Some(id) if e.group.is_empty() => e.group = id,
+        Some(id) => {
+            let name = Arc::clone(&e.group);
+            shared.pg_names.entry(id.to_string()).or_insert(name);
+        }
+        None => {}
+    }
+    e.is_p2p = is_p2p.unwrap_or(matches!(&*e.op, "send" | "recv"));
+    Ok(e)
+}
+
+fn state(v: &PVal) -> State {
+    match v {
+        PVal::Str(s) if &**s == "completed" => State::Completed,
+        PVal::Str(s) if &**s == "started" => State::Started,
+        _ => State::Scheduled,
+    }
+}
+
+fn number(v: &PVal) -> Option<f64> {
+    match v {
+        PVal::Float(f) => Some(*f),
+        PVal::Int(i) => Some(*i as f64),
+        _ => None,
+    }
 }
 
 /// Kept shapes per tensor list: more is no dump.
 const MAX_SHAPES: usize = 4096;
-
-fn shapes(v: Option<&Value>) -> Result<Vec<Vec<i64>>, String> {
-    let Some(Value::Array(list)) = v else {
-        return Ok(Vec::new());
-    };
-    if list.len() > MAX_SHAPES {
-        return Err(format!("more than {MAX_SHAPES} tensor shapes"));
-    }
-    list.iter()
-        .map(|s| match s {
-            Value::Array(d) => Ok(d.iter().filter_map(Value::as_i64).collect()),
-            _ => Err("a tensor shape that is not a list".to_string()),
-        })
-        .collect()
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    match v {
-        Some(Value::Array(a)) => a.iter().take(MAX_SHAPES).map(|s| text(Some(s))).collect(),
-        _ => Vec::new(),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -331,20 +429,36 @@ mod tests {
             {"seq_id": 3, "pg_id": 0, "profiling_name": "nccl:all_reduce",
              "time_created_ns": 5, "state": "completed", "input_sizes": [[4]]}
         ]});
-        let t = normalise(&doc).expect("reads");
+        let t = normalise(&PVal::from_json(doc)).expect("reads");
         assert_eq!(t.entries[0].collective_seq, 3);
-        assert_eq!(t.entries[0].group, "0");
-        assert_eq!(t.entries[0].op, "all_reduce");
+        assert_eq!(&*t.entries[0].group, "0");
+        assert_eq!(&*t.entries[0].op, "all_reduce");
+    }
+
+    #[test]
+    fn pg_status_is_keyed_by_the_group_name_its_entries_give_its_pg_id() {
+        // torch 2.15: subgroup "2" is this process's pg_id 1.
+        let doc = serde_json::json!({"version": "2.10",
+        "pg_status": {"0": {"last_enqueued_collective": "5"},
+                      "1": {"last_enqueued_collective": "3"}},
+        "entries": [
+            {"pg_id": 0, "process_group": ["0", "default_pg"], "time_created_ns": 1},
+            {"pg_id": 1, "process_group": ["2", "undefined"], "time_created_ns": 2}
+        ]});
+        let t = normalise(&PVal::from_json(doc)).expect("reads");
+        assert_eq!(t.status["2"].last_enqueued, Some(3));
+        assert_eq!(t.status["0"].last_enqueued, Some(5));
+        assert!(!t.status.contains_key("1"));
     }
 
     #[test]
     fn wrong_types_are_named() {
         let doc = serde_json::json!({"entries": "all"});
-        assert!(normalise(&doc).expect_err("refused").contains("entries"));
+        let e = normalise(&PVal::from_json(doc)).expect_err("refused");
+        assert!(e.contains("entries"), "{e}");
         let doc = serde_json::json!({"entries": [{"time_created_ns": "soon"}]});
-        assert!(normalise(&doc)
-            .expect_err("refused")
-            .contains("time_created_ns"));
+        let e = normalise(&PVal::from_json(doc)).expect_err("refused");
+        assert!(e.contains("time_created_ns"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A decoder of just the pickle that PyTorch's Flight Recorder writes, into
-//! plain JSON values: dicts, lists, tuples (as lists), strings, integers,
-//! floats, booleans and None. A dump is a file from elsewhere, so nothing
+//! plain values ([`PVal`]): dicts, lists, tuples (as lists), strings,
+//! integers, floats, booleans and None. A dump is a file from elsewhere, so nothing
 //! in it is ever executed: every opcode that would import or call code
 //! (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID)
 //! is refused by name, and so is any opcode the recorder does not write.
@@ -11,7 +11,44 @@
 //! proportional to the input, so a memo bomb ends in an error rather than
 //! in gigabytes.
 
-use serde_json::{Map, Number, Value};
+use std::rc::Rc;
+
+/// A decoded value. Strings are shared, so the memo's many references to
+/// one string (every entry's keys) cost no copies; dicts keep their pairs
+/// in order, read in one pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PVal {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Rc<str>),
+    List(Vec<PVal>),
+    Dict(Vec<(Rc<str>, PVal)>),
+}
+
+impl PVal {
+    /// A JSON document as the same values (serde_json has bounded its
+    /// nesting to 128).
+    pub fn from_json(v: serde_json::Value) -> PVal {
+        use serde_json::Value;
+        match v {
+            Value::Null => PVal::None,
+            Value::Bool(b) => PVal::Bool(b),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => PVal::Int(i),
+                None => PVal::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Value::String(s) => PVal::Str(s.into()),
+            Value::Array(a) => PVal::List(a.into_iter().map(PVal::from_json).collect()),
+            Value::Object(m) => PVal::Dict(
+                m.into_iter()
+                    .map(|(k, v)| (Rc::from(k), PVal::from_json(v)))
+                    .collect(),
+            ),
+        }
+    }
+}
 
 /// Deepest nesting of containers accepted (a dump nests five deep).
 pub const MAX_DEPTH: usize = 32;
@@ -25,7 +62,7 @@ const MAX_VALUES: usize = 200_000_000;
 /// values it holds (itself included), so that a memo copy is charged.
 #[derive(Clone)]
 struct Item {
-    value: Value,
+    value: PVal,
     depth: usize,
     count: usize,
 }
@@ -45,7 +82,7 @@ struct Machine<'a> {
 }
 
 /// Decode one pickle into a JSON value.
-pub fn decode(data: &[u8]) -> Result<Value, String> {
+pub fn decode(data: &[u8]) -> Result<PVal, String> {
     let mut m = Machine {
         data,
         pos: 0,
@@ -93,7 +130,7 @@ impl Machine<'_> {
             .fold(0u64, |acc, x| (acc << 8) | u64::from(*x)))
     }
 
-    fn push(&mut self, value: Value) -> Result<(), String> {
+    fn push(&mut self, value: PVal) -> Result<(), String> {
         self.push_item(Item {
             value,
             depth: 0,
@@ -146,7 +183,7 @@ impl Machine<'_> {
     fn string(&mut self, n: u64) -> Result<(), String> {
         let n = usize::try_from(n).map_err(|_| "string too long")?;
         let s = String::from_utf8_lossy(self.take(n)?).into_owned();
-        self.push(Value::String(s))
+        self.push(PVal::Str(s.into()))
     }
 
     fn step(&mut self, op: u8) -> Result<(), String> {
@@ -157,27 +194,27 @@ impl Machine<'_> {
                 self.stack.push(Slot::Mark);
                 Ok(())
             }
-            b'N' => self.push(Value::Null),
-            0x88 => self.push(Value::Bool(true)),
-            0x89 => self.push(Value::Bool(false)),
+            b'N' => self.push(PVal::None),
+            0x88 => self.push(PVal::Bool(true)),
+            0x89 => self.push(PVal::Bool(false)),
             b'K' => {
                 let v = self.uint(1)?;
-                self.push(Value::from(v))
+                self.push(PVal::Int(v as i64))
             }
             b'M' => {
                 let v = self.uint(2)?;
-                self.push(Value::from(v))
+                self.push(PVal::Int(v as i64))
             }
             b'J' => {
                 let v = self.uint(4)? as u32 as i32;
-                self.push(Value::from(v))
+                self.push(PVal::Int(i64::from(v)))
             }
             0x8a => self.long1(),
             b'G' => {
                 let v = f64::from_bits(u64::from_be_bytes(
                     self.take(8)?.try_into().map_err(|_| "truncated")?,
                 ));
-                self.push(Number::from_f64(v).map_or(Value::Null, Value::Number))
+                self.push(PVal::Float(v))
             }
             b'X' | b'T' | b'B' => {
                 let n = self.uint(4)?;
@@ -206,13 +243,13 @@ impl Machine<'_> {
         raw[..n].copy_from_slice(&bytes);
         let v = i64::from_le_bytes(raw);
         // Nine-byte encodings of large unsigned values do not occur: n <= 8.
-        self.push(Value::from(v))
+        self.push(PVal::Int(v))
     }
 
     fn container(&mut self, op: u8) -> Result<(), String> {
         match op {
-            b'}' => self.push(Value::Object(Map::new())),
-            b']' | b')' => self.push(Value::Array(Vec::new())),
+            b'}' => self.push(PVal::Dict(Vec::new())),
+            b']' | b')' => self.push(PVal::List(Vec::new())),
             b'l' | b't' => {
                 let items = self.pop_mark()?;
                 self.push_list(items)
@@ -239,7 +276,7 @@ impl Machine<'_> {
             }
             b'd' => {
                 let items = self.pop_mark()?;
-                self.push(Value::Object(Map::new()))?;
+                self.push(PVal::Dict(Vec::new()))?;
                 self.extend_dict(items)
             }
             b's' => {
@@ -258,7 +295,7 @@ impl Machine<'_> {
     fn push_list(&mut self, items: Vec<Item>) -> Result<(), String> {
         let depth = items.iter().map(|i| i.depth + 1).max().unwrap_or(0);
         let count = items.iter().map(|i| i.count).sum::<usize>() + 1;
-        let value = Value::Array(items.into_iter().map(|i| i.value).collect());
+        let value = PVal::List(items.into_iter().map(|i| i.value).collect());
         // The items were charged when they were pushed.
         self.made = self.made.saturating_sub(count - 1);
         self.push_item(Item {
@@ -277,7 +314,7 @@ impl Machine<'_> {
 
     fn extend_list(&mut self, items: Vec<Item>) -> Result<(), String> {
         let top = self.top()?;
-        let Value::Array(list) = &mut top.value else {
+        let PVal::List(list) = &mut top.value else {
             return Err("APPEND to something that is not a list".to_string());
         };
         for i in items {
@@ -296,19 +333,19 @@ impl Machine<'_> {
             return Err("a dict key without its value".to_string());
         }
         let top = self.top()?;
-        let Value::Object(map) = &mut top.value else {
+        let PVal::Dict(map) = &mut top.value else {
             return Err("SETITEM on something that is not a dict".to_string());
         };
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
             let key = match k.value {
-                Value::String(s) => s,
-                Value::Number(n) => n.to_string(),
+                PVal::Str(s) => s,
+                PVal::Int(n) => Rc::from(n.to_string()),
                 _ => return Err("a dict key that is not a string or a number".to_string()),
             };
             top.depth = top.depth.max(v.depth + 1);
             top.count += v.count;
-            map.insert(key, v.value);
+            map.push((key, v.value));
         }
         if top.depth > MAX_DEPTH {
             return Err(format!("nested deeper than {MAX_DEPTH}"));
@@ -390,10 +427,8 @@ mod tests {
         // with memo puts and gets, as torch's pickler writes them.
         let p = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01](K\x01M,\x01Jp\x11\x01\x00N\x88h\x01\x8a\x01\xfe\x86eX\x01\x00\x00\x00bG?\xf8\x00\x00\x00\x00\x00\x00u.";
         let v = decode(p).expect("decodes");
-        assert_eq!(
-            v,
-            serde_json::json!({"a": [1, 300, 70000, null, true, ["a", -2]], "b": 1.5})
-        );
+        let json = serde_json::json!({"a": [1, 300, 70000, null, true, ["a", -2]], "b": 1.5});
+        assert_eq!(v, PVal::from_json(json));
     }
 
     #[test]
