@@ -396,6 +396,8 @@ fn a_node_failing_a_local_check_fails_every_node_and_is_named() {
     // What to do with node 2, in the fleet report and on its line.
     assert_eq!(doc["nodes"][2]["action"], "reset_gpu", "{doc}");
     assert_eq!(local["action"], "reset_gpu", "{local}");
+    // The fleet's own run-level action, as a node's report has one.
+    assert_eq!(doc["action"], "reset_gpu", "{doc}");
     let line = node0
         .lines()
         .find(|l| l.contains("node 2    "))

@@ -582,6 +582,7 @@ fn judge(
         unverified_values: fleet.unverified,
         missing_node_ranks: fleet.missing.clone(),
         exit_code: Run::exit_code_for(&counts, strict),
+        action: report::fleet_action(&results),
         fleet: results,
         counts,
     }

@@ -88,6 +88,22 @@ pub struct FleetReport {
     /// The exit code every node returns: 0 ready, 1 not ready.
     #[schemars(range(min = 0, max = 2))]
     pub exit_code: i32,
+    /// The most drastic repair action of the fleet checks (`none` when
+    /// nothing warned or failed), as `gpucheck run --json`'s top-level
+    /// `action` is of its results: fleet.local's is the most drastic of the
+    /// not-ready nodes' own.
+    #[serde(default)]
+    pub action: Action,
+}
+
+/// The fleet's run-level action: the most drastic of its checks' resolved
+/// actions.
+pub fn fleet_action(fleet: &[CheckResult]) -> Action {
+    fleet
+        .iter()
+        .filter_map(|r| r.outcome.action)
+        .max()
+        .unwrap_or_default()
 }
 
 fn symbol(status: Status) -> &'static str {
@@ -341,10 +357,12 @@ mod tests {
             fixtures::result(
                 "fleet.local",
                 Profile::Quick,
-                Outcome::fail("1 of 2 nodes not ready: node 1 (gpu-001): gpu.ecc", "drain"),
+                Outcome::fail("1 of 2 nodes not ready: node 1 (gpu-001): gpu.ecc", "drain")
+                    .with_action(Action::ResetGpu, Vec::new()),
             ),
         ];
         let counts = Run::count(&fleet);
+        let action = fleet_action(&fleet);
         FleetReport {
             format_version: FLEET_FORMAT_VERSION,
             tool: "gpucheck".into(),
@@ -359,6 +377,7 @@ mod tests {
             fleet,
             counts,
             exit_code: 1,
+            action,
         }
     }
 
@@ -451,7 +470,9 @@ mod tests {
         let validator = jsonschema::validator_for(&schema).unwrap();
         let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:#?}");
-        // Each node names what to do with it; a ready one nothing.
+        // The fleet names what to do, as a node's own report does; each
+        // node names what to do with it, a ready one nothing.
+        assert_eq!(doc["action"], "reset_gpu");
         assert_eq!(doc["nodes"][0]["action"], "none");
         assert_eq!(doc["nodes"][1]["action"], "reset_gpu");
         let ecc = &doc["nodes"][1]["results"][1];

@@ -3,7 +3,7 @@
 use super::{Fleet, FleetCheck, FleetNode};
 use crate::domain::action::Action;
 use crate::domain::text;
-use crate::Outcome;
+use crate::{Cause, Outcome, Status};
 
 fleet_check!(
     LocalVerdicts,
@@ -66,21 +66,44 @@ fn evaluate(fleet: &Fleet) -> Outcome {
     .with_action(worst_action(fleet), Vec::new())
 }
 
-/// The most drastic repair action of a node that is not ready: what the
+/// The most drastic of the not-ready nodes' own run-level actions: what the
 /// fleet needs done before the job can start.
 fn worst_action(fleet: &Fleet) -> Action {
     fleet
         .nodes
         .iter()
         .filter(|n| n.exit_code != 0)
-        .flat_map(|n| &n.results)
-        .filter_map(|(id, o)| {
-            let mut o = o.clone();
-            o.resolve_action(id);
-            o.action
-        })
+        .map(|n| node_action(&n.results))
         .max()
         .unwrap_or(Action::FixConfig)
+}
+
+/// A node's run-level action, as its own report gives it (`gpucheck run
+/// --json`'s top-level `action`): every warn-or-worse result's action
+/// resolved, a result that failed for the same cause as another taking
+/// that check's action, and the most drastic of them.
+pub fn node_action(results: &[(String, Outcome)]) -> Action {
+    let resolved: Vec<(&str, Outcome)> = results
+        .iter()
+        .map(|(id, o)| {
+            let mut o = o.clone();
+            o.resolve_action(id);
+            (id.as_str(), o)
+        })
+        .collect();
+    resolved
+        .iter()
+        .filter_map(|(_, o)| {
+            let origin = match &o.cause {
+                Some(Cause::SameCause { check }) if o.status >= Status::Warn => {
+                    resolved.iter().find(|(id, _)| id == check)
+                }
+                _ => None,
+            };
+            origin.and_then(|(_, origin)| origin.action).or(o.action)
+        })
+        .max()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -100,6 +123,34 @@ mod tests {
         let mut f = fleet(vec![node(0, "gpu-001"), bad]);
         f.nnodes = 2;
         assert_eq!(evaluate(&f).action, Some(Action::ResetGpu));
+    }
+
+    #[test]
+    fn the_action_is_the_nodes_own_not_that_of_a_failure_with_the_same_cause() {
+        // No GPU passed into the container: host.devices says fix_config,
+        // and the driver checks that fail for the same cause take it, as
+        // the node's own report does (their default is fix_install).
+        let same = |id: &str| {
+            Outcome::fail(format!("{id} — same cause as host.devices"), "see").with_cause(
+                Cause::SameCause {
+                    check: "host.devices".into(),
+                },
+            )
+        };
+        let mut bad = node(1, "gpu-002");
+        bad.exit_code = 1;
+        bad.results = vec![
+            (
+                "host.devices".into(),
+                Outcome::fail("no device nodes", "--gpus all"),
+            ),
+            ("gpu.driver".into(), same("gpu.driver")),
+            ("cuda.driver".into(), same("cuda.driver")),
+        ];
+        assert_eq!(node_action(&bad.results), Action::FixConfig);
+        let mut f = fleet(vec![node(0, "gpu-001"), bad]);
+        f.nnodes = 2;
+        assert_eq!(evaluate(&f).action, Some(Action::FixConfig));
     }
 
     #[test]
