@@ -76,7 +76,8 @@ struct Machine<'a> {
     data: &'a [u8],
     pos: usize,
     stack: Vec<Slot>,
-    memo: std::collections::HashMap<u32, Item>,
+    /// By memo key: pickles number their memo entries from 0 up.
+    memo: Vec<Option<Item>>,
     made: usize,
     budget: usize,
 }
@@ -87,7 +88,7 @@ pub fn decode(data: &[u8]) -> Result<PVal, String> {
         data,
         pos: 0,
         stack: Vec::new(),
-        memo: std::collections::HashMap::new(),
+        memo: Vec::new(),
         made: 0,
         budget: data
             .len()
@@ -363,7 +364,14 @@ impl Machine<'_> {
                 };
                 let top = self.top()?.clone();
                 self.made = self.made.saturating_add(top.count);
-                self.memo.insert(key, top);
+                let key = key as usize;
+                if key >= self.memo.len() {
+                    if key > self.budget {
+                        return Err(format!("memo key {key} out of range"));
+                    }
+                    self.memo.resize(key + 1, None);
+                }
+                self.memo[key] = Some(top);
                 Ok(())
             }
             b'h' | b'j' => {
@@ -372,7 +380,11 @@ impl Machine<'_> {
                 } else {
                     self.uint(4)? as u32
                 };
-                let item = self.memo.get(&key).ok_or("a memo entry never stored")?;
+                let item = self
+                    .memo
+                    .get(key as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or("a memo entry never stored")?;
                 // Charged before it is copied.
                 if self.made.saturating_add(item.count) > self.budget {
                     return Err(format!(
