@@ -79,7 +79,13 @@ pub fn label_value(text: &str) -> String {
     out
 }
 
-/// A sample value as Go's strconv writes it: `+Inf`, `-Inf`, `NaN` spelt out.
+/// Significant digits a sample keeps: more than any measurement has, fewer
+/// than the float noise of arithmetic on them (0.1 + 0.2 is 0.3 here, not
+/// 0.30000000000000004).
+const SIGNIFICANT_DIGITS: usize = 12;
+
+/// A sample value as Go's strconv writes it: `+Inf`, `-Inf`, `NaN` spelt
+/// out; finite values to [`SIGNIFICANT_DIGITS`].
 fn value_text(value: f64) -> String {
     if value.is_nan() {
         "NaN".into()
@@ -88,7 +94,9 @@ fn value_text(value: f64) -> String {
     } else if value == f64::NEG_INFINITY {
         "-Inf".into()
     } else {
-        format!("{value}")
+        let digits = SIGNIFICANT_DIGITS - 1;
+        let rounded: f64 = format!("{value:.digits$e}").parse().unwrap_or(value);
+        format!("{rounded}")
     }
 }
 
@@ -536,5 +544,14 @@ mod tests {
         assert_eq!(value_text(f64::NEG_INFINITY), "-Inf");
         assert_eq!(value_text(f64::NAN), "NaN");
         assert_eq!(value_text(4.6e11), "460000000000");
+    }
+
+    #[test]
+    fn values_carry_no_float_noise() {
+        assert_eq!(value_text(0.1 + 0.2), "0.3");
+        assert_eq!(value_text(1.0 / 3.0), "0.333333333333");
+        assert_eq!(value_text(431.2), "431.2");
+        assert_eq!(value_text(-2.5e-7), "-0.00000025");
+        assert_eq!(value_text(0.0), "0");
     }
 }
