@@ -420,7 +420,14 @@ fn list(format: ListFormat) -> anyhow::Result<u8> {
             for c in CATALOG.iter().copied().chain(fleet_checks()) {
                 t.add_row([c.id(), c.group(), listed_profile(c), c.title()]);
             }
-            format!("{t}\n")
+            // On a terminal (or with $COLUMNS) the titles wrap to its width;
+            // no row carries padding past its last word.
+            if let Some(width) = terminal_width(std::io::stdout()) {
+                t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+                t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
+            }
+            let rows: Vec<String> = t.lines().map(|l| l.trim_end().to_string()).collect();
+            format!("{}\n", rows.join("\n"))
         }
     };
     emit(&text)?;

@@ -677,6 +677,31 @@ fn list_and_explain_cover_the_catalog() {
 }
 
 #[test]
+fn list_fits_the_terminal_and_pads_no_row() {
+    let text = stdout(
+        &gpucheck()
+            .arg("list")
+            .env_remove("COLUMNS")
+            .output()
+            .unwrap(),
+    );
+    for line in text.lines() {
+        assert_eq!(line, line.trim_end(), "padded: {line:?}");
+    }
+    let text = stdout(
+        &gpucheck()
+            .arg("list")
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap(),
+    );
+    assert!(text.contains("nccl.nic_path"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80: {line:?}");
+    }
+}
+
+#[test]
 fn list_says_fleet_checks_run_only_under_gpucheck_cluster() {
     let out = gpucheck()
         .args(["list", "--format", "json"])
@@ -692,10 +717,12 @@ fn list_says_fleet_checks_run_only_under_gpucheck_cluster() {
     }
     for row in node {
         let profile = row["profile"].as_str().unwrap_or("");
-        assert!(
-            ["quick", "standard", "full", "burn"].contains(&profile),
-            "{row}"
-        );
+        let expected: &[&str] = match row["group"].as_str() {
+            // The job checks run only under `gpucheck job`.
+            Some("job") => &["job"],
+            _ => &["quick", "standard", "full", "burn"],
+        };
+        assert!(expected.contains(&profile), "{row}");
     }
     let table = stdout(&gpucheck().arg("list").output().unwrap());
     let line = table
