@@ -482,7 +482,7 @@ fn explain(id: &str) -> anyhow::Result<u8> {
             .collect(),
     };
     if checks.is_empty() {
-        let hint = match closest_name(id) {
+        let hint = match runner::closest_name(id) {
             Some(name) => format!("did you mean {name}?"),
             None => "`gpucheck list` shows every check".to_string(),
         };
@@ -528,49 +528,4 @@ fn explain_text(check: &dyn gpucheck_checks::Check) -> String {
         t = check.timeout().as_secs_f64(),
         body = check.explain().trim_end(),
     )
-}
-
-/// Edits (insertions, deletions, substitutions, swaps of neighbours) within
-/// which a misspelt check id or group is taken for the nearest one.
-const MAX_TYPO_EDITS: usize = 3;
-
-/// The check id or group nearest to `typed`, if it is near enough.
-fn closest_name(typed: &str) -> Option<&'static str> {
-    let mut names: Vec<&'static str> = CATALOG.iter().map(|c| c.id()).collect();
-    for c in CATALOG {
-        if !names.contains(&c.group()) {
-            names.push(c.group());
-        }
-    }
-    names
-        .into_iter()
-        .map(|n| (edit_distance(typed, n), n))
-        .filter(|(d, _)| *d <= MAX_TYPO_EDITS)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, n)| n)
-}
-
-/// Optimal string alignment distance between `a` and `b`, in characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
 }

@@ -42,11 +42,12 @@ const POLL: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Error, PartialEq)]
 pub enum SelectError {
-    #[error("unknown check or group '{pattern}' in --{flag}; valid ids: {valid}")]
+    #[error("unknown check or group '{pattern}' in --{flag}; {hint}")]
     Unknown {
         flag: &'static str,
         pattern: String,
-        valid: String,
+        /// The nearest id or group, else where to find them all.
+        hint: String,
     },
     #[error("--{flag} got an empty pattern")]
     Empty { flag: &'static str },
@@ -117,6 +118,51 @@ fn compile(patterns: &[String]) -> Vec<Pattern<'_>> {
 }
 
 /// True when `pattern` selects the check `id`.
+/// Edits (insertions, deletions, substitutions, swaps of neighbours) within
+/// which a misspelt check id or group is taken for the nearest one.
+const MAX_TYPO_EDITS: usize = 3;
+
+/// The check id or group nearest to `typed`, if it is near enough.
+pub fn closest_name(typed: &str) -> Option<&'static str> {
+    let mut names: Vec<&'static str> = CATALOG.iter().map(|c| c.id()).collect();
+    for c in CATALOG {
+        if !names.contains(&c.group()) {
+            names.push(c.group());
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| (edit_distance(typed, n), n))
+        .filter(|(d, _)| *d <= MAX_TYPO_EDITS)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Optimal string alignment distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 #[cfg(test)]
 fn matches(pattern: &str, id: &str) -> bool {
     Pattern::new(pattern).selects(id)
@@ -140,11 +186,10 @@ pub fn select(
                 return Err(SelectError::Unknown {
                     flag,
                     pattern: p.clone(),
-                    valid: CATALOG
-                        .iter()
-                        .map(|c| c.id())
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    hint: match closest_name(p) {
+                        Some(name) => format!("did you mean {name}?"),
+                        None => "`gpucheck list` shows every check".to_string(),
+                    },
                 });
             }
         }
@@ -837,7 +882,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_pattern_is_an_error_listing_ids() {
+    fn unknown_pattern_is_an_error_naming_the_nearest_id() {
         let Err(err) = select(Profile::Standard, &["gpu.eccc".to_string()], &[]) else {
             panic!("an unknown id must be rejected")
         };
@@ -846,7 +891,7 @@ mod tests {
             msg.contains("unknown check or group 'gpu.eccc' in --only"),
             "{msg}"
         );
-        assert!(msg.contains("host.shm"), "{msg}");
+        assert!(msg.ends_with("did you mean gpu.ecc?"), "{msg}");
     }
 
     #[test]

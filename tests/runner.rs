@@ -151,10 +151,18 @@ fn a_report_file_that_fails_on_write_still_shows_the_results() {
 }
 
 #[test]
-fn unknown_id_error_lists_valid_ids() {
-    let out = gpucheck().args(["--only", "nope"]).output().unwrap();
+fn an_unknown_id_suggests_the_nearest_one_not_every_id() {
+    let out = gpucheck().args(["--only", "gpu.ecs"]).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("did you mean gpu.ecc?"), "{err}");
+    assert!(err.lines().all(|l| l.chars().count() < 160), "{err}");
+    let out = gpucheck()
+        .args(["--skip", "nothing_like_it"])
+        .output()
+        .unwrap();
     assert!(
-        stderr(&out).contains("valid ids: host.devices"),
+        stderr(&out).contains("`gpucheck list` shows every check"),
         "{}",
         stderr(&out)
     );
