@@ -386,8 +386,15 @@ fn parse_duration(s: &str) -> Result<f64, String> {
         Some((i, 'h')) => (&s[..i], 3600.0),
         _ => (s, 1.0),
     };
+    let most = gpucheck_checks::gpu::MAX_DURATION.as_secs_f64();
     match number.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
+        Ok(v) if v > 0.0 && v * scale <= most => Ok(v * scale),
+        // Refused rather than cut short: a burn asked for 25h must not
+        // quietly end after 24.
+        Ok(v) if v > 0.0 => Err(format!(
+            "'{s}' is longer than a burn runs (at most {}h)",
+            most / 3600.0
+        )),
         _ => Err(format!(
             "'{s}' is not a duration (a positive number with s, m or h: 90s, 10m, 2h)"
         )),

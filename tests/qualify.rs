@@ -328,6 +328,17 @@ fn a_duration_that_is_no_duration_is_a_usage_error() {
         "{}",
         common::stderr(&out)
     );
+    // Longer than a burn runs: refused, not cut to 24 h without a word.
+    let out = gpucheck()
+        .args(["--profile", "burn", "--duration", "25h"])
+        .output()
+        .expect("run gpucheck");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("'25h' is longer than a burn runs (at most 24h)"),
+        "{}",
+        common::stderr(&out)
+    );
 }
 
 /// A 60 s burn on two CPU "GPUs", sent SIGINT once its load process

@@ -34,7 +34,7 @@ mod throttle;
 mod topology;
 mod under_load;
 
-pub use burn::{evaluate as evaluate_burn, Burn, BurnFacts, Round, RoundGpu};
+pub use burn::{evaluate as evaluate_burn, Burn, BurnFacts, Round, RoundGpu, MAX_DURATION};
 pub use common::nvml_failure_outcome;
 pub use compute::{evaluate as evaluate_compute, Compute, ComputeFacts, ComputeGpu};
 pub use count::{evaluate_count, Count};
