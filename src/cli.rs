@@ -12,9 +12,10 @@ use crate::report::Format;
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
-  1  at least one check failed or errored (or warned, under --strict), or the run was interrupted
-  2  usage or configuration error (bad flag, unknown check id, unwritable report path);
-     1 under --profile health (Docker reserves 2)";
+  1  at least one check failed or errored (or warned, under --strict),
+     or the run was interrupted
+  2  usage or configuration error (bad flag, unknown check id,
+     unwritable report path); 1 under --profile health (Docker reserves 2)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -140,8 +141,8 @@ impl From<DdpModelArg> for DdpModel {
 /// Options shared by `run` and `exec`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Which checks to run: quick, standard, full (each adds to the one before) or health (for
-    /// HEALTHCHECK); --help lists what each holds.
+    /// Which checks to run: quick, standard, full (each adds to the one before), health (for
+    /// HEALTHCHECK) or burn (burn-in for --duration); --help lists what each holds.
     #[arg(
         long,
         value_enum,

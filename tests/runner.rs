@@ -756,6 +756,15 @@ fn help_documents_exit_codes_and_completions_work() {
         "{}",
         stdout(&out)
     );
+    // The exit codes read on an 80-column terminal, line by line.
+    let text = stdout(&out);
+    let codes = text.split("Exit codes:").nth(1).unwrap_or_default();
+    for line in codes.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80: {line:?}");
+    }
+    // -h names every profile, burn included.
+    let short = stdout(&gpucheck().arg("-h").output().unwrap());
+    assert!(short.contains("burn (burn-in"), "{short}");
     let comp = gpucheck().args(["completions", "bash"]).output().unwrap();
     assert_eq!(comp.status.code(), Some(0));
     assert!(stdout(&comp).contains("gpucheck"));
