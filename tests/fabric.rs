@@ -212,6 +212,11 @@ const REAL_LOGS: &[(&str, &str, &[XidRow])] = &[
         &[("0000:91:00", 79, 1)],
     ),
     (
+        "gpud-sxid-readme-xid79-sxid20034.log",
+        "fail",
+        &[("0000:91:00", 79, 1)],
+    ),
+    (
         "mleng-debug-xid63-row-remap.log",
         "pass",
         &[("0000:10:1c", 63, 1)],
@@ -235,6 +240,7 @@ const REAL_LOGS: &[(&str, &str, &[XidRow])] = &[
         "fail",
         &[("0000:b3:00", 79, 1)],
     ),
+    ("nvtrust-124-dmesg-sxid22013-nonfatal.log", "pass", &[]),
     (
         "ogkm-1151-journal-xid79.log",
         "fail",
@@ -274,13 +280,20 @@ fn real_log(name: &str) -> Value {
     run("fabric.xid", "h100x8", &[boot], &["--kernel-log", path]).1
 }
 
-/// (PCI address, Xid, count) per row of fabric.xid's event table.
-fn xid_rows(doc: &Value) -> Vec<(String, u64, u64)> {
+/// The rows of fabric.xid's table titled `title`; none without that table.
+fn table_rows(doc: &Value, title: &str) -> Vec<Value> {
     let r = result(doc, "fabric.xid");
-    let rows = r["tables"][0]["rows"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let tables = r["tables"].as_array().cloned().unwrap_or_default();
+    tables
+        .iter()
+        .find(|t| t["title"] == title)
+        .and_then(|t| t["rows"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// (PCI address, Xid, count) per row of fabric.xid's Xid event table.
+fn xid_rows(doc: &Value) -> Vec<(String, u64, u64)> {
+    let rows = table_rows(doc, "Xid events since boot");
     rows.iter()
         .map(|row| {
             let cell = |i: usize| row[i].as_str().unwrap_or("").to_string();
@@ -305,6 +318,99 @@ fn every_real_log_gets_its_verdict_with_every_xid_found() {
             .collect();
         assert_eq!(xid_rows(&doc), expected, "{name}");
     }
+}
+
+/// (switch, PCI address, SXid, severity, links, count) per row of
+/// fabric.xid's SXid table.
+fn sxid_rows(doc: &Value) -> Vec<[String; 6]> {
+    table_rows(doc, "NVSwitch SXid events since boot")
+        .iter()
+        .map(|row| [0, 1, 2, 4, 5, 6].map(|i| row[i].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+#[test]
+fn a_fatal_nvswitch_sxid_fails_naming_the_switch_and_a_non_fatal_one_is_a_note() {
+    let (out, doc) = xid_with_log("h100x8", "nvswitch-sxid.txt");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(status_of(&doc, "fabric.xid"), "fail");
+    let summary = text_field(&doc, "fabric.xid", "summary");
+    assert!(
+        summary.starts_with(
+            "NVSwitch SXid 20034 (LTSSM fault up: the link went down from active), fatal, 2 \
+             times, last at 4120.4 s after boot, on nvidia-nvswitch0 (PCI 0000:05:00.0), links \
+             63, 62 (read from "
+        ),
+        "{summary}"
+    );
+    assert_eq!(text_field(&doc, "fabric.xid", "action"), "reboot_node");
+    let hint = text_field(&doc, "fabric.xid", "hint");
+    assert!(
+        hint.starts_with("drain the node and restart it: after a fatal NVSwitch error the port of nvidia-nvswitch0 (PCI 0000:05:00.0) stays down until a system restart resets the switch"),
+        "{hint}"
+    );
+    let row = |s: [&str; 6]| s.map(String::from);
+    assert_eq!(
+        sxid_rows(&doc),
+        [
+            row([
+                "nvidia-nvswitch3",
+                "0000:c5:00.0",
+                "12028",
+                "Non-fatal",
+                "41",
+                "1"
+            ]),
+            row([
+                "nvidia-nvswitch0",
+                "0000:05:00.0",
+                "20034",
+                "Fatal",
+                "63 62",
+                "2"
+            ]),
+        ]
+    );
+    assert!(xid_rows(&doc).is_empty());
+}
+
+#[test]
+fn a_real_log_of_only_non_fatal_sxids_passes_with_a_note() {
+    let doc = real_log("nvtrust-124-dmesg-sxid22013-nonfatal.log");
+    assert_eq!(status_of(&doc, "fabric.xid"), "pass");
+    let summary = text_field(&doc, "fabric.xid", "summary");
+    assert!(
+        summary.starts_with("no Xid or SXid errors that need action since boot (read from "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(
+            "noted: NVSwitch SXid 22013 (Minion link DLREQ interrupt), non-fatal, 3 times, last \
+             at 38.2 s after boot, on nvidia-nvswitch3 (PCI 0000:04:00.0), links 44, 45, 46"
+        ),
+        "{summary}"
+    );
+    assert_eq!(text_field(&doc, "fabric.xid", "hint"), "");
+}
+
+#[test]
+fn a_real_fall_off_the_bus_with_fatal_sxids_names_both() {
+    let doc = real_log("gpud-sxid-readme-xid79-sxid20034.log");
+    assert_eq!(status_of(&doc, "fabric.xid"), "fail");
+    let summary = text_field(&doc, "fabric.xid", "summary");
+    assert!(
+        summary.contains("Xid 79 (GPU has fallen off the bus)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("NVSwitch SXid 20034 (LTSSM fault up: the link went down from active), fatal, once, last at 6781753.4 s after boot, on nvidia-nvswitch1 (PCI 0000:06:00.0), link 48"),
+        "{summary}"
+    );
+    let switches: Vec<String> = sxid_rows(&doc).iter().map(|r| r[0].clone()).collect();
+    assert_eq!(
+        switches,
+        ["nvidia-nvswitch1", "nvidia-nvswitch0", "nvidia-nvswitch2"]
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Pure knowledge that no check owns: text helpers every summary uses, the
 //! CUDA_VISIBLE_DEVICES rules, the driver / CUDA / wheel tables, the
-//! launcher's defaults. Nothing here probes the machine or builds an
-//! `Outcome`; every group may import it, and it imports no group.
+//! launcher's defaults, the Xid and NVSwitch SXid catalogs. Nothing here
+//! probes the machine or builds an `Outcome`; every group may import it, and
+//! it imports no group.
 
 pub mod action;
 pub mod compat;
@@ -16,6 +17,7 @@ pub mod qualify;
 pub mod redact;
 pub mod sku;
 pub mod stats;
+pub mod sxid;
 pub mod text;
 pub mod visible_devices;
 pub mod xid;

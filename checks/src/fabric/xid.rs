@@ -1,14 +1,17 @@
 //! `fabric.xid`: the NVIDIA Xid errors the kernel logged since boot, judged
-//! by NVIDIA's Xid catalog (`domain::xid`).
+//! by NVIDIA's Xid catalog (`domain::xid`), and the NVSwitch SXid errors of
+//! the same log, judged by the severity the switch driver gives each and
+//! the Fabric Manager guide's tables (`domain::sxid`).
 
 use std::time::Duration;
 
 use crate::domain::action::Action;
+use crate::domain::sxid::{sxid_info, SxidSeverity, SxidTable};
 use crate::domain::text::{list_cut, plural};
 use crate::domain::xid::{judged_action, xid_info, Bucket, PciSlot, XidAction};
 use crate::facts::xid::{XidHistory, XidSeen};
 use crate::findings::{Finding, Findings};
-use crate::probe::kernel_log::{self, KernelLog, Unreadable, XidEvent};
+use crate::probe::kernel_log::{self, KernelLog, SxidEvent, Unreadable, XidEvent};
 use crate::probe::nvml::GpuInfo;
 use crate::probe::sysfs;
 use crate::{Check, Context, DataTable, Outcome, Profile, Status};
@@ -19,6 +22,10 @@ const JOURNAL_WAIT: Duration = Duration::from_secs(5);
 
 /// Where NVIDIA documents every code.
 const XID_CATALOG_URL: &str = "https://docs.nvidia.com/deploy/xid-errors/";
+
+/// Where NVIDIA documents the NVSwitch SXid errors and their recovery.
+const SXID_GUIDE_URL: &str =
+    "https://docs.nvidia.com/datacenter/tesla/pdf/fabric-manager-user-guide.pdf";
 
 pub struct Xid;
 
@@ -78,7 +85,15 @@ impl Check for Xid {
          When no log can be read the check is skipped with the reason.\n\n\
          Repair action, from the immediate action, for the GPU that logged it: RESTART_APP \
          restart_job, RESET_GPU reset_gpu, RESTART_BM / RESTART_VM reboot_node, CHECK_MECHANICALS \
-         service_hardware, CONTACT_SUPPORT / UPDATE_SWFW and unknown codes fix_install."
+         service_hardware, CONTACT_SUPPORT / UPDATE_SWFW and unknown codes fix_install.\n\n\
+         NVSwitch errors come in the same log as SXid lines (`nvidia-nvswitchN: SXid \
+         (PCI:...): CODE, Fatal, Link L ...`), each saying whether it is Fatal or Non-fatal; the \
+         name comes from the Fabric Manager user guide's SXid tables where it lists the code. A \
+         fatal SXid fails naming the switch, its PCI address and the links, with reboot_node: \
+         the switch port stays down, NVLink traffic through it stalls and CUDA jobs end with Xid \
+         45, until a system restart resets the switch. A non-fatal SXid (a corrected single-bit \
+         ECC error, a link replay) passes with a note. A GPU reset resets no switch, so SXids \
+         before a logged GPU reset still count; SXids of earlier boots are left out and counted."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let wait = Duration::try_from_secs_f64(ctx.options.timeout_s * 0.5)
@@ -89,6 +104,7 @@ impl Check for Xid {
         let log = kernel_log::read_kernel_log(given, boot_epoch(), wait);
         // Ask NVML only when there is an address to name.
         let any_event = log.as_ref().is_ok_and(|l| !l.events.is_empty());
+        // SXids name switches by their own address: NVML is not asked for them.
         let gpus = if any_event {
             crate::facts::nvml::gpus_for_run(ctx).map_err(|e| e.to_string())
         } else {
@@ -138,12 +154,25 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
         }
         findings.push(finding);
     }
+    let switch_groups = sxid_groups(&log.sxids);
+    for g in &switch_groups {
+        let finding = judge_sxid(g);
+        if finding.status == Status::Pass {
+            notes.push(finding.text.clone());
+        }
+        findings.push(finding);
+    }
     let source = format!("read from {}", log.source);
+    let kinds = if log.sxids.is_empty() {
+        "Xid"
+    } else {
+        "Xid or SXid"
+    };
     let pass = if notes.is_empty() {
-        format!("no Xid errors since boot ({source})")
+        format!("no {kinds} errors since boot ({source})")
     } else {
         format!(
-            "no Xid errors that need action since boot ({source}); noted: {}",
+            "no {kinds} errors that need action since boot ({source}); noted: {}",
             list_cut(&notes, 3)
         )
     };
@@ -151,39 +180,184 @@ pub fn evaluate(f: &XidFacts) -> Outcome {
         .conclude(pass, Vec::new())
         .with_metric("xid_events", log.events.len() as f64, "count")
         .with_fact("kernel_log", log.source.to_string());
-    let history = XidHistory {
-        events: groups
-            .iter()
-            .map(|r| XidSeen {
-                pci: r.slot.to_string(),
-                gpu: gpu_at(&f.gpus, r.slot).map(|g| g.index),
-                code: r.code,
-                count: r.count,
-            })
-            .collect(),
-    };
-    outcome = outcome.publish(&history);
+    if !log.sxids.is_empty() {
+        outcome = outcome.with_metric("sxid_events", log.sxids.len() as f64, "count");
+    }
+    outcome = outcome.publish(&history(&groups, &f.gpus));
     if !groups.is_empty() {
         outcome = outcome.with_table(event_table(&groups, &f.gpus));
+    }
+    if !switch_groups.is_empty() {
+        outcome = outcome.with_table(sxid_table(&switch_groups));
     }
     if outcome.status >= Status::Warn {
         outcome.summary = format!("{} ({source})", outcome.summary);
     }
-    if log.before_reset > 0 {
-        outcome.summary.push_str(&format!(
-            "; {} Xid event{} from before a logged GPU reset ignored",
-            log.before_reset,
-            plural(log.before_reset)
-        ));
-    }
-    if log.earlier_boots > 0 {
-        outcome.summary.push_str(&format!(
-            "; {} Xid event{} of earlier boots ignored",
-            log.earlier_boots,
-            plural(log.earlier_boots)
-        ));
-    }
+    outcome.summary.push_str(&left_out(log));
     outcome
+}
+
+/// The fact later checks read: every (GPU, code) seen.
+fn history(groups: &[Repeats], gpus: &Result<Vec<GpuInfo>, String>) -> XidHistory {
+    XidHistory {
+        events: groups
+            .iter()
+            .map(|r| XidSeen {
+                pci: r.slot.to_string(),
+                gpu: gpu_at(gpus, r.slot).map(|g| g.index),
+                code: r.code,
+                count: r.count,
+            })
+            .collect(),
+    }
+}
+
+/// What the summary says was left out: "; 2 Xid events of earlier boots
+/// ignored", one clause per kind, or nothing.
+fn left_out(log: &KernelLog) -> String {
+    [
+        (log.before_reset, "Xid", "from before a logged GPU reset"),
+        (log.earlier_boots, "Xid", "of earlier boots"),
+        (log.earlier_boot_sxids, "SXid", "of earlier boots"),
+    ]
+    .iter()
+    .filter(|(n, _, _)| *n > 0)
+    .map(|(n, kind, why)| format!("; {n} {kind} event{} {why} ignored", plural(*n)))
+    .collect()
+}
+
+/// The SXid events of one code and severity on one switch.
+struct SwitchRepeats<'a> {
+    count: usize,
+    /// The switch ports named, in order of first appearance.
+    links: Vec<u32>,
+    last: &'a SxidEvent,
+}
+
+/// SXid events grouped per (switch, code, severity) in order of first
+/// appearance.
+fn sxid_groups(events: &[SxidEvent]) -> Vec<SwitchRepeats<'_>> {
+    let key = |e: &SxidEvent| {
+        let s = &e.sxid;
+        (s.switch.clone(), s.pci.clone(), s.code, s.severity)
+    };
+    let mut groups: Vec<SwitchRepeats> = Vec::new();
+    for e in events {
+        match groups.iter_mut().find(|g| key(g.last) == key(e)) {
+            Some(g) => {
+                g.count += 1;
+                g.last = e;
+                if let Some(link) = e.sxid.link.filter(|l| !g.links.contains(l)) {
+                    g.links.push(link);
+                }
+            }
+            None => groups.push(SwitchRepeats {
+                count: 1,
+                links: e.sxid.link.into_iter().collect(),
+                last: e,
+            }),
+        }
+    }
+    groups
+}
+
+/// What an SXid is: the guide's name for its code, else the driver's words.
+fn sxid_meaning(e: &SxidEvent) -> String {
+    match (sxid_info(e.sxid.code), e.sxid.detail.as_str()) {
+        (Some(i), _) => i.name.to_string(),
+        (None, "") => "not in the Fabric Manager guide's SXid tables".to_string(),
+        (None, words) => words.to_string(),
+    }
+}
+
+fn links_text(links: &[u32]) -> String {
+    let list: Vec<String> = links.iter().map(u32::to_string).collect();
+    match list.len() {
+        0 => String::new(),
+        1 => format!(", link {}", list[0]),
+        _ => format!(", links {}", list.join(", ")),
+    }
+}
+
+/// One (switch, code, severity) group as a finding: fatal fails with a
+/// restart of the node (the Fabric Manager guide's recovery: a system
+/// restart resets the switch port), non-fatal passes as a note.
+fn judge_sxid(g: &SwitchRepeats) -> Finding {
+    let e = &g.last.sxid;
+    let severity = match e.severity {
+        SxidSeverity::Fatal => "fatal",
+        SxidSeverity::NonFatal => "non-fatal",
+    };
+    let times = match g.count {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    };
+    let text = format!(
+        "NVSwitch SXid {} ({}), {severity}, {times}, last at {}, on {} (PCI {}){}",
+        e.code,
+        sxid_meaning(g.last),
+        g.last.when,
+        e.switch,
+        e.pci,
+        links_text(&g.links)
+    );
+    if e.severity == SxidSeverity::NonFatal {
+        return Finding::new(None, Status::Pass, text);
+    }
+    let whole_fabric = sxid_info(e.code).is_some_and(|i| i.table == SxidTable::AlwaysFatal);
+    Finding::new(None, Status::Fail, text)
+        .action(Action::RebootNode)
+        .hint(sxid_reboot_hint(&e.switch, &e.pci, whole_fabric))
+}
+
+fn sxid_reboot_hint(switch: &str, pci: &str, whole_fabric: bool) -> String {
+    let what = if whole_fabric {
+        "the whole NVLink fabric is unusable".to_string()
+    } else {
+        format!("the port of {switch} (PCI {pci}) stays down")
+    };
+    format!(
+        "drain the node and restart it: after a fatal NVSwitch error {what} until a system \
+         restart resets the switch, and NVLink traffic through it stalls (CUDA jobs end with \
+         Xid 45) (NVIDIA Fabric Manager user guide, SXid errors: {SXID_GUIDE_URL}); if the SXid \
+         comes back after the restart, contact the vendor"
+    )
+}
+
+/// One row per (switch, code, severity): the switch, its address, the
+/// code and its meaning, the severity, the links, how often, the last time.
+fn sxid_table(groups: &[SwitchRepeats]) -> DataTable {
+    let rows = groups
+        .iter()
+        .map(|g| {
+            let e = &g.last.sxid;
+            let links: Vec<String> = g.links.iter().map(u32::to_string).collect();
+            let severity = match e.severity {
+                SxidSeverity::Fatal => "Fatal",
+                SxidSeverity::NonFatal => "Non-fatal",
+            };
+            vec![
+                e.switch.clone(),
+                e.pci.clone(),
+                e.code.to_string(),
+                sxid_meaning(g.last),
+                severity.to_string(),
+                links.join(" "),
+                g.count.to_string(),
+                g.last.when.clone(),
+            ]
+        })
+        .collect();
+    DataTable {
+        title: "NVSwitch SXid events since boot".into(),
+        header: [
+            "switch", "PCI", "SXid", "meaning", "severity", "links", "count", "last",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+        legend: None,
+    }
 }
 
 /// One row per (GPU, code): the GPU, the code and its meaning, how often,
@@ -411,6 +585,8 @@ mod tests {
             log: Ok(KernelLog {
                 source: LogSource::Kmsg,
                 events,
+                sxids: vec![],
+                earlier_boot_sxids: 0,
                 earlier_boots,
                 before_reset: 0,
             }),
@@ -612,6 +788,149 @@ mod tests {
         assert!(
             o.summary
                 .ends_with("; 3 Xid events of earlier boots ignored"),
+            "{}",
+            o.summary
+        );
+    }
+
+    fn sxid_event(line: &str, when: &str) -> SxidEvent {
+        SxidEvent {
+            sxid: crate::domain::sxid::sxid_in(line).expect("an SXid line"),
+            when: when.into(),
+            since_boot_s: None,
+        }
+    }
+
+    fn with_sxids(events: Vec<XidEvent>, sxids: Vec<SxidEvent>) -> XidFacts {
+        let mut f = facts(events, 0);
+        if let Ok(log) = &mut f.log {
+            log.sxids = sxids;
+        }
+        f
+    }
+
+    const FATAL_63: &str =
+        "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up";
+    const FATAL_62: &str =
+        "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 62 LTSSM Fault Up";
+    const NON_FATAL: &str = "nvidia-nvswitch3: SXid (PCI:0000:c5:00.0): 12028, Non-fatal, \
+                             Link 41 egress non-posted PRIV error (First)";
+
+    #[test]
+    fn a_fatal_sxid_fails_with_a_restart_naming_the_switch_and_links() {
+        let o = evaluate(&with_sxids(
+            vec![],
+            vec![
+                sxid_event(FATAL_63, "6781753.4 s after boot"),
+                sxid_event(FATAL_62, "6781753.5 s after boot"),
+            ],
+        ));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.summary,
+            "NVSwitch SXid 20034 (LTSSM fault up: the link went down from active), fatal, 2 \
+             times, last at 6781753.5 s after boot, on nvidia-nvswitch0 (PCI 0000:05:00.0), \
+             links 63, 62 (read from /dev/kmsg)"
+        );
+        assert_eq!(o.action, Some(Action::RebootNode));
+        let hint = o.hint.unwrap_or_default();
+        assert!(
+            hint.starts_with(
+                "drain the node and restart it: after a fatal NVSwitch error the port of \
+                 nvidia-nvswitch0 (PCI 0000:05:00.0) stays down until a system restart resets \
+                 the switch"
+            ),
+            "{hint}"
+        );
+        assert_eq!(
+            o.tables[0].rows,
+            [[
+                "nvidia-nvswitch0",
+                "0000:05:00.0",
+                "20034",
+                "LTSSM fault up: the link went down from active",
+                "Fatal",
+                "63 62",
+                "2",
+                "6781753.5 s after boot"
+            ]]
+        );
+    }
+
+    #[test]
+    fn a_non_fatal_sxid_passes_with_a_note() {
+        let o = evaluate(&with_sxids(vec![], vec![sxid_event(NON_FATAL, "t")]));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        assert_eq!(
+            o.summary,
+            "no Xid or SXid errors that need action since boot (read from /dev/kmsg); noted: \
+             NVSwitch SXid 12028 (egress non-posted PRIV error), non-fatal, once, last at t, on \
+             nvidia-nvswitch3 (PCI 0000:c5:00.0), link 41"
+        );
+        assert_eq!((o.hint, o.action), (None, None));
+    }
+
+    #[test]
+    fn the_lines_own_word_outranks_the_guides_table() {
+        let line = "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 22013, Fatal, Link 4 x";
+        let o = evaluate(&with_sxids(vec![], vec![sxid_event(line, "t")]));
+        assert_eq!(o.status, Status::Fail);
+        let line = "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Non-fatal, Link 4 x";
+        let o = evaluate(&with_sxids(vec![], vec![sxid_event(line, "t")]));
+        assert_eq!(o.status, Status::Pass);
+    }
+
+    #[test]
+    fn an_unknown_fatal_sxid_is_named_by_the_drivers_words() {
+        let line = "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 29999, Fatal, Link 7 new fault";
+        let o = evaluate(&with_sxids(vec![], vec![sxid_event(line, "t")]));
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.summary
+                .starts_with("NVSwitch SXid 29999 (new fault), fatal"),
+            "{}",
+            o.summary
+        );
+    }
+
+    #[test]
+    fn an_always_fatal_sxid_says_the_whole_fabric_is_down() {
+        let line = "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 12020, Fatal, Link 7 x";
+        let o = evaluate(&with_sxids(vec![], vec![sxid_event(line, "t")]));
+        assert!(o
+            .hint
+            .unwrap_or_default()
+            .contains("the whole NVLink fabric is unusable"));
+    }
+
+    #[test]
+    fn a_fatal_sxid_beside_an_xid_keeps_both_and_their_tables() {
+        let o = evaluate(&with_sxids(
+            vec![event("18", 13, "t")],
+            vec![sxid_event(FATAL_63, "t"), sxid_event(NON_FATAL, "t")],
+        ));
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(o.tables.len(), 2);
+        assert_eq!(o.tables[0].title, "Xid events since boot");
+        assert_eq!(o.tables[1].title, "NVSwitch SXid events since boot");
+        assert_eq!(o.tables[1].rows.len(), 2);
+        assert!(o
+            .metrics
+            .iter()
+            .any(|m| m.name == "sxid_events" && m.value == 2.0));
+    }
+
+    #[test]
+    fn sxids_of_earlier_boots_are_counted_in_the_summary() {
+        let mut f = facts(vec![], 0);
+        if let Ok(log) = &mut f.log {
+            log.earlier_boot_sxids = 4;
+        }
+        let o = evaluate(&f);
+        assert_eq!(o.status, Status::Pass);
+        assert!(
+            o.summary
+                .ends_with("; 4 SXid events of earlier boots ignored"),
             "{}",
             o.summary
         );

@@ -3,7 +3,8 @@
 //! (`journalctl -k -b`) too when the ring buffer has already dropped the
 //! boot's first messages; else the journal alone, else the syslog files; or
 //! the file the user named (`--kernel-log`). Lines are parsed here into
-//! [`XidEvent`]s; the `fabric.xid` check judges them.
+//! [`XidEvent`]s and NVSwitch [`SxidEvent`]s; the `fabric.xid` check judges
+//! them.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::domain::sxid::{sxid_in, Sxid};
 use crate::domain::xid::PciSlot;
 
 /// Where the events were read from.
@@ -68,12 +70,28 @@ pub struct XidEvent {
     pub detail: String,
 }
 
+/// One NVSwitch SXid line that says its severity (see `domain::sxid`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SxidEvent {
+    pub sxid: Sxid,
+    /// When, as the log says it (as [`XidEvent::when`]).
+    pub when: String,
+    pub since_boot_s: Option<f64>,
+}
+
 /// What the kernel log holds for this boot: the events judged, never the
 /// log's other lines (so a capture keeps only these).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KernelLog {
     pub source: LogSource,
     pub events: Vec<XidEvent>,
+    /// NVSwitch SXid events of this boot (none in a capture older than
+    /// their reading).
+    #[serde(default)]
+    pub sxids: Vec<SxidEvent>,
+    /// SXid events a file still held from earlier boots, left out.
+    #[serde(default)]
+    pub earlier_boot_sxids: usize,
     /// Xid events a file still held from earlier boots, left out.
     pub earlier_boots: usize,
     /// Xid events of a GPU logged before a later "GPU ... was successfully
@@ -172,15 +190,15 @@ pub fn read_live(
         Ok(k) => {
             return Ok(KernelLog {
                 before_reset: k.before_reset,
-                ..this_boot(LogSource::Kmsg, k.events)
+                ..this_boot(LogSource::Kmsg, k.events, k.sxids)
             })
         }
         Err(e) => tried.push(format!("{}: {e}", live.kmsg.display())),
     }
     match read_journal(live.path.as_ref(), timeout) {
         Ok(text) => {
-            let events = parse_log(&text, None).events;
-            return Ok(this_boot(LogSource::Journal, events));
+            let parsed = parse_log(&text, None);
+            return Ok(this_boot(LogSource::Journal, parsed.events, parsed.sxids));
         }
         Err(e) => tried.push(format!("journalctl: {e}")),
     }
@@ -204,30 +222,42 @@ fn with_journal(k: KmsgRead, path: Option<&OsString>, timeout: Duration) -> Kern
     let lost = k.first_seq.unwrap_or(0);
     let journal = read_journal(path, timeout).map(|text| parse_log(&text, None));
     let mut events = Vec::new();
+    let mut sxids = Vec::new();
     // The journal holds the whole boot, so its count of events before a
     // reset is the whole count.
     let mut before_reset = k.before_reset;
     if let Ok(early) = &journal {
         let first = k.first_s.unwrap_or(f64::INFINITY);
+        let before_ring = |t: Option<f64>| t.is_none_or(|t| t < first);
         before_reset = before_reset.max(early.before_reset);
         early
             .events
             .iter()
-            .filter(|e| e.since_boot_s.is_none_or(|t| t < first))
+            .filter(|e| before_ring(e.since_boot_s))
             .for_each(|e| add_event(&mut events, e.clone()));
+        sxids.extend(
+            early
+                .sxids
+                .iter()
+                .filter(|e| before_ring(e.since_boot_s))
+                .cloned(),
+        );
     }
     k.events.into_iter().for_each(|e| add_event(&mut events, e));
+    sxids.extend(k.sxids);
     let journal = journal.map(|_| ());
     KernelLog {
         before_reset,
-        ..this_boot(LogSource::KmsgWrapped { lost, journal }, events)
+        ..this_boot(LogSource::KmsgWrapped { lost, journal }, events, sxids)
     }
 }
 
-fn this_boot(source: LogSource, events: Vec<XidEvent>) -> KernelLog {
+fn this_boot(source: LogSource, events: Vec<XidEvent>, sxids: Vec<SxidEvent>) -> KernelLog {
     KernelLog {
         source,
         events,
+        sxids,
+        earlier_boot_sxids: 0,
         earlier_boots: 0,
         before_reset: 0,
     }
@@ -255,6 +285,8 @@ pub fn read_file(path: &Path, boot_epoch: Option<i64>) -> io::Result<KernelLog> 
     Ok(KernelLog {
         source: LogSource::File(path.to_path_buf()),
         events: parsed.events,
+        sxids: parsed.sxids,
+        earlier_boot_sxids: parsed.earlier_boot_sxids,
         earlier_boots: parsed.earlier_boots,
         before_reset: parsed.before_reset,
     })
@@ -264,6 +296,7 @@ pub fn read_file(path: &Path, boot_epoch: Option<i64>) -> io::Result<KernelLog> 
 #[derive(Debug)]
 pub struct KmsgRead {
     pub events: Vec<XidEvent>,
+    pub sxids: Vec<SxidEvent>,
     /// The first record's sequence number: above 0 when the ring buffer
     /// has dropped the boot's first records.
     pub first_seq: Option<u64>,
@@ -284,6 +317,7 @@ pub fn read_kmsg(path: &Path) -> io::Result<KmsgRead> {
     let mut buf = vec![0u8; KMSG_RECORD_MAX];
     let mut read = KmsgRead {
         events: Vec::new(),
+        sxids: Vec::new(),
         first_seq: None,
         first_s: None,
         before_reset: 0,
@@ -323,6 +357,8 @@ fn take_record(read: &mut KmsgRead, record: &str) {
         read.before_reset += forget_before_reset(&mut read.events, slot);
     } else if let Some(event) = parse_kmsg_record(record) {
         add_event(&mut read.events, event);
+    } else if let Some(event) = parse_kmsg_sxid(record) {
+        read.sxids.push(event);
     }
 }
 
@@ -374,6 +410,16 @@ pub fn parse_kmsg_record(record: &str) -> Option<XidEvent> {
     Some(event)
 }
 
+/// The NVSwitch SXid a /dev/kmsg record reports, if any.
+fn parse_kmsg_sxid(record: &str) -> Option<SxidEvent> {
+    let line = kmsg_line(record.lines().next()?)?;
+    Some(SxidEvent {
+        sxid: sxid_in(line.message)?,
+        when: line.when,
+        since_boot_s: line.since_boot_s,
+    })
+}
+
 fn after_boot(secs: f64) -> String {
     format!("{secs:.1} s after boot")
 }
@@ -408,12 +454,14 @@ struct Pending {
 /// records. Returns this boot's events and how many earlier ones were cut:
 /// the boot is the last kernel banner ("Linux version", "Command line:"),
 /// and a dated line before `boot_epoch` belongs to an earlier boot. A GPU's
-/// events before a later reset mark (see [`reset_in`]) are left out too.
+/// events before a later reset mark (see [`reset_in`]) are left out too (a
+/// GPU reset resets no NVSwitch: SXids stay).
 pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
     let mut events: Vec<XidEvent> = Vec::new();
     let mut earlier = 0;
     let mut before_reset = 0;
     let mut pending: Option<Pending> = None;
+    let mut sxids = SxidsOfBoot::default();
     for raw in text.lines() {
         let Some(line) = split_line(raw) else {
             continue;
@@ -424,10 +472,14 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
             events.clear();
             before_reset = 0;
             pending = None;
+            sxids.new_boot();
             continue;
         }
         if let Some(slot) = reset_in(line.message) {
             before_reset += forget_before_reset(&mut events, slot);
+            continue;
+        }
+        if sxids.take(&line, before_boot) {
             continue;
         }
         let event = xid_in(line.message, line.when.clone())
@@ -448,6 +500,8 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
         events,
         earlier_boots: earlier,
         before_reset,
+        sxids: sxids.events,
+        earlier_boot_sxids: sxids.earlier,
     }
 }
 
@@ -457,6 +511,41 @@ pub struct Parsed {
     pub events: Vec<XidEvent>,
     pub earlier_boots: usize,
     pub before_reset: usize,
+    pub sxids: Vec<SxidEvent>,
+    pub earlier_boot_sxids: usize,
+}
+
+/// The SXid events of the boot being read, and those of earlier boots
+/// counted.
+#[derive(Default)]
+struct SxidsOfBoot {
+    events: Vec<SxidEvent>,
+    earlier: usize,
+}
+
+impl SxidsOfBoot {
+    /// A boot banner: what was read so far is of an earlier boot.
+    fn new_boot(&mut self) {
+        self.earlier += self.events.len();
+        self.events.clear();
+    }
+
+    /// Keep the line's SXid, if it holds one; whether it did.
+    fn take(&mut self, line: &LogLine, before_boot: bool) -> bool {
+        let Some(sxid) = sxid_in(line.message) else {
+            return false;
+        };
+        if before_boot {
+            self.earlier += 1;
+        } else {
+            self.events.push(SxidEvent {
+                sxid,
+                when: line.when.clone(),
+                since_boot_s: line.since_boot_s,
+            });
+        }
+        true
+    }
 }
 
 /// The driver prints "The NVIDIA GPU 0000:b3:00.0 / (PCI ID: 10de:26b5)
@@ -1113,6 +1202,89 @@ mod tests {
         let log = read_live(&live(&kmsg, Some(path)), None, Duration::from_secs(5)).expect("read");
         assert_eq!(log.source, LogSource::Kmsg);
         assert_eq!(log.events.iter().map(|e| e.code).collect::<Vec<_>>(), [119]);
+    }
+
+    /// The NVSwitch lines of one error (leptonai/gpud's SXid README, Apache
+    /// 2.0), then a non-fatal one (NVIDIA/nvtrust issue 124).
+    const SXID_DMESG: &str = "\
+[6781753.400584] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up
+[6781753.404848] nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Severity 1 Engine instance 60 Sub-engine instance 00
+[6781753.406566] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Data {0x10000000, 0x10000000, 0x00000000}
+[6781754.178720] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt
+";
+
+    #[test]
+    fn sxid_lines_that_say_their_severity_are_read_with_their_time() {
+        let parsed = parse_log(SXID_DMESG, None);
+        assert_eq!(parsed.events, []);
+        let seen: Vec<(&str, u32, Option<u32>, &str)> = parsed
+            .sxids
+            .iter()
+            .map(|e| {
+                (
+                    e.sxid.switch.as_str(),
+                    e.sxid.code,
+                    e.sxid.link,
+                    e.when.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "nvidia-nvswitch1",
+                    20034,
+                    Some(48),
+                    "6781753.4 s after boot"
+                ),
+                (
+                    "nvidia-nvswitch3",
+                    22013,
+                    Some(44),
+                    "6781754.2 s after boot"
+                )
+            ]
+        );
+    }
+
+    #[test]
+    fn sxids_before_the_boot_banner_or_the_boot_time_are_earlier_boots() {
+        let text = format!(
+            "{SXID_DMESG}[    0.000000] Linux version 6.8.0-45-generic\n\
+             [ 50.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 1 x\n"
+        );
+        let parsed = parse_log(&text, None);
+        assert_eq!(parsed.sxids.len(), 1);
+        assert_eq!(parsed.earlier_boot_sxids, 2);
+        let boot = rfc3339_epoch("2026-12-01T09:00:00+00:00");
+        let dated = "2026-12-01T08:00:00+00:00 h kernel: nvidia-nvswitch0: SXid \
+                     (PCI:0000:05:00.0): 20034, Fatal, Link 1 x\n";
+        let parsed = parse_log(dated, boot);
+        assert_eq!((parsed.sxids.len(), parsed.earlier_boot_sxids), (0, 1));
+    }
+
+    #[test]
+    fn a_gpu_reset_mark_keeps_the_sxids() {
+        let text = format!("{SXID_DMESG}[ 9e6] GPU 00000000:3B:00.0 was successfully reset.\n");
+        assert_eq!(parse_log(&text, None).sxids.len(), 2);
+    }
+
+    #[test]
+    fn kmsg_records_carry_sxids() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(
+            &kmsg,
+            "3,0,100000000,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 \
+             LTSSM Fault Up\n SUBSYSTEM=pci\n\
+             3,1,100000100,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Data {0x1}\n",
+        )
+        .expect("write");
+        let k = read_kmsg(&kmsg).expect("read");
+        assert_eq!(k.sxids.len(), 1);
+        assert_eq!(k.sxids[0].when, "100.0 s after boot");
+        assert_eq!(k.sxids[0].since_boot_s, Some(100.0));
     }
 
     #[test]
