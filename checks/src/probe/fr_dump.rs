@@ -51,6 +51,11 @@ fn rank_of(name: &str) -> Option<u32> {
 /// The regular files of `dir` whose name ends in a rank number, by rank.
 /// Two files for one rank, or a folder that cannot be listed, is an error.
 pub fn rank_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, String> {
+    let key = dir.display().to_string();
+    crate::seam::answer("fr_dump::rank_files", &key, || list_rank_files(dir))
+}
+
+fn list_rank_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, String> {
     let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
     if !meta.is_dir() {
         return Err("not a folder".to_string());
@@ -85,16 +90,25 @@ pub fn read_dir(dir: &Path) -> Result<Dumps, String> {
         let handles: Vec<_> = files
             .chunks(chunk)
             .map(|part| {
-                s.spawn(move || {
+                let handle = s.spawn(move || {
                     part.iter()
                         .map(|(r, p)| read_dump(*r, p).map_err(|e| (*r, p.clone(), e)))
                         .collect::<Vec<_>>()
-                })
+                });
+                (part, handle)
             })
             .collect();
+        // A reader that failed outright leaves its files unreadable, never
+        // missing: a missing rank is a finding of its own.
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
+            .flat_map(|(part, h)| {
+                h.join().unwrap_or_else(|_| {
+                    part.iter()
+                        .map(|(r, p)| Err((*r, p.clone(), "reading it failed".to_string())))
+                        .collect()
+                })
+            })
             .collect()
     });
     let mut out = Dumps::default();
@@ -109,6 +123,11 @@ pub fn read_dir(dir: &Path) -> Result<Dumps, String> {
 
 /// Read one rank's dump.
 pub fn read_dump(rank: u32, path: &Path) -> Result<RankTrace, String> {
+    let key = path.display().to_string();
+    crate::seam::answer("fr_dump::read_dump", &key, || read_one(rank, path))
+}
+
+fn read_one(rank: u32, path: &Path) -> Result<RankTrace, String> {
     let bytes = read_bounded(path)?;
     let doc = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(0x80) => fr_pickle::decode(&bytes)?,
@@ -126,8 +145,26 @@ pub fn read_dump(rank: u32, path: &Path) -> Result<RankTrace, String> {
 }
 
 /// The file's bytes, if it is a regular file of at most [`MAX_FILE`].
+/// Checked before it is opened, and again on what was opened (without
+/// blocking or following a link), in case the name changed in between.
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    use std::os::unix::fs::OpenOptionsExt;
+    regular_and_small(&std::fs::symlink_metadata(path).map_err(|e| e.to_string())?)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    regular_and_small(&meta)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_FILE)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+fn regular_and_small(meta: &std::fs::Metadata) -> Result<(), String> {
     if !meta.is_file() {
         return Err("not a regular file".to_string());
     }
@@ -138,11 +175,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
             MAX_FILE / (1024 * 1024)
         ));
     }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE).read_to_end(&mut bytes))
-        .map_err(|e| e.to_string())?;
-    Ok(bytes)
+    Ok(())
 }
 
 /// The pairs of a dict, or an error naming `what`.

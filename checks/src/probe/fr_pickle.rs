@@ -53,10 +53,10 @@ impl PVal {
 /// Deepest nesting of containers accepted (a dump nests five deep).
 pub const MAX_DEPTH: usize = 32;
 /// Values made per input byte at most, memo copies included (a real dump
-/// makes under one per byte).
-const VALUES_PER_BYTE: usize = 16;
-/// Values made at most whatever the input's size.
-const MAX_VALUES: usize = 200_000_000;
+/// makes a quarter of one per byte; a value takes up to 56 bytes).
+const VALUES_PER_BYTE: usize = 4;
+/// Values made at most whatever the input's size (about 3 GiB of values).
+const MAX_VALUES: usize = 64_000_000;
 
 /// A value on the machine's stack with its nesting depth and how many
 /// values it holds (itself included), so that a memo copy is charged.
@@ -76,8 +76,9 @@ struct Machine<'a> {
     data: &'a [u8],
     pos: usize,
     stack: Vec<Slot>,
-    /// By memo key: pickles number their memo entries from 0 up.
-    memo: Vec<Option<Item>>,
+    /// By memo key: pickles number their memo entries from 0 up, so a key
+    /// is one already stored or the next one.
+    memo: Vec<Item>,
     made: usize,
     budget: usize,
 }
@@ -139,15 +140,22 @@ impl Machine<'_> {
         })
     }
 
-    fn push_item(&mut self, item: Item) -> Result<(), String> {
-        self.made = self.made.saturating_add(item.count);
-        if self.made > self.budget {
+    /// Refuse to make `count` more values beyond the budget: called before
+    /// a copy is made, so no copy outgrows it.
+    fn afford(&self, count: usize) -> Result<(), String> {
+        if self.made.saturating_add(count) > self.budget {
             return Err(format!(
                 "more than {} values from {} bytes (a memo bomb?)",
                 self.budget,
                 self.data.len()
             ));
         }
+        Ok(())
+    }
+
+    fn push_item(&mut self, item: Item) -> Result<(), String> {
+        self.afford(item.count)?;
+        self.made += item.count;
         if item.depth > MAX_DEPTH {
             return Err(format!("nested deeper than {MAX_DEPTH}"));
         }
@@ -358,20 +366,24 @@ impl Machine<'_> {
         match op {
             b'q' | b'r' | 0x94 => {
                 let key = match op {
-                    b'q' => self.uint(1)? as u32,
-                    b'r' => self.uint(4)? as u32,
-                    _ => self.memo.len() as u32,
+                    b'q' => self.uint(1)? as usize,
+                    b'r' => self.uint(4)? as usize,
+                    _ => self.memo.len(),
                 };
+                // The copy is charged before it is made.
+                let count = self.top()?.count;
+                self.afford(count)?;
+                self.made += count;
                 let top = self.top()?.clone();
-                self.made = self.made.saturating_add(top.count);
-                let key = key as usize;
-                if key >= self.memo.len() {
-                    if key > self.budget {
-                        return Err(format!("memo key {key} out of range"));
-                    }
-                    self.memo.resize(key + 1, None);
+                if key == self.memo.len() {
+                    self.memo.push(top);
+                } else {
+                    let next = self.memo.len();
+                    *self
+                        .memo
+                        .get_mut(key)
+                        .ok_or(format!("memo key {key} skips the next one, {next}"))? = top;
                 }
-                self.memo[key] = Some(top);
                 Ok(())
             }
             b'h' | b'j' => {
@@ -380,20 +392,14 @@ impl Machine<'_> {
                 } else {
                     self.uint(4)? as u32
                 };
-                let item = self
+                let count = self
                     .memo
                     .get(key as usize)
-                    .and_then(Option::as_ref)
-                    .ok_or("a memo entry never stored")?;
+                    .ok_or("a memo entry never stored")?
+                    .count;
                 // Charged before it is copied.
-                if self.made.saturating_add(item.count) > self.budget {
-                    return Err(format!(
-                        "more than {} values from {} bytes (a memo bomb?)",
-                        self.budget,
-                        self.data.len()
-                    ));
-                }
-                let item = item.clone();
+                self.afford(count)?;
+                let item = self.memo.get(key as usize).cloned().ok_or("no memo")?;
                 self.push_item(item)
             }
             b'0' => self
@@ -403,6 +409,8 @@ impl Machine<'_> {
                 .ok_or_else(|| "stack underflow".into()),
             b'1' => self.pop_mark().map(drop),
             b'2' => {
+                let count = self.top()?.count;
+                self.afford(count)?;
                 let top = self.top()?.clone();
                 self.push_item(top)
             }
@@ -477,5 +485,41 @@ mod tests {
         }
         bomb.push(b'.');
         assert!(decode(&bomb).expect_err("bomb").contains("memo bomb"));
+    }
+
+    /// A pickle of `n` Nones in one list, then `tail`.
+    fn nones_then(n: usize, tail: &[u8]) -> Vec<u8> {
+        let mut p = b"\x80\x02](".to_vec();
+        p.extend(std::iter::repeat_n(b'N', n));
+        p.push(b'e');
+        p.extend(tail);
+        p.push(b'.');
+        p
+    }
+
+    #[test]
+    fn memo_stores_of_a_big_list_are_charged_before_the_copy() {
+        // 20,000 copies of a 10,000-value list from 110 kB of input: each
+        // memo store copies the list, 200 million values unless charged.
+        let mut puts = Vec::new();
+        for key in 0..20_000u32 {
+            puts.push(b'r');
+            puts.extend(key.to_le_bytes());
+        }
+        let e = decode(&nones_then(10_000, &puts)).expect_err("bomb");
+        assert!(e.contains("memo bomb"), "{e}");
+        let dups = vec![b'2'; 100_000];
+        let e = decode(&nones_then(10_000, &dups)).expect_err("bomb");
+        assert!(e.contains("memo bomb"), "{e}");
+    }
+
+    #[test]
+    fn a_memo_key_past_the_next_one_is_refused() {
+        // One far key would make room for 16 million memo entries.
+        let e = decode(&nones_then(1 << 20, b"r\x00\x24\xf4\x00")).expect_err("refused");
+        assert!(e.contains("memo key 16000000"), "{e}");
+        // Keys in order, and a key stored again, decode.
+        let v = decode(b"\x80\x02(K\x01q\x00K\x02q\x01K\x03q\x00h\x00h\x01l.").expect("decodes");
+        assert_eq!(v, PVal::List([1, 2, 3, 3, 2].map(PVal::Int).to_vec()));
     }
 }

@@ -58,6 +58,11 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("sysfs.rs", &["sysfs_root", "proc_root"]),
+    // The Flight Recorder's pickle and JSON decoders: parsers of the bytes
+    // fr_dump::read_dump (wired) read.
+    ("fr_pickle.rs", &["decode", "from_json"]),
+    // read_dir runs rank_files and read_dump (both wired) on reader threads.
+    ("fr_dump.rs", &["read_dir"]),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
     ("copy_bandwidth.rs", &["parse_cpulist", "buffer_bytes"]),
     // from_env: the variable through seam::env; as_str: a name.
