@@ -275,7 +275,8 @@ pub fn so_far(f: &BurnFacts) -> Outcome {
         "{ran}: no GPU degraded or computed wrong in them (the kernel log was not read again)"
     );
     o.hint = Some(
-        "the burn was stopped before its --duration, so it has no verdict; run it again and let          it finish"
+        "the burn was stopped before its --duration, so it has no verdict; run it again and let \
+         it finish"
             .into(),
     );
     o.action = None;
@@ -733,7 +734,9 @@ mod tests {
             "interrupted after 4 rounds in 130 of 600 s: no GPU degraded or computed wrong in \
              them (the kernel log was not read again)"
         );
-        assert!(o.hint.as_deref().unwrap_or("").contains("run it again"));
+        let hint = o.hint.as_deref().unwrap_or("");
+        assert!(hint.contains("run it again and let it finish"), "{hint}");
+        assert!(!hint.contains("  "), "double spaces: {hint}");
         assert_eq!(o.action, None, "the runner sets none for an interruption");
         assert_eq!(o.tables[0].rows.len(), 4);
     }
