@@ -13,7 +13,8 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  no check failed (warnings allowed)
   1  at least one check failed or errored (or warned, under --strict),
-     or the run was interrupted
+     the run was interrupted, or it verified nothing (every check skipped,
+     or a check named with --only skipped)
   2  usage or configuration error (bad flag, unknown check id,
      unwritable report path); 1 under --profile health (Docker reserves 2)";
 

@@ -4,7 +4,7 @@
 //! these types).
 
 use gpucheck_checks::domain::action::Action;
-use gpucheck_checks::domain::text::seconds;
+use gpucheck_checks::domain::text::{list_cut, seconds};
 use gpucheck_checks::{Cause, Outcome, Profile, Status};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,11 @@ pub struct Run {
     /// stopped the run early ("SIGINT").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// The checks whose skip kept the run from being ready: those named by
+    /// their exact id with `--only`, or every check when all of them
+    /// skipped. A gate never says ready about a check it did not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
     /// The exit code gpucheck returns for this run: 0, 1 or 2.
     #[schemars(range(min = 0, max = 2))]
     pub exit_code: i32,
@@ -183,6 +188,12 @@ impl Run {
         let head = match self.exit_code {
             0 if c.warn > 0 => format!("{yes} (with warnings)"),
             0 => yes.to_string(),
+            _ if c.fail == 0 && c.error == 0 && !self.unverified.is_empty() => {
+                format!(
+                    "{no} (not verified: {})",
+                    list_cut(&self.unverified, SEE_MAX)
+                )
+            }
             _ if c.fail == 0 && c.error == 0 => format!("{no} (warnings under --strict)"),
             _ => no.to_string(),
         };
@@ -216,6 +227,7 @@ impl Run {
                 .filter(|r| {
                     r.outcome.status.is_failure()
                         || (self.strict && r.outcome.status == Status::Warn)
+                        || self.unverified.contains(&r.id)
                 })
                 .map(|r| r.id.as_str())
                 .collect();
@@ -327,6 +339,7 @@ pub(crate) mod fixtures {
             results,
             counts,
             interrupted: None,
+            unverified: Vec::new(),
         }
     }
 

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gpucheck_checks::job::JOB_CATALOG;
 use gpucheck_checks::probe::fr_dump;
 use gpucheck_checks::probe::process;
-use gpucheck_checks::{Options, Profile};
+use gpucheck_checks::{Options, Profile, Status, CATALOG};
 
 use crate::cli::{ColorChoice, JobArgs, OutputArgs, RunArgs};
-use crate::model::{self, HostFacts, Run};
+use crate::model::{self, CheckResult, HostFacts, Run};
 use crate::report::{Format, Style};
 use crate::{capture, output, progress, runner, terminal_width, UsageError};
 use crate::{emit, emit_to, EXIT_NOT_READY, EXIT_USAGE};
@@ -65,6 +65,8 @@ pub struct Plan {
     pub seam: capture::Plan,
     /// `--quiet`: no progress line either.
     pub quiet: bool,
+    /// The check ids `--only` named exactly: their skip is no pass.
+    pub named: Vec<String>,
 }
 
 /// Where the reports go, checked before anything runs.
@@ -107,6 +109,7 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
         outputs: outputs(&args.output)?,
         seam: capture::Plan::Live,
         quiet: args.output.quiet,
+        named: Vec::new(),
     })
 }
 
@@ -132,6 +135,12 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         budget: health.then_some(HEALTH_BUDGET),
         outputs,
         quiet: args.output.quiet,
+        named: args
+            .only
+            .iter()
+            .filter(|p| CATALOG.iter().any(|c| c.id() == p.as_str()))
+            .cloned()
+            .collect(),
     })
 }
 
@@ -151,8 +160,9 @@ pub fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
     process::reap_descendants();
     let counts = Run::count(&results);
     let interrupted = runner::interrupted();
+    let unverified = unverified(&results, &plan.named);
     let mut exit_code = Run::exit_code_for(&counts, strict);
-    if interrupted.is_some() {
+    if interrupted.is_some() || !unverified.is_empty() {
         exit_code = EXIT_NOT_READY as i32;
     }
     let mut run = Run {
@@ -167,6 +177,7 @@ pub fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         results,
         counts,
         interrupted,
+        unverified,
         exit_code,
     };
     if let Err(e) = capture::finish(&plan.seam, &plan.options, &run) {
@@ -174,6 +185,20 @@ pub fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         run.exit_code = i32::from(EXIT_USAGE);
     }
     run
+}
+
+/// The checks whose skip makes the run not ready: every check when all
+/// skipped, else those `--only` named by id. A profile's routine skips (no
+/// InfiniBand on a single box) beside checks that ran stay skips.
+fn unverified(results: &[CheckResult], named: &[String]) -> Vec<String> {
+    let skipped = |r: &&CheckResult| r.outcome.status == Status::Skip;
+    let all = !results.is_empty() && results.iter().all(|r| skipped(&r));
+    results
+        .iter()
+        .filter(skipped)
+        .filter(|r| all || named.contains(&r.id))
+        .map(|r| r.id.clone())
+        .collect()
 }
 
 /// The host, probed once per run for every report.

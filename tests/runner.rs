@@ -1131,3 +1131,48 @@ fn exec_on_fail_warn_says_it_runs_the_command_anyway() {
         "{help}"
     );
 }
+
+#[test]
+fn a_gate_that_verified_nothing_is_not_ready_and_runs_nothing() {
+    // No GPU here: both checks skip. Named with --only, their skip is no
+    // pass: exec must not start the command.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = gpucheck()
+        .args([
+            "exec",
+            "--only",
+            "nccl.allreduce,gpu.compute",
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!marker.exists(), "the command ran: {err}");
+    assert!(
+        err.contains("NOT READY (not verified: gpu.compute, nccl.allreduce)"),
+        "{err}"
+    );
+    // A group whose every check skipped verified nothing either.
+    let out = gpucheck()
+        .args(["--only", "nccl.allreduce", "--json", "-"])
+        .output()
+        .unwrap();
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(doc["exit_code"], 1);
+    assert_eq!(doc["unverified"], serde_json::json!(["nccl.allreduce"]));
+    // Routine skips (no RDMA device) beside checks that ran stay skips.
+    let out = gpucheck()
+        .args(["--only", "env.torchrun,fabric.r*", "--quiet"])
+        .env("GPUCHECK_SYSFS_ROOT", dir.path())
+        .envs([("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")])
+        .envs([("LOCAL_WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1")])
+        .env("MASTER_PORT", "29500")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("1 skipped"), "{}", stdout(&out));
+}
