@@ -546,7 +546,10 @@ fn a_capture_missing_answers_skips_those_checks_by_name() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
     // Every check skipped: nothing was verified, so the replay is not ready.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(doc["unverified"].as_array().is_some_and(|u| !u.is_empty()), "{doc}");
+    assert!(
+        doc["unverified"].as_array().is_some_and(|u| !u.is_empty()),
+        "{doc}"
+    );
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_eq!(
         common::text_field(&doc, "host.shm", "summary"),

@@ -398,7 +398,9 @@ fn cuda_runtime_versions_the_wheels_libcudart_without_a_driver() {
     require_no_nvidia_driver();
     let py = venv_python_arg();
     let (out, doc) = run_plain(&["--only", "cuda.runtime", "--python", &py]);
-    assert_eq!(out.status.code(), Some(0));
+    // Named with --only and skipped: not verified, so not ready.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["unverified"], serde_json::json!(["cuda.runtime"]));
     let r = result(&doc, "cuda.runtime");
     assert_eq!(r["status"], "skip", "{r}");
     assert!(

@@ -646,7 +646,9 @@ fn allreduce_without_a_driver_skips() {
         summary(&doc, "nccl.allreduce"),
         "no NVIDIA driver: libcuda.so.1 cannot be loaded, so there is no GPU to run NCCL on"
     );
-    assert_eq!(out.status.code(), Some(0));
+    // Named with --only and skipped: nothing verified, so not ready.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["unverified"], serde_json::json!(["nccl.allreduce"]));
 }
 
 #[test]
@@ -1282,7 +1284,8 @@ fn allreduce_without_a_gpu_skips() {
     let (out, doc) = allreduce("nccl.allreduce", &[], &[("FAKE_CUDA_INIT", "100")]);
     assert_eq!(common::status_of(&doc, "nccl.allreduce"), "skip", "{doc:#}");
     assert!(summary(&doc, "nccl.allreduce").starts_with("CUDA sees no GPU"));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["unverified"], serde_json::json!(["nccl.allreduce"]));
 }
 
 #[test]

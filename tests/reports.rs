@@ -388,7 +388,7 @@ fn a_report_replaces_a_symlink_instead_of_writing_through_it() {
     std::os::unix::fs::symlink("other.txt", dir.path().join("r.json")).expect("symlink");
     let out = gpucheck()
         .current_dir(dir.path())
-        .args(["--only", "env.torchrun", "--quiet", "--json", "r.json"])
+        .args(["--only", "host.shm", "--quiet", "--json", "r.json"])
         .output()
         .expect("run gpucheck");
     assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
@@ -410,7 +410,7 @@ fn a_rewritten_report_keeps_the_old_file_permissions() {
     std::fs::write(&path, "old\n").expect("write r.xml");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
     let out = gpucheck()
-        .args(["--only", "env.torchrun", "--quiet", "--junit"])
+        .args(["--only", "host.shm", "--quiet", "--junit"])
         .arg(&path)
         .output()
         .expect("run gpucheck");

@@ -86,19 +86,14 @@ fn json_and_junit_into_one_file_is_a_usage_error() {
     let out = gpucheck()
         .current_dir(dir.path())
         .args([
-            "--only",
-            "env.torchrun",
-            "--json",
-            "r.out",
-            "--junit",
-            "./r.out",
+            "--only", "host.shm", "--json", "r.out", "--junit", "./r.out",
         ])
         .output()
         .unwrap();
     assert_one_line_error(&out, "--json and --junit both name r.out");
     // Devices take any number of writers.
     let ok = gpucheck()
-        .args(["--only", "env.torchrun", "--quiet"])
+        .args(["--only", "host.shm", "--quiet"])
         .args(["--json", "/dev/null", "--junit", "/dev/null"])
         .output()
         .unwrap();
@@ -305,7 +300,7 @@ fn exec_does_not_run_the_command_on_fail() {
 /// The ignored-signal mask (SigIgn) of the process that `exec` became.
 fn exec_sig_ignored(ignore_sigint_first: bool) -> u64 {
     let mut cmd = gpucheck();
-    cmd.args(["exec", "--only", "env.torchrun", "--quiet", "--"])
+    cmd.args(["exec", "--only", "host.shm", "--quiet", "--"])
         .args(["grep", "^SigIgn:", "/proc/self/status"]);
     if ignore_sigint_first {
         // As a background job of a non-interactive shell starts.
@@ -353,13 +348,7 @@ fn exec_passes_non_utf8_arguments_through() {
     let arg = std::ffi::OsStr::from_bytes(b"--data=caf\xe9");
     let out = gpucheck()
         .args([
-            "exec",
-            "--only",
-            "env.torchrun",
-            "--quiet",
-            "--",
-            "printf",
-            "%s",
+            "exec", "--only", "host.shm", "--quiet", "--", "printf", "%s",
         ])
         .arg(arg)
         .output()
@@ -372,14 +361,7 @@ fn exec_passes_non_utf8_arguments_through() {
 fn exec_quiet_json_still_writes_the_json_report_to_stderr() {
     // --quiet shortens the table only, as it does without exec.
     let out = gpucheck()
-        .args([
-            "exec",
-            "--quiet",
-            "--format",
-            "json",
-            "--only",
-            "env.torchrun",
-        ])
+        .args(["exec", "--quiet", "--format", "json", "--only", "host.shm"])
         .args(["--", "true"])
         .output()
         .unwrap();
@@ -391,7 +373,7 @@ fn exec_quiet_json_still_writes_the_json_report_to_stderr() {
 #[test]
 fn exec_of_a_missing_command_exits_127() {
     let out = gpucheck()
-        .args(["exec", "--only", "env.torchrun", "--", "/nonexistent/cmd"])
+        .args(["exec", "--only", "host.shm", "--", "/nonexistent/cmd"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
@@ -780,8 +762,8 @@ fn closed_stdout_pipe_is_not_an_error() {
         &["explain", "host.shm"],
         &["completions", "bash"],
         &["completions", "zsh"],
-        &["--only", "env.torchrun"],
-        &["--only", "env.torchrun", "--json", "-"],
+        &["--only", "host.shm"],
+        &["--only", "host.shm", "--json", "-"],
     ];
     for args in cases {
         let (reader, writer) = std::io::pipe().unwrap();
@@ -840,7 +822,7 @@ fn an_unwritable_stderr_changes_no_exit_code() {
             1,
         ),
         (
-            &["exec", "--only", "env.torchrun", "--", "/nonexistent/cmd"],
+            &["exec", "--only", "host.shm", "--", "/nonexistent/cmd"],
             &[],
             127,
         ),
