@@ -331,7 +331,9 @@ fn without_a_gpu_the_default_benchmark_is_skipped_with_the_cpu_hint() {
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     let r = common::result(&doc, "ddp.benchmark");
     assert_eq!(text(r, "status"), "skip", "{r:#}");
-    assert_eq!(out.status.code(), Some(0));
+    // Named with --only and skipped: nothing verified, so not ready.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["unverified"], serde_json::json!(["ddp.benchmark"]));
     assert!(
         text(r, "summary").starts_with("no GPU on this machine"),
         "{r:#}"
