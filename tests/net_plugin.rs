@@ -99,5 +99,7 @@ fn a_host_that_needs_no_plugin_skips_with_the_reason() {
         field(&doc, "summary").starts_with("no network that needs an NCCL plugin"),
         "{doc}"
     );
-    assert_eq!(out.status.code(), Some(0));
+    // Named with --only and skipped: nothing verified, so not ready.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["unverified"], serde_json::json!(["fabric.net_plugin"]));
 }
