@@ -289,7 +289,7 @@ fn pyenv_shim_without_torch(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 #[test]
-fn without_torch_every_check_names_the_python_alike_and_nccl_says_install_torch() {
+fn without_torch_every_check_names_the_python_alike_and_nccl_skips_naming_torch_import() {
     assert!(
         !system_nccl_present(),
         "this test needs a host without a system libnccl.so.2 (CI is one), and this one has one"
@@ -314,7 +314,7 @@ fn without_torch_every_check_names_the_python_alike_and_nccl_says_install_torch(
         summary(&doc, "torch.import")
     );
     assert!(
-        summary(&doc, "nccl.library").ends_with(&format!("{real}'s site-packages)")),
+        summary(&doc, "nccl.library").contains(&format!("{real}'s site-packages)")),
         "{}",
         summary(&doc, "nccl.library")
     );
@@ -338,10 +338,16 @@ fn without_torch_every_check_names_the_python_alike_and_nccl_says_install_torch(
         install.starts_with(&format!("{real} -m pip install torch")),
         "{install}"
     );
-    let h = hint(&doc, "nccl.library");
-    assert!(h.starts_with("the training Python has no torch"), "{h}");
-    assert!(h.contains(&format!("`{install}`")), "{h}");
-    assert!(!h.contains("nvidia-nccl-cu12"), "{h}");
+    // One cause, counted once: torch.import fails with that command, and
+    // nccl.library, which found no NCCL where torch would bring one, skips
+    // naming it rather than failing a second time with the same fix.
+    assert_eq!(common::status_of(&doc, "nccl.library"), "skip", "{doc:#}");
+    assert!(
+        summary(&doc, "nccl.library").contains("not judged while torch.import finds no torch"),
+        "{}",
+        summary(&doc, "nccl.library")
+    );
+    assert_eq!(doc["counts"]["fail"], 1, "{doc:#}");
 }
 
 // ---------------------------------------------------------------------------

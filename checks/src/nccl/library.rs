@@ -9,7 +9,7 @@ use crate::facts::nccl::NcclChoice;
 use crate::facts::torch::TorchInfo;
 use crate::probe::libs::LibSource;
 use crate::probe::nccl::{self as probe, LibraryFacts, NcclCopy, NcclVersion};
-use crate::{Check, Context, DataTable, Isolation, Outcome, Profile};
+use crate::{Cause, Check, Context, DataTable, Isolation, Outcome, Profile};
 
 /// `nccl.library`: find every libnccl.so.2 a job could load and its version.
 pub struct Library;
@@ -76,7 +76,7 @@ pub fn evaluate_library(facts: &LibraryFacts, torch_nccl: Option<&str>) -> Outco
 /// [`evaluate_library`], with the install hint for what this run knows of
 /// the training Python's torch and the driver (`wheel`).
 pub fn judge_library(facts: &LibraryFacts, torch_nccl: Option<&str>, wheel: &NcclWheel) -> Outcome {
-    let chosen = match usable_copy(facts, &wheel.install_hint()) {
+    let chosen = match usable_copy(facts, &wheel.install_hint(), wheel.torch_missing.is_some()) {
         Ok(c) => c,
         Err(o) => return *o,
     };
@@ -101,7 +101,13 @@ pub fn judge_library(facts: &LibraryFacts, torch_nccl: Option<&str>, wheel: &Ncc
 /// The copy a job gets, or the failure that there is none it can use: an
 /// explicit path that is not a file, nothing found, an explicit copy or
 /// every copy that does not load.
-fn usable_copy(facts: &LibraryFacts, install: &str) -> Result<NcclChoice, Box<Outcome>> {
+/// `torch_missing`: torch.import found no torch in the training Python (a
+/// finding of none is then a skip that names it, not a second failure).
+fn usable_copy(
+    facts: &LibraryFacts,
+    install: &str,
+    torch_missing: bool,
+) -> Result<NcclChoice, Box<Outcome>> {
     if let (Some(explicit), true) = (&facts.explicit, facts.explicit_missing) {
         return Err(Box::new(Outcome::fail(
             format!("--nccl-lib {} is not a file", explicit.display()),
@@ -116,13 +122,25 @@ fn usable_copy(facts: &LibraryFacts, install: &str) -> Result<NcclChoice, Box<Ou
             Ok(p) => format!("{}'s site-packages", p.display()),
             Err(e) => format!("no Python environment ({e})"),
         };
-        return Err(Box::new(Outcome::fail(
-            format!(
-                "no libnccl.so.2 found (searched LD_LIBRARY_PATH, the ldconfig cache, system \
-                 library folders, CUDA_HOME, /usr/local/cuda*, {searched_python})"
-            ),
-            install,
-        )));
+        let found = format!(
+            "no libnccl.so.2 found (searched LD_LIBRARY_PATH, the ldconfig cache, system \
+             library folders, CUDA_HOME, /usr/local/cuda*, {searched_python})"
+        );
+        if torch_missing {
+            // One cause, counted once: torch.import fails with the install
+            // command, and torch's CUDA wheels bring NCCL, so no NCCL is
+            // what a missing torch looks like here, not a second fault.
+            return Err(Box::new(
+                Outcome::skip(format!(
+                    "{found}; not judged while torch.import finds no torch: torch's CUDA wheels \
+                     bring NCCL (nvidia-nccl-cu*), so its fix decides this"
+                ))
+                .with_cause(Cause::NeedsFailed {
+                    need: "torch.import".into(),
+                }),
+            ));
+        }
+        return Err(Box::new(Outcome::fail(found, install)));
     }
     let explicit_copy = facts
         .copies
@@ -303,8 +321,9 @@ other ranks) are a classic cause of hangs at init. When torch.nccl ran, the vers
 is compared with the one found first, and a difference warns.\n\n\
 Fixes: no NCCL -> `pip install nvidia-nccl-cu12` (nvidia-nccl-cu13 for CUDA 13 builds; the \
 hint names the one for the torch build, else for the driver) in the training environment, or \
-`apt install libnccl2`, or --nccl-lib PATH; with no torch in the training Python, install torch \
-(its CUDA wheels bring NCCL) with the command torch.import gives. A copy that does not load -> \
+`apt install libnccl2`, or --nccl-lib PATH. With no torch in the training Python and no NCCL \
+found, nccl.library skips naming torch.import rather than fail a second time: torch's CUDA wheels \
+bring NCCL, so torch.import's install command is the one fix. A copy that does not load -> \
 check it with `ldd`, reinstall it. Version mismatch with torch -> put torch's copy first on \
 LD_LIBRARY_PATH, remove the stale one, or install the matching version."
     }
@@ -315,7 +334,7 @@ LD_LIBRARY_PATH, remove the stale one, or install the matching version."
         );
         // The install hint may ask NVML for the driver: only when needed;
         // torch's build is read from torch.import's facts.
-        let wheel = if usable_copy(&facts, "").is_err() {
+        let wheel = if usable_copy(&facts, "", false).is_err() {
             NcclWheel::for_run(ctx)
         } else {
             NcclWheel::of_torch(ctx)
@@ -389,6 +408,38 @@ mod tests {
         assert!(hint.contains("pip install nvidia-nccl-cu12"), "{hint}");
         assert!(hint.contains("apt install libnccl2"), "{hint}");
         assert!(hint.contains("--nccl-lib PATH"), "{hint}");
+    }
+
+    #[test]
+    fn no_nccl_without_torch_is_one_fault_not_two() {
+        // torch.import already fails with the install command; torch's
+        // CUDA wheels bring NCCL, so nccl.library names it and skips.
+        let wheel = NcclWheel {
+            torch_missing: Some(PathBuf::from("/venv/bin/python")),
+            ..NcclWheel::default()
+        };
+        let o = judge_library(&lib_facts(vec![]), None, &wheel);
+        assert_eq!(o.status, Status::Skip, "{}", o.summary);
+        assert!(
+            o.summary.starts_with("no libnccl.so.2 found")
+                && o.summary
+                    .contains("not judged while torch.import finds no torch"),
+            "{}",
+            o.summary
+        );
+        assert_eq!(
+            o.cause,
+            Some(Cause::NeedsFailed {
+                need: "torch.import".into()
+            })
+        );
+        // A copy that does not load is a fault of its own, torch or not.
+        let broken = lib_facts(vec![copy(
+            "/usr/lib/libnccl.so.2",
+            LibSource::SystemDir,
+            Err("wrong ELF class"),
+        )]);
+        assert_eq!(judge_library(&broken, None, &wheel).status, Status::Fail);
     }
 
     #[test]
