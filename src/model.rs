@@ -221,7 +221,7 @@ impl Run {
         if self.exit_code != 0 {
             // The check that hung first leads: the reason names it.
             let hung = reason.as_ref().map(|(_, id)| *id);
-            let mut failing: Vec<&str> = self
+            let failing: Vec<&str> = self
                 .results
                 .iter()
                 .filter(|r| {
@@ -231,21 +231,38 @@ impl Run {
                 })
                 .map(|r| r.id.as_str())
                 .collect();
-            // A failure that follows from another's (same cause) comes after
-            // the independent ones: they are what there is to fix.
+            // Named in report order. A failure that follows from another's
+            // (same cause) is counted, not named: it points at the check
+            // that carries the fix, which is named. The check that hung
+            // first leads: the reason names it.
             let follows = |id: &str| {
                 self.results
                     .iter()
                     .any(|r| r.id == id && matches!(r.outcome.cause, Some(Cause::SameCause { .. })))
             };
-            failing.sort_by_key(|id| (Some(*id) != hung, follows(id)));
-            let more = failing.len().saturating_sub(SEE_MAX);
-            let firsts: Vec<&str> = failing.into_iter().take(SEE_MAX).collect();
+            let (mut named, followers): (Vec<&str>, Vec<&str>) =
+                failing.iter().partition(|id| !follows(id));
+            let followers = if named.is_empty() {
+                named = followers;
+                Vec::new()
+            } else {
+                followers
+            };
+            named.sort_by_key(|id| Some(*id) != hung);
+            let more = named.len().saturating_sub(SEE_MAX);
+            let firsts: Vec<&str> = named.iter().copied().take(SEE_MAX).collect();
             if !firsts.is_empty() {
                 line.push_str(&format!(" — see {}", firsts.join(", ")));
             }
             if more > 0 {
                 line.push_str(&format!(" and {more} more"));
+            }
+            match (followers.len(), named.len()) {
+                (0, _) => {}
+                (1, 1) => line.push_str(" (1 more failure follows from it)"),
+                (1, _) => line.push_str(" (1 more failure follows from these)"),
+                (n, 1) => line.push_str(&format!(" ({n} more failures follow from it)")),
+                (n, _) => line.push_str(&format!(" ({n} more failures follow from these)")),
             }
         }
         line
@@ -487,7 +504,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_verdict_names_independent_failures_before_those_that_follow_from_them() {
+    fn the_verdict_names_independent_failures_in_report_order_and_counts_those_that_follow() {
         let follows = |summary: &str| {
             Outcome::fail(summary, "see host.devices: its fix clears this failure too").with_cause(
                 Cause::SameCause {
@@ -518,8 +535,10 @@ mod tests {
             false,
         );
         assert!(
-            r.verdict_line()
-                .ends_with("— see host.devices, torch.import, nccl.library, gpu.driver and 1 more"),
+            r.verdict_line().ends_with(
+                "— see host.devices, torch.import, nccl.library (2 more failures follow \
+                     from these)"
+            ),
             "{}",
             r.verdict_line()
         );
