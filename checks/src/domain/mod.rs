@@ -16,6 +16,7 @@ pub mod pcie;
 pub mod qualify;
 pub mod redact;
 pub mod sku;
+pub mod stacks;
 pub mod stats;
 pub mod sxid;
 pub mod text;
