@@ -10,6 +10,12 @@
 //! job). The hint, metrics, facts, per-GPU rows and data tables go into the
 //! test case's `system-out`; the hint also into the failure's body.
 //!
+//! JUnit has no warning status, and a consumer that shows only failures
+//! (GitLab's merge-request widget) shows a warned check as passed. So a warn
+//! is said where junit2html, Jenkins and GitLab's test tab show text on a
+//! passing case: `system-err` holds `warning: SUMMARY` (and the fix), and
+//! the suite's `system-out` lists its warned checks.
+//!
 //! What the Jenkins schema (`junit-10.xsd`, the strictest common consumer)
 //! allows shapes the rest: a `testcase` cannot hold `properties`, so every
 //! check's verdict (warnings included) is a suite-level property
@@ -76,6 +82,14 @@ fn report(run: &Run) -> Report {
                 suite.add_property(Property::new(k, v));
             }
             suite.add_test_case(test_case(r, run.strict));
+        }
+        let warned: Vec<String> = results
+            .iter()
+            .filter(|r| r.outcome.status == Status::Warn)
+            .map(|r| format!("warning: {}: {}", r.id, r.outcome.summary))
+            .collect();
+        if !warned.is_empty() {
+            suite.set_system_out(xml_text(&warned.join("\n")));
         }
         // quick-junit 0.5 counts skipped test cases as `disabled`; the
         // schema's name for them is `skipped`.
@@ -170,6 +184,15 @@ fn test_case(r: &CheckResult, strict: bool) -> TestCase {
     case.set_classname(xml_text(&r.group));
     case.set_time(seconds(o.duration_ms));
     case.set_system_out(system_out(r));
+    if o.status == Status::Warn {
+        // A passing case that warned says so where passing cases' text is
+        // shown (a warn under --strict is a failure and says so there).
+        let mut warning = format!("warning: {summary}");
+        if let Some(hint) = &o.hint {
+            warning.push_str(&format!("\nfix: {}", xml_text(hint)));
+        }
+        case.set_system_err(warning);
+    }
     case
 }
 
@@ -361,6 +384,17 @@ mod tests {
         assert!(shm.contains("! warn  host.shm  /dev/shm is 64 MiB"));
         assert!(shm.contains("fix: docker run --shm-size=16g"));
         assert!(xml.contains("<property name=\"gpucheck.status.host.shm\" value=\"warn\"/>"));
+        // ... and where consumers show a passing case's text: its
+        // system-err, and its suite's system-out.
+        assert!(
+            shm.contains("<system-err>warning: /dev/shm is 64 MiB"),
+            "{shm}"
+        );
+        assert!(
+            xml.contains("<system-out>warning: host.shm: /dev/shm is 64 MiB"),
+            "{xml}"
+        );
+        assert!(!case(&xml, "gpu.ecc").contains("<system-err>"));
         // The topology matrix rides along in system-out.
         assert!(case(&xml, "gpu.topology").contains("GPU0   X    NV18  0-95          0"));
     }
