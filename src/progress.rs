@@ -8,7 +8,12 @@
 //! output, `2>&1 | tee`). The line is cut short of the terminal's width, so
 //! it never wraps (a wrapped line cannot be cleared with a carriage return),
 //! and is drawn and cleared with carriage returns and spaces only: no escape
-//! sequence, so any terminal (and `NO_COLOR`) is served alike.
+//! sequence, so any terminal (and `NO_COLOR`) is served alike. The cursor
+//! rests at the line's start, not its end: the `^C` a terminal echoes at
+//! the cursor on Ctrl-C then lands inside the line, where clearing covers
+//! it, instead of in the last column, where it wraps and leaves the line
+//! above the report. A stop signal clears the line at once (within one
+//! redraw), not only when the interrupted run reports.
 //!
 //! The runner says which check starts ([`check_started`]); a long check
 //! may add its step ([`step`]: the burn's round, time left and TFLOPS),
@@ -105,6 +110,10 @@ impl Progress {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(REDRAW);
+                    if crate::runner::interrupted().is_some() {
+                        clear();
+                        break;
+                    }
                     draw();
                 }
             })
@@ -119,9 +128,14 @@ impl Drop for Progress {
         if let Some(redraw) = self.redraw.take() {
             let _ = redraw.join();
         }
-        if let Some(l) = line().take() {
-            write_stderr(&blank(l.width));
-        }
+        clear();
+    }
+}
+
+/// Clear the line and stop showing it.
+fn clear() {
+    if let Some(l) = line().take() {
+        write_stderr(&blank(l.width));
     }
 }
 
@@ -158,7 +172,13 @@ fn draw() {
         ),
         _ => return,
     };
-    write_stderr(&format!("\r{text}{}", " ".repeat(pad(&text, width))));
+    write_stderr(&drawn(&text, width));
+}
+
+/// The line as written: over the old one, padded to cover what a longer
+/// one left, the cursor back at its start.
+fn drawn(text: &str, width: usize) -> String {
+    format!("\r{text}{}\r", " ".repeat(pad(text, width)))
 }
 
 /// The spaces that overwrite what a longer earlier line left.
@@ -224,5 +244,14 @@ mod tests {
         assert_eq!(blank(6), "\r     \r");
         let text = render(25, 3, "gpu.ecc", None, Duration::ZERO, 40);
         assert_eq!(text.chars().count() + pad(&text, 40), 39);
+    }
+
+    #[test]
+    fn the_cursor_rests_at_the_start_of_the_line() {
+        // A `^C` echoed at the cursor must not land in the last column.
+        let text = render(25, 3, "gpu.ecc", None, Duration::ZERO, 40);
+        let line = drawn(&text, 40);
+        assert!(line.starts_with('\r') && line.ends_with('\r'), "{line:?}");
+        assert_eq!(line.chars().count(), 41);
     }
 }

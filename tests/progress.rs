@@ -116,6 +116,31 @@ fn a_terminal_shows_the_running_check_then_only_the_report() {
     assert!(!done.contains(LINE), "progress left on the screen:\n{done}");
 }
 
+/// Ctrl-C while a check runs: the terminal echoes `^C` where the cursor is,
+/// and the run ends with the interrupted report; the line must be gone
+/// from the screen all the same (it once stayed, the echo having wrapped it
+/// past the clearing).
+#[test]
+fn ctrl_c_leaves_the_report_and_no_progress_line() {
+    let pane = Pane::start("xterm-256color", "--timeout 20");
+    let running = pane.screen_when(|s| s.contains(LINE) || s.contains(EXITED));
+    assert!(running.contains(LINE), "no progress line:\n{running}");
+    // Let the line be redrawn at least once more, as a user waits.
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = tmux(&pane.socket)
+        .args(["send-keys", "C-c"])
+        .status()
+        .expect("tmux send-keys");
+    assert!(sent.success());
+    let done = pane.screen_when(|s| s.contains(EXITED));
+    assert!(done.contains(EXITED), "gpucheck did not end:\n{done}");
+    assert!(
+        done.contains("interrupted by SIGINT"),
+        "the report:\n{done}"
+    );
+    assert!(!done.contains(LINE), "progress left on the screen:\n{done}");
+}
+
 /// A burn runs in an isolated child: its rounds reach the line all the same.
 #[test]
 fn a_burn_shows_its_round_time_left_and_tflops_and_no_report_has_them() {
