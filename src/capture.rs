@@ -90,6 +90,12 @@ pub fn start(plan: &Plan) {
         }
         Plan::Replay(capture) => {
             seam::install(Mode::Replay(capture.answers.clone()));
+            // Every miss says how the capture was made: a check the
+            // capture's own profile never ran has no answers in it.
+            seam::set_replay_note(format!(
+                "captured with --profile {}",
+                capture.profile.as_str()
+            ));
         }
     }
 }

@@ -110,6 +110,14 @@ pub enum ProfileArg {
     Burn,
 }
 
+impl RunArgs {
+    /// The profile given with --profile, else standard. A replay resolves
+    /// its own default (the capture's profile) in the pipeline's plan.
+    pub fn profile(&self) -> Profile {
+        self.profile.map(Profile::from).unwrap_or(Profile::Standard)
+    }
+}
+
 impl From<ProfileArg> for Profile {
     fn from(p: ProfileArg) -> Self {
         match p {
@@ -144,14 +152,14 @@ impl From<DdpModelArg> for DdpModel {
 pub struct RunArgs {
     /// Which checks to run: quick, standard, full (each adds to the one before), health (for
     /// HEALTHCHECK) or burn (burn-in for --duration); --help lists what each holds.
+    /// Default: standard; under --replay, the capture's own.
     #[arg(
         long,
         value_enum,
-        default_value = "standard",
         long_help = profiles_help(),
         help_heading = "Selection"
     )]
-    pub profile: ProfileArg,
+    pub profile: Option<ProfileArg>,
     /// Run only these checks: ids (gpu.ecc), groups (gpu, net.*) or globs (*.driver).
     /// Comma-separated or repeated. Ignores the profile, except that a group or glob
     /// selects a full or burn check (the load checks, ddp.benchmark) only under a
@@ -200,7 +208,7 @@ pub struct RunArgs {
         help_heading = "Capture and replay"
     )]
     pub capture: Option<PathBuf>,
-    /// Judge a capture instead of this machine: the chosen profile's checks run against FILE's answers.
+    /// Judge a capture instead of this machine: the checks of its profile (or --profile's) run against FILE's answers.
     #[arg(long, value_name = "FILE", help_heading = "Capture and replay")]
     pub replay: Option<PathBuf>,
     /// In the capture, replace host names, IP and MAC addresses, serials, part numbers and GPU UUIDs.
@@ -493,7 +501,10 @@ pub fn profile_rows() -> Vec<(Profile, &'static str, String)> {
 
 /// `--profile`'s long help: [`profile_rows`].
 pub fn profiles_help() -> String {
-    let mut text = String::from("Which checks to run.\n");
+    let mut text = String::from(
+        "Which checks to run (default: standard; under --replay, the profile the capture \
+         ran).\n",
+    );
     for (profile, about, ids) in profile_rows() {
         text.push_str(&format!("\n{} ({about}): {ids}", profile.as_str()));
     }

@@ -316,14 +316,14 @@ fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> 
 
 fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     let plan = pipeline::plan(args)?;
-    let run = pipeline::execute(&plan, args.output.strict, args.profile.into());
+    let run = pipeline::execute(&plan, args.output.strict);
     pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)
 }
 
 /// `gpucheck job --traces DIR`: judge a job from its ranks' dumps.
 fn job(args: &JobArgs) -> anyhow::Result<u8> {
     let plan = pipeline::job_plan(args)?;
-    let run = pipeline::execute(&plan, args.output.strict, gpucheck_checks::job::JOB_PROFILE);
+    let run = pipeline::execute(&plan, args.output.strict);
     pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)
 }
 
@@ -356,7 +356,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     // stdout belongs to CMD: the report goes to stderr.
-    let run = pipeline::execute(&plan, args.run.output.strict, args.run.profile.into());
+    let run = pipeline::execute(&plan, args.run.output.strict);
     pipeline::report(plan, &run, Shown::from(&args.run.output), Sink::Stderr)?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.

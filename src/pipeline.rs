@@ -28,10 +28,10 @@ const HEALTH_BUDGET: Duration = Duration::from_millis(4500);
 /// driver that does not answer a health check in 4 s is not healthy.
 const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(4);
 
-fn options(args: &RunArgs) -> Options {
+fn options(args: &RunArgs, profile: Profile) -> Options {
     Options {
         // Health is no level of the checks' own: they run as in quick.
-        profile: match args.profile.into() {
+        profile: match profile {
             Profile::Health => Profile::Quick,
             level => level,
         },
@@ -55,6 +55,9 @@ fn options(args: &RunArgs) -> Options {
 /// Everything resolved from the run options before any check runs, so a bad
 /// path or pattern fails fast with exit 2.
 pub struct Plan {
+    /// The profile that selected the checks: --profile, else a replay's
+    /// capture's own, else standard.
+    pub profile: Profile,
     pub checks: Vec<&'static dyn gpucheck_checks::Check>,
     pub options: Options,
     pub timeout: Option<Duration>,
@@ -99,6 +102,7 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
         .into());
     }
     Ok(Plan {
+        profile: gpucheck_checks::job::JOB_PROFILE,
         checks: JOB_CATALOG.to_vec(),
         options: Options {
             traces: Some(dir.clone()),
@@ -114,16 +118,23 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
 }
 
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
-    let checks = runner::select(args.profile.into(), &args.only, &args.skip)
-        .map_err(|e| UsageError(e.to_string()))?;
-    let outputs = outputs(&args.output)?;
-    let health = Profile::from(args.profile) == Profile::Health && args.timeout.is_none();
     let seam = capture::plan(args).map_err(UsageError)?;
+    // A replay judges under the profile its capture ran, unless told
+    // otherwise: a quick capture holds no CUDA answers to judge.
+    let profile = match (&args.profile, &seam) {
+        (None, capture::Plan::Replay(c)) => c.profile,
+        _ => args.profile(),
+    };
+    let checks =
+        runner::select(profile, &args.only, &args.skip).map_err(|e| UsageError(e.to_string()))?;
+    let outputs = outputs(&args.output)?;
+    let health = profile == Profile::Health && args.timeout.is_none();
     let options = match &seam {
-        capture::Plan::Replay(c) => capture::replay_options(c, &options(args)),
-        _ => options(args),
+        capture::Plan::Replay(c) => capture::replay_options(c, &options(args, profile)),
+        _ => options(args, profile),
     };
     Ok(Plan {
+        profile,
         checks,
         options,
         seam,
@@ -144,7 +155,8 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     })
 }
 
-pub fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
+pub fn execute(plan: &Plan, strict: bool) -> Run {
+    let profile = plan.profile;
     capture::start(&plan.seam);
     process::become_subreaper();
     let started_at_unix = SystemTime::now()
@@ -152,7 +164,10 @@ pub fn execute(plan: &Plan, strict: bool, profile: Profile) -> Run {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let start = Instant::now();
-    let host = host_facts();
+    let host = host_facts(match &plan.seam {
+        capture::Plan::Replay(c) => Some(&c.machine),
+        _ => None,
+    });
     let deadline = plan.budget.map(|b| start + b);
     let shown = progress::Progress::start(plan.checks.len(), plan.quiet);
     let results = runner::run_checks(&plan.checks, &plan.options, plan.timeout, deadline);
@@ -201,15 +216,17 @@ fn unverified(results: &[CheckResult], named: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The host, probed once per run for every report.
-fn host_facts() -> HostFacts {
-    // A capture without the host's answer (written by hand) names no host,
-    // rather than ending the run.
+/// The host, probed once per run for every report; under a replay, the
+/// captured host's answer. A capture without it (written by hand, or by an
+/// older gpucheck) names the machine its `machine` block describes, never
+/// the one replaying it, rather than ending the run.
+fn host_facts(captured: Option<&gpucheck_checks::seam::capture::Machine>) -> HostFacts {
     let Ok(h) = std::panic::catch_unwind(gpucheck_checks::probe::system::host_facts) else {
+        let known = |s: Option<&String>| s.filter(|s| !s.is_empty()).cloned();
         return HostFacts {
-            hostname: "unknown".into(),
-            os: String::new(),
-            kernel: String::new(),
+            hostname: known(captured.map(|m| &m.hostname)).unwrap_or_else(|| "unknown".into()),
+            os: known(captured.map(|m| &m.os)).unwrap_or_default(),
+            kernel: known(captured.map(|m| &m.kernel)).unwrap_or_default(),
             arch: String::new(),
             cpu: String::new(),
             cpu_count: 0,

@@ -484,8 +484,12 @@ fn run_in_process(check: &'static dyn Check, ctx: Context, timeout: Duration) ->
         }
         match rx.recv_timeout(POLL.min(deadline - now)) {
             Ok(Ok(outcome)) => return outcome,
-            Ok(Err(payload)) if seam::miss_reason(payload.as_ref()).is_some() => {
-                return Outcome::skip(seam::miss_reason(payload.as_ref()).unwrap_or_default())
+            Ok(Err(payload)) if payload.downcast_ref::<seam::Miss>().is_some() => {
+                let miss = payload.downcast_ref::<seam::Miss>();
+                return Outcome::skip(miss.map(seam::Miss::reason).unwrap_or_default()).with_fact(
+                    "capture_key",
+                    miss.map(|m| m.key.clone()).unwrap_or_default(),
+                );
             }
             Ok(Err(panic)) => {
                 return Outcome::error(format!(
@@ -1011,7 +1015,11 @@ mod tests {
         let results = run_checks(&[&MissingAnswer], &Options::default(), None, None);
         let o = &results[0].outcome;
         assert_eq!(o.status, Status::Skip, "{o:?}");
-        assert_eq!(o.summary, "not in the capture (net::resolve(node01))");
+        assert_eq!(o.summary, "the capture holds no network answer");
+        assert_eq!(
+            o.facts.get("capture_key").map(|v| v.to_string()).as_deref(),
+            Some("net::resolve(node01)")
+        );
     }
 
     #[test]

@@ -106,7 +106,7 @@ fn assert_replays_identically(scenario: Option<&str>) {
             !r["summary"]
                 .as_str()
                 .unwrap_or("")
-                .contains("not in the capture"),
+                .contains("the capture holds no"),
             "{scenario:?}: {id} found its answers in the capture: {r}"
         );
     }
@@ -426,6 +426,45 @@ fn the_replay_says_whose_machine_it_is_above_the_table() {
     assert!(first.contains("captured 20"), "{first}");
 }
 
+/// A replay without --profile judges under the profile the capture ran:
+/// a quick capture holds no CUDA, Python or NCCL answers, and judging it
+/// under the standard profile only skipped them. Asked for a larger
+/// profile, the skips say what the capture lacks and how it was made.
+#[test]
+fn a_replay_judges_under_the_captures_own_profile() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    capture(dir.path(), Some("h100x8"), &[]);
+    let replay = |args: &[&str]| {
+        let out = gpucheck()
+            .arg("--replay")
+            .arg(dir.path().join("c.json"))
+            .args(args)
+            .args(["--json", "-"])
+            .output()
+            .expect("run");
+        let doc: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+        (out, doc)
+    };
+    let (out, doc) = replay(&[]);
+    assert_eq!(doc["profile"], "quick", "{}", stderr(&out));
+    assert!(
+        !doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "cuda.driver"),
+        "a quick capture judged under another profile: {doc}"
+    );
+    let (_, doc) = replay(&["--profile", "standard"]);
+    assert_eq!(doc["profile"], "standard");
+    assert_eq!(common::status_of(&doc, "cuda.driver"), "skip");
+    assert_eq!(
+        common::text_field(&doc, "cuda.driver", "summary"),
+        "the capture holds no CUDA driver answer (captured with --profile quick)"
+    );
+}
+
 /// Every capture in tests/replays/ replays to the verdicts its
 /// `NAME.expected.json` lists (check id -> status).
 #[test]
@@ -529,7 +568,8 @@ fn a_capture_missing_answers_skips_those_checks_by_name() {
     let file = dir.path().join("bare.json");
     let bare = serde_json::json!({
         "capture_version": 1, "gpucheck_version": "0.1.0", "profile": "quick",
-        "captured_at_unix": 0, "machine": {"hostname": "h", "os": "", "kernel": ""},
+        "captured_at_unix": 0,
+        "machine": {"hostname": "h", "os": "Debian GNU/Linux 11 (bullseye)", "kernel": ""},
         "options": {"profile": "quick", "nvml_lib": null, "nccl_lib": null, "python": null,
             "expect_gpus": null, "min_busbw_gbps": null, "nproc": null, "ddp_model": "medium",
             "ddp_backend": null, "ddp_device": null, "min_scaling": null, "timeout_s": 0.0},
@@ -553,10 +593,17 @@ fn a_capture_missing_answers_skips_those_checks_by_name() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_eq!(
         common::text_field(&doc, "host.shm", "summary"),
-        "not in the capture (host::shm_at(/dev/shm))"
+        "the capture holds no reading of /dev/shm (captured with --profile quick)"
+    );
+    assert_eq!(
+        common::result(&doc, "host.shm")["facts"]["capture_key"],
+        "host::shm_at(/dev/shm)"
     );
     assert_eq!(common::status_of(&doc, "net.loopback"), "skip");
-    assert_eq!(doc["host"]["hostname"], "unknown");
+    // Without the host's answer the report names the captured machine,
+    // never the one replaying it.
+    assert_eq!(doc["host"]["hostname"], "h");
+    assert_eq!(doc["host"]["os"], "Debian GNU/Linux 11 (bullseye)");
 }
 
 #[test]

@@ -202,11 +202,7 @@ fn run_local(run_args: &RunArgs) -> anyhow::Result<Run> {
     local.output.junit = None;
     local.output.format = Format::Table;
     let plan = crate::pipeline::plan(&local)?;
-    Ok(crate::pipeline::execute(
-        &plan,
-        local.output.strict,
-        local.profile.into(),
-    ))
+    Ok(crate::pipeline::execute(&plan, local.output.strict))
 }
 
 /// What the payload is told.

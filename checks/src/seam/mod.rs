@@ -15,7 +15,9 @@
 //!   profile the capture did not run) is an explicit miss: the probe unwinds
 //!   with a [`Miss`] (through `resume_unwind`, so no panic message is
 //!   printed) and the runner turns it into the check's `skip` with the
-//!   reason "not in the capture (KEY)". Nothing is ever made up. Under
+//!   reason in a user's words ("the capture holds no CUDA driver answer
+//!   (captured with --profile quick)") and the key as a fact. Nothing is
+//!   ever made up. Under
 //!   replay nothing can hang, so the runner runs child-isolated checks in
 //!   its own process.
 //!
@@ -80,13 +82,69 @@ pub struct Miss {
 }
 
 impl Miss {
-    /// The check's skip reason: "not in the capture (KEY)".
+    /// The check's skip reason, in a user's words: what the capture lacks
+    /// ("the capture holds no CUDA driver answer") and, under a replay, how
+    /// it was made ("captured with --profile quick": a capture holds only
+    /// what its own run asked). The key itself (`cuda::probe_driver(true)`)
+    /// goes into the skip's facts ([`Miss::key`]), not its summary.
     pub fn reason(&self) -> String {
+        let what = answer_named(&self.key);
+        let note = REPLAY_NOTE
+            .get()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
         if self.why.is_empty() {
-            format!("not in the capture ({})", self.key)
+            format!("the capture holds no {what}{note}")
         } else {
-            format!("not in the capture ({}: {})", self.key, self.why)
+            format!(
+                "the capture's {what} is in a shape this gpucheck cannot read ({}){note}",
+                self.why
+            )
         }
+    }
+}
+
+/// How a replay's capture was made, said after every miss's reason
+/// ("captured with --profile quick"); set once, before the first check.
+static REPLAY_NOTE: OnceLock<String> = OnceLock::new();
+
+/// Say how the replayed capture was made, for every [`Miss::reason`].
+pub fn set_replay_note(note: impl Into<String>) {
+    let _ = REPLAY_NOTE.set(note.into());
+}
+
+/// What the answer under `key` (`entry(args)`) is, in a user's words:
+/// the entry point's source ("NVML", "CUDA driver"), and the file or
+/// variable it reads where there is one.
+pub fn answer_named(key: &str) -> String {
+    let (entry, args) = match key.split_once('(') {
+        Some((entry, rest)) => (entry, rest.strip_suffix(')').unwrap_or(rest)),
+        None => (key, ""),
+    };
+    let source = entry.split("::").next().unwrap_or(entry);
+    match (source, entry) {
+        ("env", "env") => format!("value for ${args}"),
+        ("env", _) => "list of environment variable names".to_string(),
+        ("sysfs", "sysfs::attr") => format!("reading of {args}"),
+        ("sysfs", _) => "reading of /sys and /proc".to_string(),
+        ("cuda", "cuda::probe_driver") => "CUDA driver answer".to_string(),
+        ("cuda", _) => "CUDA library answer".to_string(),
+        ("nvml", _) => "NVML answer".to_string(),
+        ("nccl", "nccl::run_allreduce") => "NCCL all-reduce run".to_string(),
+        ("nccl", _) => "NCCL answer".to_string(),
+        ("net_plugin", _) => "NCCL network plugin answer".to_string(),
+        ("net", _) => "network answer".to_string(),
+        ("host", "host::device_nodes_in") => format!("listing of {args}"),
+        ("host", "host::shm_at") => format!("reading of {args}"),
+        ("host" | "system", _) => "host answer".to_string(),
+        ("python" | "torch", _) => "Python and PyTorch answer".to_string(),
+        ("kernel_log", _) => "kernel log".to_string(),
+        ("load", _) => "GPU load run".to_string(),
+        ("ddp", _) => "DDP benchmark answer".to_string(),
+        ("copy_bandwidth", _) => "copy bandwidth measurement".to_string(),
+        ("gpu", _) => "GPU answer".to_string(),
+        ("fr_dump" | "ranks" | "rank_state", _) => "job's rank answer".to_string(),
+        _ => format!("answer for {entry}"),
     }
 }
 
@@ -407,10 +465,27 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_answer_is_an_explicit_miss_naming_the_key() {
+    fn a_missing_answer_is_an_explicit_miss_naming_what_is_missing() {
         let seam = Seam::new(Mode::Replay(Answers::new()));
         let miss = seam.answer("net::resolve", "node01", || 0u8).unwrap_err();
-        assert_eq!(miss.reason(), "not in the capture (net::resolve(node01))");
+        assert_eq!(miss.reason(), "the capture holds no network answer");
+        assert_eq!(miss.key, "net::resolve(node01)");
+    }
+
+    #[test]
+    fn a_miss_says_what_is_missing_in_a_users_words() {
+        for (key, named) in [
+            ("cuda::probe_driver(true)", "CUDA driver answer"),
+            ("nvml::inventory(target/libnvidia-ml.so.1)", "NVML answer"),
+            ("sysfs::attr(/proc/uptime)", "reading of /proc/uptime"),
+            ("env(NCCL_IB_HCA)", "value for $NCCL_IB_HCA"),
+            (
+                "python::python_env(/usr/bin/python3)",
+                "Python and PyTorch answer",
+            ),
+        ] {
+            assert_eq!(answer_named(key), named, "{key}");
+        }
     }
 
     #[test]
@@ -420,7 +495,7 @@ mod tests {
         let miss = seam.answer("n", "", || 0u32).unwrap_err();
         assert!(
             miss.reason()
-                .starts_with("not in the capture (n: recorded in another shape"),
+                .starts_with("the capture's answer for n is in a shape this gpucheck cannot read (recorded in another shape"),
             "{miss:?}"
         );
     }
@@ -436,7 +511,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             miss_reason(caught.as_ref()).as_deref(),
-            Some("not in the capture (env(RANK))")
+            Some("the capture holds no value for $RANK")
         );
         let other = std::panic::catch_unwind(|| panic!("a bug")).unwrap_err();
         assert_eq!(miss_reason(other.as_ref()), None);
