@@ -211,7 +211,7 @@ pub struct RunArgs {
     /// Judge a capture instead of this machine: the checks of its profile (or --profile's) run against FILE's answers.
     #[arg(long, value_name = "FILE", help_heading = "Capture and replay")]
     pub replay: Option<PathBuf>,
-    /// In the capture, replace host names, IP and MAC addresses, serials, part numbers and GPU UUIDs.
+    /// In the capture, replace host and user names, IP and MAC addresses, serials, part numbers and GPU UUIDs.
     #[arg(long, help_heading = "Capture and replay")]
     pub redact: bool,
 

@@ -14,6 +14,13 @@
 //! IPv6 ones keep their first 64 bits unless global (then 2001:db8::/32,
 //! RFC 3849), MACs become locally administered ones (02:00:00:..).
 //! Loopback and unspecified addresses say nothing about a machine and stay.
+//!
+//! User names are replaced like host names (`user-1`) where a path or a
+//! variable carries them: the home folders in `HOME`, `PATH`,
+//! `NCCL_DEBUG_FILE` and the training Python's path (`/home/alice/...`,
+//! `/Users/alice/...`), and the values of `USER`, `LOGNAME` and
+//! `SUDO_USER`. A name is replaced as a whole path segment, so a user
+//! called `ml` leaves `/opt/mlx` alone; `root` names no person and stays.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -34,6 +41,16 @@ const HOST_VARIABLES: &[&str] = &[
     "SLURM_NODELIST",
     "SLURM_STEP_NODELIST",
 ];
+
+/// Environment variables whose values are a user's name.
+const USER_VARIABLES: &[&str] = &["USER", "LOGNAME", "SUDO_USER"];
+
+/// Accounts that name no person.
+const SYSTEM_USERS: &[&str] = &["root", "nobody"];
+
+/// A home folder in a path: `/home/NAME`, `/export/home/NAME`, `/Users/NAME`.
+static HOME_DIR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"/(?:home|Users)/([^/\s:;,=\x22']+)").expect("valid regex"));
 
 /// Object keys whose values identify one piece of hardware.
 const SERIAL_KEYS: &[&str] = &["serial", "serial_number", "board_serial"];
@@ -91,6 +108,7 @@ pub fn redact(capture: &Capture) -> Capture {
     let mut doc = serde_json::to_value(capture).unwrap_or(Value::Null);
     let known = Known {
         addrs: addresses(capture),
+        users: user_names(capture, &doc),
         hosts,
     };
     walk(&mut doc, None, &known, &mut p);
@@ -103,6 +121,9 @@ pub fn redact(capture: &Capture) -> Capture {
 struct Known {
     /// Host names, longest first.
     hosts: Vec<String>,
+    /// User names, each with the pattern of it as a whole path segment;
+    /// longest first.
+    users: Vec<(String, Regex)>,
     /// The IP addresses the network probes and the environment gave: only
     /// these are replaced, wherever they appear, so that a dotted version
     /// elsewhere (`cudnn 9.1.0.70`) is never taken for one.
@@ -138,6 +159,38 @@ fn addresses(capture: &Capture) -> BTreeSet<String> {
         }
     }
     found
+}
+
+/// The user names the capture shows: the values of the user variables,
+/// the last folder of `HOME`, and every home folder's name in any string
+/// (answers' keys included); system accounts left out.
+fn user_names(capture: &Capture, doc: &Value) -> Vec<(String, Regex)> {
+    let mut names: Vec<String> = Vec::new();
+    for var in USER_VARIABLES {
+        if let Some(Value::String(v)) = capture.answers.get(&super::key("env", var)) {
+            names.push(v.trim().to_string());
+        }
+    }
+    if let Some(Value::String(home)) = capture.answers.get(&super::key("env", "HOME")) {
+        if let Some(last) = home.trim_end_matches('/').rsplit('/').next() {
+            names.push(last.to_string());
+        }
+    }
+    let mut texts = Vec::new();
+    strings(doc, &mut texts);
+    for text in &texts {
+        names.extend(HOME_DIR.captures_iter(text).map(|c| c[1].to_string()));
+    }
+    names.retain(|n| n.len() >= 2 && !SYSTEM_USERS.contains(&n.as_str()));
+    names.sort_by_key(|n| (std::cmp::Reverse(n.len()), n.clone()));
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let segment = format!(r"/{}(/|[^\w.-]|$)", regex::escape(&n));
+            Regex::new(&segment).ok().map(|r| (n, r))
+        })
+        .collect()
 }
 
 /// Every string in `v` (object keys too), into `out`.
@@ -205,7 +258,18 @@ fn redact_text(s: &str, key: Option<&str>, known: &Known, p: &mut Placeholders) 
             return p.get("guid", s, |n| format!("{n:016x}"));
         }
     }
+    if let Some((user, _)) = known.users.iter().find(|(u, _)| u == s.trim()) {
+        return p.get("user", user, |n| format!("user-{n}"));
+    }
     let mut out = s.to_string();
+    for (user, segment) in &known.users {
+        if segment.is_match(&out) {
+            let placeholder = p.get("user", user, |n| format!("user-{n}"));
+            out = segment
+                .replace_all(&out, format!("/{placeholder}${{1}}").as_str())
+                .into_owned();
+        }
+    }
     for host in &known.hosts {
         // As a whole word only: a host called `vm` leaves `/dev/nvme0` alone.
         let Ok(word) = Regex::new(&format!(r"\b{}\b", regex::escape(host))) else {
@@ -304,6 +368,50 @@ mod tests {
             options: crate::Options::default(),
             answers,
         }
+    }
+
+    #[test]
+    fn user_names_in_home_folders_and_user_variables_become_placeholders() {
+        let c = capture(Answers::from([
+            ("env(HOME)".to_string(), Value::from("/home/alice")),
+            ("env(USER)".to_string(), Value::from("alice")),
+            (
+                "env(NCCL_DEBUG_FILE)".to_string(),
+                Value::from("/home/alice/nccl.%h.log"),
+            ),
+            (
+                "env(PATH)".to_string(),
+                Value::from("/home/alice/.local/bin:/Users/bob/bin:/usr/bin:/root/bin"),
+            ),
+            (
+                "python::python_env(/home/alice/venv/bin/python)".to_string(),
+                serde_json::json!({"python": "/home/alice/venv/bin/python",
+                    "site": "/opt/alice-tools/lib", "conf": "/root/.nccl.conf"}),
+            ),
+        ]));
+        let r = redact(&c);
+        let text = r.to_text();
+        for name in ["/alice/", "/alice\"", "\"alice\"", "/bob/"] {
+            assert!(!text.contains(name), "{name} left in:\n{text}");
+        }
+        assert_eq!(r.answers["env(HOME)"], "/home/user-1");
+        assert_eq!(r.answers["env(USER)"], "user-1");
+        assert_eq!(
+            r.answers["env(NCCL_DEBUG_FILE)"],
+            "/home/user-1/nccl.%h.log"
+        );
+        assert_eq!(
+            r.answers["env(PATH)"],
+            "/home/user-1/.local/bin:/Users/user-2/bin:/usr/bin:/root/bin"
+        );
+        // The key is redacted alike, so a replay still finds the answer.
+        let python = &r.answers["python::python_env(/home/user-1/venv/bin/python)"];
+        assert_eq!(python["python"], "/home/user-1/venv/bin/python");
+        assert_eq!(
+            python["site"], "/opt/alice-tools/lib",
+            "whole segments only"
+        );
+        assert_eq!(python["conf"], "/root/.nccl.conf");
     }
 
     #[test]
