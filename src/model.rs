@@ -74,6 +74,10 @@ pub struct Run {
     pub tool_version: String,
     /// The profile that selected the checks.
     pub profile: Profile,
+    /// The `--only` patterns that chose the checks in place of the
+    /// profile's list (absent: the profile's checks ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
     /// Whether warnings count as failures (`--strict`).
     pub strict: bool,
     /// Seconds since the Unix epoch when the run started.
@@ -348,6 +352,7 @@ pub(crate) mod fixtures {
             tool: "gpucheck".into(),
             tool_version: "0.1.0".into(),
             profile: Profile::Standard,
+            only: Vec::new(),
             strict,
             started_at_unix: 1_767_225_600, // 2026-01-01T00:00:00Z
             duration_ms: 1234.5,

@@ -70,6 +70,9 @@ pub struct Plan {
     pub quiet: bool,
     /// The check ids `--only` named exactly: their skip is no pass.
     pub named: Vec<String>,
+    /// The `--only` patterns, as given: the report's header says them in
+    /// place of the profile.
+    pub only: Vec<String>,
 }
 
 /// Where the reports go, checked before anything runs.
@@ -114,6 +117,7 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
         seam: capture::Plan::Live,
         quiet: args.output.quiet,
         named: Vec::new(),
+        only: Vec::new(),
     })
 }
 
@@ -152,6 +156,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             .filter(|p| CATALOG.iter().any(|c| c.id() == p.as_str()))
             .cloned()
             .collect(),
+        only: args.only.clone(),
     })
 }
 
@@ -185,6 +190,7 @@ pub fn execute(plan: &Plan, strict: bool) -> Run {
         tool: "gpucheck".to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         profile,
+        only: plan.only.clone(),
         strict,
         started_at_unix,
         duration_ms: start.elapsed().as_secs_f64() * 1000.0,

@@ -1158,3 +1158,30 @@ fn a_gate_that_verified_nothing_is_not_ready_and_runs_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(stdout(&out).contains("1 skipped"), "{}", stdout(&out));
 }
+
+/// Under --only the header says what ran, not the profile whose list
+/// --only replaced; the JSON report carries the patterns as given.
+#[test]
+fn the_header_says_only_what_ran_under_only() {
+    let out = gpucheck()
+        .args(["--only", "gpu.count,host.shm", "--color", "never"])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let header = text.lines().next().unwrap_or_default();
+    assert!(header.ends_with(" · only gpu.count,host.shm"), "{header}");
+    assert!(!header.contains("profile"), "{header}");
+    let out = gpucheck()
+        .args(["--only", "host.shm", "--profile", "quick", "--json", "-"])
+        .output()
+        .unwrap();
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(doc["only"], serde_json::json!(["host.shm"]));
+    // Without --only: the profile, and no `only` in the report.
+    let out = gpucheck()
+        .args(["--profile", "quick", "--json", "-"])
+        .output()
+        .unwrap();
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert!(doc.get("only").is_none(), "{doc}");
+}

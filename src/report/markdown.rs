@@ -151,11 +151,15 @@ impl Reporter for Markdown {
         let glyph = if run.exit_code == 0 { "✅" } else { "❌" };
         let mut out = format!("### {glyph} gpucheck: {}\n\n", inline(&run.verdict_line()));
         out.push_str(&format!(
-            "{} · {} · {} · profile `{}` · gpucheck {}\n\n",
+            "{} · {} · {} · {} · gpucheck {}\n\n",
             inline(&run.host.hostname),
             inline(&run.host.os),
             inline(&run.host.arch),
-            run.profile.as_str(),
+            if run.only.is_empty() {
+                format!("profile `{}`", run.profile.as_str())
+            } else {
+                format!("only `{}`", inline(&run.only.join(",")))
+            },
             inline(&run.tool_version),
         ));
         let needs: Vec<&CheckResult> = run

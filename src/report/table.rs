@@ -126,7 +126,17 @@ impl Table {
         if let Some(c) = &h.container {
             parts.push(clean(c));
         }
-        parts.push(format!("profile {}", run.profile.as_str()));
+        // What ran: the --only patterns in place of the profile's list (the
+        // profile still said when it is not the default: a group selects a
+        // full check only under a profile that runs it).
+        if run.only.is_empty() {
+            parts.push(format!("profile {}", run.profile.as_str()));
+        } else {
+            parts.push(format!("only {}", clean(&run.only.join(","))));
+            if run.profile != gpucheck_checks::Profile::Standard {
+                parts.push(format!("profile {}", run.profile.as_str()));
+            }
+        }
         if run.strict {
             parts.push("strict".to_string());
         }
