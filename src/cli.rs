@@ -331,8 +331,12 @@ Example: gpucheck job --traces /shared/fr-dumps/ --json job.json";
 pub struct JobArgs {
     /// The folder of the job's Flight Recorder dumps, one file per rank (TORCH_FR_DUMP_TEMP_FILE's
     /// folder, or where the job's dumps were gathered).
-    #[arg(long, value_name = "DIR", required = true)]
-    pub traces: PathBuf,
+    #[arg(long, value_name = "DIR", conflicts_with = "pid")]
+    pub traces: Option<PathBuf>,
+    /// Look only at the job under this process (its launcher, or one of its ranks), when
+    /// several jobs run on this node.
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: Option<i32>,
     /// Per-check timeout in seconds, overriding every job check's default (60).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,

@@ -48,6 +48,8 @@ fn options(args: &RunArgs, profile: Profile) -> Options {
         kernel_log: args.kernel_log.clone(),
         burn_duration_s: args.duration,
         traces: None,
+        live_job: false,
+        job_pid: None,
         timeout_s: 0.0,
     }
 }
@@ -93,7 +95,27 @@ fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
 /// Recorder dumps. A folder that is not one, or holds no rank's dump, is a
 /// usage error (exit 2) before anything is judged.
 pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
-    let dir = &args.traces;
+    let options = match &args.traces {
+        Some(dir) => traces_options(dir)?,
+        None => live_options(args.pid)?,
+    };
+    Ok(Plan {
+        profile: gpucheck_checks::job::JOB_PROFILE,
+        checks: JOB_CATALOG.to_vec(),
+        options,
+        timeout: args.timeout.map(Duration::from_secs_f64),
+        budget: None,
+        outputs: outputs(&args.output)?,
+        seam: capture::Plan::Live,
+        quiet: args.output.quiet,
+        named: Vec::new(),
+        only: Vec::new(),
+    })
+}
+
+/// The options of `gpucheck job --traces DIR`, once DIR is known to hold
+/// a rank's dump.
+fn traces_options(dir: &std::path::Path) -> anyhow::Result<Options> {
     let ranks = fr_dump::rank_files(dir)
         .map_err(|e| UsageError(format!("--traces {}: {e}", dir.display())))?;
     if ranks.is_empty() {
@@ -104,20 +126,30 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
         ))
         .into());
     }
-    Ok(Plan {
-        profile: gpucheck_checks::job::JOB_PROFILE,
-        checks: JOB_CATALOG.to_vec(),
-        options: Options {
-            traces: Some(dir.clone()),
-            ..Options::default()
-        },
-        timeout: args.timeout.map(Duration::from_secs_f64),
-        budget: None,
-        outputs: outputs(&args.output)?,
-        seam: capture::Plan::Live,
-        quiet: args.output.quiet,
-        named: Vec::new(),
-        only: Vec::new(),
+    Ok(Options {
+        traces: Some(dir.to_path_buf()),
+        ..Options::default()
+    })
+}
+
+/// The options of `gpucheck job` on a running job, once one is found here.
+fn live_options(pid: Option<i32>) -> anyhow::Result<Options> {
+    let under = pid.map(|p| format!(" under pid {p}")).unwrap_or_default();
+    let ranks = gpucheck_checks::probe::ranks::find(pid)
+        .map_err(|e| UsageError(format!("no job to look at{under}: {e}")))?;
+    if ranks.is_empty() {
+        return Err(UsageError(format!(
+            "no job runs here{under}: no process has RANK and WORLD_SIZE in its environment \
+             (torchrun's workers, a python launched per rank) or is a python with SLURM_PROCID \
+             and SLURM_NTASKS (srun); run gpucheck job on a node of the job, as its user or \
+             root, or give --traces DIR"
+        ))
+        .into());
+    }
+    Ok(Options {
+        live_job: true,
+        job_pid: pid,
+        ..Options::default()
     })
 }
 
@@ -349,7 +381,11 @@ pub fn report(plan: Plan, run: &Run, shown: Shown, sink: Sink) -> anyhow::Result
             let _ = emit_to(std::io::stderr().lock(), "stderr", &text);
         }
     }
-    annotate(run, table && sink == Sink::Stdout);
+    // Under exec, a report other than the table on stderr is all stderr
+    // carries: no annotations beside it.
+    if table || sink == Sink::Stdout {
+        annotate(run, table && sink == Sink::Stdout);
+    }
     files?;
     Ok(run.exit_code.clamp(0, 255) as u8)
 }

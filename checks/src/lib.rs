@@ -48,6 +48,7 @@ pub mod domain;
 pub mod facts;
 pub mod findings;
 pub mod fleet;
+pub mod input;
 pub mod machine;
 pub mod options;
 pub mod outcome;
@@ -218,6 +219,13 @@ pub struct Options {
     /// Recorder dumps, one file per rank.
     #[serde(default)]
     pub traces: Option<PathBuf>,
+    /// `gpucheck job` without `--traces`: look at the job running on this
+    /// node (under `--pid` when given).
+    #[serde(default)]
+    pub live_job: bool,
+    /// `gpucheck job --pid PID`: the job's launcher or one of its ranks.
+    #[serde(default)]
+    pub job_pid: Option<i32>,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,

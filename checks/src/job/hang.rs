@@ -2,7 +2,7 @@
 //! ranks at fault there: the ones that never joined the collective the
 //! others wait in, or entered it with another op, size or dtype.
 
-use super::{job_check, ranks_phrase, Job};
+use super::{hang_live, job_check, ranks_phrase, Job};
 use crate::domain::job::{self, rank_list, Blamed, WaveKind, Wavefront};
 use crate::{Collective, DataTable, Outcome};
 
@@ -42,7 +42,13 @@ pass: every group's ranks agree up to their last collective and it finished.",
 const MAX_ROWS: usize = 32;
 
 pub fn judge(job: &Job) -> Outcome {
+    if let Some(moving) = job.live.as_ref().and_then(hang_live::moving) {
+        return moving;
+    }
     let Some(w) = job::wavefront(&job.traces, &job.members) else {
+        if let Some(live) = &job.live {
+            return hang_live::from_stacks(live);
+        }
         return Outcome::pass(format!(
             "no disagreement: in {} the ranks agree up to their last collective, and it \
              finished",
@@ -55,8 +61,23 @@ pub fn judge(job: &Job) -> Outcome {
         seq: w.seq,
         op: w.op.clone(),
     };
-    let (summary, hint) = words(&w);
-    Outcome::fail(summary, hint)
+    let (mut summary, hint) = words(&w);
+    if let Some(live) = &job.live {
+        let places: Vec<String> = w
+            .blamed
+            .iter()
+            .filter_map(|b| hang_live::where_is(live, b.rank))
+            .collect();
+        if !places.is_empty() {
+            summary = format!("{summary}; {}", places.join("; "));
+        }
+    }
+    let outcome = Outcome::fail(summary, hint);
+    let outcome = match &job.live {
+        Some(live) => outcome.with_table(hang_live::where_table(live)),
+        None => outcome,
+    };
+    outcome
         .with_ranks(w.blamed_ranks(), Some(collective))
         .with_fact("group", w.group.label())
         .with_fact("seq", w.seq)

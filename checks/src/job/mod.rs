@@ -18,8 +18,11 @@ use crate::probe::fr_dump;
 use crate::{Check, Context, Outcome, Profile};
 
 mod hang;
+mod hang_live;
+pub mod live;
 mod straggler;
 mod traces;
+mod watched;
 
 pub use hang::Hang;
 pub use straggler::Straggler;
@@ -51,6 +54,8 @@ pub struct Job {
     pub traces: Vec<RankTrace>,
     pub unreadable: Vec<Unreadable>,
     pub members: Membership,
+    /// What was seen of the running job, when it was looked at live.
+    pub live: Option<live::Live>,
 }
 
 impl Job {
@@ -74,6 +79,34 @@ impl Job {
             traces: read.traces,
             unreadable,
             members,
+            live: None,
+        })
+    }
+
+    /// Look at the job running on this node (under `pid` when given).
+    pub fn watch(pid: Option<i32>) -> Result<Job, String> {
+        let ranks = crate::probe::ranks::find(pid)?;
+        if ranks.is_empty() {
+            return Err("no rank of a job runs here".to_string());
+        }
+        let (traces, unreadable, live) = live::gather(ranks);
+        let unreadable: Vec<Unreadable> = unreadable
+            .into_iter()
+            .map(|(rank, error)| Unreadable {
+                rank,
+                file: format!("rank {rank}'s worker server"),
+                error,
+            })
+            .collect();
+        let mut with_recorder: Vec<u32> = traces.iter().map(|t| t.rank).collect();
+        with_recorder.extend(unreadable.iter().map(|u| u.rank));
+        let members = job::membership(&traces, &with_recorder);
+        Ok(Job {
+            dir: PathBuf::new(),
+            traces,
+            unreadable,
+            members,
+            live: Some(live),
         })
     }
 }
@@ -82,14 +115,16 @@ impl Job {
 /// that asks and shared with the others.
 fn job(ctx: &Context) -> Result<Arc<Job>, String> {
     static READ: Mutex<Option<Arc<Job>>> = Mutex::new(None);
-    let Some(dir) = ctx.options.traces.as_deref() else {
-        return Err("no --traces folder was given".to_string());
-    };
     let mut cached = READ.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = ctx.options.traces.clone().unwrap_or_default();
     if let Some(j) = cached.as_ref().filter(|j| j.dir == dir) {
         return Ok(Arc::clone(j));
     }
-    let j = Arc::new(Job::read(dir)?);
+    let j = Arc::new(match ctx.options.traces.as_deref() {
+        Some(dir) => Job::read(dir)?,
+        None if ctx.options.live_job => Job::watch(ctx.options.job_pid)?,
+        None => return Err("no --traces folder was given".to_string()),
+    });
     *cached = Some(Arc::clone(&j));
     Ok(j)
 }

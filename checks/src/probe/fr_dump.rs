@@ -128,7 +128,12 @@ pub fn read_dump(rank: u32, path: &Path) -> Result<RankTrace, String> {
 }
 
 fn read_one(rank: u32, path: &Path) -> Result<RankTrace, String> {
-    let bytes = read_bounded(path)?;
+    parse(rank, &path.display().to_string(), read_bounded(path)?)
+}
+
+/// One rank's dump from its bytes (pickle or JSON); `source` names where
+/// they came from, for messages.
+pub fn parse(rank: u32, source: &str, bytes: Vec<u8>) -> Result<RankTrace, String> {
     let doc = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(0x80) => fr_pickle::decode(&bytes)?,
         Some(b'{') => PVal::from_json(
@@ -140,7 +145,7 @@ fn read_one(rank: u32, path: &Path) -> Result<RankTrace, String> {
     drop(bytes);
     let mut t = normalise(&doc)?;
     t.rank = rank;
-    t.file = path.display().to_string();
+    t.file = source.to_string();
     Ok(t)
 }
 

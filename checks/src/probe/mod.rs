@@ -17,6 +17,8 @@ pub mod net_plugin;
 pub mod nvml;
 pub mod process;
 pub mod python;
+pub mod rank_state;
+pub mod ranks;
 pub mod sysfs;
 pub mod system;
 pub mod torch;

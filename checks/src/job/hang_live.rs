@@ -1,0 +1,143 @@
+//! job.hang on a job watched live: a job whose recorders moved between the
+//! two looks is not hung; one that did not is judged by its recorders'
+//! wavefront (as from dumps), else by where its ranks' stacks stayed.
+
+use super::live::{Live, WINDOW};
+use super::ranks_phrase;
+use crate::domain::job::rank_list;
+use crate::domain::stacks::{self, Activity};
+use crate::{DataTable, Outcome};
+
+/// A pass when collectives were recorded between the two looks.
+pub fn moving(live: &Live) -> Option<Outcome> {
+    let n = live.progress.filter(|n| *n > 0)?;
+    Some(
+        Outcome::pass(format!(
+            "the job is moving: its ranks recorded {n} collective steps in {:.0} s",
+            WINDOW.as_secs_f64()
+        ))
+        .with_fact("recorded_in_window", n),
+    )
+}
+
+/// "rank 2 is asleep in time.sleep at train.py:7 (`time.sleep(600)`)".
+pub fn where_is(live: &Live, rank: u32) -> Option<String> {
+    let w = live.last_where(rank)?;
+    Some(match &w.frame {
+        Some(f) => format!("rank {rank} is {} at {}", w.activity.words(), f.shown()),
+        None => format!("rank {rank} is {}", w.activity.words()),
+    })
+}
+
+/// The verdict from the ranks' stacks alone (no recorder disagreement).
+pub fn from_stacks(live: &Live) -> Outcome {
+    let Some(v) = stacks::judge(&live.samples) else {
+        return all_alike(live);
+    };
+    let blamed: Vec<u32> = v.blamed.iter().map(|(r, _)| *r).collect();
+    let named = ranks_phrase(&blamed);
+    let waiting = ranks_phrase(&v.waiting);
+    let places: Vec<String> = blamed.iter().filter_map(|r| where_is(live, *r)).collect();
+    let wait_op = live
+        .last_where(v.waiting[0])
+        .map(|w| w.activity.words())
+        .unwrap_or_default();
+    let secs = WINDOW.as_secs_f64();
+    let (summary, hint) = if v.ahead {
+        (
+            format!(
+                "{named} stayed in a collective for {secs:.0} s that {waiting} never entered: {}",
+                places.join("; ")
+            ),
+            format!(
+                "a collective only {named} calls (an `if rank == ...` branch): every rank must \
+                 call the same collectives in the same order"
+            ),
+        )
+    } else {
+        (
+            format!(
+                "{waiting} wait ({wait_op}) for {named}, which stayed outside collectives for \
+                 {secs:.0} s: {}",
+                places.join("; ")
+            ),
+            cause_hint(&v.blamed.iter().map(|(_, w)| &w.activity).collect::<Vec<_>>()),
+        )
+    };
+    Outcome::fail(summary, hint)
+        .with_ranks(blamed, None)
+        .with_fact("waiting", rank_list(&v.waiting))
+        .with_table(where_table(live))
+}
+
+/// What to do about ranks stuck at one kind of place.
+fn cause_hint(activities: &[&Activity]) -> String {
+    if activities.iter().all(|a| **a == Activity::DataLoading) {
+        return "the data loader: a dataset that blocks (a file system, a network fetch) or \
+                a worker that died; look at its stack and the data source"
+            .to_string();
+    }
+    if activities.iter().all(|a| **a == Activity::Sleep) {
+        return "a sleep on the code path of these ranks only (a retry loop, a wait for a \
+                file): the waiting ranks are healthy"
+            .to_string();
+    }
+    "these ranks took another code path (an `if rank == ...` branch, an exception caught \
+     and retried): the frame shown is where; the waiting ranks are healthy"
+        .to_string()
+}
+
+/// No rank stands out by its stack.
+fn all_alike(live: &Live) -> Outcome {
+    let all: Vec<&Activity> = live
+        .samples
+        .iter()
+        .flatten()
+        .map(|(_, w)| &w.activity)
+        .collect();
+    let same_place = live.samples.len() > 1
+        && live.samples.windows(2).all(|w| w[0] == w[1])
+        && !all.is_empty()
+        && all.iter().all(|a| a.waits_on_peers());
+    if same_place && live.progress.is_none() {
+        return Outcome::warn(
+            format!(
+                "every rank was {} at both looks, {:.0} s apart: the job may be stuck below \
+                 Python (the network, a GPU, NCCL), or spend its time there",
+                all[0].words(),
+                WINDOW.as_secs_f64()
+            ),
+            "the ranks run no worker server, so their recorders could not show whether \
+             collectives finish: run `gpucheck` on the node (fabric, gpu, nccl checks) and \
+             look for Xid errors in dmesg; give each rank a worker server (worker_main() \
+             with its own TORCH_WORKER_SERVER_SOCKET) to see its recorder",
+        )
+        .with_table(where_table(live));
+    }
+    Outcome::pass("no rank stands out: the ranks' stacks moved or agree")
+        .with_table(where_table(live))
+}
+
+/// Where every rank was at the last look.
+pub fn where_table(live: &Live) -> DataTable {
+    let rows = live
+        .ranks
+        .iter()
+        .map(|r| {
+            let w = live.last_where(r.rank);
+            vec![
+                r.rank.to_string(),
+                r.pid.to_string(),
+                w.map_or_else(|| "unknown".to_string(), |w| w.activity.words()),
+                w.and_then(|w| w.frame.as_ref())
+                    .map_or_else(String::new, |f| f.shown()),
+            ]
+        })
+        .collect();
+    DataTable {
+        title: "Where each rank is".to_string(),
+        header: ["rank", "pid", "doing", "frame"].map(String::from).to_vec(),
+        rows,
+        legend: None,
+    }
+}

@@ -1,0 +1,162 @@
+//! Gathering a running job's state on this node (`gpucheck job` without
+//! `--traces`): its ranks from /proc, then at two moments [`WINDOW`] apart
+//! each rank's Flight Recorder (from its worker server) and Python stack
+//! (its worker server's `dump_traceback`, else py-spy). Two moments tell a
+//! stuck job from one that moves: collectives recorded in between, and
+//! ranks that stayed at one place. Nothing is sent that stops a rank.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::domain::flight::RankTrace;
+use crate::domain::stacks::{self, Where};
+use crate::probe::rank_state;
+use crate::probe::ranks::RankProcess;
+use crate::probe::fr_dump;
+
+/// Time between the two looks at the job.
+pub const WINDOW: Duration = Duration::from_millis(2000);
+
+/// What the two looks found.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// The job's ranks on this node, by rank.
+    pub ranks: Vec<RankProcess>,
+    /// Where each rank's main thread was, per look.
+    pub samples: Vec<Vec<(u32, Where)>>,
+    /// How each rank's stack was read ("worker server", "py-spy").
+    pub stack_source: BTreeMap<u32, &'static str>,
+    /// (rank, why) for each rank whose stack or recorder could not be read.
+    pub errors: Vec<(u32, String)>,
+    /// Collectives recorded between the looks, over the ranks whose
+    /// recorder was read at both; None when none was.
+    pub progress: Option<u64>,
+    /// Each rank's process state after the looks (R, S, D, T, or ? gone).
+    pub states_after: Vec<(u32, char)>,
+}
+
+impl Live {
+    pub fn rank(&self, rank: u32) -> Option<&RankProcess> {
+        self.ranks.iter().find(|r| r.rank == rank)
+    }
+
+    /// Where `rank` was at the last look.
+    pub fn last_where(&self, rank: u32) -> Option<&Where> {
+        self.samples.last()?.iter().find(|(r, _)| *r == rank).map(|(_, w)| w)
+    }
+}
+
+/// One rank at one look.
+struct Look {
+    rank: u32,
+    trace: Option<Result<RankTrace, String>>,
+    stack: Result<(Where, &'static str), String>,
+}
+
+/// Look at every rank twice and keep the second look's recorders as the
+/// job's traces.
+pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, Live) {
+    let first = look_all(&ranks, 0);
+    crate::probe::progress("watching the job's ranks for 2 s");
+    std::thread::sleep(WINDOW);
+    let second = look_all(&ranks, 1);
+    let mut live = Live {
+        progress: progress(&first, &second),
+        ..Live::default()
+    };
+    let mut traces = Vec::new();
+    let mut unreadable = Vec::new();
+    for look in [&first, &second] {
+        let mut sample = Vec::new();
+        for l in look {
+            match &l.stack {
+                Ok((w, how)) => {
+                    sample.push((l.rank, w.clone()));
+                    live.stack_source.insert(l.rank, how);
+                }
+                Err(e) => live.errors.push((l.rank, e.clone())),
+            }
+        }
+        live.samples.push(sample);
+    }
+    for l in second {
+        match l.trace {
+            Some(Ok(t)) => traces.push(t),
+            Some(Err(e)) => unreadable.push((l.rank, e)),
+            None => {}
+        }
+    }
+    live.errors.sort();
+    live.errors.dedup();
+    live.states_after = ranks.iter().map(|r| (r.rank, crate::probe::ranks::state_of(r.pid))).collect();
+    live.ranks = ranks;
+    (traces, unreadable, live)
+}
+
+fn look_all(ranks: &[RankProcess], sample: u32) -> Vec<Look> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .iter()
+            .map(|r| s.spawn(move || look(r, sample)))
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
+}
+
+fn look(r: &RankProcess, sample: u32) -> Look {
+    let trace = r.worker_socket.as_deref().map(|socket| {
+        let json = rank_state::ask_worker(r.pid, socket, "fr_trace_json", sample)?;
+        let source = format!("rank {}'s worker server", r.rank);
+        fr_dump::parse(r.rank, &source, json.into_bytes())
+    });
+    Look {
+        rank: r.rank,
+        trace,
+        stack: stack(r, sample),
+    }
+}
+
+/// Where the rank's main thread is, by its worker server, else py-spy.
+fn stack(r: &RankProcess, sample: u32) -> Result<(Where, &'static str), String> {
+    let (threads, how) = match r.worker_socket.as_deref() {
+        Some(socket) => match rank_state::ask_worker(r.pid, socket, "dump_traceback", sample) {
+            Ok(text) => (stacks::from_faulthandler(&text), "worker server"),
+            Err(_) => py_spy(r, sample)?,
+        },
+        None => py_spy(r, sample)?,
+    };
+    let mut main = stacks::main_thread(&threads)
+        .ok_or("its stack shows no Python thread")?
+        .clone();
+    for f in main.frames.iter_mut().filter(|f| !f.is_library()).take(3) {
+        f.code = rank_state::source_line(r.pid, &f.file, f.line);
+    }
+    Ok((stacks::classify(&main), how))
+}
+
+fn py_spy(r: &RankProcess, sample: u32) -> Result<(Vec<stacks::Thread>, &'static str), String> {
+    let json = rank_state::py_spy(r.pid, r.bin_dir.as_deref(), sample)?;
+    Ok((stacks::from_pyspy(&json)?, "py-spy"))
+}
+
+/// Collectives recorded between the looks, summed over the ranks whose
+/// recorder was read at both (by the recorder's own running number).
+fn progress(first: &[Look], second: &[Look]) -> Option<u64> {
+    let last_id = |l: &Look| -> Option<(u32, u64, usize)> {
+        let t = l.trace.as_ref()?.as_ref().ok()?;
+        let id = t.entries.iter().map(|e| e.record_id + 1).max().unwrap_or(0);
+        let retired = t.entries.iter().filter(|e| e.retired).count();
+        Some((l.rank, id, retired))
+    };
+    let before: BTreeMap<u32, (u64, usize)> =
+        first.iter().filter_map(last_id).map(|(r, i, n)| (r, (i, n))).collect();
+    let mut any = false;
+    let mut moved = 0u64;
+    for (rank, id, retired) in second.iter().filter_map(last_id) {
+        if let Some((id0, retired0)) = before.get(&rank) {
+            any = true;
+            moved += id.saturating_sub(*id0) + retired.saturating_sub(*retired0) as u64;
+        }
+    }
+    any.then_some(moved)
+}

@@ -1,0 +1,169 @@
+//! job.traces on a job watched live: which ranks run here and in what
+//! state, whether this node runs as many as the job says it should, and
+//! whose recorder and stack could be read.
+
+use super::live::Live;
+use super::{hang_live, ranks_phrase, Job};
+use crate::domain::job::rank_list;
+use crate::probe::ranks::RankProcess;
+use crate::Outcome;
+
+pub fn judge(job: &Job, live: &Live) -> Outcome {
+    let found: Vec<u32> = live.ranks.iter().map(|r| r.rank).collect();
+    let pids: Vec<String> = live.ranks.iter().map(|r| r.pid.to_string()).collect();
+    let base = |o: Outcome| {
+        o.with_fact("ranks_here", rank_list(&found))
+            .with_fact("pids", pids.join(", "))
+            .with_fact("recorders_read", job.traces.len())
+            .with_table(hang_live::where_table(live))
+    };
+    if let Some(o) = states(live) {
+        return base(o);
+    }
+    if let Some(o) = too_few(live) {
+        return base(o);
+    }
+    let off: Vec<u32> = live
+        .ranks
+        .iter()
+        .filter(|r| r.fr_buffer.as_deref().is_some_and(|b| b.trim() == "0"))
+        .map(|r| r.rank)
+        .collect();
+    if !off.is_empty() {
+        return base(Outcome::warn(
+            format!("{} run with TORCH_FR_BUFFER_SIZE=0: the Flight Recorder is off", ranks_phrase(&off)),
+            "unset it (the default records 2,000 collectives) so the next hang shows its \
+             collectives; stacks are judged meanwhile",
+        ));
+    }
+    if live.stack_source.is_empty() && job.traces.is_empty() {
+        let why = live.errors.first().map_or("", |(_, e)| e.as_str());
+        return base(Outcome::warn(
+            format!("no rank's state could be read: {why}"),
+            "run gpucheck job as the job's user or root, with py-spy installed (pip install \
+             py-spy), or give each rank a worker server (wrap its main in \
+             torch.distributed.elastic.control_plane.worker_main() with its own \
+             TORCH_WORKER_SERVER_SOCKET)",
+        ));
+    }
+    let world = live.ranks.first().map_or(0, |r| r.world_size);
+    let sources = sources(live, job);
+    base(Outcome::pass(format!(
+        "{} of a {world}-rank job run here (pids {}); {sources}",
+        ranks_phrase(&found),
+        pids.join(", ")
+    )))
+}
+
+/// Ranks stopped, gone or stuck in the kernel after the looks.
+fn states(live: &Live) -> Option<Outcome> {
+    let with = |letters: &[char]| -> Vec<u32> {
+        live.states_after
+            .iter()
+            .filter(|(_, s)| letters.contains(s))
+            .map(|(r, _)| *r)
+            .collect()
+    };
+    let stopped = with(&['T', 't']);
+    if !stopped.is_empty() {
+        return Some(
+            Outcome::fail(
+                format!("{} stopped (SIGSTOP, a debugger, Ctrl-Z)", ranks_phrase(&stopped)),
+                "a stopped rank holds every other rank in its next collective: resume it \
+                 (`kill -CONT PID`) or detach the debugger",
+            )
+            .with_ranks(stopped, None),
+        );
+    }
+    let gone = with(&['?', 'Z', 'X']);
+    if !gone.is_empty() {
+        return Some(
+            Outcome::fail(
+                format!("{} exited while gpucheck looked", ranks_phrase(&gone)),
+                "a rank that dies leaves the others waiting in their next collective: read \
+                 its log; `dmesg` shows an out-of-memory kill",
+            )
+            .with_ranks(gone, None),
+        );
+    }
+    let kernel = with(&['D']);
+    (!kernel.is_empty()).then(|| {
+        Outcome::warn(
+            format!(
+                "{} in uninterruptible sleep (state D): waiting in the kernel, on a driver or \
+                 a file system",
+                ranks_phrase(&kernel)
+            ),
+            "look at `dmesg` (Xid errors, hung task warnings) and the file systems the job \
+             reads; a rank that stays in D cannot be killed until the kernel lets go",
+        )
+        .with_ranks(kernel, None)
+    })
+}
+
+/// The ranks this node should run: LOCAL_WORLD_SIZE, else the whole world
+/// when the job's master is this machine's loopback (a one-node job).
+fn expected_here(r: &RankProcess) -> Option<u32> {
+    r.local_world_size.or_else(|| {
+        let addr = r.master.as_deref()?.rsplit_once(':').map_or(r.master.as_deref()?, |(a, _)| a);
+        let loopback = addr == "localhost" || addr.starts_with("127.") || addr == "::1";
+        loopback.then_some(r.world_size)
+    })
+}
+
+/// Fewer ranks here than the job's launch variables say.
+fn too_few(live: &Live) -> Option<Outcome> {
+    let first = live.ranks.first()?;
+    let expected = expected_here(first)?;
+    let here = live.ranks.len() as u32;
+    if here >= expected {
+        return None;
+    }
+    let present: Vec<u32> = live
+        .ranks
+        .iter()
+        .map(|r| r.local_rank.unwrap_or(r.rank))
+        .collect();
+    let missing: Vec<u32> = (0..expected).filter(|l| !present.contains(l)).collect();
+    let what = if first.local_world_size.is_some() {
+        format!("LOCAL_WORLD_SIZE={expected}")
+    } else {
+        format!("WORLD_SIZE={expected} with its master on this machine")
+    };
+    Some(Outcome::fail(
+        format!(
+            "{here} of {expected} ranks run here ({what}); local {} not running",
+            ranks_phrase(&missing)
+        ),
+        "start one process per rank (torchrun --nproc-per-node N script.py), or set \
+         WORLD_SIZE to the number of processes started: the ranks that run wait at init or \
+         in their first collective for the ones that never started",
+    ))
+}
+
+/// "recorders read from 3 worker servers; stacks by py-spy".
+fn sources(live: &Live, job: &Job) -> String {
+    let mut how: Vec<&str> = live.stack_source.values().copied().collect();
+    how.sort_unstable();
+    how.dedup();
+    let recorders = match job.traces.len() {
+        0 => "no worker server to read recorders from (TORCH_WORKER_SERVER_SOCKET unset)"
+            .to_string(),
+        n => format!("recorders read from {n} worker servers"),
+    };
+    let stacks = match how.as_slice() {
+        [] => "no stack could be read".to_string(),
+        list => format!("stacks by {}", list.join(" and ")),
+    };
+    let errors: Vec<String> = live
+        .errors
+        .iter()
+        .take(3)
+        .map(|(r, e)| format!("rank {r}: {e}"))
+        .collect();
+    if errors.is_empty() {
+        format!("{recorders}; {stacks}")
+    } else {
+        format!("{recorders}; {stacks}; {}", errors.join("; "))
+    }
+}

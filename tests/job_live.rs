@@ -1,0 +1,297 @@
+//! `gpucheck job` without `--traces`, on live gloo jobs of three ranks on
+//! 127.0.0.1 run by the test Python (`tests/fixtures/live_job/job.py`):
+//! the ranks it finds by their environment, the ranks it names and why,
+//! the exit code, and that the job is left as it was: every rank alive,
+//! not stopped, and a running job still stepping after gpucheck returns.
+//! Each job runs under its own `sh` launcher in its own process group,
+//! which the test names with `--pid` and kills when done.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// One job at a time: three torch processes each are plenty for two cores.
+static ONE_JOB: Mutex<()> = Mutex::new(());
+
+const WORLD: u32 = 3;
+
+struct Job {
+    launcher: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let pgid = self.launcher.id() as i32;
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        let _ = self.launcher.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Start `case` with `world` ranks (worker servers when `server`), each a
+/// plain python under one `sh`; wait until every rank stepped `steps`
+/// times.
+fn start(case: &str, fault: i64, world: u32, server: bool, steps: usize) -> Job {
+    start_some(case, fault, world, world, server, steps)
+}
+
+/// [`start`], launching only `launched` of the `world` ranks.
+fn start_some(
+    case: &str,
+    fault: i64,
+    launched: u32,
+    world: u32,
+    server: bool,
+    steps: usize,
+) -> Job {
+    let dir = std::env::temp_dir().join(format!("gpucheck-live-{case}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = root().join("tests/fixtures/live_job/job.py");
+    let port = free_port();
+    let mut sh = String::new();
+    for r in 0..launched {
+        let socket = if server {
+            format!("TORCH_WORKER_SERVER_SOCKET={}/rank{r}.sock ", dir.display())
+        } else {
+            String::new()
+        };
+        sh.push_str(&format!(
+            "{socket}RANK={r} LOCAL_RANK={r} WORLD_SIZE={world} MASTER_ADDR=127.0.0.1 \
+             MASTER_PORT={port} STEP_FILE={}/steps{r} '{}' '{}' 2>{}/log{r} &\n",
+            dir.display(),
+            venv_python().display(),
+            script.display(),
+            dir.display(),
+        ));
+    }
+    sh.push_str("wait\n");
+    let launcher = Command::new("sh")
+        .arg("-c")
+        .arg(sh)
+        .env("CASE", case)
+        .env("FAULT_RANK", fault.to_string())
+        .env("JOB_LIMIT", "120")
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("sh starts");
+    let job = Job { launcher, dir };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while steps > 0 && (0..launched).any(|r| stepped(&job, r) < steps) {
+        assert!(
+            Instant::now() < deadline,
+            "the {case} job did not reach step {steps}: {}",
+            logs(&job, world)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    job
+}
+
+fn stepped(job: &Job, rank: u32) -> usize {
+    std::fs::read_to_string(job.dir.join(format!("steps{rank}")))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+fn logs(job: &Job, world: u32) -> String {
+    (0..world)
+        .map(|r| std::fs::read_to_string(job.dir.join(format!("log{r}"))).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `gpucheck job --pid LAUNCHER --json -`.
+fn look(job: &Job) -> (Output, serde_json::Value) {
+    let out = gpucheck()
+        .args(["job", "--pid", &job.launcher.id().to_string(), "--json", "-"])
+        .output()
+        .expect("gpucheck runs");
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+fn ranks(doc: &serde_json::Value, id: &str) -> Vec<u64> {
+    result(doc, id)["ranks"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+        .unwrap_or_default()
+}
+
+/// The ranks' pids, from /proc: the python processes running the script
+/// under this job's launcher.
+fn rank_pids(job: &Job) -> Vec<u32> {
+    let dir = job.dir.display().to_string();
+    processes_matching("live_job/job.py")
+        .into_iter()
+        .filter(|(pid, _)| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|e| String::from_utf8_lossy(&e).contains(&dir))
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        .unwrap_or('?')
+}
+
+/// Every rank is alive and not stopped; when `running`, it still steps.
+fn left_as_it_was(job: &Job, world: u32, running: bool) {
+    let pids = rank_pids(job);
+    assert_eq!(pids.len(), world as usize, "every rank is still there: {pids:?}");
+    for pid in &pids {
+        let s = state(*pid);
+        assert!(!matches!(s, 'T' | 't' | 'Z' | '?'), "rank pid {pid} is in state {s}");
+    }
+    if running {
+        let before: Vec<usize> = (0..world).map(|r| stepped(job, r)).collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while (0..world).any(|r| stepped(job, r) <= before[r as usize]) {
+            assert!(Instant::now() < deadline, "the job stopped stepping after gpucheck looked");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+#[test]
+fn a_healthy_running_job_is_no_problem_and_keeps_stepping() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("healthy", -1, WORLD, true, 3);
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.hang"), "pass");
+    assert!(text_field(&doc, "job.hang", "summary").contains("moving"), "{}", stdout(&out));
+    let traces = text_field(&doc, "job.traces", "summary");
+    assert!(traces.contains("ranks 0-2 of a 3-rank job"), "{traces}");
+    assert!(traces.contains("3 worker servers"), "{traces}");
+    for id in ["job.hang", "job.straggler"] {
+        assert!(ranks(&doc, id).is_empty(), "{id} blames nobody");
+    }
+    left_as_it_was(&job, WORLD, true);
+}
+
+#[test]
+fn a_rank_asleep_instead_of_in_all_reduce_is_named_with_its_frame() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("sleep", 2, WORLD, true, 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.hang"), vec![2]);
+    let summary = text_field(&doc, "job.hang", "summary");
+    assert!(summary.contains("rank 2 never joined all_reduce #6"), "{summary}");
+    assert!(summary.contains("time.sleep(3600)"), "the frame is shown: {summary}");
+    assert!(summary.contains("job.py:"), "{summary}");
+    left_as_it_was(&job, WORLD, false);
+}
+
+#[test]
+fn a_barrier_in_one_ranks_branch_is_named() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("branch", 0, WORLD, true, 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.hang"), vec![0], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.hang", "summary");
+    assert!(summary.contains("barrier"), "{summary}");
+    left_as_it_was(&job, WORLD, false);
+}
+
+#[test]
+fn without_worker_servers_py_spy_reads_the_stacks_and_names_the_sleeper() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("sleep", 1, WORLD, false, 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.hang"), vec![1], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.hang", "summary");
+    assert!(summary.contains("rank 1 is asleep in time.sleep"), "{summary}");
+    assert!(summary.contains("ranks 0, 2 wait (in all_reduce)"), "{summary}");
+    let traces = text_field(&doc, "job.traces", "summary");
+    assert!(traces.contains("stacks by py-spy"), "{traces}");
+    left_as_it_was(&job, WORLD, false);
+}
+
+#[test]
+fn a_rank_late_at_every_step_is_the_straggler_and_the_job_runs_on() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("straggler", 1, WORLD, true, 8);
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.hang"), "pass", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.straggler"), vec![1], "{}", stdout(&out));
+    left_as_it_was(&job, WORLD, true);
+}
+
+#[test]
+fn a_single_process_where_world_size_says_four_is_named() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start_some("lonely", -1, 1, 4, false, 0);
+    wait_for_rank(&job);
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.traces"), "fail");
+    let summary = text_field(&doc, "job.traces", "summary");
+    assert!(summary.contains("1 of 4 ranks run here"), "{summary}");
+    assert!(summary.contains("local ranks 1-3 not running"), "{summary}");
+    left_as_it_was(&job, 1, false);
+}
+
+/// Wait until the job's one rank has imported torch and waits at init.
+fn wait_for_rank(job: &Job) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pids = rank_pids(job);
+        let ready = pids.iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/maps")).is_ok_and(|m| m.contains("libtorch"))
+        });
+        if ready {
+            std::thread::sleep(Duration::from_secs(2));
+            return;
+        }
+        assert!(Instant::now() < deadline, "the rank did not start");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn no_job_here_is_a_usage_error_naming_what_was_looked_for() {
+    // A process with no rank under it (another test's job may run beside).
+    let mut idle = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = idle.id().to_string();
+    let out = gpucheck().args(["job", "--pid", &pid]).output().unwrap();
+    let _ = idle.kill();
+    let _ = idle.wait();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("no job runs here under pid {pid}")), "{err}");
+    assert!(err.contains("RANK and WORLD_SIZE"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
