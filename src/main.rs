@@ -355,29 +355,54 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
-    // stdout belongs to CMD: the report goes to stderr.
+    // stdout belongs to CMD: the report goes to stderr. A JSON, JUnit,
+    // Prometheus or Markdown report there (`--json -`) is all stderr
+    // carries: automation that reads it gets one document, so gpucheck's
+    // own notes about CMD stay out and the exit code says it (1: not run,
+    // 126/127: could not be started).
+    let notes = table_on_stream(&args.run.output);
+    let note = |text: String| {
+        if notes {
+            say!("{text}");
+        }
+    };
     let run = pipeline::execute(&plan, args.run.output.strict);
     pipeline::report(plan, &run, Shown::from(&args.run.output), Sink::Stderr)?;
     if let Some(sig) = &run.interrupted {
         // Ctrl-C means stop, even under --on-fail warn.
-        say!("gpucheck: not running {program}: interrupted by {sig}");
+        note(format!(
+            "gpucheck: not running {program}: interrupted by {sig}"
+        ));
         return Ok(EXIT_NOT_READY);
     }
     if run.exit_code != 0 && args.on_fail == OnFail::Exit {
-        say!(
+        note(format!(
             "gpucheck: not running {program}: checks failed (use --on-fail warn to run it anyway)"
-        );
+        ));
         return Ok(EXIT_NOT_READY);
     }
     if run.exit_code != 0 {
-        say!("gpucheck: checks failed; running {program} anyway (--on-fail warn)");
+        note(format!(
+            "gpucheck: checks failed; running {program} anyway (--on-fail warn)"
+        ));
     }
-    become_command(&argv, &program)
+    become_command(&argv, &program, notes)
+}
+
+/// Whether the main stream carries the table: no report asked for `-` and
+/// `--format table`. Otherwise (`exec --json -`) it carries one document
+/// and gpucheck's notes stay off it.
+fn table_on_stream(output: &cli::OutputArgs) -> bool {
+    let dash = |p: &Option<std::path::PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
+    output.format == report::Format::Table
+        && ![&output.json, &output.junit, &output.prom, &output.markdown]
+            .into_iter()
+            .any(dash)
 }
 
 /// Replace gpucheck with CMD (`exec`); returns only when it cannot be
-/// started: 127 (not found) or 126.
-fn become_command(argv: &[CString], program: &str) -> anyhow::Result<u8> {
+/// started: 127 (not found) or 126, said on stderr when `notes` allows.
+fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Result<u8> {
     process::stop_being_subreaper();
     runner::restore_signals_for_exec();
     // execvp only returns on failure.
@@ -388,7 +413,9 @@ fn become_command(argv: &[CString], program: &str) -> anyhow::Result<u8> {
     };
     // Still gpucheck: a closed stderr must not kill it with SIGPIPE.
     runner::ignore_sigpipe();
-    say!("gpucheck: cannot run {program}: {}", err.desc());
+    if notes {
+        say!("gpucheck: cannot run {program}: {}", err.desc());
+    }
     Ok(code)
 }
 

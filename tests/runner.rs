@@ -1185,3 +1185,59 @@ fn the_header_says_only_what_ran_under_only() {
     let doc = assert_valid_json_report(&stdout(&out));
     assert!(doc.get("only").is_none(), "{doc}");
 }
+
+/// `exec --json -`: the report goes to stderr (stdout is CMD's), and
+/// automation reads that stream as one JSON document: gpucheck's notes
+/// about CMD (not run, run anyway, cannot be started) stay off it and the
+/// exit code says what happened.
+#[test]
+fn exec_json_on_stderr_is_one_json_document_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    // One GPU where 8 are expected fails gpu.count; 1 expected passes.
+    for (args, cmd, code) in [
+        (vec!["--expect-gpus", "8"], "touch", Some(1)),
+        (
+            vec!["--expect-gpus", "8", "--on-fail", "warn"],
+            "/nonexistent/cmd",
+            Some(127),
+        ),
+        (vec!["--expect-gpus", "1"], "/nonexistent/cmd", Some(127)),
+    ] {
+        let out = gpucheck()
+            .env("FAKE_NVML_SCENARIO", nvml_scenario("single_gpu"))
+            .arg("exec")
+            .arg("--nvml-lib")
+            .arg(fake_nvml())
+            .args(["--only", "gpu.count"])
+            .args(&args)
+            .args(["--json", "-", "--"])
+            .arg(cmd)
+            .arg(&marker)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), code, "{args:?}: {}", stderr(&out));
+        assert_valid_json_report(&stderr(&out));
+        assert!(!marker.exists(), "{args:?}: the command ran");
+    }
+    // With the table on stderr the notes stay: a person reads them.
+    let out = gpucheck()
+        .env("FAKE_NVML_SCENARIO", nvml_scenario("single_gpu"))
+        .args([
+            "exec",
+            "--only",
+            "gpu.count",
+            "--expect-gpus",
+            "8",
+            "--nvml-lib",
+        ])
+        .arg(fake_nvml())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("gpucheck: not running true: checks failed"),
+        "{}",
+        stderr(&out)
+    );
+}

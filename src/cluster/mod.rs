@@ -104,18 +104,24 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
     let code = gate(&args.run, &args.cluster_flags, true)?;
+    // As `exec`: a JSON (or other) report on stderr is all stderr carries.
+    let notes = crate::table_on_stream(&args.run.output);
     if let Some(sig) = crate::runner::interrupted() {
-        say!("gpucheck: not running {program}: interrupted by {sig}");
+        if notes {
+            say!("gpucheck: not running {program}: interrupted by {sig}");
+        }
         return Ok(1);
     }
     if code != 0 && args.on_fail == crate::cli::OnFail::Exit {
-        say!(
-            "gpucheck: not running {program}: the fleet is not ready (use --on-fail warn to run \
-             it anyway)"
-        );
+        if notes {
+            say!(
+                "gpucheck: not running {program}: the fleet is not ready (use --on-fail warn to \
+                 run it anyway)"
+            );
+        }
         return Ok(1);
     }
-    crate::become_command(&argv, &program)
+    crate::become_command(&argv, &program, notes)
 }
 
 /// Run this node's part of the cluster check; the text goes to stdout, or
