@@ -5,6 +5,148 @@
 
 use gpucheck_checks::CATALOG;
 
+/// Every environment variable gpucheck reads, with what it does: the
+/// ENVIRONMENT section. A name ending in `*` stands for the family. The test
+/// `environment_names_every_variable_the_code_reads` scans the sources for
+/// the variables read by name, so one added there cannot be missing here.
+const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "GPUCHECK_EXPECT_GPUS, GPUCHECK_PYTHON, GPUCHECK_NCCL_LIB",
+        "Defaults for --expect-gpus, --python and --nccl-lib.",
+    ),
+    (
+        "GPUCHECK_CLUSTER_TOKEN",
+        "The shared secret of gpucheck cluster and exec --cluster when --token-file is not given.",
+    ),
+    (
+        "GPUCHECK_RUN_ID",
+        "The id of a cluster run when --run-id is not given (else SLURM_JOB_ID and SLURM_STEP_ID, \
+         else TORCHELASTIC_RUN_ID): every node of one job must name the same.",
+    ),
+    (
+        "GPUCHECK_SYSFS_ROOT, GPUCHECK_PROC_ROOT",
+        "Read /sys and /proc facts under these folders instead (a copy of another machine's, or \
+         a test's).",
+    ),
+    (
+        "GPUCHECK_LOAD_DEVICE",
+        "cpu: the load checks and the burn run their payload on the CPU (gpucheck's own tests).",
+    ),
+    (
+        "NO_COLOR",
+        "Set and not empty: no colour in the table under --color auto.",
+    ),
+    (
+        "COLUMNS",
+        "The width the table, list and explain wrap to (else the terminal's; a pipe is not wrapped).",
+    ),
+    ("TERM", "dumb: no progress line on stderr."),
+    (
+        "GITHUB_ACTIONS",
+        "true: the checks that need attention are also printed as GitHub workflow annotations.",
+    ),
+    (
+        "VIRTUAL_ENV, CONDA_PREFIX, PATH",
+        "Where the training Python is found when --python is not given (the environment \
+         gpucheck is installed in comes first).",
+    ),
+    (
+        "LD_LIBRARY_PATH, CUDA_HOME, CUDA_PATH",
+        "Where the CUDA and NCCL libraries are looked for, in the loader's order.",
+    ),
+    (
+        "HOME",
+        "Its .nccl.conf is read as NCCL reads it.",
+    ),
+    (
+        "CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER",
+        "Which GPUs a job sees, judged by env.visible_devices against NVML's.",
+    ),
+    (
+        "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT",
+        "torchrun's launch variables, judged by env.torchrun, env.rank and the net checks.",
+    ),
+    (
+        "TORCHELASTIC_*, PET_*",
+        "torchrun's own: a run under torchrun, and the node count, rank and master of \
+         gpucheck cluster (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT).",
+    ),
+    (
+        "SLURM_*, SLURMD_NODENAME",
+        "SLURM's job: the node count and rank of gpucheck cluster (SLURM_NNODES, SLURM_NODEID, \
+         SLURM_JOB_NODELIST), the run id, and the ranks gpucheck job finds (SLURM_PROCID, \
+         SLURM_NTASKS).",
+    ),
+    (
+        "NCCL_*",
+        "NCCL's settings, judged by nccl.env (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, \
+         NCCL_NET_PLUGIN...), with NCCL_CONF_FILE and the configuration files it names; values \
+         of names that look secret are never shown.",
+    ),
+    (
+        "TORCH_WORKER_SERVER_SOCKET, TORCH_FR_BUFFER_SIZE, TORCH_NCCL_TRACE_BUFFER_SIZE",
+        "Read by gpucheck job from each rank's own environment: the rank's worker server, and \
+         whether its Flight Recorder records at all.",
+    ),
+    (
+        "KUBERNETES_SERVICE_HOST, container",
+        "Which container runtime gpucheck runs under, for the fixes it gives.",
+    ),
+];
+
+/// Variables gpucheck sets for its own children and reads back, or that
+/// only its tests read: no user sets them.
+const INTERNAL_VARIABLES: &[&str] = &[
+    "GPUCHECK_CHILD",
+    "GPUCHECK_SEAM_RECORD",
+    "GPUCHECK_LIBCUDA_STUB",
+    "GPUCHECK_CLUSTER_CONFIG",
+    "GPUCHECK_CLUSTER_KEY",
+    "GPUCHECK_UPDATE_MAN",
+    "GPUCHECK_UPDATE_SCHEMA",
+];
+
+/// What to type, for the EXAMPLES section.
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "gpucheck",
+        "The standard profile: is this machine ready for a DDP job?",
+    ),
+    (
+        "gpucheck \\-\\-profile quick \\-\\-only gpu,nccl.env",
+        "Only the GPU checks and the NCCL settings, without CUDA or Python.",
+    ),
+    (
+        "gpucheck \\-\\-json report.json \\-\\-junit report.xml",
+        "In CI: the table on stdout, both reports in files.",
+    ),
+    (
+        "gpucheck exec \\-\\- torchrun \\-\\-nproc\\-per\\-node 8 train.py",
+        "As a container ENTRYPOINT: become the training command when the checks pass.",
+    ),
+    (
+        "gpucheck \\-\\-profile health \\-\\-quiet",
+        "As a Docker HEALTHCHECK: is the hardware still healthy? One line, exit 0 or 1.",
+    ),
+    (
+        "gpucheck \\-\\-profile burn \\-\\-duration 2h",
+        "Burn-in: the quick checks, then two hours of compute and memory load.",
+    ),
+    (
+        "gpucheck cluster \\-\\-nnodes 4 \\-\\-node\\-rank $NODE_RANK \\-\\-master\\-addr node0",
+        "On every node of a job: node rank 0 names the node that is not ready.",
+    ),
+    (
+        "gpucheck capture \\-\\-redact report.capture.json",
+        "Keep every probe answer, host and user names replaced, to attach to a bug report; \
+         gpucheck \\-\\-replay report.capture.json judges it again anywhere.",
+    ),
+    (
+        "gpucheck explain nccl.allreduce",
+        "What a check checks, why it matters for DDP, and how to fix it.",
+    ),
+];
+
 /// Escape text for roff: backslashes, and a leading `.` or `'`.
 fn roff(text: &str) -> String {
     let t = text.replace('\\', "\\e");
@@ -65,11 +207,16 @@ fn subcommands_section() -> String {
             roff(&sub.get_about().map(|a| a.to_string()).unwrap_or_default()),
         ));
         for a in own.iter().filter(|a| !a.is_positional()) {
-            let values: Vec<String> = a
-                .get_possible_values()
-                .iter()
-                .map(|v| v.get_name().to_string())
-                .collect();
+            // A flag (`exec --cluster`) takes no value: its parser's
+            // true/false is no value a user types.
+            let values: Vec<String> = if a.get_action().takes_values() {
+                a.get_possible_values()
+                    .iter()
+                    .map(|v| v.get_name().to_string())
+                    .collect()
+            } else {
+                Vec::new()
+            };
             out.push_str(&format!(
                 ".RS\n.TP\n\\fB\\-\\-{}\\fR {}\n{}\n.RE\n",
                 a.get_long().unwrap_or_default().replace('-', "\\-"),
@@ -88,7 +235,10 @@ fn subcommands_section() -> String {
 
 /// The whole man page as roff.
 pub fn render() -> String {
-    let cmd = crate::cli::command();
+    // --profile's long help lists the profiles one per line, which roff
+    // would run together: OPTIONS gets its one-line help, and the PROFILES
+    // section the list, one paragraph each.
+    let cmd = crate::cli::command().mut_arg("profile", |a| a.long_help(None));
     let man = clap_mangen::Man::new(cmd);
     let mut buf: Vec<u8> = Vec::new();
     // Writing into a Vec cannot fail.
@@ -99,6 +249,7 @@ pub fn render() -> String {
     let _ = man.render_options_section(&mut buf);
     let mut out = String::from_utf8_lossy(&buf).into_owned();
     out.push_str(&subcommands_section());
+    out.push_str(&profiles_section());
 
     out.push_str(".SH CHECKS\nChecks run in this order; \\fB--only\\fR and \\fB--skip\\fR take their ids, groups (\\fBgpu\\fR, \\fBnet.*\\fR) or globs.\n");
     for c in CATALOG {
@@ -128,8 +279,47 @@ pub fn render() -> String {
         out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));
     }
     out.push_str(".PP\n\\fBgpucheck exec\\fR, once the checks pass, becomes CMD and exits with its status; when CMD cannot be started it exits 127 (not found) or 126.\n");
-    out.push_str(".SH ENVIRONMENT\n.TP\n\\fBNO_COLOR\\fR\nDisables colour in the table.\n.TP\n\\fBGPUCHECK_EXPECT_GPUS\\fR, \\fBGPUCHECK_PYTHON\\fR, \\fBGPUCHECK_NCCL_LIB\\fR\nDefaults for \\fB--expect-gpus\\fR, \\fB--python\\fR and \\fB--nccl-lib\\fR.\n");
+    out.push_str(".SH ENVIRONMENT\n");
+    for (names, what) in ENVIRONMENT {
+        let names: Vec<String> = names
+            .split(", ")
+            .map(|n| format!("\\fB{}\\fR", roff(n)))
+            .collect();
+        out.push_str(&format!(".TP\n{}\n{}\n", names.join(", "), roff(what)));
+    }
+    out.push_str(".SH EXAMPLES\n");
+    for (command, what) in EXAMPLES {
+        out.push_str(&format!(".TP\n\\fB{command}\\fR\n{what}\n"));
+    }
     out
+}
+
+/// Each profile, what it is for and what it adds, one paragraph each
+/// (`cli::profile_rows`, which --help and the README show too).
+fn profiles_section() -> String {
+    let mut out = String::from(
+        ".SH PROFILES\n\\fB\\-\\-profile\\fR chooses the checks (default: standard; under \
+         \\fB\\-\\-replay\\fR, the profile the capture ran). quick, standard and full each \
+         add to the one before; health and burn are lists of their own.\n",
+    );
+    for (profile, about, ids) in crate::cli::profile_rows() {
+        out.push_str(&format!(
+            ".TP\n\\fB{}\\fR\n{}: {}\n",
+            profile.as_str(),
+            roff(&capitalised(about)),
+            roff(&ids)
+        ));
+    }
+    out
+}
+
+/// `text` with its first letter in upper case.
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +388,138 @@ mod tests {
         }
         assert!(page.contains(".SH EXIT STATUS"));
         assert!(page.contains("--only"));
+    }
+
+    #[test]
+    fn the_profiles_are_paragraphs_of_their_own() {
+        let page = render();
+        let section = page
+            .split(".SH PROFILES\n")
+            .nth(1)
+            .and_then(|s| s.split("\n.SH ").next())
+            .expect("a PROFILES section");
+        for (profile, _, _) in crate::cli::profile_rows() {
+            assert!(
+                section.contains(&format!(".TP\n\\fB{}\\fR\n", profile.as_str())),
+                "{} is no paragraph of its own:\n{section}",
+                profile.as_str()
+            );
+        }
+        // The options list no longer carries the run-together list.
+        assert!(!page.contains("quick (NVML"), "{page}");
+    }
+
+    #[test]
+    fn a_flag_is_documented_without_values_it_does_not_take() {
+        let page = render();
+        assert!(!page.contains("true|false"), "{page}");
+        assert!(page.contains("\\fB\\-\\-cluster\\fR \n"), "{page}");
+    }
+
+    #[test]
+    fn the_page_has_examples() {
+        let page = render();
+        assert!(page.contains(".SH EXAMPLES\n"));
+        assert!(page.contains("\\fBgpucheck exec \\-\\- torchrun"), "{page}");
+    }
+
+    /// Every variable the code reads by name is in ENVIRONMENT (by name or
+    /// family) or is gpucheck's own (INTERNAL_VARIABLES): the sources are
+    /// scanned for one-argument `var`, `var_os`, `env` and `env_lossy`
+    /// calls, `first_var` lists, clap's `env = ...` and `*_ENV` constants.
+    #[test]
+    fn environment_names_every_variable_the_code_reads() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut names = std::collections::BTreeSet::new();
+        let mut files = Vec::new();
+        for dir in ["src", "checks/src"] {
+            let mut stack = vec![root.join(dir)];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).unwrap().flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else if p.extension().is_some_and(|x| x == "rs") {
+                        files.push(p);
+                    }
+                }
+            }
+        }
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            // The code, not its unit tests (which set variables of their own).
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            names.extend(variables_read(code));
+        }
+        assert!(
+            names.contains("GPUCHECK_SYSFS_ROOT"),
+            "the scan finds nothing: {names:?}"
+        );
+        let listed: Vec<&str> = ENVIRONMENT
+            .iter()
+            .flat_map(|(n, _)| n.split(", "))
+            .collect();
+        let covered = |name: &str| {
+            INTERNAL_VARIABLES.contains(&name)
+                || listed.iter().any(|l| match l.strip_suffix('*') {
+                    Some(family) => name.starts_with(family),
+                    None => *l == name,
+                })
+        };
+        let missing: Vec<&String> = names.iter().filter(|n| !covered(n)).collect();
+        assert!(
+            missing.is_empty(),
+            "read by the code but not in man.rs's ENVIRONMENT: {missing:?}"
+        );
+    }
+
+    /// The names `code` reads: `var("X")`, `var_os("X")`, `env("X")`,
+    /// `env_lossy("X")` (one argument: `.env("X", v)` sets a child's),
+    /// clap's `env = "X"`, `first_var(env, &["X", "Y"])` and `const
+    /// *_ENV: &str = "X"`.
+    fn variables_read(code: &str) -> Vec<String> {
+        let ident = |s: &str| -> String {
+            s.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        };
+        let mut out = Vec::new();
+        for call in ["var(\"", "var_os(\"", "env(\"", "env_lossy(\""] {
+            for (at, _) in code.match_indices(call) {
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let rest = &code[at + call.len()..];
+                let name = ident(rest);
+                let after = rest[name.len()..].trim_start_matches('"').trim_start();
+                if !name.is_empty() && rest[name.len()..].starts_with('"') && after.starts_with(')')
+                {
+                    out.push(name);
+                }
+            }
+        }
+        for marker in ["env = \"", "_ENV: &str = \""] {
+            for (at, _) in code.match_indices(marker) {
+                out.push(ident(&code[at + marker.len()..]));
+            }
+        }
+        for (at, _) in code.match_indices("first_var(") {
+            let rest = &code[at..];
+            let (Some(open), Some(close)) = (rest.find("&["), rest.find(']')) else {
+                continue;
+            };
+            if open < close {
+                out.extend(
+                    rest[open + 2..close]
+                        .split(',')
+                        .map(|w| w.trim().trim_matches('"').to_string())
+                        .filter(|w| !w.is_empty()),
+                );
+            }
+        }
+        out.retain(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        out
     }
 
     #[test]
