@@ -337,6 +337,12 @@ pub struct JobArgs {
     /// several jobs run on this node.
     #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub pid: Option<i32>,
+    /// Load this libnvidia-ml.so instead of the system's (job.gpus).
+    #[arg(long, value_name = "PATH", help_heading = "Machine")]
+    pub nvml_lib: Option<PathBuf>,
+    /// Read Xid events from this file instead of the kernel's own log (job.gpus).
+    #[arg(long, value_name = "PATH", help_heading = "Machine")]
+    pub kernel_log: Option<PathBuf>,
     /// Per-check timeout in seconds, overriding every job check's default (60).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,

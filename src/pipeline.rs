@@ -8,7 +8,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gpucheck_checks::job::JOB_CATALOG;
+use gpucheck_checks::job::{JOB_CATALOG, TRACES_CATALOG};
 use gpucheck_checks::probe::fr_dump;
 use gpucheck_checks::probe::process;
 use gpucheck_checks::{Options, Profile, Status, CATALOG};
@@ -97,11 +97,18 @@ fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
 pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
     let options = match &args.traces {
         Some(dir) => traces_options(dir)?,
-        None => live_options(args.pid)?,
+        None => Options {
+            nvml_lib: args.nvml_lib.clone(),
+            kernel_log: args.kernel_log.clone(),
+            ..live_options(args.pid)?
+        },
     };
     Ok(Plan {
         profile: gpucheck_checks::job::JOB_PROFILE,
-        checks: JOB_CATALOG.to_vec(),
+        checks: match &args.traces {
+            Some(_) => TRACES_CATALOG.to_vec(),
+            None => JOB_CATALOG.to_vec(),
+        },
         options,
         timeout: args.timeout.map(Duration::from_secs_f64),
         budget: None,

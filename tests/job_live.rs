@@ -121,7 +121,13 @@ fn logs(job: &Job, world: u32) -> String {
 /// `gpucheck job --pid LAUNCHER --json -`.
 fn look(job: &Job) -> (Output, serde_json::Value) {
     let out = gpucheck()
-        .args(["job", "--pid", &job.launcher.id().to_string(), "--json", "-"])
+        .args([
+            "job",
+            "--pid",
+            &job.launcher.id().to_string(),
+            "--json",
+            "-",
+        ])
         .output()
         .expect("gpucheck runs");
     let doc = assert_valid_json_report(&stdout(&out));
@@ -159,16 +165,26 @@ fn state(pid: u32) -> char {
 /// Every rank is alive and not stopped; when `running`, it still steps.
 fn left_as_it_was(job: &Job, world: u32, running: bool) {
     let pids = rank_pids(job);
-    assert_eq!(pids.len(), world as usize, "every rank is still there: {pids:?}");
+    assert_eq!(
+        pids.len(),
+        world as usize,
+        "every rank is still there: {pids:?}"
+    );
     for pid in &pids {
         let s = state(*pid);
-        assert!(!matches!(s, 'T' | 't' | 'Z' | '?'), "rank pid {pid} is in state {s}");
+        assert!(
+            !matches!(s, 'T' | 't' | 'Z' | '?'),
+            "rank pid {pid} is in state {s}"
+        );
     }
     if running {
         let before: Vec<usize> = (0..world).map(|r| stepped(job, r)).collect();
         let deadline = Instant::now() + Duration::from_secs(20);
         while (0..world).any(|r| stepped(job, r) <= before[r as usize]) {
-            assert!(Instant::now() < deadline, "the job stopped stepping after gpucheck looked");
+            assert!(
+                Instant::now() < deadline,
+                "the job stopped stepping after gpucheck looked"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -185,7 +201,11 @@ fn a_healthy_running_job_is_no_problem_and_keeps_stepping() {
     let (out, doc) = look(&job);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert_eq!(status_of(&doc, "job.hang"), "pass");
-    assert!(text_field(&doc, "job.hang", "summary").contains("moving"), "{}", stdout(&out));
+    assert!(
+        text_field(&doc, "job.hang", "summary").contains("moving"),
+        "{}",
+        stdout(&out)
+    );
     let traces = text_field(&doc, "job.traces", "summary");
     assert!(traces.contains("ranks 0-2 of a 3-rank job"), "{traces}");
     assert!(traces.contains("3 worker servers"), "{traces}");
@@ -204,8 +224,14 @@ fn a_rank_asleep_instead_of_in_all_reduce_is_named_with_its_frame() {
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert_eq!(ranks(&doc, "job.hang"), vec![2]);
     let summary = text_field(&doc, "job.hang", "summary");
-    assert!(summary.contains("rank 2 never joined all_reduce #6"), "{summary}");
-    assert!(summary.contains("time.sleep(3600)"), "the frame is shown: {summary}");
+    assert!(
+        summary.contains("rank 2 never joined all_reduce #6"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("time.sleep(3600)"),
+        "the frame is shown: {summary}"
+    );
     assert!(summary.contains("job.py:"), "{summary}");
     left_as_it_was(&job, WORLD, false);
 }
@@ -232,8 +258,14 @@ fn without_worker_servers_py_spy_reads_the_stacks_and_names_the_sleeper() {
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert_eq!(ranks(&doc, "job.hang"), vec![1], "{}", stdout(&out));
     let summary = text_field(&doc, "job.hang", "summary");
-    assert!(summary.contains("rank 1 is asleep in time.sleep"), "{summary}");
-    assert!(summary.contains("ranks 0, 2 wait (in all_reduce)"), "{summary}");
+    assert!(
+        summary.contains("rank 1 is asleep in time.sleep"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("ranks 0, 2 wait (in all_reduce)"),
+        "{summary}"
+    );
     let traces = text_field(&doc, "job.traces", "summary");
     assert!(traces.contains("stacks by py-spy"), "{traces}");
     left_as_it_was(&job, WORLD, false);
@@ -291,7 +323,158 @@ fn no_job_here_is_a_usage_error_naming_what_was_looked_for() {
     let _ = idle.wait();
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains(&format!("no job runs here under pid {pid}")), "{err}");
+    assert!(
+        err.contains(&format!("no job runs here under pid {pid}")),
+        "{err}"
+    );
     assert!(err.contains("RANK and WORLD_SIZE"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+/// Each rank's pid, by rank (from the RANK in its environment).
+fn pid_of_rank(job: &Job) -> Vec<(u32, u32)> {
+    let mut pairs: Vec<(u32, u32)> = rank_pids(job)
+        .into_iter()
+        .filter_map(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let rank = env
+                .split(|b| *b == 0)
+                .find_map(|v| v.strip_prefix(b"RANK="))
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())?;
+            Some((rank, pid))
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs
+}
+
+/// A fake NVML scenario of `gpus` H100s where GPU `g` lists the ranks
+/// `on[g]` as its processes (busy when it holds any).
+fn scenario(job: &Job, gpus: u32, on: &[&[u32]]) -> PathBuf {
+    let pids = pid_of_rank(job);
+    let mut text = String::from(
+        "system driver=570.86.15 nvml=12.570.86.15 cuda=12080\n\
+         gpus 4 name=\"NVIDIA H100 80GB HBM3\" util=0\n",
+    )
+    .replace("gpus 4", &format!("gpus {gpus}"));
+    for g in 0..gpus {
+        text.push_str(&format!("gpu {g} bus=00000000:{:02X}:00.0", 0x18 + g));
+        for rank in on.get(g as usize).copied().unwrap_or(&[]) {
+            let pid = pids
+                .iter()
+                .find(|(r, _)| r == rank)
+                .expect("rank running")
+                .1;
+            text.push_str(&format!(" util=97 proc={pid}:2048:python"));
+        }
+        text.push('\n');
+    }
+    let path = job.dir.join(format!("gpus-{}.scenario", on.len()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `gpucheck job --pid ... --nvml-lib FAKE` with a scenario (and a kernel log).
+fn look_with(
+    job: &Job,
+    scenario: &std::path::Path,
+    log: Option<&std::path::Path>,
+) -> (Output, serde_json::Value) {
+    let mut cmd = gpucheck();
+    cmd.args([
+        "job",
+        "--pid",
+        &job.launcher.id().to_string(),
+        "--json",
+        "-",
+        "--nvml-lib",
+    ])
+    .arg(fake_nvml())
+    .env("FAKE_NVML_SCENARIO", scenario);
+    if let Some(log) = log {
+        cmd.arg("--kernel-log").arg(log);
+    }
+    let out = cmd.output().expect("gpucheck runs");
+    let doc = assert_valid_json_report(&stdout(&out));
+    (out, doc)
+}
+
+fn uptime_s() -> f64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse().ok())
+        .expect("/proc/uptime")
+}
+
+#[test]
+fn ranks_on_one_gpu_and_an_xid_since_the_start_are_joined_to_the_ranks() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("healthy", -1, WORLD, true, 3);
+
+    // Every rank on GPU 0, GPUs 1-3 idle: no set_device(LOCAL_RANK).
+    let crowded = scenario(&job, 4, &[&[0, 1, 2]]);
+    let (out, doc) = look_with(&job, &crowded, None);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.gpus"), "fail", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.gpus"), vec![0, 1, 2]);
+    let summary = text_field(&doc, "job.gpus", "summary");
+    assert!(
+        summary.contains("ranks 0-2 all run on GPU 0; GPU 1-3 hold no rank"),
+        "{summary}"
+    );
+    assert!(
+        text_field(&doc, "job.gpus", "hint").contains("set_device"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        status_of(&doc, "job.hang"),
+        "pass",
+        "a running job is not hung"
+    );
+
+    // One rank per GPU, and GPU 1 fell off the bus after the job started;
+    // an Xid from before the job started is not the job's.
+    let placed = scenario(&job, 3, &[&[0], &[1], &[2]]);
+    let log = job.dir.join("dmesg.txt");
+    std::fs::write(
+        &log,
+        format!(
+            "[    5.000000] NVRM: Xid (PCI:0000:1a:00): 79, pid=1, name=old, GPU has fallen off the bus.\n\
+             [{:>12.6}] NVRM: Xid (PCI:0000:19:00): 79, pid=0, name=python, GPU has fallen off the bus.\n",
+            uptime_s()
+        ),
+    )
+    .unwrap();
+    let (out, doc) = look_with(&job, &placed, Some(&log));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.gpus"), "fail", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.gpus"), vec![1], "only the rank on GPU 1");
+    let summary = text_field(&doc, "job.gpus", "summary");
+    assert!(
+        summary.contains("GPU 1 (") && summary.contains("00000000:19:00.0"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("Xid 79") && summary.contains("rank 1 runs on it"),
+        "{summary}"
+    );
+    assert_eq!(
+        result(&doc, "job.gpus")["action"],
+        "reboot_node",
+        "{}",
+        stdout(&out)
+    );
+
+    // Without the Xid: one rank per GPU passes.
+    let clean = job.dir.join("clean.txt");
+    std::fs::write(&clean, "[    5.000000] NVRM: Xid (PCI:0000:1a:00): 79, pid=1, name=old, GPU has fallen off the bus.\n").unwrap();
+    let (out, doc) = look_with(&job, &placed, Some(&clean));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let summary = text_field(&doc, "job.gpus", "summary");
+    assert!(
+        summary.contains("rank 0 on GPU 0, rank 1 on GPU 1, rank 2 on GPU 2"),
+        "{summary}"
+    );
+    left_as_it_was(&job, WORLD, true);
 }

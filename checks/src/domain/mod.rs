@@ -13,6 +13,7 @@ pub mod job;
 pub mod launch;
 pub mod pairs;
 pub mod pcie;
+pub mod placement;
 pub mod qualify;
 pub mod redact;
 pub mod sku;

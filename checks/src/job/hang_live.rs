@@ -61,7 +61,12 @@ pub fn from_stacks(live: &Live) -> Outcome {
                  {secs:.0} s: {}",
                 places.join("; ")
             ),
-            cause_hint(&v.blamed.iter().map(|(_, w)| &w.activity).collect::<Vec<_>>()),
+            cause_hint(
+                &v.blamed
+                    .iter()
+                    .map(|(_, w)| &w.activity)
+                    .collect::<Vec<_>>(),
+            ),
         )
     };
     Outcome::fail(summary, hint)

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use crate::domain::flight::RankTrace;
 use crate::domain::stacks::{self, Where};
+use crate::probe::fr_dump;
 use crate::probe::rank_state;
 use crate::probe::ranks::RankProcess;
-use crate::probe::fr_dump;
 
 /// Time between the two looks at the job.
 pub const WINDOW: Duration = Duration::from_millis(2000);
@@ -42,7 +42,11 @@ impl Live {
 
     /// Where `rank` was at the last look.
     pub fn last_where(&self, rank: u32) -> Option<&Where> {
-        self.samples.last()?.iter().find(|(r, _)| *r == rank).map(|(_, w)| w)
+        self.samples
+            .last()?
+            .iter()
+            .find(|(r, _)| *r == rank)
+            .map(|(_, w)| w)
     }
 }
 
@@ -88,7 +92,10 @@ pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, L
     }
     live.errors.sort();
     live.errors.dedup();
-    live.states_after = ranks.iter().map(|r| (r.rank, crate::probe::ranks::state_of(r.pid))).collect();
+    live.states_after = ranks
+        .iter()
+        .map(|r| (r.rank, crate::probe::ranks::state_of(r.pid)))
+        .collect();
     live.ranks = ranks;
     (traces, unreadable, live)
 }
@@ -148,8 +155,11 @@ fn progress(first: &[Look], second: &[Look]) -> Option<u64> {
         let retired = t.entries.iter().filter(|e| e.retired).count();
         Some((l.rank, id, retired))
     };
-    let before: BTreeMap<u32, (u64, usize)> =
-        first.iter().filter_map(last_id).map(|(r, i, n)| (r, (i, n))).collect();
+    let before: BTreeMap<u32, (u64, usize)> = first
+        .iter()
+        .filter_map(last_id)
+        .map(|(r, i, n)| (r, (i, n)))
+        .collect();
     let mut any = false;
     let mut moved = 0u64;
     for (rank, id, retired) in second.iter().filter_map(last_id) {

@@ -17,6 +17,7 @@ use crate::domain::job::{self, Membership};
 use crate::probe::fr_dump;
 use crate::{Check, Context, Outcome, Profile};
 
+mod gpus;
 mod hang;
 mod hang_live;
 pub mod live;
@@ -24,12 +25,17 @@ mod straggler;
 mod traces;
 mod watched;
 
+pub use gpus::Gpus;
 pub use hang::Hang;
 pub use straggler::Straggler;
 pub use traces::Traces;
 
 /// Every job check, in run order.
-pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
+pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler, &Gpus];
+
+/// The job checks of `gpucheck job --traces DIR` (the rest need the node
+/// the job runs on).
+pub static TRACES_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
 
 /// The profile of every job check and of a `gpucheck job` run.
 pub const JOB_PROFILE: Profile = Profile::Job;

@@ -31,7 +31,10 @@ pub fn judge(job: &Job, live: &Live) -> Outcome {
         .collect();
     if !off.is_empty() {
         return base(Outcome::warn(
-            format!("{} run with TORCH_FR_BUFFER_SIZE=0: the Flight Recorder is off", ranks_phrase(&off)),
+            format!(
+                "{} run with TORCH_FR_BUFFER_SIZE=0: the Flight Recorder is off",
+                ranks_phrase(&off)
+            ),
             "unset it (the default records 2,000 collectives) so the next hang shows its \
              collectives; stacks are judged meanwhile",
         ));
@@ -68,7 +71,10 @@ fn states(live: &Live) -> Option<Outcome> {
     if !stopped.is_empty() {
         return Some(
             Outcome::fail(
-                format!("{} stopped (SIGSTOP, a debugger, Ctrl-Z)", ranks_phrase(&stopped)),
+                format!(
+                    "{} stopped (SIGSTOP, a debugger, Ctrl-Z)",
+                    ranks_phrase(&stopped)
+                ),
                 "a stopped rank holds every other rank in its next collective: resume it \
                  (`kill -CONT PID`) or detach the debugger",
             )
@@ -105,7 +111,11 @@ fn states(live: &Live) -> Option<Outcome> {
 /// when the job's master is this machine's loopback (a one-node job).
 fn expected_here(r: &RankProcess) -> Option<u32> {
     r.local_world_size.or_else(|| {
-        let addr = r.master.as_deref()?.rsplit_once(':').map_or(r.master.as_deref()?, |(a, _)| a);
+        let addr = r
+            .master
+            .as_deref()?
+            .rsplit_once(':')
+            .map_or(r.master.as_deref()?, |(a, _)| a);
         let loopback = addr == "localhost" || addr.starts_with("127.") || addr == "::1";
         loopback.then_some(r.world_size)
     })
@@ -147,8 +157,9 @@ fn sources(live: &Live, job: &Job) -> String {
     how.sort_unstable();
     how.dedup();
     let recorders = match job.traces.len() {
-        0 => "no worker server to read recorders from (TORCH_WORKER_SERVER_SOCKET unset)"
-            .to_string(),
+        0 => {
+            "no worker server to read recorders from (TORCH_WORKER_SERVER_SOCKET unset)".to_string()
+        }
         n => format!("recorders read from {n} worker servers"),
     };
     let stacks = match how.as_slice() {

@@ -1,0 +1,241 @@
+//! job.gpus: on a job watched live, which GPU each rank holds (NVML's
+//! process lists), whether the placement wastes GPUs, and the Xid events
+//! logged on them since the job started, joined to the ranks they hit.
+
+use std::time::Duration;
+
+use super::{ranks_phrase, Job};
+use crate::domain::action::Action;
+use crate::domain::job::rank_list;
+use crate::domain::placement::{self, Fault, GpuLoad, Verdict};
+use crate::domain::stacks::Activity;
+use crate::domain::xid::{self, PciSlot};
+use crate::probe::{kernel_log, nvml, sysfs};
+use crate::{Check, Context, DataTable, Outcome, Profile};
+
+pub struct Gpus;
+
+impl Check for Gpus {
+    fn id(&self) -> &'static str {
+        "job.gpus"
+    }
+    fn title(&self) -> &'static str {
+        "The job's GPUs: placement and faults since it started"
+    }
+    fn profile(&self) -> Profile {
+        super::JOB_PROFILE
+    }
+    fn timeout(&self) -> Duration {
+        super::TIMEOUT
+    }
+    fn explain(&self) -> &'static str {
+        "On a job watched live (`gpucheck job` on one of its nodes), maps each rank to the GPU \
+its process holds (NVML's process lists), and reads the kernel log for Xid events logged after \
+the job's first rank started.
+
+fail: an Xid since the job started that needs a GPU reset, a node reboot or hands on the \
+hardware, with the GPU (index, UUID, bus id) and the ranks on it, and the repair action; \
+several ranks on one GPU while other GPUs hold none (no torch.cuda.set_device(LOCAL_RANK)).
+warn: a GPU that holds no rank; every GPU with a rank under 40 % busy while ranks' stacks are \
+in the data loader (raise DataLoader num_workers, pin_memory=True); an Xid that asks for a \
+look or a restart of the job.
+pass: one rank per GPU, no Xid since the job started.
+skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged from dumps."
+    }
+    fn run(&self, ctx: &Context) -> Outcome {
+        let job = match super::job(ctx) {
+            Ok(j) => j,
+            Err(e) => return super::unread(&e),
+        };
+        let Some(live) = &job.live else {
+            return Outcome::skip("the job was judged from its dumps, not on its node");
+        };
+        let gpus = match crate::facts::nvml::gpus_for_run(ctx) {
+            Ok(g) => g,
+            Err(e) => return Outcome::skip(format!("no GPU to look at: {e}")),
+        };
+        let procs = nvml::processes(ctx.options.nvml_lib.as_deref()).unwrap_or_default();
+        let rank_pids: Vec<(u32, u32)> =
+            live.ranks.iter().map(|r| (r.rank, r.pid as u32)).collect();
+        let loads: Vec<GpuLoad> = gpus
+            .iter()
+            .map(|g| {
+                let facts = procs.iter().find(|p| p.gpu.index == g.index);
+                let ok = facts.and_then(|p| p.facts.as_ref().ok());
+                let pids: Vec<u32> = ok
+                    .and_then(|f| f.processes.as_ref().ok())
+                    .map(|ps| ps.iter().map(|p| p.pid).collect())
+                    .unwrap_or_default();
+                let on = placement::ranks_on(&[(g.index, pids)], &rank_pids);
+                GpuLoad {
+                    index: g.index,
+                    uuid: g.uuid.clone(),
+                    bus_id: g.pci_bus_id.clone(),
+                    utilization_pct: ok.and_then(|f| f.utilization_pct.as_ref().ok().copied()),
+                    ranks: on.get(&g.index).cloned().unwrap_or_default(),
+                }
+            })
+            .collect();
+        let faults = faults_since_start(ctx, &job, &loads);
+        let loading: Vec<u32> = live
+            .ranks
+            .iter()
+            .map(|r| r.rank)
+            .filter(|r| {
+                live.last_where(*r)
+                    .is_some_and(|w| w.activity == Activity::DataLoading)
+            })
+            .collect();
+        let verdict = placement::judge(&loads, live.ranks.len(), &faults, &loading);
+        words(verdict, &loads).with_table(table(&loads))
+    }
+}
+
+/// Xid events logged after the job's first rank started, on this node.
+fn faults_since_start(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> {
+    let Some(live) = &job.live else {
+        return Vec::new();
+    };
+    let started = live.ranks.iter().map(|r| r.started_s).min().unwrap_or(0) as i64;
+    let Some(boot) = boot_epoch() else {
+        return Vec::new();
+    };
+    let wait = Duration::from_secs(3);
+    let Ok(log) = kernel_log::read_kernel_log(ctx.options.kernel_log.as_deref(), Some(boot), wait)
+    else {
+        return Vec::new();
+    };
+    let since = (started - boot) as f64;
+    log.events
+        .iter()
+        .filter(|e| e.since_boot_s.is_some_and(|s| s >= since))
+        .filter_map(|e| {
+            let info = xid::xid_info(e.code)?;
+            let gpu = gpus
+                .iter()
+                .find(|g| PciSlot::parse(&g.bus_id) == Some(e.slot));
+            Some(Fault {
+                gpu: gpu.map(|g| g.index),
+                bus_id: gpu.map_or_else(|| format!("{:?}", e.slot), |g| g.bus_id.clone()),
+                code: e.code,
+                mnemonic: info.mnemonic.to_string(),
+                action: xid::judged_action(info, &e.detail, &[]),
+                when: e.when.clone(),
+            })
+        })
+        .collect()
+}
+
+/// When this boot began, seconds since the epoch (now minus uptime).
+fn boot_epoch() -> Option<i64> {
+    let uptime = sysfs::attr(&sysfs::proc_root().join("uptime"))?;
+    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(now.as_secs() as i64 - secs as i64)
+}
+
+fn words(v: Verdict, gpus: &[GpuLoad]) -> Outcome {
+    match v {
+        Verdict::Faults(list) => faults(&list, gpus),
+        Verdict::Shared { gpu, ranks, idle } => Outcome::fail(
+            format!(
+                "{} all run on GPU {gpu}; GPU {} hold{} no rank",
+                ranks_phrase(&ranks),
+                rank_list(&idle),
+                if idle.len() == 1 { "s" } else { "" }
+            ),
+            "each rank must pick its own GPU: torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"])) \
+             before init_process_group, and tensors and the model on that device \
+             (device_ids=[local_rank] for DDP)",
+        )
+        .with_ranks(ranks, None)
+        .with_action(Action::RestartJob, vec![gpu]),
+        Verdict::Unused { gpus: idle, ranks } => Outcome::warn(
+            format!("GPU {} hold no rank of the job ({ranks} ranks here)", rank_list(&idle)),
+            format!(
+                "start one rank per GPU (torchrun --nproc-per-node {}), or hide the unused GPUs \
+                 with CUDA_VISIBLE_DEVICES if they are meant for another job",
+                gpus.len()
+            ),
+        ),
+        Verdict::Starved { util_max, loading } => Outcome::warn(
+            format!(
+                "every GPU with a rank is under {}% busy (at most {util_max}%) while {} load data",
+                placement::STARVED_PCT,
+                ranks_phrase(&loading)
+            ),
+            "the GPUs wait for batches: raise the DataLoader's num_workers, set pin_memory=True \
+             and persistent_workers=True, and move decoding or augmentation off the main process",
+        )
+        .with_ranks(loading, None),
+        Verdict::Fine(pairs) => {
+            let list: Vec<String> = pairs.iter().map(|(r, g)| format!("rank {r} on GPU {g}")).collect();
+            Outcome::pass(format!("one rank per GPU ({}); no Xid since the job started", list.join(", ")))
+        }
+        Verdict::NoGpuRanks => Outcome::skip("no rank of the job holds a GPU here (a CPU job)"),
+    }
+}
+
+/// The worst Xid since the job started, with its GPU, ranks and action.
+fn faults(list: &[(Fault, Vec<u32>)], gpus: &[GpuLoad]) -> Outcome {
+    let Some((worst, ranks)) = list.iter().max_by_key(|(f, _)| f.action) else {
+        return Outcome::pass("no Xid since the job started");
+    };
+    let gpu = worst.gpu.and_then(|i| gpus.iter().find(|g| g.index == i));
+    let which = gpu.map_or_else(
+        || format!("the GPU at {}", worst.bus_id),
+        |g| format!("GPU {} ({}, {})", g.index, g.uuid, g.bus_id),
+    );
+    let who = if ranks.is_empty() {
+        "no rank of the job runs on it".to_string()
+    } else {
+        format!(
+            "{} run{} on it",
+            ranks_phrase(ranks),
+            if ranks.len() == 1 { "s" } else { "" }
+        )
+    };
+    let summary = format!(
+        "{which} logged Xid {} ({}) at {}, after the job started; {who}",
+        worst.code, worst.mnemonic, worst.when
+    );
+    let action = Action::for_xid(worst.action);
+    let hint = format!(
+        "the job's trouble on this node starts at that GPU ({}): drain the node from the job, \
+         repair it, and restart the job from its last checkpoint on healthy nodes",
+        action.as_str()
+    );
+    let gpus_named: Vec<u32> = worst.gpu.into_iter().collect();
+    let outcome = match action {
+        Action::None | Action::FixInstall | Action::RestartJob => Outcome::warn(summary, hint),
+        _ => Outcome::fail(summary, hint),
+    };
+    outcome
+        .with_ranks(ranks.clone(), None)
+        .with_action(action, gpus_named)
+}
+
+fn table(gpus: &[GpuLoad]) -> DataTable {
+    DataTable {
+        title: "The job's GPUs".to_string(),
+        header: ["gpu", "uuid", "bus id", "busy", "ranks"]
+            .map(String::from)
+            .to_vec(),
+        rows: gpus
+            .iter()
+            .map(|g| {
+                vec![
+                    g.index.to_string(),
+                    g.uuid.clone(),
+                    g.bus_id.clone(),
+                    g.utilization_pct
+                        .map_or_else(|| "?".to_string(), |u| format!("{u}%")),
+                    rank_list(&g.ranks),
+                ]
+            })
+            .collect(),
+        legend: None,
+    }
+}
