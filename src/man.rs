@@ -353,6 +353,49 @@ mod tests {
         }
     }
 
+    /// README's figures are measured: its Figures section names the
+    /// script that prints them and the machine, and has a row for each
+    /// figure the script prints.
+    #[test]
+    fn readme_figures_come_from_the_script_with_the_machine() {
+        let readme = include_str!("../README.md");
+        let script = include_str!("../scripts/measure-readme.sh");
+        let figures = readme
+            .split("### Figures\n")
+            .nth(1)
+            .and_then(|s| s.split("\n#").next())
+            .expect("README has a Figures section");
+        assert!(
+            figures.contains("`bash scripts/measure-readme.sh`"),
+            "{figures}"
+        );
+        assert!(
+            figures.contains("2-core") && figures.contains("no GPU"),
+            "{figures}"
+        );
+        for (printed, row) in [
+            (
+                "\"test venv (.venv)\"",
+                "| the test virtual environment `.venv` |",
+            ),
+            (
+                "gpucheck --profile ' + profile",
+                "| `gpucheck` (the standard profile",
+            ),
+            (
+                "gpucheck --profile ' + profile",
+                "| `gpucheck --profile quick` |",
+            ),
+            (
+                "\"fresh clone: bash scripts/test.sh\"",
+                "| `bash scripts/test.sh` on a fresh clone",
+            ),
+        ] {
+            assert!(script.contains(printed), "the script prints no {printed}");
+            assert!(figures.contains(row), "README's Figures have no row {row}");
+        }
+    }
+
     #[test]
     fn readme_says_what_each_profile_holds() {
         let readme = include_str!("../README.md");
