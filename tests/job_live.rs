@@ -478,3 +478,28 @@ fn ranks_on_one_gpu_and_an_xid_since_the_start_are_joined_to_the_ranks() {
     );
     left_as_it_was(&job, WORLD, true);
 }
+
+#[test]
+fn a_rank_held_back_by_its_data_loader_is_the_straggler_with_the_loader_named() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("loader", 2, WORLD, true, 8);
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.hang"), "pass", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.straggler"), vec![2], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.straggler", "summary");
+    assert!(
+        summary.contains("rank 2 was caught loading data"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("__getitem__"),
+        "the dataset's frame: {summary}"
+    );
+    assert!(
+        text_field(&doc, "job.straggler", "hint").contains("num_workers"),
+        "{}",
+        stdout(&out)
+    );
+    left_as_it_was(&job, WORLD, true);
+}

@@ -5,7 +5,7 @@
 use super::live::{Live, WINDOW};
 use super::ranks_phrase;
 use crate::domain::job::rank_list;
-use crate::domain::stacks::{self, Activity};
+use crate::domain::stacks::{self, Activity, Where};
 use crate::{DataTable, Outcome};
 
 /// A pass when collectives were recorded between the two looks.
@@ -145,4 +145,57 @@ pub fn where_table(live: &Live) -> DataTable {
         rows,
         legend: None,
     }
+}
+
+/// Where a late rank was caught outside a collective more often than the
+/// other ranks were caught at that same place (the step's common code is
+/// not its cause), and what to do about it: ("rank 1 was caught loading
+/// data ... at data.py:12 in __getitem__", hint).
+pub fn busy_at(live: &Live, rank: u32) -> Option<(String, String)> {
+    let others = live.ranks.len().saturating_sub(1).max(1) as f64;
+    let place = |w: &Where| {
+        (
+            w.activity.clone(),
+            w.frame.as_ref().map(|f| (f.file.clone(), f.line)),
+        )
+    };
+    let mut best: Option<(f64, &Where)> = None;
+    for (_, w) in live
+        .samples
+        .iter()
+        .flatten()
+        .filter(|(r, w)| *r == rank && !w.activity.waits_on_peers())
+    {
+        let count = |mine: bool| {
+            live.samples
+                .iter()
+                .flatten()
+                .filter(|(r, o)| (*r == rank) == mine && place(o) == place(w))
+                .count() as f64
+        };
+        let lead = count(true) - count(false) / others;
+        if lead > 0.0 && best.is_none_or(|(b, _)| lead > b) {
+            best = Some((lead, w));
+        }
+    }
+    let w = best?.1;
+    let at = w
+        .frame
+        .as_ref()
+        .map(|f| format!(" at {}", f.shown()))
+        .unwrap_or_default();
+    let seen = format!("rank {rank} was caught {}{at}", w.activity.words());
+    let hint = match w.activity {
+        Activity::DataLoading => format!(
+            "rank {rank} waits for its batches: raise its DataLoader's num_workers, set \
+             pin_memory=True and persistent_workers=True, and look at what its dataset does per \
+             item (the frame shown)"
+        ),
+        _ => format!(
+            "every rank waits for rank {rank} at every step, and its stack shows where: the \
+             frame shown (a rank-specific branch such as logging or evaluation, a sleep, \
+             work done on one rank only)"
+        ),
+    };
+    Some((seen, hint))
 }

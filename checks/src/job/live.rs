@@ -1,9 +1,10 @@
 //! Gathering a running job's state on this node (`gpucheck job` without
-//! `--traces`): its ranks from /proc, then at two moments [`WINDOW`] apart
-//! each rank's Flight Recorder (from its worker server) and Python stack
-//! (its worker server's `dump_traceback`, else py-spy). Two moments tell a
-//! stuck job from one that moves: collectives recorded in between, and
-//! ranks that stayed at one place. Nothing is sent that stops a rank.
+//! `--traces`): its ranks from /proc, then each rank's Python stack (its
+//! worker server's `dump_traceback`, else py-spy) at [`LOOKS`] moments
+//! across [`WINDOW`], and its Flight Recorder (from its worker server) at
+//! the first and the last. They tell a stuck job from one that moves:
+//! collectives recorded in between, and ranks that stayed at one place.
+//! Nothing is sent that stops a rank.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,8 +15,11 @@ use crate::probe::fr_dump;
 use crate::probe::rank_state;
 use crate::probe::ranks::RankProcess;
 
-/// Time between the two looks at the job.
+/// Time from the first look at the job to the last.
 pub const WINDOW: Duration = Duration::from_millis(2000);
+/// Looks at each rank's stack across [`WINDOW`]: enough that a rank that
+/// spends most of a step somewhere is caught there.
+pub const LOOKS: u32 = 9;
 
 /// What the two looks found.
 #[derive(Debug, Default)]
@@ -57,20 +61,26 @@ struct Look {
     stack: Result<(Where, &'static str), String>,
 }
 
-/// Look at every rank twice and keep the second look's recorders as the
-/// job's traces.
+/// Look at every rank [`LOOKS`] times across [`WINDOW`] (recorders at the
+/// first and last look) and keep the last look's recorders as the job's
+/// traces.
 pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, Live) {
-    let first = look_all(&ranks, 0);
     crate::probe::progress("watching the job's ranks for 2 s");
-    std::thread::sleep(WINDOW);
-    let second = look_all(&ranks, 1);
+    let pause = WINDOW / (LOOKS - 1);
+    let mut looks: Vec<Vec<Look>> = Vec::new();
+    for i in 0..LOOKS {
+        if i > 0 {
+            std::thread::sleep(pause);
+        }
+        let recorders = i == 0 || i == LOOKS - 1;
+        looks.push(look_all(&ranks, i, recorders));
+    }
+    let (first, last) = (&looks[0], &looks[looks.len() - 1]);
     let mut live = Live {
-        progress: progress(&first, &second),
+        progress: progress(first, last),
         ..Live::default()
     };
-    let mut traces = Vec::new();
-    let mut unreadable = Vec::new();
-    for look in [&first, &second] {
+    for look in &looks {
         let mut sample = Vec::new();
         for l in look {
             match &l.stack {
@@ -83,7 +93,9 @@ pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, L
         }
         live.samples.push(sample);
     }
-    for l in second {
+    let mut traces = Vec::new();
+    let mut unreadable = Vec::new();
+    for l in looks.pop().unwrap_or_default() {
         match l.trace {
             Some(Ok(t)) => traces.push(t),
             Some(Err(e)) => unreadable.push((l.rank, e)),
@@ -100,18 +112,19 @@ pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, L
     (traces, unreadable, live)
 }
 
-fn look_all(ranks: &[RankProcess], sample: u32) -> Vec<Look> {
+fn look_all(ranks: &[RankProcess], sample: u32, recorders: bool) -> Vec<Look> {
     std::thread::scope(|s| {
         let handles: Vec<_> = ranks
             .iter()
-            .map(|r| s.spawn(move || look(r, sample)))
+            .map(|r| s.spawn(move || look(r, sample, recorders)))
             .collect();
         handles.into_iter().filter_map(|h| h.join().ok()).collect()
     })
 }
 
-fn look(r: &RankProcess, sample: u32) -> Look {
-    let trace = r.worker_socket.as_deref().map(|socket| {
+fn look(r: &RankProcess, sample: u32, recorders: bool) -> Look {
+    let socket = r.worker_socket.as_deref().filter(|_| recorders);
+    let trace = socket.map(|socket| {
         let json = rank_state::ask_worker(r.pid, socket, "fr_trace_json", sample)?;
         let source = format!("rank {}'s worker server", r.rank);
         fr_dump::parse(r.rank, &source, json.into_bytes())

@@ -56,13 +56,22 @@ pub fn judge(job: &Job) -> Outcome {
         worst.group.label(),
         worst.worst_ms
     );
-    let hint = format!(
+    let mut hint = format!(
         "every rank waits for rank {} at every step: look at what it does before each \
          collective (its data loader's num_workers and pin_memory, a rank-specific branch such \
          as logging or evaluation, another process on its GPU) and run `gpucheck --profile \
          full` on its node",
         worst.rank
     );
+    let mut summary = summary;
+    if let Some((seen, cause)) = job
+        .live
+        .as_ref()
+        .and_then(|l| super::hang_live::busy_at(l, worst.rank))
+    {
+        summary = format!("{summary}; {seen}");
+        hint = cause;
+    }
     let mut o = Outcome::fail(summary, hint)
         .with_ranks(ranks, None)
         .with_fact("group", worst.group.label())
