@@ -70,7 +70,8 @@ impl Reporter for Table {
         }
         let run = &run.with_actions();
         let mut lines: Vec<String> = Vec::new();
-        lines.push(self.header(run));
+        // The header wraps like the rest (an --only list makes it long).
+        lines.extend(self.wrapped(&self.header(run), 0, VERDICT_INDENT.len()));
         if self.verbose {
             lines.push(host_line(run));
         }
