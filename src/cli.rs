@@ -65,8 +65,8 @@ If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: g
     /// the reports through torch.distributed and names the node that is not ready.
     #[command(after_help = CLUSTER_HELP)]
     Cluster(ClusterArgs),
-    /// Judge a running or hung distributed job from its ranks' Flight Recorder dumps: name the
-    /// ranks at fault, the collective and why.
+    /// Judge a running or hung distributed job, live on its node or from its ranks' Flight
+    /// Recorder dumps: name the ranks at fault, the collective and why.
     #[command(after_help = JOB_HELP)]
     Job(JobArgs),
     /// Print shell completions for SHELL to stdout.
@@ -317,14 +317,20 @@ pub struct OutputArgs {
 }
 
 pub const JOB_HELP: &str = "\
-Reads every file in DIR whose name ends in a rank number (rank_0, nccl_trace_rank_7, fr_3.json), \
-pickle or JSON, and judges the job: job.traces (which ranks left a readable dump), job.hang (the \
-ranks at the wavefront of a hang or desync, never the waiting majority) and job.straggler (a \
-rank that enters collectives late, again and again). Pickles are decoded without running any of \
-their code.\n\n\
-Exit codes: 0 nothing wrong, 1 a problem is named (or a dump cannot be read), 2 usage, or no \
-rank's dump in DIR.\n\n\
-Example: gpucheck job --traces /shared/fr-dumps/ --json job.json";
+Without --traces: looks at the job running on this node (its ranks are the processes with RANK \
+and WORLD_SIZE in their environment, or --pid's): each rank's Python stack (its worker server, \
+else py-spy) and Flight Recorder (its worker server) for 2 s, NVML's process lists and the \
+kernel log's Xids since the job started. Nothing is stopped. job.traces (the ranks and their \
+state), job.hang (the ranks the others wait for, with their frame), job.straggler, job.gpus \
+(each rank's GPU, placement mistakes, Xids since the start).\n\n\
+With --traces DIR: reads every file in DIR whose name ends in a rank number (rank_0, \
+nccl_trace_rank_7, fr_3.json), pickle or JSON, and judges the job: job.traces (which ranks left \
+a readable dump), job.hang (the ranks at the wavefront of a hang or desync, never the waiting \
+majority) and job.straggler (a rank that enters collectives late, again and again). Pickles are \
+decoded without running any of their code.\n\n\
+Exit codes: 0 nothing wrong, 1 a problem is named (or a dump cannot be read), 2 usage, no \
+rank's dump in DIR, or no job running here.\n\n\
+Examples: gpucheck job --pid 41872; gpucheck job --traces /shared/fr-dumps/ --json job.json";
 
 /// `gpucheck job`.
 #[derive(Debug, Clone, Args)]

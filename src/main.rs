@@ -97,7 +97,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let child = matches!(cli.command, Some(Command::Child { .. }));
     match dispatch(cli) {
+        // A stop signal is an interruption at every point, the writing of
+        // the report included: exit 1, never "ready".
+        Ok(EXIT_READY) if !child && runner::interrupted().is_some() => {
+            ExitCode::from(EXIT_NOT_READY)
+        }
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             say!("gpucheck: {e:#}");
@@ -306,10 +312,21 @@ fn emit(text: &str) -> anyhow::Result<()> {
 }
 
 /// Print to a stream named `stream` in the error ("stdout", "stderr").
-fn emit_to(mut out: impl Write, stream: &str, text: &str) -> anyhow::Result<()> {
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+/// A reader that takes nothing holds gpucheck only until a stop signal
+/// (`output::write_all_or_stop`); the exit code then says interrupted.
+fn emit_to(
+    mut out: impl Write + std::os::fd::AsFd + IsTerminal,
+    stream: &str,
+    text: &str,
+) -> anyhow::Result<()> {
+    let chunk = output::chunk_for(&out);
+    let written = out
+        .flush()
+        .and_then(|_| output::write_all_or_stop(out.as_fd(), text.as_bytes(), chunk));
+    match written {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
         Err(e) => Err(UsageError(format!("cannot write to {stream}: {e}")).into()),
     }
 }
@@ -320,7 +337,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
     pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)
 }
 
-/// `gpucheck job --traces DIR`: judge a job from its ranks' dumps.
+/// `gpucheck job`: judge a job live on this node, or from its ranks' dumps.
 fn job(args: &JobArgs) -> anyhow::Result<u8> {
     let plan = pipeline::job_plan(args)?;
     let run = pipeline::execute(&plan, args.output.strict);
@@ -534,7 +551,7 @@ fn explain_text(check: &dyn gpucheck_checks::Check) -> String {
     let runs_in = if gpucheck_checks::fleet::find(check.id()).is_some() {
         Some("gpucheck cluster, on node rank 0, over every node's report")
     } else if gpucheck_checks::job::find(check.id()).is_some() {
-        Some("gpucheck job --traces DIR, over the job's Flight Recorder dumps")
+        Some("gpucheck job, on a running job's node or over its Flight Recorder dumps")
     } else {
         None
     };

@@ -29,7 +29,12 @@ impl Frame {
     /// [`Frame::at`] with the source line: "train.py:41 in step
     /// (`time.sleep(600)`)".
     pub fn shown(&self) -> String {
-        match self.code.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+        match self
+            .code
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
             Some(code) => format!("{} (`{}`)", self.at(), crate::domain::text::cut(code, 80)),
             None => self.at(),
         }
@@ -66,7 +71,10 @@ pub fn from_faulthandler(text: &str) -> Vec<Thread> {
         {
             threads.extend(current.take());
             let name = head.split_whitespace().next().unwrap_or("").to_string();
-            current = Some(Thread { name, frames: Vec::new() });
+            current = Some(Thread {
+                name,
+                frames: Vec::new(),
+            });
         } else if let (Some(th), Some(frame)) = (current.as_mut(), faulthandler_frame(t)) {
             th.frames.push(frame);
         }
@@ -211,7 +219,10 @@ pub fn classify(thread: &Thread) -> Where {
     } else {
         Activity::Elsewhere
     };
-    Where { activity, frame: user }
+    Where {
+        activity,
+        frame: user,
+    }
 }
 
 /// The public torch.distributed call a frame of distributed_c10d.py is in:
@@ -245,11 +256,17 @@ pub struct StackVerdict {
 /// passed through its own code between two collectives is never named.
 pub fn judge(samples: &[Vec<(u32, Where)>]) -> Option<StackVerdict> {
     let first = samples.first()?;
-    let verdicts: Vec<StackVerdict> = samples.iter().map(|s| judge_one(s)).collect::<Option<_>>()?;
+    let verdicts: Vec<StackVerdict> = samples
+        .iter()
+        .map(|s| judge_one(s))
+        .collect::<Option<_>>()?;
     let same = |v: &StackVerdict| {
         v.ahead == verdicts[0].ahead
             && v.blamed.len() == verdicts[0].blamed.len()
-            && v.blamed.iter().zip(&verdicts[0].blamed).all(|(a, b)| a == b)
+            && v.blamed
+                .iter()
+                .zip(&verdicts[0].blamed)
+                .all(|(a, b)| a == b)
     };
     if !verdicts.iter().all(same) || first.is_empty() {
         return None;
@@ -258,13 +275,18 @@ pub fn judge(samples: &[Vec<(u32, Where)>]) -> Option<StackVerdict> {
 }
 
 fn judge_one(sample: &[(u32, Where)]) -> Option<StackVerdict> {
-    let (waiting, others): (Vec<&(u32, Where)>, Vec<&(u32, Where)>) =
-        sample.iter().partition(|(_, w)| w.activity.waits_on_peers());
+    let (waiting, others): (Vec<&(u32, Where)>, Vec<&(u32, Where)>) = sample
+        .iter()
+        .partition(|(_, w)| w.activity.waits_on_peers());
     if waiting.is_empty() || others.is_empty() {
         return None;
     }
     let ahead = others.len() > waiting.len();
-    let (blamed, rest) = if ahead { (waiting, others) } else { (others, waiting) };
+    let (blamed, rest) = if ahead {
+        (waiting, others)
+    } else {
+        (others, waiting)
+    };
     Some(StackVerdict {
         blamed: blamed.into_iter().cloned().collect(),
         waiting: rest.into_iter().map(|(r, _)| *r).collect(),
@@ -324,7 +346,12 @@ Thread 0x00007fedc23c7b80 (most recent call first):
     fn sleep_is_read_from_the_source_line() {
         let t = Thread {
             name: "MainThread".into(),
-            frames: vec![frame("<module>", "/job/train.py", 7, Some("    time.sleep(600)"))],
+            frames: vec![frame(
+                "<module>",
+                "/job/train.py",
+                7,
+                Some("    time.sleep(600)"),
+            )],
         };
         assert_eq!(classify(&t).activity, Activity::Sleep);
         assert_eq!(
@@ -340,7 +367,12 @@ Thread 0x00007fedc23c7b80 (most recent call first):
             name: String::new(),
             frames: vec![
                 frame("__getitem__", "/job/data.py", 12, None),
-                frame("fetch", &format!("{lib}/utils/data/_utils/fetch.py"), 52, None),
+                frame(
+                    "fetch",
+                    &format!("{lib}/utils/data/_utils/fetch.py"),
+                    52,
+                    None,
+                ),
                 frame("<module>", "/job/train.py", 30, None),
             ],
         };
@@ -350,7 +382,12 @@ Thread 0x00007fedc23c7b80 (most recent call first):
         let bw = Thread {
             name: String::new(),
             frames: vec![
-                frame("_engine_run_backward", &format!("{lib}/autograd/graph.py"), 829, None),
+                frame(
+                    "_engine_run_backward",
+                    &format!("{lib}/autograd/graph.py"),
+                    829,
+                    None,
+                ),
                 frame("<module>", "/job/train.py", 31, None),
             ],
         };
@@ -359,7 +396,10 @@ Thread 0x00007fedc23c7b80 (most recent call first):
             name: String::new(),
             frames: vec![frame("<module>", "/job/train.py", 9, Some("work.wait()"))],
         };
-        assert_eq!(classify(&wait).activity, Activity::Collective("wait".into()));
+        assert_eq!(
+            classify(&wait).activity,
+            Activity::Collective("wait".into())
+        );
     }
 
     #[test]
@@ -373,13 +413,20 @@ Thread 0x00007fedc23c7b80 (most recent call first):
                 frame("<module>", "/job/train.py", 5, None),
             ],
         };
-        assert_eq!(classify(&t).activity, Activity::Collective("broadcast".into()));
+        assert_eq!(
+            classify(&t).activity,
+            Activity::Collective("broadcast".into())
+        );
     }
 
     #[test]
     fn a_rank_outside_the_collective_at_every_moment_is_named() {
         let ar = || Activity::Collective("all_reduce".into());
-        let sample = vec![(0, at(ar(), 8)), (1, at(ar(), 8)), (2, at(Activity::Sleep, 7))];
+        let sample = vec![
+            (0, at(ar(), 8)),
+            (1, at(ar(), 8)),
+            (2, at(Activity::Sleep, 7)),
+        ];
         let v = judge(&[sample.clone(), sample]).unwrap();
         assert_eq!(v.blamed.len(), 1);
         assert_eq!(v.blamed[0].0, 2);

@@ -34,7 +34,14 @@ judged here.
 
 fail: the ranks at the wavefront, with the group, sequence and collective, and what the \
 others were doing (JSON: `ranks` and `collective`).
-pass: every group's ranks agree up to their last collective and it finished.",
+pass: every group's ranks agree up to their last collective and it finished.
+
+Live (`gpucheck job` on the job's node): collectives recorded between the first and last look, \
+2 s apart, mean the job moves (pass). Otherwise the recorders' wavefront is judged as above, with \
+each named rank's Python frame; without recorders (no worker server), the stacks read at nine \
+moments: the ranks that stayed outside collectives at every moment while the others waited in \
+one are named with their frame (a sleep, the data loader, their own code). Every rank in the \
+same collective at every moment, with no recorder to show whether it finishes, is a warning.",
     judge
 );
 

@@ -23,7 +23,14 @@ other ranks are still judged. Every dump empty: the recorder was off in the job 
 (TORCH_FR_BUFFER_SIZE=0): set TORCH_FR_BUFFER_SIZE=2000 (the default) for the next run.
 warn: ranks of the job left no dump (a rank that crashed or was killed writes none; so does one \
 hung outside Python): what the other ranks waited for is still shown by job.hang.
-pass: every rank of the job left a readable dump.",
+pass: every rank of the job left a readable dump.
+
+Live (`gpucheck job` on the job's node, no --traces): the ranks found here (processes with RANK \
+and WORLD_SIZE in their environment), how their stacks and recorders were read, and a table of \
+where each rank is. fail: a rank stopped (SIGSTOP, a debugger) or exited while gpucheck looked; \
+fewer ranks here than LOCAL_WORLD_SIZE (or a one-node WORLD_SIZE) says. warn: a rank in state D \
+(stuck in the kernel), the recorder turned off (TORCH_FR_BUFFER_SIZE=0), or no rank's state \
+readable (no worker server, no py-spy or no ptrace rights: what is missing is named).",
     judge
 );
 

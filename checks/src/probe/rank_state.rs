@@ -47,10 +47,18 @@ fn socket_path(pid: i32, socket: &str) -> PathBuf {
 
 fn ask_live(socket: &Path, handler: &str) -> Result<String, String> {
     let deadline = Instant::now() + ASK_TIMEOUT;
-    let mut stream = UnixStream::connect(socket)
-        .map_err(|e| format!("cannot reach its worker server at {}: {e}", socket.display()))?;
-    stream.set_read_timeout(Some(ASK_TIMEOUT)).map_err(|e| e.to_string())?;
-    stream.set_write_timeout(Some(ASK_TIMEOUT)).map_err(|e| e.to_string())?;
+    let mut stream = UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot reach its worker server at {}: {e}",
+            socket.display()
+        )
+    })?;
+    stream
+        .set_read_timeout(Some(ASK_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(ASK_TIMEOUT))
+        .map_err(|e| e.to_string())?;
     let request = format!(
         "POST /handler/{handler} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\
          Connection: close\r\n\r\n"
@@ -62,7 +70,9 @@ fn ask_live(socket: &Path, handler: &str) -> Result<String, String> {
     let mut chunk = [0u8; 64 * 1024];
     loop {
         if Instant::now() > deadline {
-            return Err(format!("its worker server did not answer within {ASK_TIMEOUT:?}"));
+            return Err(format!(
+                "its worker server did not answer within {ASK_TIMEOUT:?}"
+            ));
         }
         match stream.read(&mut chunk) {
             Ok(0) => break,
@@ -71,7 +81,9 @@ fn ask_live(socket: &Path, handler: &str) -> Result<String, String> {
             Err(e) => return Err(format!("its worker server's answer broke off: {e}")),
         }
         if reply.len() > MAX_REPLY {
-            return Err(format!("its worker server's answer is over {MAX_REPLY} bytes"));
+            return Err(format!(
+                "its worker server's answer is over {MAX_REPLY} bytes"
+            ));
         }
         if complete(&reply) {
             break;
@@ -85,8 +97,9 @@ fn complete(reply: &[u8]) -> bool {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut res = httparse::Response::new(&mut headers);
     match res.parse(reply) {
-        Ok(httparse::Status::Complete(head)) => content_length(res.headers)
-            .is_some_and(|len| reply.len() >= head + len),
+        Ok(httparse::Status::Complete(head)) => {
+            content_length(res.headers).is_some_and(|len| reply.len() >= head + len)
+        }
         _ => false,
     }
 }
@@ -144,7 +157,11 @@ fn py_spy_live(pid: i32, bin_dir: Option<&str>) -> Result<String, String> {
         return Ok(out.stdout);
     }
     let err = out.stderr;
-    let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let first = err
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     if first.contains("ermission denied") || first.contains("not permitted") {
         return Err(format!(
             "py-spy may not read the rank's memory ({first}): gpucheck needs ptrace rights \
@@ -153,7 +170,10 @@ fn py_spy_live(pid: i32, bin_dir: Option<&str>) -> Result<String, String> {
              SYS_PTRACE, and shareProcessNamespace: true to see the other containers' ranks)"
         ));
     }
-    Err(format!("py-spy could not read the rank: {}", crate::domain::text::cut(first, 200)))
+    Err(format!(
+        "py-spy could not read the rank: {}",
+        crate::domain::text::cut(first, 200)
+    ))
 }
 
 /// py-spy on PATH, beside the rank's Python, or beside gpucheck.

@@ -109,9 +109,7 @@ fn leaders(found: Vec<(i32, RankProcess)>) -> Vec<RankProcess> {
         .filter(|(ppid, r)| match pids.get(ppid) {
             // Under a process of the same rank: a worker of it, unless that
             // parent is a wrapper and this is the Python.
-            Some((job, rank, py)) if *job == r.job_key() && *rank == r.rank => {
-                !*py && is_python(r)
-            }
+            Some((job, rank, py)) if *job == r.job_key() && *rank == r.rank => !*py && is_python(r),
             _ => true,
         })
         .filter(|(_, r)| {
@@ -127,7 +125,11 @@ fn leaders(found: Vec<(i32, RankProcess)>) -> Vec<RankProcess> {
 
 fn is_python(r: &RankProcess) -> bool {
     let program = r.cmd.split_whitespace().next().unwrap_or("");
-    program.rsplit('/').next().unwrap_or("").starts_with("python")
+    program
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .starts_with("python")
 }
 
 /// The ranks of the one job on this node, by rank.
