@@ -10,11 +10,12 @@
 //! job). The hint, metrics, facts, per-GPU rows and data tables go into the
 //! test case's `system-out`; the hint also into the failure's body.
 //!
-//! JUnit has no warning status, and a consumer that shows only failures
-//! (GitLab's merge-request widget) shows a warned check as passed. So a warn
-//! is said where junit2html, Jenkins and GitLab's test tab show text on a
-//! passing case: `system-err` holds `warning: SUMMARY` (and the fix), and
-//! the suite's `system-out` lists its warned checks.
+//! JUnit has no warning status, and a consumer that shows a case's output
+//! only when it fails (GitLab, gitlab-org/gitlab#370760) shows a warned
+//! check as passed. So a warn is said where junit2html and Jenkins show text
+//! on a passing case: `system-err` holds `warning: SUMMARY` (and the fix),
+//! and the suite's `system-out` lists its warned checks; `--strict` makes
+//! it a failure every consumer shows.
 //!
 //! What the Jenkins schema (`junit-10.xsd`, the strictest common consumer)
 //! allows shapes the rest: a `testcase` cannot hold `properties`, so every
