@@ -32,6 +32,7 @@ macro_rules! say {
 mod capture;
 mod cli;
 mod cluster;
+mod job_env;
 #[cfg(test)]
 mod man;
 mod model;
@@ -420,10 +421,11 @@ fn table_on_stream(output: &cli::OutputArgs) -> bool {
 /// Replace gpucheck with CMD (`exec`); returns only when it cannot be
 /// started: 127 (not found) or 126, said on stderr when `notes` allows.
 fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Result<u8> {
+    let env = prepared_env(notes);
     process::stop_being_subreaper();
     runner::restore_signals_for_exec();
-    // execvp only returns on failure.
-    let Err(err) = nix::unistd::execvp(&argv[0], argv);
+    // execvpe only returns on failure.
+    let Err(err) = nix::unistd::execvpe(&argv[0], argv, &env);
     let code = match err {
         nix::errno::Errno::ENOENT => 127,
         _ => 126,
@@ -434,6 +436,54 @@ fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Resul
         say!("gpucheck: cannot run {program}: {}", err.desc());
     }
     Ok(code)
+}
+
+/// CMD's environment: gpucheck's own, with what `job_env` adds so that a
+/// hang of the job can be looked at in seconds (said on stderr when
+/// `notes` allows).
+fn prepared_env(notes: bool) -> Vec<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let dir = job_env::job_dir(var);
+    let mut prepared = job_env::prepare(var, &dir, job_env::free_port());
+    if prepared.dump_dir.is_some() && std::fs::create_dir_all(&dir).is_err() {
+        prepared.set.retain(|(k, _)| !k.starts_with("TORCH_"));
+        prepared.dump_dir = None;
+    }
+    if notes {
+        for w in &prepared.warnings {
+            say!("gpucheck: warning: {w}");
+        }
+        if let Some(d) = &prepared.dump_dir {
+            say!(
+                "gpucheck: the job's Flight Recorder dumps go to {0} (gpucheck job --traces {0} \
+                 reads them; gpucheck job looks at the running job)",
+                d.display()
+            );
+        }
+    }
+    let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+        .filter(|(k, _)| {
+            !prepared
+                .set
+                .iter()
+                .any(|(n, _)| k.as_bytes() == n.as_bytes())
+        })
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    env.extend(
+        prepared
+            .set
+            .into_iter()
+            .map(|(k, v)| (k.into_bytes(), v.into_bytes())),
+    );
+    env.into_iter()
+        .filter_map(|(mut k, v)| {
+            k.push(b'=');
+            k.extend(v);
+            CString::new(k).ok()
+        })
+        .collect()
 }
 
 fn list(format: ListFormat) -> anyhow::Result<u8> {

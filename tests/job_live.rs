@@ -503,3 +503,65 @@ fn a_rank_held_back_by_its_data_loader_is_the_straggler_with_the_loader_named() 
     );
     left_as_it_was(&job, WORLD, true);
 }
+
+#[test]
+fn exec_prepares_the_jobs_recorder_paths_and_ras_port_unless_set() {
+    let run_id = format!("live-test-{}", std::process::id());
+    let out = gpucheck()
+        .args(["exec", "--only", "host.shm", "--", "sh", "-c", "env"])
+        .env("GPUCHECK_RUN_ID", &run_id)
+        .env("NCCL_RAS_ADDR", "localhost:28028")
+        .env("TORCH_FR_BUFFER_SIZE", "0")
+        .env_remove("TORCH_FR_DUMP_TEMP_FILE")
+        .env_remove("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+        .env_remove("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let env = stdout(&out);
+    let dir = std::env::temp_dir().join(format!("gpucheck-job-{run_id}"));
+    assert!(
+        env.contains(&format!(
+            "TORCH_FR_DUMP_TEMP_FILE={}/fr_rank_",
+            dir.display()
+        )),
+        "{env}"
+    );
+    assert!(
+        env.contains(&format!(
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE={}/pipe_rank_",
+            dir.display()
+        )),
+        "{env}"
+    );
+    assert!(
+        env.contains("NCCL_RAS_ADDR=localhost:28028\n"),
+        "the user's own is kept: {env}"
+    );
+    assert!(dir.is_dir(), "the dump folder is made");
+    let err = stderr(&out);
+    assert!(
+        err.contains("TORCH_FR_BUFFER_SIZE=0 turns the Flight Recorder off"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("dumps go to {}", dir.display())),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Without a RAS address of its own, the job gets one on a free port.
+    let out = gpucheck()
+        .args(["exec", "--only", "host.shm", "--", "sh", "-c", "env"])
+        .env("GPUCHECK_RUN_ID", &run_id)
+        .env_remove("NCCL_RAS_ADDR")
+        .output()
+        .unwrap();
+    let env = stdout(&out);
+    let port: Option<u16> = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NCCL_RAS_ADDR=localhost:"))
+        .and_then(|p| p.parse().ok());
+    assert!(port.is_some_and(|p| p > 0), "{env}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
