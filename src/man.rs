@@ -89,6 +89,13 @@ const ENVIRONMENT: &[(&str, &str)] = &[
          whether its Flight Recorder records at all.",
     ),
     (
+        "TORCH_FR_DUMP_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_PIPE_FILE, \
+         TORCH_NCCL_DUMP_ON_TIMEOUT",
+        "gpucheck exec sets the first and the pipe stem for CMD, under a per-job folder in \
+         TMPDIR, when neither is set (and NCCL_RAS_ADDR to a free local port); it warns when \
+         TORCH_NCCL_DUMP_ON_TIMEOUT=0 or a buffer size of 0 turns the recorder off.",
+    ),
+    (
         "KUBERNETES_SERVICE_HOST, container",
         "Which container runtime gpucheck runs under, for the fixes it gives.",
     ),
