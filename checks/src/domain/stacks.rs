@@ -275,7 +275,8 @@ pub fn judge(samples: &[Vec<(u32, Where)>]) -> Option<StackVerdict> {
 }
 
 fn judge_one(sample: &[(u32, Where)]) -> Option<StackVerdict> {
-    let (waiting, others): (Vec<&(u32, Where)>, Vec<&(u32, Where)>) = sample
+    type Side<'a> = Vec<&'a (u32, Where)>;
+    let (waiting, others): (Side, Side) = sample
         .iter()
         .partition(|(_, w)| w.activity.waits_on_peers());
     if waiting.is_empty() || others.is_empty() {
