@@ -101,7 +101,7 @@ impl Check for Xid {
             .filter(|w| !w.is_zero())
             .map_or(JOURNAL_WAIT, |w| w.min(JOURNAL_WAIT));
         let given = ctx.options.kernel_log.as_deref();
-        let log = kernel_log::read_kernel_log(given, boot_epoch(), wait);
+        let log = kernel_log::read_kernel_log(given, sysfs::boot_epoch(), wait);
         // Ask NVML only when there is an address to name.
         let any_event = log.as_ref().is_ok_and(|l| !l.events.is_empty());
         // SXids name switches by their own address: NVML is not asked for them.
@@ -112,17 +112,6 @@ impl Check for Xid {
         };
         evaluate(&XidFacts { log, gpus })
     }
-}
-
-/// When this boot began, in seconds since the epoch: now minus
-/// `<proc>/uptime`.
-fn boot_epoch() -> Option<i64> {
-    let uptime = sysfs::attr(&sysfs::proc_root().join("uptime"))?;
-    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    Some(now.as_secs() as i64 - secs as i64)
 }
 
 /// The events of one code on one GPU.

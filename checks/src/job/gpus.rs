@@ -97,7 +97,7 @@ fn faults_since_start(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> 
         return Vec::new();
     };
     let started = live.ranks.iter().map(|r| r.started_s).min().unwrap_or(0) as i64;
-    let Some(boot) = boot_epoch() else {
+    let Some(boot) = sysfs::boot_epoch() else {
         return Vec::new();
     };
     let wait = Duration::from_secs(3);
@@ -124,16 +124,6 @@ fn faults_since_start(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> 
             })
         })
         .collect()
-}
-
-/// When this boot began, seconds since the epoch (now minus uptime).
-fn boot_epoch() -> Option<i64> {
-    let uptime = sysfs::attr(&sysfs::proc_root().join("uptime"))?;
-    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    Some(now.as_secs() as i64 - secs as i64)
 }
 
 fn words(v: Verdict, gpus: &[GpuLoad]) -> Outcome {

@@ -12,6 +12,17 @@ pub fn sysfs_root() -> PathBuf {
     crate::seam::env("GPUCHECK_SYSFS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
 }
 
+/// When this boot began, in seconds since the epoch: now minus
+/// `<proc>/uptime`.
+pub fn boot_epoch() -> Option<i64> {
+    let uptime = attr(&proc_root().join("uptime"))?;
+    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(now.as_secs() as i64 - secs as i64)
+}
+
 /// The folder that stands for /proc: `GPUCHECK_PROC_ROOT` when set.
 pub fn proc_root() -> PathBuf {
     crate::seam::env("GPUCHECK_PROC_ROOT").map_or_else(|| PathBuf::from("/proc"), PathBuf::from)
