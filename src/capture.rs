@@ -8,12 +8,17 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use gpucheck_checks::facts::nvml::{NvmlDriver, NvmlInventory};
-use gpucheck_checks::seam::capture::{Capture, Machine, CAPTURE_VERSION};
+use gpucheck_checks::input;
+use gpucheck_checks::seam::capture::{Capture, Machine, CAPTURE_VERSION, MAX_CAPTURE_BYTES};
 use gpucheck_checks::seam::{self, Mode};
 use gpucheck_checks::{Fact, Options};
 
+use gpucheck_checks::domain::text::{cut, list_cut};
+
 use crate::cli::RunArgs;
 use crate::model::Run;
+use crate::report::bounded;
+use crate::report::text::clean;
 
 /// What the run does at the probe boundary.
 #[derive(Debug, Clone)]
@@ -35,9 +40,15 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
     }
     if let Some(path) = &args.replay {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        // A regular file of at most MAX_CAPTURE_BYTES, read without waiting:
+        // a FIFO with no writer would hold gpucheck before its run (and a
+        // blocked read does not notice Ctrl-C).
+        let bytes = input::read_regular(path, MAX_CAPTURE_BYTES)
             .map_err(|e| format!("cannot read the capture {shown}: {e}"))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("{shown} is not a gpucheck capture (not UTF-8 text)"))?;
         let capture = Capture::parse(&shown, &text).map_err(|e| e.to_string())?;
+        drop(text);
         return Ok(Plan::Replay(Box::new(capture)));
     }
     let Some(path) = &args.capture else {
@@ -54,6 +65,18 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
 fn writable(path: &Path) -> Result<(), String> {
     let dir = folder_of(path);
     let refuse = |e: std::io::Error| format!("cannot write the capture {}: {e}", path.display());
+    // The capture replaces the file by rename, so a FIFO, device or folder
+    // in its place is refused (renamed over, /dev/null would be gone); a
+    // symbolic link is replaced, as a report's is.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.is_file() && !m.file_type().is_symlink() {
+            return Err(format!(
+                "cannot write the capture {}: {}",
+                path.display(),
+                input::Refused::NotAFile(input::kind(&m.file_type()))
+            ));
+        }
+    }
     // The folder first, for the OS's own words (tempfile's error adds the
     // temporary file's name).
     std::fs::metadata(dir).map_err(refuse)?;
@@ -218,27 +241,36 @@ pub fn header(capture: &Capture) -> String {
     let gpus = match m.gpus.len() {
         0 => "no GPUs described".to_string(),
         n => {
-            let mut names = m.gpus.clone();
+            let mut names: Vec<String> = m.gpus.iter().map(|g| foreign(g)).collect();
             names.dedup();
             format!(
                 "{n} GPU{} ({})",
                 if n == 1 { "" } else { "s" },
-                names.join(", ")
+                list_cut(&names, 4)
             )
         }
     };
     let when = chrono::DateTime::from_timestamp(capture.captured_at_unix as i64, 0)
         .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
         .unwrap_or_else(|| capture.captured_at_unix.to_string());
-    format!(
-        "replay of {}: {}, driver {}, {} profile, captured {when} by gpucheck {}{}\n",
-        m.hostname,
+    let line = format!(
+        "replay of {}: {}, driver {}, {} profile, captured {when} by gpucheck {}{}",
+        foreign(&m.hostname),
         gpus,
-        m.driver.as_deref().unwrap_or("unknown"),
+        foreign(m.driver.as_deref().unwrap_or("unknown")),
         capture.profile.as_str(),
-        capture.gpucheck_version,
+        foreign(&capture.gpucheck_version),
         if capture.redacted { " (redacted)" } else { "" }
-    )
+    );
+    // One line, whatever the file held: no control character acts on the
+    // terminal, and no line break forges a line of the report.
+    format!("{}\n", clean(&line))
+}
+
+/// A string from the capture file as the header shows it: cut to a name's
+/// length (saying how much was left out) and made safe for one line.
+fn foreign(text: &str) -> String {
+    clean(&cut(text, bounded::NAME_MAX_CHARS))
 }
 
 #[cfg(test)]
@@ -279,6 +311,22 @@ mod tests {
         bare.machine.gpus.clear();
         bare.machine.driver = None;
         assert!(header(&bare).contains("no GPUs described, driver unknown"));
+    }
+
+    #[test]
+    fn the_header_is_one_safe_line_of_readable_length_whatever_the_file_holds() {
+        let mut c = capture();
+        c.machine.hostname = format!(
+            "evil\u{1b}[2J\u{1b}[31mX\nREADY: 99 passed{}",
+            "h".repeat(50 << 20)
+        );
+        c.machine.gpus = vec![format!("GPU\u{7}{}", "g".repeat(1000)); 8];
+        let h = header(&c);
+        assert_eq!(h.lines().count(), 1, "{h}");
+        assert!(!h.chars().any(|c| c.is_control() && c != '\n'), "{h}");
+        assert!(h.starts_with("replay of evil\\u{1b}[2J\\u{1b}[31mX READY: 99 passed"));
+        assert!(h.contains(" more characters): 8 GPUs (GPU\\u{7}ggg"), "{h}");
+        assert!(h.len() < 1000, "{} bytes", h.len());
     }
 
     #[test]

@@ -6,12 +6,15 @@
 
 use std::fs::{File, Permissions};
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use tempfile::NamedTempFile;
 
 use crate::report::{Format, Run, Style};
+use crate::runner;
 
 /// A report file, made ready before the checks run, so that a path that
 /// cannot be written refuses the command before anything is touched.
@@ -31,8 +34,9 @@ enum Target {
         keep: Option<Permissions>,
     },
     /// A device or pipe (`/dev/stdout`, `/dev/null`, a FIFO): written in
-    /// place, as any number of writers may.
-    Stream(File),
+    /// place, as any number of writers may. `None`: a FIFO that no reader
+    /// opened before a stop signal ended the wait for one.
+    Stream(Option<File>),
 }
 
 /// Every report of a run: exactly one on the main stream, the rest in files.
@@ -124,12 +128,9 @@ fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
         Some(m) if m.is_dir() => {
             return Err(refuse(std::io::Error::from_raw_os_error(libc::EISDIR)))
         }
-        Some(m) if !m.is_file() && !m.file_type().is_symlink() => Target::Stream(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(refuse)?,
-        ),
+        Some(m) if !m.is_file() && !m.file_type().is_symlink() => {
+            Target::Stream(open_stream(path, m.file_type().is_fifo()).map_err(refuse)?)
+        }
         _ => {
             let folder = match path.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p,
@@ -154,6 +155,105 @@ fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
         path: path.to_path_buf(),
         target,
     })
+}
+
+/// How long gpucheck still waits for a reader (of a FIFO report, of a
+/// pipe on stdout) once a stop signal has arrived: Ctrl-C and SIGTERM end
+/// gpucheck within a second at every point, a report nobody reads
+/// included.
+const WAIT_AFTER_STOP: Duration = Duration::from_millis(500);
+
+/// How often a wait for a reader looks for a stop signal.
+const POLL_SLICE_MS: u16 = 20;
+
+/// The most bytes one write to a pipe hands over after poll said it has
+/// room: a write of at most PIPE_BUF bytes then never blocks (pipe(7)).
+pub const PIPE_BUF: usize = libc::PIPE_BUF;
+
+/// A terminal's: poll says it has room while fewer than 256 characters
+/// wait to be shown (the kernel's WAKEUP_CHARS), so a write that fits
+/// there never blocks, even on a terminal stopped with Ctrl-S.
+pub const TTY_CHUNK: usize = 256;
+
+/// How much one write to `stream` hands over: [`TTY_CHUNK`] on a
+/// terminal, else [`PIPE_BUF`].
+pub fn chunk_for(stream: &impl std::io::IsTerminal) -> usize {
+    if stream.is_terminal() {
+        TTY_CHUNK
+    } else {
+        PIPE_BUF
+    }
+}
+
+/// The stop signal that ended a wait, once it has been waited on for
+/// [`WAIT_AFTER_STOP`].
+#[derive(Default)]
+struct StopClock(Option<Instant>);
+
+impl StopClock {
+    fn expired(&mut self) -> Option<String> {
+        let signal = runner::interrupted()?;
+        let since = *self.0.get_or_insert_with(Instant::now);
+        (since.elapsed() >= WAIT_AFTER_STOP).then_some(signal)
+    }
+}
+
+/// Open a device or FIFO for writing without blocking: a FIFO waits for
+/// its reader (`mkfifo r; gpucheck --json r & jq . r`), but a stop
+/// signal ends the wait (`Ok(None)`), where a blocking open would not
+/// notice it.
+fn open_stream(path: &Path, fifo: bool) -> std::io::Result<Option<File>> {
+    let mut clock = StopClock::default();
+    loop {
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path);
+        match opened {
+            Ok(file) => return Ok(Some(file)),
+            // ENXIO: a FIFO with no reader yet.
+            Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
+                if clock.expired().is_some() {
+                    return Ok(None);
+                }
+                std::thread::sleep(Duration::from_millis(POLL_SLICE_MS.into()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Write all of `bytes` to `fd` (a pipe, a terminal, a file), at most
+/// `chunk` bytes at a time and each only once poll says there is room, so
+/// no write blocks for long: a reader that stops reading (`gpucheck |
+/// (sleep 1d)`, a terminal stopped with Ctrl-S) holds gpucheck only until
+/// a stop signal arrives, and [`WAIT_AFTER_STOP`] after it the write gives
+/// up with `ErrorKind::Interrupted`.
+pub fn write_all_or_stop(fd: BorrowedFd<'_>, bytes: &[u8], chunk: usize) -> std::io::Result<()> {
+    use nix::errno::Errno;
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    let mut rest = bytes;
+    let mut clock = StopClock::default();
+    while !rest.is_empty() {
+        if let Some(signal) = clock.expired() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                format!("its reader took nothing after {signal}"),
+            ));
+        }
+        let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
+        match nix::poll::poll(&mut fds, PollTimeout::from(POLL_SLICE_MS)) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match nix::unistd::write(fd, &rest[..rest.len().min(chunk.max(1))]) {
+            Ok(n) => rest = &rest[n..],
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// The OS's words for an I/O error, without the path tempfile appends.
@@ -182,10 +282,13 @@ impl ReportFile {
     /// Write `text` as the whole report.
     fn write(self, text: &str) -> std::io::Result<()> {
         match self.target {
-            Target::Stream(mut file) => {
-                file.write_all(text.as_bytes())?;
-                file.flush()
+            Target::Stream(Some(file)) => {
+                write_all_or_stop(file.as_fd(), text.as_bytes(), chunk_for(&file))
             }
+            Target::Stream(None) => Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "no reader opened the FIFO before gpucheck was stopped",
+            )),
             Target::Replace { mut temp, keep } => {
                 temp.write_all(text.as_bytes())?;
                 temp.flush()?;
@@ -219,9 +322,18 @@ impl Outputs {
         for (format, file) in self.files {
             let text = format.render(run, Style::default());
             let path = file.path.clone();
-            let written = file.write(&text);
-            if let (Err(e), Ok(())) = (written, &first_error) {
-                first_error = Err(format!("cannot write {}: {e}", path.display()));
+            match file.write(&text) {
+                // Stopped by a signal while no one read it: the run's exit
+                // code (1, interrupted) says so, not a usage error.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => say!(
+                    "gpucheck: the {} report was not written to {}: {e}",
+                    title(format),
+                    path.display()
+                ),
+                Err(e) if first_error.is_ok() => {
+                    first_error = Err(format!("cannot write {}: {e}", path.display()));
+                }
+                _ => {}
             }
         }
         first_error

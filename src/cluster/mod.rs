@@ -36,13 +36,20 @@ use rendezvous::{Config, DuplicateNote, Event, Joined, PairPlan, PairResult, Ses
 use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
 use seal::Token;
 
+/// The largest token file read: a secret is a few dozen bytes (`openssl
+/// rand -hex 32` writes 65).
+const MAX_TOKEN_BYTES: u64 = 64 * 1024;
+
 impl ClusterFlags {
     /// The cluster token: --token-file, else $GPUCHECK_CLUSTER_TOKEN; an
     /// unreadable or empty one is a usage error.
     fn token(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Token>, UsageError> {
         let (bytes, from) = match &self.token_file {
+            // A regular file, read without waiting: a FIFO with no writer
+            // would hold gpucheck before its run, deaf to Ctrl-C (a
+            // secret that lives in no file goes in $GPUCHECK_CLUSTER_TOKEN).
             Some(p) => (
-                std::fs::read(p).map_err(|e| {
+                gpucheck_checks::input::read_regular(p, MAX_TOKEN_BYTES).map_err(|e| {
                     UsageError(format!("cannot read --token-file {}: {e}", p.display()))
                 })?,
                 format!("--token-file {}", p.display()),

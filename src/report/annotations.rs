@@ -38,7 +38,7 @@ pub fn escape_property(text: &str) -> String {
 /// passed or was skipped. A warning is an error under `--strict`, where it
 /// fails the run.
 pub fn render(run: &Run) -> String {
-    let run = &run.with_actions();
+    let run = &super::shown(run);
     let mut out = String::new();
     for r in &run.results {
         let command = match r.outcome.status {

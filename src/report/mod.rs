@@ -5,6 +5,7 @@
 pub use crate::model::{CheckResult, Run, FORMAT_VERSION};
 
 pub mod annotations;
+pub mod bounded;
 pub mod json;
 pub mod junit;
 pub mod markdown;
@@ -51,10 +52,9 @@ impl Format {
         }
     }
 
-    /// The report in this format, every result with its repair action
-    /// resolved ([`Run::with_actions`]).
+    /// The report in this format: the run as [`shown`] gives it.
     pub fn render(self, run: &Run, style: Style) -> String {
-        let run = &run.with_actions();
+        let run = &shown(run);
         match self {
             Format::Table => table::Table {
                 color: style.color,
@@ -69,6 +69,15 @@ impl Format {
             Format::Markdown => markdown::Markdown.render(run),
         }
     }
+}
+
+/// The run a report shows: every result with its repair action resolved
+/// ([`Run::with_actions`]) and every string cut to a readable length
+/// ([`bounded`]).
+pub fn shown(run: &Run) -> Run {
+    let mut run = run.with_actions();
+    bounded::cut_long_strings(&mut run);
+    run
 }
 
 #[cfg(test)]

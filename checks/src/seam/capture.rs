@@ -16,6 +16,20 @@ use crate::{Options, Profile};
 /// older gpucheck could no longer read what a newer one writes.
 pub const CAPTURE_VERSION: u32 = 1;
 
+/// The largest capture file `--replay` reads: 8 MiB. A standard run of an
+/// 8-GPU H100 box is about 90 KB (`tests/replays/`); a full run of the
+/// largest node (32 GPUs, every all-reduce repeat and copy rate kept) stays
+/// well under 1 MB. A bigger file describes no machine, and parsed it costs
+/// memory in proportion: about 35 times its size at worst (a file of
+/// nothing but small numbers), so under 300 MiB at this bound.
+pub const MAX_CAPTURE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The most GPUs one machine can have: the NVIDIA driver's
+/// `NV_MAX_DEVICES` ("the maximum number of GPUs supported in a single
+/// system", `nvlimits.h` in open-gpu-kernel-modules). NVML numbers its
+/// devices below it, and the largest nodes sold (HGX-2, DGX-2) carry 16.
+pub const MAX_GPUS_PER_NODE: usize = 32;
+
 /// One run's answers from the outside world.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Capture {
@@ -76,6 +90,10 @@ pub enum CaptureError {
     },
     #[error("{path} is a damaged capture: {detail}")]
     Malformed { path: String, detail: String },
+    /// Answers no machine could give: judging them would only judge the
+    /// file (and a file that claims 10,000 GPUs costs gigabytes to judge).
+    #[error("{path} describes no real machine: {detail}")]
+    Impossible { path: String, detail: String },
 }
 
 impl Capture {
@@ -104,10 +122,123 @@ impl Capture {
                     ),
             });
         }
-        serde_json::from_value(doc).map_err(|e| CaptureError::Malformed {
-            path: path.to_string(),
-            detail: e.to_string(),
-        })
+        let capture: Capture =
+            serde_json::from_value(doc).map_err(|e| CaptureError::Malformed {
+                path: path.to_string(),
+                detail: e.to_string(),
+            })?;
+        match capture.impossible() {
+            Some(detail) => Err(CaptureError::Impossible {
+                path: path.to_string(),
+                detail,
+            }),
+            None => Ok(capture),
+        }
+    }
+
+    /// What no real machine could have answered, if anything: more GPUs
+    /// than one node holds ([`MAX_GPUS_PER_NODE`]), or GPU counts that
+    /// disagree between answers that describe the same GPUs (NVML's
+    /// per-GPU answers each hold one entry per GPU its inventory
+    /// described; the machine line names the same GPUs).
+    pub fn impossible(&self) -> Option<String> {
+        let m = &self.machine;
+        let most = MAX_GPUS_PER_NODE;
+        let limit =
+            format!("one machine holds at most {most} (the NVIDIA driver's NV_MAX_DEVICES)");
+        if m.gpus.len() > most {
+            return Some(format!("its machine has {} GPUs; {limit}", m.gpus.len()));
+        }
+        if !m.gpu_uuids.is_empty() && m.gpu_uuids.len() != m.gpus.len() {
+            return Some(format!(
+                "its machine names {} GPU models but {} GPU UUIDs",
+                m.gpus.len(),
+                m.gpu_uuids.len()
+            ));
+        }
+        // GPUs per NVML library the probes asked (the key's argument).
+        let mut described: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+        let mut per_gpu: Vec<(&str, &str, usize)> = Vec::new();
+        for (key, answer) in &self.answers {
+            let Some(rest) = key.strip_prefix("nvml::") else {
+                continue;
+            };
+            let (entry, lib) = match rest.split_once('(') {
+                Some((e, l)) => (e, l.strip_suffix(')').unwrap_or(l)),
+                None => (rest, ""),
+            };
+            let Some(ok) = answer.get("Ok") else {
+                continue;
+            };
+            let lists: Vec<(&str, usize)> = match ok {
+                Value::Array(list) => vec![("GPUs", list.len())],
+                Value::Object(o) if entry == "topology" => ["gpus", "nvlinks"]
+                    .into_iter()
+                    .filter_map(|f| Some((f, o.get(f)?.as_array()?.len())))
+                    .collect(),
+                _ => continue,
+            };
+            for (what, n) in lists {
+                if n > most {
+                    let what = if what == "nvlinks" {
+                        "GPUs' NVLinks"
+                    } else {
+                        "GPUs"
+                    };
+                    return Some(format!("its NVML {entry} answer lists {n} {what}; {limit}"));
+                }
+            }
+            if entry == "inventory" {
+                let Value::Array(list) = ok else { continue };
+                let found = list.iter().filter(|g| g.get("Ok").is_some()).count();
+                described.insert(lib, (found, list.len()));
+            } else if entry == "topology" {
+                let gpus = ok.get("gpus").and_then(Value::as_array).map_or(0, Vec::len);
+                per_gpu.push(("topology", lib, gpus));
+                if let Some(links) = ok.get("nvlinks").and_then(Value::as_array) {
+                    if links.len() != gpus {
+                        return Some(format!(
+                            "its NVML topology answer has NVLinks for {} GPUs but names {gpus}",
+                            links.len()
+                        ));
+                    }
+                }
+                if let Some(pairs) = ok.get("pairs").and_then(Value::as_array) {
+                    let most_pairs = gpus * gpus.saturating_sub(1) / 2;
+                    if pairs.len() > most_pairs {
+                        return Some(format!(
+                            "its NVML topology answer has {} GPU pairs among {gpus} GPUs, \
+                             which have {most_pairs}",
+                            pairs.len()
+                        ));
+                    }
+                }
+            } else if let Value::Array(list) = ok {
+                per_gpu.push((entry, lib, list.len()));
+            }
+        }
+        // A GPU NVML lost is an error in the inventory; the per-GPU answers
+        // list it (as an error) or leave it out.
+        for (entry, lib, n) in per_gpu {
+            match described.get(lib) {
+                Some(&(found, listed)) if n != found && n != listed => {
+                    return Some(format!(
+                        "its NVML {entry} answer describes {n} GPUs, its inventory {listed}"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if !m.gpus.is_empty() && described.len() == 1 {
+            let found = described.values().next().map_or(0, |&(found, _)| found);
+            if found != m.gpus.len() {
+                return Some(format!(
+                    "its machine has {} GPUs, its NVML inventory {found}",
+                    m.gpus.len()
+                ));
+            }
+        }
+        None
     }
 
     /// The document as a file holds it: pretty JSON and a final newline.
@@ -179,6 +310,91 @@ mod tests {
         assert!(err.contains("old.json has capture_version 99"), "{err}");
         assert!(err.contains("reads capture_version 1"), "{err}");
         assert!(!err.contains('\n'), "{err}");
+    }
+
+    /// A capture of `n` GPUs: the machine line, NVML's inventory and one
+    /// per-GPU answer.
+    fn of_gpus(n: usize) -> Capture {
+        let mut c = sample();
+        c.machine.gpus = vec!["NVIDIA H100 80GB HBM3".into(); n];
+        c.machine.gpu_uuids = (0..n).map(|i| format!("GPU-{i}")).collect();
+        let gpu = serde_json::json!({"Ok": {"index": 0, "name": "NVIDIA H100 80GB HBM3"}});
+        c.answers.insert(
+            "nvml::inventory(lib)".into(),
+            serde_json::json!({ "Ok": vec![gpu; n] }),
+        );
+        c.answers.insert(
+            "nvml::ecc(lib)".into(),
+            serde_json::json!({ "Ok": vec![serde_json::json!({"facts": {}}); n] }),
+        );
+        c
+    }
+
+    fn refusal(c: &Capture) -> String {
+        Capture::parse("c.json", &c.to_text())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_capture_of_a_real_machine_is_no_impossible_one() {
+        for n in [0, 1, 8, MAX_GPUS_PER_NODE] {
+            assert_eq!(of_gpus(n).impossible(), None, "{n} GPUs");
+        }
+    }
+
+    #[test]
+    fn more_gpus_than_a_node_holds_is_refused_naming_the_bound() {
+        assert_eq!(
+            refusal(&of_gpus(10_000)),
+            "c.json describes no real machine: its machine has 10000 GPUs; one machine holds at \
+             most 32 (the NVIDIA driver's NV_MAX_DEVICES)"
+        );
+        let mut c = of_gpus(8);
+        c.answers.insert(
+            "nvml::inventory(lib)".into(),
+            serde_json::json!({ "Ok": vec![serde_json::json!({"Ok": {}}); 33] }),
+        );
+        assert!(refusal(&c).ends_with(
+            "its NVML inventory answer lists 33 GPUs; one machine holds at most 32 (the NVIDIA \
+             driver's NV_MAX_DEVICES)"
+        ));
+    }
+
+    #[test]
+    fn counts_that_disagree_between_answers_are_refused_naming_both() {
+        let mut c = of_gpus(8);
+        c.answers.insert(
+            "nvml::ecc(lib)".into(),
+            serde_json::json!({ "Ok": vec![serde_json::json!({"facts": {}}); 7] }),
+        );
+        assert_eq!(
+            refusal(&c),
+            "c.json describes no real machine: its NVML ecc answer describes 7 GPUs, its \
+             inventory 8"
+        );
+        let mut c = of_gpus(8);
+        c.machine.gpus.pop();
+        assert!(refusal(&c).ends_with("its machine names 7 GPU models but 8 GPU UUIDs"));
+        let mut c = of_gpus(8);
+        c.machine.gpus.pop();
+        c.machine.gpu_uuids.pop();
+        assert!(refusal(&c).ends_with("its machine has 7 GPUs, its NVML inventory 8"));
+        // A GPU NVML lost is in the inventory as an error, and in the other
+        // answers as one or not at all: no disagreement.
+        let mut c = of_gpus(7);
+        c.answers
+            .get_mut("nvml::inventory(lib)")
+            .and_then(|v| v["Ok"].as_array_mut())
+            .unwrap()
+            .push(serde_json::json!({"Err": "GpuIsLost"}));
+        assert_eq!(c.impossible(), None);
+        c.answers
+            .get_mut("nvml::ecc(lib)")
+            .and_then(|v| v["Ok"].as_array_mut())
+            .unwrap()
+            .push(serde_json::json!({"Err": "GpuIsLost"}));
+        assert_eq!(c.impossible(), None);
     }
 
     #[test]
