@@ -169,6 +169,7 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     // a node fault that explains it names its own, more drastic action.
     ("job.hang", Action::RestartJob),
     ("job.straggler", Action::RestartJob),
+    ("job.gpus", Action::RestartJob),
 ];
 
 /// The default action of a check (`fix_config` for an id no table line

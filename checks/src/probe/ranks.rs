@@ -215,9 +215,11 @@ fn started_s(ticks: u64) -> u64 {
 
 /// A process's state letter now ('?' once it is gone).
 pub fn state_of(pid: i32) -> char {
-    procfs::process::Process::new(pid)
-        .and_then(|p| p.stat())
-        .map_or('?', |s| s.state)
+    crate::seam::answer("ranks::state_of", &pid.to_string(), || {
+        procfs::process::Process::new(pid)
+            .and_then(|p| p.stat())
+            .map_or('?', |s| s.state)
+    })
 }
 
 #[cfg(test)]

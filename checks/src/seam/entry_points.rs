@@ -57,12 +57,18 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
             "device_label",
         ],
     ),
-    ("sysfs.rs", &["sysfs_root", "proc_root"]),
+    // boot_epoch: this machine's clock and uptime, the reference a live
+    // kernel log's times are read against (a capture keeps the events).
+    ("sysfs.rs", &["sysfs_root", "proc_root", "boot_epoch"]),
+    // job_key: a rank's job, from what ranks::find (wired) read.
+    ("ranks.rs", &["job_key"]),
     // The Flight Recorder's pickle and JSON decoders: parsers of the bytes
     // fr_dump::read_dump (wired) read.
     ("fr_pickle.rs", &["decode", "from_json"]),
     // read_dir runs rank_files and read_dump (both wired) on reader threads.
-    ("fr_dump.rs", &["read_dir"]),
+    // parse: the decoder of a dump's bytes, read by read_dump or asked of a
+    // rank's worker server by rank_state::ask_worker (both wired).
+    ("fr_dump.rs", &["read_dir", "parse"]),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
     ("copy_bandwidth.rs", &["parse_cpulist", "buffer_bytes"]),
     // from_env: the variable through seam::env; as_str: a name.
