@@ -162,6 +162,7 @@ fn live_options(pid: Option<i32>) -> anyhow::Result<Options> {
 
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let seam = capture::plan(args).map_err(UsageError)?;
+    library_files(args).map_err(UsageError)?;
     // A replay judges under the profile its capture ran, unless told
     // otherwise: a quick capture holds no CUDA answers to judge.
     let profile = match (&args.profile, &seam) {
@@ -197,6 +198,31 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             .collect(),
         only: args.only.clone(),
     })
+}
+
+/// `--nvml-lib` and `--nccl-lib` name a library file. A FIFO, device or
+/// folder there is refused before anything runs: the dlopen that loads
+/// the library would wait in the open of a FIFO forever, deaf to Ctrl-C.
+/// A path that does not exist is the checks' to report, with their hint.
+fn library_files(args: &RunArgs) -> Result<(), String> {
+    for (flag, path) in [
+        ("--nvml-lib", &args.nvml_lib),
+        ("--nccl-lib", &args.nccl_lib),
+    ] {
+        let Some(meta) = path.as_deref().and_then(|p| std::fs::metadata(p).ok()) else {
+            continue;
+        };
+        if !meta.is_file() {
+            let kind = gpucheck_checks::input::kind(&meta.file_type());
+            return Err(format!(
+                "{flag} {}: it is {kind}, not a library file",
+                path.as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub fn execute(plan: &Plan, strict: bool) -> Run {
