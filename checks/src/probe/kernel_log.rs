@@ -263,16 +263,55 @@ fn this_boot(source: LogSource, events: Vec<XidEvent>, sxids: Vec<SxidEvent>) ->
     }
 }
 
+/// The last `max` bytes of what `stream` gives until its end, and whether
+/// anything before them was left out.
+fn tail(stream: &mut impl Read, max: usize) -> io::Result<(Vec<u8>, bool)> {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut cut = false;
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        bytes.extend_from_slice(&chunk[..n]);
+        // Drop the front in one move once twice the bound has gathered.
+        if bytes.len() > 2 * max {
+            bytes.drain(..bytes.len() - max);
+            cut = true;
+        }
+    }
+    if bytes.len() > max {
+        bytes.drain(..bytes.len() - max);
+        cut = true;
+    }
+    Ok((bytes, cut))
+}
+
 /// Read a syslog, journal or dmesg dump, keeping only this boot's events.
 pub fn read_file(path: &Path, boot_epoch: Option<i64>) -> io::Result<KernelLog> {
     let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let skipped = len > MAX_LOG_BYTES;
+    let meta = file.metadata()?;
+    let len = meta.len();
+    let mut skipped = meta.is_file() && len > MAX_LOG_BYTES;
     if skipped {
         file.seek(SeekFrom::Start(len - MAX_LOG_BYTES))?;
     }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
+    let bytes = if meta.is_file() {
+        // A log still being written is read no further than its bound.
+        let mut bytes = Vec::new();
+        file.take(MAX_LOG_BYTES).read_to_end(&mut bytes)?;
+        bytes
+    } else {
+        // A pipe (`--kernel-log <(journalctl -k)`) or a device: read to its
+        // end keeping only its last MAX_LOG_BYTES, so memory stays bounded
+        // however much it gives (the check's timeout bounds the time).
+        let (bytes, cut) = tail(&mut file, MAX_LOG_BYTES as usize)?;
+        skipped = cut;
+        bytes
+    };
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if skipped {
         // The first line was cut in the middle.
@@ -839,6 +878,17 @@ pub fn xid_in(message: &str, when: String) -> Option<XidEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_keeps_only_its_last_bytes() {
+        let mut text: &[u8] = b"0123456789";
+        assert_eq!(tail(&mut text, 4).unwrap(), (b"6789".to_vec(), true));
+        let mut short: &[u8] = b"ab";
+        assert_eq!(tail(&mut short, 4).unwrap(), (b"ab".to_vec(), false));
+        let big = vec![b'x'; 300 * 1024];
+        let (kept, cut) = tail(&mut big.as_slice(), 100 * 1024).unwrap();
+        assert_eq!((kept.len(), cut), (100 * 1024, true));
+    }
 
     fn slot(s: &str) -> PciSlot {
         PciSlot::parse(s).expect("valid slot")

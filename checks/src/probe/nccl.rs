@@ -273,6 +273,11 @@ pub fn merge_vars(
 /// The configuration files NCCL reads, in precedence order: NCCL_CONF_FILE
 /// (NCCL >= 2.23) or else ~/.nccl.conf, then /etc/nccl.conf (NCCL
 /// "Environment Variables" documentation, docs.nvidia.com/deeplearning/nccl).
+/// The largest NCCL configuration file read: NCCL's own are a few lines
+/// (`/etc/nccl.conf`); a FIFO, device or folder named by `$NCCL_CONF_FILE`
+/// is not read at all (`input::read_regular`), so the check never waits.
+const MAX_CONF_BYTES: u64 = 1024 * 1024;
+
 fn conf_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     if let Some(p) = crate::seam::env("NCCL_CONF_FILE").filter(|p| !p.is_empty()) {
@@ -382,7 +387,11 @@ pub fn env_facts() -> EnvFacts {
             let text = crate::seam::answer_kept(
                 "nccl::conf_file",
                 &key,
-                || std::fs::read_to_string(&p).ok(),
+                || {
+                    crate::input::read_regular(&p, MAX_CONF_BYTES)
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                },
                 |t| t.as_deref().map(crate::seam::conf_without_secrets),
             )?;
             let entries = parse_conf(&text);

@@ -28,11 +28,16 @@ pub fn proc_root() -> PathBuf {
     crate::seam::env("GPUCHECK_PROC_ROOT").map_or_else(|| PathBuf::from("/proc"), PathBuf::from)
 }
 
+/// The most of one attribute read: sysfs gives at most a page (4 KiB).
+const MAX_ATTR_BYTES: u64 = 64 * 1024;
+
 /// A sysfs attribute as trimmed text (bytes that are not UTF-8 replaced);
 /// `None` when it cannot be read (absent, or EINVAL for an unset GID type).
 pub fn attr(path: &Path) -> Option<String> {
     crate::seam::answer("sysfs::attr", &path.display().to_string(), || {
-        fs::read(path)
+        // A regular file (sysfs and /proc attributes are), read without
+        // waiting: a FIFO in a tree that stands for /sys is not read.
+        crate::input::read_regular(path, MAX_ATTR_BYTES)
             .ok()
             .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     })
