@@ -1,7 +1,8 @@
 //! What `gpucheck exec` adds to the job's environment so that its state
 //! can be had in seconds when it hangs: a per-job folder for the Flight
 //! Recorder's dumps (`TORCH_FR_DUMP_TEMP_FILE`) and the per-rank dump pipes
-//! (`TORCH_NCCL_DEBUG_INFO_PIPE_FILE`), and a per-job NCCL RAS port
+//! (`TORCH_NCCL_DEBUG_INFO_PIPE_FILE`, with `TORCH_FR_BUFFER_SIZE`, without
+//! which torch makes no pipe), and a per-job NCCL RAS port
 //! (`NCCL_RAS_ADDR`), each only when the user did not set it; and what in
 //! the environment turns the recorder off.
 
@@ -33,6 +34,11 @@ pub fn prepare(var: impl Fn(&str) -> Option<String>, dir: &Path, ras_port: u16) 
             "TORCH_NCCL_DEBUG_INFO_PIPE_FILE".into(),
             format!("{}/pipe_rank_", dir.display()),
         ));
+    }
+    // torch makes the dump pipe only when a buffer size is set in the
+    // environment (its default of 2,000 is not enough for the pipe).
+    if var("TORCH_FR_BUFFER_SIZE").is_none() && var("TORCH_NCCL_TRACE_BUFFER_SIZE").is_none() {
+        p.set.push(("TORCH_FR_BUFFER_SIZE".into(), "2000".into()));
     }
     if var("NCCL_RAS_ADDR").is_none() && ras_port != 0 {
         p.set
@@ -108,6 +114,7 @@ mod tests {
                     "TORCH_NCCL_DEBUG_INFO_PIPE_FILE".into(),
                     "/tmp/gpucheck-job-7/pipe_rank_".into()
                 ),
+                ("TORCH_FR_BUFFER_SIZE".into(), "2000".into()),
                 ("NCCL_RAS_ADDR".into(), "localhost:40123".into()),
             ]
         );
@@ -125,6 +132,7 @@ mod tests {
                 ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/shared/dumps/r"),
                 ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "/x/p"),
                 ("NCCL_RAS_ADDR", "localhost:28028"),
+                ("TORCH_NCCL_TRACE_BUFFER_SIZE", "4000"),
             ]),
             Path::new("/tmp/j"),
             40123,

@@ -84,15 +84,18 @@ const ENVIRONMENT: &[(&str, &str)] = &[
          of names that look secret are never shown.",
     ),
     (
-        "TORCH_WORKER_SERVER_SOCKET, TORCH_FR_BUFFER_SIZE, TORCH_NCCL_TRACE_BUFFER_SIZE",
-        "Read by gpucheck job from each rank's own environment: the rank's worker server, and \
-         whether its Flight Recorder records at all.",
+        "TORCH_WORKER_SERVER_SOCKET, TORCH_FR_BUFFER_SIZE, TORCH_NCCL_TRACE_BUFFER_SIZE, \
+         TORCH_FR_DEBUG_INFO_PIPE_FILE",
+        "Read by gpucheck job from each rank's own environment: the rank's worker server, \
+         whether its Flight Recorder records at all, and its dump pipe (with \
+         TORCH_NCCL_DEBUG_INFO_PIPE_FILE) and dump path (TORCH_FR_DUMP_TEMP_FILE).",
     ),
     (
         "TORCH_FR_DUMP_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_PIPE_FILE, \
          TORCH_NCCL_DUMP_ON_TIMEOUT",
         "gpucheck exec sets the first and the pipe stem for CMD, under a per-job folder in \
-         TMPDIR, when neither is set (and NCCL_RAS_ADDR to a free local port); it warns when \
+         TMPDIR, when neither is set (and TORCH_FR_BUFFER_SIZE=2000, without which torch makes no \
+         pipe, and NCCL_RAS_ADDR to a free local port); it warns when \
          TORCH_NCCL_DUMP_ON_TIMEOUT=0 or a buffer size of 0 turns the recorder off.",
     ),
     (

@@ -60,6 +60,19 @@ fn start_some(
     server: bool,
     steps: usize,
 ) -> Job {
+    start_with(case, fault, launched, world, server, steps, false)
+}
+
+/// [`start_some`], the ranks keeping a dump pipe when `pipe`.
+fn start_with(
+    case: &str,
+    fault: i64,
+    launched: u32,
+    world: u32,
+    server: bool,
+    steps: usize,
+    pipe: bool,
+) -> Job {
     let dir = std::env::temp_dir().join(format!("gpucheck-live-{case}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -67,11 +80,18 @@ fn start_some(
     let port = free_port();
     let mut sh = String::new();
     for r in 0..launched {
-        let socket = if server {
+        let mut socket = if server {
             format!("TORCH_WORKER_SERVER_SOCKET={}/rank{r}.sock ", dir.display())
         } else {
             String::new()
         };
+        if pipe {
+            socket.push_str(&format!(
+                "FAKE_DUMP_PIPE=1 TORCH_NCCL_DEBUG_INFO_PIPE_FILE={0}/pipe_rank_ \
+                 TORCH_FR_DUMP_TEMP_FILE={0}/fr_rank_ ",
+                dir.display()
+            ));
+        }
         sh.push_str(&format!(
             "{socket}RANK={r} LOCAL_RANK={r} WORLD_SIZE={world} MASTER_ADDR=127.0.0.1 \
              MASTER_PORT={port} STEP_FILE={}/steps{r} '{}' '{}' 2>{}/log{r} &\n",
@@ -208,7 +228,10 @@ fn a_healthy_running_job_is_no_problem_and_keeps_stepping() {
     );
     let traces = text_field(&doc, "job.traces", "summary");
     assert!(traces.contains("ranks 0-2 of a 3-rank job"), "{traces}");
-    assert!(traces.contains("3 worker servers"), "{traces}");
+    assert!(
+        traces.contains("recorders of 3 ranks read from their worker servers"),
+        "{traces}"
+    );
     for id in ["job.hang", "job.straggler"] {
         assert!(ranks(&doc, id).is_empty(), "{id} blames nobody");
     }
@@ -564,4 +587,53 @@ fn exec_prepares_the_jobs_recorder_paths_and_ras_port_unless_set() {
         .and_then(|p| p.parse().ok());
     assert!(port.is_some_and(|p| p > 0), "{env}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn through_the_dump_pipe_the_recorders_name_the_rank_that_never_joined() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start_with("sleep", 2, WORLD, WORLD, false, 5, true);
+    std::thread::sleep(Duration::from_millis(500));
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.hang"), vec![2], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.hang", "summary");
+    assert!(
+        summary.contains("rank 2 never joined all_reduce #6"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("rank 2 is asleep in time.sleep"),
+        "{summary}"
+    );
+    let traces = text_field(&doc, "job.traces", "summary");
+    assert!(
+        traces.contains("recorders of 3 ranks read from their dump pipes"),
+        "{traces}"
+    );
+    assert!(traces.contains("stacks by py-spy"), "{traces}");
+    for r in 0..WORLD {
+        assert!(
+            job.dir.join(format!("fr_rank_{r}")).is_file(),
+            "rank {r} dumped on request"
+        );
+    }
+    left_as_it_was(&job, WORLD, false);
+}
+
+#[test]
+fn a_healthy_job_read_through_its_dump_pipes_is_moving_and_nobody_is_blamed() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start_with("healthy", -1, WORLD, WORLD, false, 3, true);
+    let (out, doc) = look(&job);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        text_field(&doc, "job.hang", "summary").contains("moving"),
+        "{}",
+        stdout(&out)
+    );
+    for id in ["job.hang", "job.straggler"] {
+        assert!(ranks(&doc, id).is_empty(), "{id} blames nobody");
+    }
+    left_as_it_was(&job, WORLD, true);
 }

@@ -30,6 +30,9 @@ pub struct Live {
     pub samples: Vec<Vec<(u32, Where)>>,
     /// How each rank's stack was read ("worker server", "py-spy").
     pub stack_source: BTreeMap<u32, &'static str>,
+    /// How each rank's recorder was read ("worker server", "dump pipe",
+    /// "dump file").
+    pub recorder_source: BTreeMap<u32, &'static str>,
     /// (rank, why) for each rank whose stack or recorder could not be read.
     pub errors: Vec<(u32, String)>,
     /// Collectives recorded between the looks, over the ranks whose
@@ -58,6 +61,8 @@ impl Live {
 struct Look {
     rank: u32,
     trace: Option<Result<RankTrace, String>>,
+    /// Where the recorder came from, when it was asked for.
+    recorder: Option<&'static str>,
     stack: Result<(Where, &'static str), String>,
 }
 
@@ -96,6 +101,9 @@ pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, L
     let mut traces = Vec::new();
     let mut unreadable = Vec::new();
     for l in looks.pop().unwrap_or_default() {
+        if let Some(how) = l.recorder {
+            live.recorder_source.insert(l.rank, how);
+        }
         match l.trace {
             Some(Ok(t)) => traces.push(t),
             Some(Err(e)) => unreadable.push((l.rank, e)),
@@ -123,16 +131,43 @@ fn look_all(ranks: &[RankProcess], sample: u32, recorders: bool) -> Vec<Look> {
 }
 
 fn look(r: &RankProcess, sample: u32, recorders: bool) -> Look {
-    let socket = r.worker_socket.as_deref().filter(|_| recorders);
-    let trace = socket.map(|socket| {
-        let json = rank_state::ask_worker(r.pid, socket, "fr_trace_json", sample)?;
-        let source = format!("rank {}'s worker server", r.rank);
-        fr_dump::parse(r.rank, &source, json.into_bytes())
-    });
+    let (trace, recorder) = if recorders {
+        recorder(r, sample)
+    } else {
+        (None, None)
+    };
     Look {
         rank: r.rank,
         trace,
+        recorder,
         stack: stack(r, sample),
+    }
+}
+
+/// The rank's Flight Recorder: from its worker server, else through its
+/// dump pipe, else a dump it wrote by itself since it started.
+fn recorder(
+    r: &RankProcess,
+    sample: u32,
+) -> (Option<Result<RankTrace, String>>, Option<&'static str>) {
+    if let Some(socket) = r.worker_socket.as_deref() {
+        let trace =
+            rank_state::ask_worker(r.pid, socket, "fr_trace_json", sample).and_then(|json| {
+                let source = format!("rank {}'s worker server", r.rank);
+                fr_dump::parse(r.rank, &source, json.into_bytes())
+            });
+        return (Some(trace), Some("worker server"));
+    }
+    let Some(prefix) = r.dump_prefix.as_deref() else {
+        return (None, None);
+    };
+    if let Some(stem) = r.dump_pipe.as_deref() {
+        let trace = rank_state::dump_via_pipe(r.pid, r.rank, stem, prefix, sample);
+        return (Some(trace), Some("dump pipe"));
+    }
+    match rank_state::dump_written(r.pid, r.rank, prefix, r.started_s) {
+        Some(trace) => (Some(trace), Some("dump file")),
+        None => (None, None),
     }
 }
 

@@ -156,11 +156,15 @@ fn sources(live: &Live, job: &Job) -> String {
     let mut how: Vec<&str> = live.stack_source.values().copied().collect();
     how.sort_unstable();
     how.dedup();
-    let recorders = match job.traces.len() {
-        0 => {
-            "no worker server to read recorders from (TORCH_WORKER_SERVER_SOCKET unset)".to_string()
+    let mut from: Vec<&str> = live.recorder_source.values().copied().collect();
+    from.sort_unstable();
+    from.dedup();
+    let recorders = match (job.traces.len(), from.as_slice()) {
+        (0, _) => {
+            "no recorder to read (no worker server, dump pipe or dump since the start)".to_string()
         }
-        n => format!("recorders read from {n} worker servers"),
+        (n, [one]) => format!("recorders of {n} ranks read from their {one}s"),
+        (n, _) => format!("recorders of {n} ranks read from their {}", from.join(", ")),
     };
     let stacks = match how.as_slice() {
         [] => "no stack could be read".to_string(),

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::domain::flight::RankTrace;
 use crate::probe::process;
 
 /// The most read from one worker server's answer: a Flight Recorder of
@@ -135,6 +136,105 @@ fn body(reply: &[u8]) -> Result<String, String> {
         return Err("its worker server answered in chunks, which gpucheck does not read".into());
     }
     Ok(text)
+}
+
+/// How long a rank may take to write the dump its pipe asked for: its
+/// watchdog reads the pipe about once a second, then writes the dump.
+const PIPE_DUMP_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Ask a rank for a Flight Recorder dump through its dump pipe
+/// (`TORCH_NCCL_DEBUG_INFO_PIPE_FILE`: torch makes the FIFO
+/// `<stem><rank>.pipe` and its watchdog dumps to `<prefix><rank>` when a
+/// byte arrives), and read the dump written after the ask.
+pub fn dump_via_pipe(
+    pid: i32,
+    rank: u32,
+    stem: &str,
+    prefix: &str,
+    sample: u32,
+) -> Result<RankTrace, String> {
+    let key = format!("{stem}{rank}.pipe #{sample}");
+    crate::seam::answer("rank_state::dump_via_pipe", &key, || {
+        let pipe = in_root(pid, &format!("{stem}{rank}.pipe"));
+        let dump = in_root(pid, &format!("{prefix}{rank}"));
+        pipe_live(rank, &pipe, &dump)
+    })
+}
+
+/// A path of the rank's, as this process reaches it (through the rank's
+/// root when that differs).
+fn in_root(pid: i32, path: &str) -> PathBuf {
+    socket_path(pid, path)
+}
+
+fn pipe_live(rank: u32, pipe: &Path, dump: &Path) -> Result<RankTrace, String> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let meta = std::fs::symlink_metadata(pipe)
+        .map_err(|e| format!("no dump pipe at {}: {e}", pipe.display()))?;
+    if !meta.file_type().is_fifo() {
+        return Err(format!("{} is not a FIFO", pipe.display()));
+    }
+    let before = modified(dump);
+    let mut fifo = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(pipe)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => format!(
+                "nothing reads its dump pipe {} (the rank's recorder is off, or its \
+                 process group is not NCCL's)",
+                pipe.display()
+            ),
+            _ => format!("cannot open its dump pipe {}: {e}", pipe.display()),
+        })?;
+    fifo.write_all(b"1")
+        .map_err(|e| format!("cannot write to its dump pipe: {e}"))?;
+    drop(fifo);
+    let deadline = Instant::now() + PIPE_DUMP_TIMEOUT;
+    let mut last_error = String::new();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        if modified(dump) == before {
+            continue;
+        }
+        // Written in place: read until it parses whole.
+        match crate::probe::fr_dump::read_dump(rank, dump) {
+            Ok(t) => return Ok(t),
+            Err(e) => last_error = e,
+        }
+    }
+    Err(format!(
+        "asked for a dump through its pipe; none was written to {} within {PIPE_DUMP_TIMEOUT:?}{}",
+        dump.display(),
+        if last_error.is_empty() {
+            String::new()
+        } else {
+            format!(" ({last_error})")
+        }
+    ))
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// A dump the rank's recorder wrote by itself (after a timeout) since the
+/// rank started: `<prefix><rank>`, when it is newer than `started_s`.
+pub fn dump_written(
+    pid: i32,
+    rank: u32,
+    prefix: &str,
+    started_s: u64,
+) -> Option<Result<RankTrace, String>> {
+    let path = in_root(pid, &format!("{prefix}{rank}"));
+    let key = path.display().to_string();
+    crate::seam::answer("rank_state::dump_written", &key, || {
+        let written = modified(&path)?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        (written >= started_s).then(|| crate::probe::fr_dump::read_dump(rank, &path))
+    })
 }
 
 /// py-spy's `dump --json --nonblocking` of a process: its threads' Python

@@ -27,6 +27,15 @@ pub struct RankProcess {
     pub state: char,
     /// `TORCH_WORKER_SERVER_SOCKET`: the rank's worker server, if it runs one.
     pub worker_socket: Option<String>,
+    /// `TORCH_NCCL_DEBUG_INFO_PIPE_FILE` (or `TORCH_FR_DEBUG_INFO_PIPE_FILE`):
+    /// the stem of the rank's dump pipe, `<stem><rank>.pipe`.
+    #[serde(default)]
+    pub dump_pipe: Option<String>,
+    /// Where the rank's recorder dumps: `TORCH_FR_DUMP_TEMP_FILE` (or
+    /// `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`), else torch's default under the
+    /// rank's HOME; the rank number is appended.
+    #[serde(default)]
+    pub dump_prefix: Option<String>,
     /// `TORCH_FR_BUFFER_SIZE` (or its older name), as set.
     pub fr_buffer: Option<String>,
     /// `CUDA_VISIBLE_DEVICES`, as set.
@@ -192,6 +201,11 @@ fn rank_process(p: &procfs::process::Process, stat: &procfs::process::Stat) -> O
         state: stat.state,
         worker_socket: var("TORCH_WORKER_SERVER_SOCKET"),
         fr_buffer: var("TORCH_FR_BUFFER_SIZE").or_else(|| var("TORCH_NCCL_TRACE_BUFFER_SIZE")),
+        dump_pipe: var("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+            .or_else(|| var("TORCH_FR_DEBUG_INFO_PIPE_FILE")),
+        dump_prefix: var("TORCH_FR_DUMP_TEMP_FILE")
+            .or_else(|| var("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"))
+            .or_else(|| var("HOME").map(|h| format!("{h}/.cache/torch/comm_lib_trace_rank_"))),
         visible_devices: var("CUDA_VISIBLE_DEVICES"),
         cmd,
         bin_dir: p
