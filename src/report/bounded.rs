@@ -23,9 +23,21 @@ pub const NAME_MAX_CHARS: usize = 256;
 /// characters (a hint naming a command); this leaves four times that.
 pub const TEXT_MAX_CHARS: usize = 2000;
 
+/// A name is one line: a line break in one (`evil\nREADY: 99 passed` as a
+/// host name) would forge a line of a report that keeps its text raw (an
+/// XML attribute, a Prometheus label), so it becomes a space.
 fn name(s: &mut String) {
     if s.len() > NAME_MAX_CHARS {
         *s = cut(s, NAME_MAX_CHARS);
+    }
+    let line_break = |c: char| {
+        matches!(
+            c,
+            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        )
+    };
+    if s.contains(line_break) {
+        *s = s.replace(line_break, " ");
     }
 }
 
@@ -128,7 +140,7 @@ mod tests {
     #[test]
     fn a_long_foreign_string_is_cut_saying_so_and_a_short_one_kept() {
         let mut run = fixtures::every_status();
-        run.host.hostname = format!("evil{}", "h".repeat(50 << 20));
+        run.host.hostname = format!("evil\n{}", "h".repeat(50 << 20));
         run.results[0].outcome.summary = "x".repeat(TEXT_MAX_CHARS + 10);
         run.results[0].outcome.data.insert(
             "nvml_inventory".into(),
@@ -136,11 +148,11 @@ mod tests {
         );
         let kept = run.results[1].outcome.summary.clone();
         cut_long_strings(&mut run);
-        assert!(run.host.hostname.starts_with("evilhhh"));
+        assert!(run.host.hostname.starts_with("evil hhh"), "one line");
         assert!(
             run.host
                 .hostname
-                .ends_with(&format!("... ({} more characters)", (50 << 20) + 4 - 256)),
+                .ends_with(&format!("... ({} more characters)", (50 << 20) + 5 - 256)),
             "{}",
             &run.host.hostname[250..]
         );
