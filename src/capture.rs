@@ -35,10 +35,19 @@ pub enum Plan {
 
 /// The boundary's plan for `args`, or the one-line reason it cannot be.
 pub fn plan(args: &RunArgs) -> Result<Plan, String> {
-    if args.redact && args.capture.is_none() {
+    plan_for(args.capture.as_deref(), args.replay.as_deref(), args.redact)
+}
+
+/// The boundary's plan from `--capture`, `--replay` and `--redact`.
+pub fn plan_for(
+    capture: Option<&Path>,
+    replay: Option<&Path>,
+    redact: bool,
+) -> Result<Plan, String> {
+    if redact && capture.is_none() {
         return Err("--redact needs --capture FILE (or `gpucheck capture FILE`)".to_string());
     }
-    if let Some(path) = &args.replay {
+    if let Some(path) = replay {
         let shown = path.display().to_string();
         // A regular file of at most MAX_CAPTURE_BYTES, read without waiting:
         // a FIFO with no writer would hold gpucheck before its run (and a
@@ -51,13 +60,13 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         drop(text);
         return Ok(Plan::Replay(Box::new(capture)));
     }
-    let Some(path) = &args.capture else {
+    let Some(path) = capture else {
         return Ok(Plan::Live);
     };
     writable(path)?;
     Ok(Plan::Record {
-        path: path.clone(),
-        redact: args.redact,
+        path: path.to_path_buf(),
+        redact,
     })
 }
 

@@ -349,6 +349,21 @@ pub struct JobArgs {
     /// Read Xid events from this file instead of the kernel's own log (job.gpus).
     #[arg(long, value_name = "PATH", help_heading = "Machine")]
     pub kernel_log: Option<PathBuf>,
+    /// Also keep every answer gpucheck got from the job, its node and its dumps in FILE, a
+    /// capture that `gpucheck job --replay FILE` judges again anywhere.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "replay",
+        help_heading = "Capture and replay"
+    )]
+    pub capture: Option<PathBuf>,
+    /// Judge a job's capture (made with `gpucheck job --capture`) instead of a job.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["traces", "pid"], help_heading = "Capture and replay")]
+    pub replay: Option<PathBuf>,
+    /// In the capture, replace host and user names, IP and MAC addresses, serials and GPU UUIDs.
+    #[arg(long, help_heading = "Capture and replay")]
+    pub redact: bool,
     /// Per-check timeout in seconds, overriding every job check's default (60).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,

@@ -95,9 +95,12 @@ fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
 /// Recorder dumps. A folder that is not one, or holds no rank's dump, is a
 /// usage error (exit 2) before anything is judged.
 pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
-    let options = match &args.traces {
-        Some(dir) => traces_options(dir)?,
-        None => Options {
+    let seam = capture::plan_for(args.capture.as_deref(), args.replay.as_deref(), args.redact)
+        .map_err(UsageError)?;
+    let options = match (&seam, &args.traces) {
+        (capture::Plan::Replay(c), _) => replayed_job_options(c)?,
+        (_, Some(dir)) => traces_options(dir)?,
+        (_, None) => Options {
             nvml_lib: args.nvml_lib.clone(),
             kernel_log: args.kernel_log.clone(),
             ..live_options(args.pid)?
@@ -105,7 +108,7 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
     };
     Ok(Plan {
         profile: gpucheck_checks::job::JOB_PROFILE,
-        checks: match &args.traces {
+        checks: match &options.traces {
             Some(_) => TRACES_CATALOG.to_vec(),
             None => JOB_CATALOG.to_vec(),
         },
@@ -113,11 +116,25 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
         timeout: args.timeout.map(Duration::from_secs_f64),
         budget: None,
         outputs: outputs(&args.output)?,
-        seam: capture::Plan::Live,
+        seam,
         quiet: args.output.quiet,
         named: Vec::new(),
         only: Vec::new(),
     })
+}
+
+/// The options a job's capture was made with; a capture of a machine
+/// check run is refused.
+fn replayed_job_options(c: &gpucheck_checks::seam::capture::Capture) -> anyhow::Result<Options> {
+    if c.profile != gpucheck_checks::job::JOB_PROFILE {
+        return Err(UsageError(format!(
+            "the capture was made by a machine check run (--profile {}), not by gpucheck job: \
+             replay it with gpucheck --replay FILE",
+            c.profile.as_str()
+        ))
+        .into());
+    }
+    Ok(c.options.clone())
 }
 
 /// The options of `gpucheck job --traces DIR`, once DIR is known to hold
@@ -162,6 +179,15 @@ fn live_options(pid: Option<i32>) -> anyhow::Result<Options> {
 
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let seam = capture::plan(args).map_err(UsageError)?;
+    if let capture::Plan::Replay(c) = &seam {
+        if c.profile == gpucheck_checks::job::JOB_PROFILE {
+            return Err(UsageError(
+                "the capture was made by gpucheck job: replay it with gpucheck job --replay FILE"
+                    .to_string(),
+            )
+            .into());
+        }
+    }
     library_files(args).map_err(UsageError)?;
     // A replay judges under the profile its capture ran, unless told
     // otherwise: a quick capture holds no CUDA answers to judge.

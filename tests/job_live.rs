@@ -637,3 +637,71 @@ fn a_healthy_job_read_through_its_dump_pipes_is_moving_and_nobody_is_blamed() {
     }
     left_as_it_was(&job, WORLD, true);
 }
+
+#[test]
+fn a_jobs_state_is_captured_and_replayed_after_the_job_is_gone() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("sleep", 1, WORLD, true, 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let capture =
+        std::env::temp_dir().join(format!("gpucheck-job-capture-{}.json", std::process::id()));
+    let out = gpucheck()
+        .args([
+            "job",
+            "--pid",
+            &job.launcher.id().to_string(),
+            "--quiet",
+            "--capture",
+        ])
+        .arg(&capture)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    left_as_it_was(&job, WORLD, false);
+    drop(job);
+
+    // The job is gone: the replay judges what was captured.
+    let out = gpucheck()
+        .args(["job", "--json", "-", "--replay"])
+        .arg(&capture)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let doc = assert_valid_json_report(&stdout(&out));
+    assert_eq!(ranks(&doc, "job.hang"), vec![1]);
+    let summary = text_field(&doc, "job.hang", "summary");
+    assert!(
+        summary.contains("rank 1 never joined all_reduce #6"),
+        "{summary}"
+    );
+    assert!(summary.contains("time.sleep(3600)"), "{summary}");
+
+    // A machine run cannot replay it, nor gpucheck job a machine's capture.
+    let out = gpucheck().arg("--replay").arg(&capture).output().unwrap();
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("replay it with gpucheck job --replay FILE"),
+        "{}",
+        stderr(&out)
+    );
+    let machine = capture.with_extension("machine.json");
+    let out = gpucheck()
+        .args(["--profile", "quick", "--only", "host.shm", "--capture"])
+        .arg(&machine)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = gpucheck()
+        .args(["job", "--replay"])
+        .arg(&machine)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("not by gpucheck job"),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_file(&capture);
+    let _ = std::fs::remove_file(&machine);
+}

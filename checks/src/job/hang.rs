@@ -79,12 +79,7 @@ pub fn judge(job: &Job) -> Outcome {
             summary = format!("{summary}; {}", places.join("; "));
         }
     }
-    let outcome = Outcome::fail(summary, hint);
-    let outcome = match &job.live {
-        Some(live) => outcome.with_table(hang_live::where_table(live)),
-        None => outcome,
-    };
-    outcome
+    Outcome::fail(summary, hint)
         .with_ranks(w.blamed_ranks(), Some(collective))
         .with_fact("group", w.group.label())
         .with_fact("seq", w.seq)

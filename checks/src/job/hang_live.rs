@@ -72,7 +72,6 @@ pub fn from_stacks(live: &Live) -> Outcome {
     Outcome::fail(summary, hint)
         .with_ranks(blamed, None)
         .with_fact("waiting", rank_list(&v.waiting))
-        .with_table(where_table(live))
 }
 
 /// What to do about ranks stuck at one kind of place.
@@ -107,20 +106,18 @@ fn all_alike(live: &Live) -> Outcome {
     if same_place && live.progress.is_none() {
         return Outcome::warn(
             format!(
-                "every rank was {} at both looks, {:.0} s apart: the job may be stuck below \
+                "every rank was {} at every look across {:.0} s: the job may be stuck below \
                  Python (the network, a GPU, NCCL), or spend its time there",
                 all[0].words(),
                 WINDOW.as_secs_f64()
             ),
-            "the ranks run no worker server, so their recorders could not show whether \
+            "no rank's recorder could be read, so nothing shows whether \
              collectives finish: run `gpucheck` on the node (fabric, gpu, nccl checks) and \
              look for Xid errors in dmesg; give each rank a worker server (worker_main() \
              with its own TORCH_WORKER_SERVER_SOCKET) to see its recorder",
-        )
-        .with_table(where_table(live));
+        );
     }
     Outcome::pass("no rank stands out: the ranks' stacks moved or agree")
-        .with_table(where_table(live))
 }
 
 /// Where every rank was at the last look.
