@@ -141,6 +141,10 @@ mod tests {
             err.to_string(),
             "it is 8 bytes, more than the 7 bytes this gpucheck reads"
         );
+        // /proc and sysfs files are regular, of size 0 or 4096 whatever
+        // they hold: read to their end.
+        let status = read_regular(Path::new("/proc/self/status"), 64 * 1024).unwrap();
+        assert!(String::from_utf8_lossy(&status).contains("VmRSS"));
         std::fs::write(&file, vec![b' '; 3 << 20]).unwrap();
         let err = read_regular(&file, 1 << 20).unwrap_err();
         assert_eq!(

@@ -712,8 +712,10 @@ fn kernel_driver_version_live() -> Option<String> {
 
 /// [`kernel_driver_version`] under `proc` (standing for /proc).
 pub fn kernel_driver_version_in(proc: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(proc.join("driver/nvidia/version")).ok()?;
-    parse_proc_driver_version(&text)
+    // A regular file (as /proc's are), read without waiting and within a
+    // bound: the folder may be a tree someone else made.
+    let bytes = crate::input::read_regular(&proc.join("driver/nvidia/version"), 64 * 1024).ok()?;
+    parse_proc_driver_version(&String::from_utf8_lossy(&bytes))
 }
 
 /// Parse "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Tue ..."
