@@ -56,7 +56,10 @@ pub fn plan_for(
             .map_err(|e| format!("cannot read the capture {shown}: {e}"))?;
         let text = String::from_utf8(bytes)
             .map_err(|_| format!("{shown} is not a gpucheck capture (not UTF-8 text)"))?;
-        let capture = Capture::parse(&shown, &text).map_err(|e| e.to_string())?;
+        // The error may quote the file (a version, serde's "unknown variant
+        // `...`"): one line of readable length, whatever it holds.
+        let capture = Capture::parse(&shown, &text)
+            .map_err(|e| clean(&cut(&e.to_string(), bounded::TEXT_MAX_CHARS)))?;
         drop(text);
         return Ok(Plan::Replay(Box::new(capture)));
     }
@@ -336,6 +339,23 @@ mod tests {
         assert!(h.starts_with("replay of evil\\u{1b}[2J\\u{1b}[31mX READY: 99 passed"));
         assert!(h.contains(" more characters): 8 GPUs (GPU\\u{7}ggg"), "{h}");
         assert!(h.len() < 1000, "{} bytes", h.len());
+    }
+
+    #[test]
+    fn a_refusal_quoting_the_file_is_one_line_of_readable_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.json");
+        let mut doc = serde_json::to_value(capture()).unwrap();
+        doc["profile"] = serde_json::json!(format!("x\u{1b}[2J\n{}", "y".repeat(1 << 20)));
+        std::fs::write(&file, doc.to_string()).unwrap();
+        let err = plan_for(None, Some(&file), false).unwrap_err();
+        assert!(
+            err.contains("is a damaged capture: unknown variant"),
+            "{err}"
+        );
+        assert!(err.contains("more characters)"), "{err}");
+        assert!(err.len() < 2100, "{} bytes", err.len());
+        assert!(!err.chars().any(char::is_control), "{err}");
     }
 
     #[test]
