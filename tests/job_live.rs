@@ -374,10 +374,15 @@ fn pid_of_rank(job: &Job) -> Vec<(u32, u32)> {
 /// A fake NVML scenario of `gpus` H100s where GPU `g` lists the ranks
 /// `on[g]` as its processes (busy when it holds any).
 fn scenario(job: &Job, gpus: u32, on: &[&[u32]]) -> PathBuf {
+    scenario_with(job, gpus, on, &[])
+}
+
+/// [`scenario`] with more attributes for some GPUs: (gpu, "key=value ...").
+fn scenario_with(job: &Job, gpus: u32, on: &[&[u32]], extra: &[(u32, &str)]) -> PathBuf {
     let pids = pid_of_rank(job);
     let mut text = String::from(
         "system driver=570.86.15 nvml=12.570.86.15 cuda=12080\n\
-         gpus 4 name=\"NVIDIA H100 80GB HBM3\" util=0\n",
+         gpus 4 name=\"NVIDIA H100 80GB HBM3\" util=0 throttle=none sm_clock=1980 temp_c=55\n",
     )
     .replace("gpus 4", &format!("gpus {gpus}"));
     for g in 0..gpus {
@@ -389,6 +394,9 @@ fn scenario(job: &Job, gpus: u32, on: &[&[u32]]) -> PathBuf {
                 .expect("rank running")
                 .1;
             text.push_str(&format!(" util=97 proc={pid}:2048:python"));
+        }
+        for (_, attrs) in extra.iter().filter(|(i, _)| *i == g) {
+            text.push_str(&format!(" {attrs}"));
         }
         text.push('\n');
     }
@@ -704,4 +712,35 @@ fn a_jobs_state_is_captured_and_replayed_after_the_job_is_gone() {
     );
     let _ = std::fs::remove_file(&capture);
     let _ = std::fs::remove_file(&machine);
+}
+
+#[test]
+fn a_straggler_on_a_gpu_in_hw_slowdown_is_joined_to_it() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("straggler", 1, WORLD, true, 8);
+    let slow = scenario_with(
+        &job,
+        3,
+        &[&[0], &[1], &[2]],
+        &[(1, "throttle=hw_slowdown temp_c=88 sm_clock=1410")],
+    );
+    let (out, doc) = look_with(&job, &slow, None);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.straggler"), vec![1], "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.gpus"), "fail", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.gpus"), vec![1]);
+    let summary = text_field(&doc, "job.gpus", "summary");
+    assert!(summary.contains("rank 1 is the straggler"), "{summary}");
+    assert!(
+        summary.contains("GPU 1 (") && summary.contains("HW slowdown while at 88 °C"),
+        "{summary}"
+    );
+    assert_eq!(result(&doc, "job.gpus")["action"], "service_hardware");
+
+    // The same job on healthy GPUs: the straggler is named, no GPU is blamed.
+    let healthy = scenario(&job, 3, &[&[0], &[1], &[2]]);
+    let (out, doc) = look_with(&job, &healthy, None);
+    assert_eq!(ranks(&doc, "job.straggler"), vec![1], "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.gpus"), "pass", "{}", stdout(&out));
+    left_as_it_was(&job, WORLD, true);
 }

@@ -8,6 +8,7 @@ use super::{ranks_phrase, Job};
 use crate::domain::action::Action;
 use crate::domain::job::rank_list;
 use crate::domain::placement::{self, Fault, GpuLoad, Verdict};
+use crate::domain::qualify;
 use crate::domain::stacks::Activity;
 use crate::domain::xid::{self, PciSlot};
 use crate::probe::{kernel_log, nvml, sysfs};
@@ -36,6 +37,9 @@ the job's first rank started.
 fail: an Xid since the job started that needs a GPU reset, a node reboot or hands on the \
 hardware, with the GPU (index, UUID, bus id) and the ranks on it, and the repair action; \
 several ranks on one GPU while other GPUs hold none (no torch.cuda.set_device(LOCAL_RANK)).
+fail (too): the straggler job.straggler names runs on a GPU that NVML shows held back now (HW \
+or thermal slowdown: service_hardware; the power cap: fix_config; an SM clock under 85% of its \
+siblings' with no reason: reset_gpu).
 warn: a GPU that holds no rank; every GPU with a rank under 40 % busy while ranks' stacks are \
 in the data loader (raise DataLoader num_workers, pin_memory=True); an Xid that asks for a \
 look or a restart of the job.
@@ -87,7 +91,12 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
             })
             .collect();
         let verdict = placement::judge(&loads, live.ranks.len(), &faults, &loading);
-        words(verdict, &loads).with_table(table(&loads))
+        let slow = match verdict {
+            Verdict::Faults(_) | Verdict::Shared { .. } | Verdict::NoGpuRanks => None,
+            _ => slow_straggler_gpu(ctx, &job, &loads),
+        };
+        slow.unwrap_or_else(|| words(verdict, &loads))
+            .with_table(table(&loads))
     }
 }
 
@@ -124,6 +133,82 @@ fn faults_since_start(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> 
             })
         })
         .collect()
+}
+
+/// A straggler whose GPU NVML shows held back now (HW slowdown, thermal
+/// slowdown, the power cap, an SM clock below its siblings'): the rank,
+/// the GPU and the cause, joined.
+fn slow_straggler_gpu(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Option<Outcome> {
+    let stragglers = crate::domain::job::stragglers(&job.traces, &job.members);
+    if stragglers.is_empty() {
+        return None;
+    }
+    let readings = nvml::load_readings(ctx.options.nvml_lib.as_deref()).ok()?;
+    let clocks: Vec<f64> = readings
+        .iter()
+        .filter(|r| {
+            gpus.iter()
+                .any(|g| g.index == r.gpu.index && !g.ranks.is_empty())
+        })
+        .filter_map(|r| {
+            r.facts
+                .as_ref()
+                .ok()?
+                .sm_clock_mhz
+                .as_ref()
+                .ok()
+                .map(|c| f64::from(*c))
+        })
+        .collect();
+    stragglers.iter().find_map(|s| {
+        let gpu = gpus.iter().find(|g| g.ranks.contains(&s.rank))?;
+        let reading = readings
+            .iter()
+            .find(|r| r.gpu.index == gpu.index)?
+            .facts
+            .as_ref()
+            .ok()?;
+        let cause = qualify::cause_under_load(std::slice::from_ref(reading)).or_else(|| {
+            let clock = f64::from(*reading.sm_clock_mhz.as_ref().ok()?);
+            let below = qualify::below_siblings(clock, &clocks, qualify::SIBLING_FLOOR)?;
+            Some(format!(
+                "SM clock {clock:.0} MHz, {:.0}% of its siblings' median",
+                below.percent()
+            ))
+        })?;
+        let hardware = cause.starts_with("HW") || cause.contains("thermal");
+        let (action, hint) = if hardware {
+            (
+                Action::ServiceHardware,
+                "the GPU slows itself down (cooling, power delivery): drain the node, check \
+                 its fans, airflow and power cables, and restart the job on healthy nodes",
+            )
+        } else if cause.starts_with("power cap") {
+            (
+                Action::FixConfig,
+                "the GPU's power limit holds its clock down: restore the default limit \
+                 (nvidia-smi -q -d POWER shows it; nvidia-smi -pl sets it) on this GPU",
+            )
+        } else {
+            (
+                Action::ResetGpu,
+                "the GPU runs slower than its siblings with no reason NVML names: reset it \
+                 (nvidia-smi -r) when the node is drained, and run gpucheck --profile full",
+            )
+        };
+        Some(
+            Outcome::fail(
+                format!(
+                    "rank {} is the straggler ({:.0} ms late in the median), and its GPU {} \
+                     ({}, {}) shows {cause}",
+                    s.rank, s.median_ms, gpu.index, gpu.uuid, gpu.bus_id
+                ),
+                hint,
+            )
+            .with_ranks(vec![s.rank], None)
+            .with_action(action, vec![gpu.index]),
+        )
+    })
 }
 
 fn words(v: Verdict, gpus: &[GpuLoad]) -> Outcome {
