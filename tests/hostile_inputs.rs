@@ -508,7 +508,10 @@ fn a_capture_claiming_10000_gpus_is_refused_before_judging_in_little_memory() {
     }
     let (ended, err, _) = replay(&serde_json::to_vec(&c).expect("JSON"), dir.path());
     assert_refused(&ended, &err, "its NVML inventory answer lists 10000 GPUs");
-    eprintln!("10,000 GPUs: refused, peak {} MiB", ended.peak_mib);
+    eprintln!(
+        "10,000 GPUs: refused in {:?} (wait4 peak {} MiB, this test's own pages at the fork included)",
+        ended.took, ended.peak_mib
+    );
 }
 
 #[test]
@@ -591,8 +594,9 @@ fn a_50_mb_host_name_is_refused_and_a_3_mb_one_cut_in_every_report() {
     );
     assert!(!header.contains('\u{7}'), "{header}");
     eprintln!(
-        "3 MB host name: {:?}, peak {} MiB, {:?}",
-        ended.code, ended.peak_mib, ended.took
+        "3 MB host name: exit {:?} in {:?} (wait4 peak {} MiB, this test's own pages at the fork \
+         included)",
+        ended.code, ended.took, ended.peak_mib
     );
 }
 
@@ -615,7 +619,7 @@ fn the_largest_capture_read_costs_memory_in_proportion() {
     assert!(matches!(ended.code, Some(0 | 1)), "{err}");
     assert!(!texts[0].1.is_empty(), "no table: {err}");
     eprintln!(
-        "8 MiB of numbers: peak {} MiB, {:?}",
-        ended.peak_mib, ended.took
+        "8 MiB of numbers: {:?} (wait4 peak {} MiB, this test's own pages at the fork included)",
+        ended.took, ended.peak_mib
     );
 }
