@@ -310,12 +310,40 @@ fn a_single_process_where_world_size_says_four_is_named() {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let job = start_some("lonely", -1, 1, 4, false, 0);
     wait_for_rank(&job);
-    let (out, doc) = look(&job);
+    // The kernel's OOM killer took a process since the rank started (and
+    // one before it did, which is not the job's).
+    let log = job.dir.join("dmesg.txt");
+    std::fs::write(
+        &log,
+        format!(
+            "[    5.000000] Out of memory: Killed process 77 (old) total-vm:1kB, anon-rss:1kB\n\
+             [{:>12.6}] Out of memory: Killed process 99999 (python) total-vm:9kB, anon-rss:8kB\n",
+            uptime_s()
+        ),
+    )
+    .unwrap();
+    let out = gpucheck()
+        .args([
+            "job",
+            "--pid",
+            &job.launcher.id().to_string(),
+            "--json",
+            "-",
+            "--kernel-log",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let doc = assert_valid_json_report(&stdout(&out));
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert_eq!(status_of(&doc, "job.traces"), "fail");
     let summary = text_field(&doc, "job.traces", "summary");
     assert!(summary.contains("1 of 4 ranks run here"), "{summary}");
     assert!(summary.contains("local ranks 1-3 not running"), "{summary}");
+    assert!(
+        summary.contains("OOM killer killed pid 99999 (python)") && !summary.contains("old"),
+        "{summary}"
+    );
     left_as_it_was(&job, 1, false);
 }
 

@@ -578,6 +578,7 @@ mod tests {
                 earlier_boot_sxids: 0,
                 earlier_boots,
                 before_reset: 0,
+                oom_kills: vec![],
             }),
             gpus: Ok(vec![gpu(0, "18"), gpu(2, "3A")]),
         }

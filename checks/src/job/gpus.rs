@@ -11,7 +11,7 @@ use crate::domain::placement::{self, Fault, GpuLoad, Verdict};
 use crate::domain::qualify;
 use crate::domain::stacks::Activity;
 use crate::domain::xid::{self, PciSlot};
-use crate::probe::{kernel_log, nvml, sysfs};
+use crate::probe::nvml;
 use crate::{Check, Context, DataTable, Outcome, Profile};
 
 pub struct Gpus;
@@ -80,7 +80,7 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
                 }
             })
             .collect();
-        let faults = faults_since_start(ctx, &job, &loads);
+        let faults = faults_since_start(&job, &loads);
         let loading: Vec<u32> = live
             .ranks
             .iter()
@@ -101,23 +101,12 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
 }
 
 /// Xid events logged after the job's first rank started, on this node.
-fn faults_since_start(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> {
+fn faults_since_start(job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> {
     let Some(live) = &job.live else {
         return Vec::new();
     };
-    let started = live.ranks.iter().map(|r| r.started_s).min().unwrap_or(0) as i64;
-    let Some(boot) = sysfs::boot_epoch() else {
-        return Vec::new();
-    };
-    let wait = Duration::from_secs(3);
-    let Ok(log) = kernel_log::read_kernel_log(ctx.options.kernel_log.as_deref(), Some(boot), wait)
-    else {
-        return Vec::new();
-    };
-    let since = (started - boot) as f64;
-    log.events
-        .iter()
-        .filter(|e| e.since_boot_s.is_some_and(|s| s >= since))
+    live.xids_since_start()
+        .into_iter()
         .filter_map(|e| {
             let info = xid::xid_info(e.code)?;
             let gpu = gpus

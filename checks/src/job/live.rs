@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::domain::flight::RankTrace;
 use crate::domain::stacks::{self, Where};
 use crate::probe::fr_dump;
+use crate::probe::kernel_log::{self, KernelLog, OomKill, XidEvent};
 use crate::probe::rank_state;
 use crate::probe::ranks::RankProcess;
 
@@ -40,9 +41,41 @@ pub struct Live {
     pub progress: Option<u64>,
     /// Each rank's process state after the looks (R, S, D, T, or ? gone).
     pub states_after: Vec<(u32, char)>,
+    /// The node's kernel log, where it could be read.
+    pub kernel_log: Option<KernelLog>,
 }
 
 impl Live {
+    /// When the job's first rank here started, seconds after boot.
+    pub fn started_after_boot_s(&self) -> Option<f64> {
+        self.ranks
+            .iter()
+            .map(|r| r.started_after_boot_s)
+            .min_by(f64::total_cmp)
+    }
+
+    /// The Xid events logged since the job started.
+    pub fn xids_since_start(&self) -> Vec<&XidEvent> {
+        let (Some(log), Some(start)) = (&self.kernel_log, self.started_after_boot_s()) else {
+            return Vec::new();
+        };
+        log.events
+            .iter()
+            .filter(|e| e.since_boot_s.is_some_and(|s| s >= start))
+            .collect()
+    }
+
+    /// The processes the OOM killer killed since the job started.
+    pub fn oom_kills_since_start(&self) -> Vec<&OomKill> {
+        let (Some(log), Some(start)) = (&self.kernel_log, self.started_after_boot_s()) else {
+            return Vec::new();
+        };
+        log.oom_kills
+            .iter()
+            .filter(|k| k.since_boot_s.is_some_and(|s| s >= start))
+            .collect()
+    }
+
     pub fn rank(&self, rank: u32) -> Option<&RankProcess> {
         self.ranks.iter().find(|r| r.rank == rank)
     }
@@ -69,7 +102,10 @@ struct Look {
 /// Look at every rank [`LOOKS`] times across [`WINDOW`] (recorders at the
 /// first and last look) and keep the last look's recorders as the job's
 /// traces.
-pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, Live) {
+pub fn gather(
+    ranks: Vec<RankProcess>,
+    kernel_log: Option<&std::path::Path>,
+) -> (Vec<RankTrace>, Vec<(u32, String)>, Live) {
     crate::probe::progress("watching the job's ranks for 2 s");
     let pause = WINDOW / (LOOKS - 1);
     let mut looks: Vec<Vec<Look>> = Vec::new();
@@ -117,6 +153,9 @@ pub fn gather(ranks: Vec<RankProcess>) -> (Vec<RankTrace>, Vec<(u32, String)>, L
         .map(|r| (r.rank, crate::probe::ranks::state_of(r.pid)))
         .collect();
     live.ranks = ranks;
+    let wait = Duration::from_secs(3);
+    live.kernel_log =
+        kernel_log::read_kernel_log(kernel_log, crate::probe::sysfs::boot_epoch(), wait).ok();
     (traces, unreadable, live)
 }
 

@@ -90,12 +90,12 @@ impl Job {
     }
 
     /// Look at the job running on this node (under `pid` when given).
-    pub fn watch(pid: Option<i32>) -> Result<Job, String> {
+    pub fn watch(pid: Option<i32>, kernel_log: Option<&Path>) -> Result<Job, String> {
         let ranks = crate::probe::ranks::find(pid)?;
         if ranks.is_empty() {
             return Err("no rank of a job runs here".to_string());
         }
-        let (traces, unreadable, live) = live::gather(ranks);
+        let (traces, unreadable, live) = live::gather(ranks, kernel_log);
         let unreadable: Vec<Unreadable> = unreadable
             .into_iter()
             .map(|(rank, error)| Unreadable {
@@ -128,7 +128,9 @@ fn job(ctx: &Context) -> Result<Arc<Job>, String> {
     }
     let j = Arc::new(match ctx.options.traces.as_deref() {
         Some(dir) => Job::read(dir)?,
-        None if ctx.options.live_job => Job::watch(ctx.options.job_pid)?,
+        None if ctx.options.live_job => {
+            Job::watch(ctx.options.job_pid, ctx.options.kernel_log.as_deref())?
+        }
         None => return Err("no --traces folder was given".to_string()),
     });
     *cached = Some(Arc::clone(&j));

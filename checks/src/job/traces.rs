@@ -28,7 +28,9 @@ pass: every rank of the job left a readable dump.
 Live (`gpucheck job` on the job's node, no --traces): the ranks found here (processes with RANK \
 and WORLD_SIZE in their environment), how their stacks and recorders were read, and a table of \
 where each rank is. fail: a rank stopped (SIGSTOP, a debugger) or exited while gpucheck looked; \
-fewer ranks here than LOCAL_WORLD_SIZE (or a one-node WORLD_SIZE) says. warn: a rank in state D \
+fewer ranks here than LOCAL_WORLD_SIZE (or a one-node WORLD_SIZE) says (with the processes the \
+kernel's OOM killer killed since the job started). warn: an OOM kill since the job started; a \
+rank in state D \
 (stuck in the kernel), the recorder turned off (TORCH_FR_BUFFER_SIZE=0), or no rank's state \
 readable (no worker server, no py-spy or no ptrace rights: what is missing is named).",
     judge

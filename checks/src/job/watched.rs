@@ -17,11 +17,21 @@ pub fn judge(job: &Job, live: &Live) -> Outcome {
             .with_fact("recorders_read", job.traces.len())
             .with_table(hang_live::where_table(live))
     };
-    if let Some(o) = states(live) {
+    let killed = oom_words(live);
+    if let Some(o) = states(live).or_else(|| too_few(live)) {
+        let mut o = o;
+        if let Some(k) = killed {
+            o.summary = format!("{}; {k}", o.summary);
+        }
         return base(o);
     }
-    if let Some(o) = too_few(live) {
-        return base(o);
+    if let Some(k) = killed {
+        return base(Outcome::warn(
+            k,
+            "the node ran out of memory while the job ran: a DataLoader worker or a process \
+             beside the job was killed; lower num_workers or the batch size, or give the job \
+             more memory (a container's memory limit)",
+        ));
     }
     let off: Vec<u32> = live
         .ranks
@@ -181,4 +191,19 @@ fn sources(live: &Live, job: &Job) -> String {
     } else {
         format!("{recorders}; {stacks}; {}", errors.join("; "))
     }
+}
+
+/// "the kernel's OOM killer killed pid 4242 (python) at 5120.4 s after
+/// boot, after the job started", for every kill since the job started.
+fn oom_words(live: &Live) -> Option<String> {
+    let kills = live.oom_kills_since_start();
+    let first = kills.first()?;
+    let more = match kills.len() {
+        1 => String::new(),
+        n => format!(" ({} kills in all)", n),
+    };
+    Some(format!(
+        "the kernel's OOM killer killed pid {} ({}) at {}, after the job started{more}",
+        first.pid, first.name, first.when
+    ))
 }

@@ -79,6 +79,30 @@ pub struct SxidEvent {
     pub since_boot_s: Option<f64>,
 }
 
+/// A process the kernel's OOM killer killed ("Out of memory: Killed
+/// process 1234 (python) ...", or the memory cgroup's own).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OomKill {
+    pub pid: u32,
+    pub name: String,
+    /// When, as the log says it (as [`XidEvent::when`]).
+    pub when: String,
+    pub since_boot_s: Option<f64>,
+}
+
+/// The OOM kill a kernel message reports, if any.
+pub fn oom_in(message: &str, when: String) -> Option<OomKill> {
+    let rest = message.split_once("Killed process ")?.1;
+    let (pid, rest) = rest.split_once(' ')?;
+    let name = rest.strip_prefix('(')?.split_once(')')?.0;
+    Some(OomKill {
+        pid: pid.parse().ok()?,
+        name: name.to_string(),
+        when,
+        since_boot_s: None,
+    })
+}
+
 /// What the kernel log holds for this boot: the events judged, never the
 /// log's other lines (so a capture keeps only these).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -94,6 +118,10 @@ pub struct KernelLog {
     pub earlier_boot_sxids: usize,
     /// Xid events a file still held from earlier boots, left out.
     pub earlier_boots: usize,
+    /// Processes the OOM killer killed this boot (none in a capture older
+    /// than their reading).
+    #[serde(default)]
+    pub oom_kills: Vec<OomKill>,
     /// Xid events of a GPU logged before a later "GPU ... was successfully
     /// reset." line for it, left out.
     pub before_reset: usize,
@@ -190,6 +218,7 @@ pub fn read_live(
         Ok(k) => {
             return Ok(KernelLog {
                 before_reset: k.before_reset,
+                oom_kills: k.oom_kills,
                 ..this_boot(LogSource::Kmsg, k.events, k.sxids)
             })
         }
@@ -198,7 +227,10 @@ pub fn read_live(
     match read_journal(live.path.as_ref(), timeout) {
         Ok(text) => {
             let parsed = parse_log(&text, None);
-            return Ok(this_boot(LogSource::Journal, parsed.events, parsed.sxids));
+            return Ok(KernelLog {
+                oom_kills: parsed.oom_kills,
+                ..this_boot(LogSource::Journal, parsed.events, parsed.sxids)
+            });
         }
         Err(e) => tried.push(format!("journalctl: {e}")),
     }
@@ -223,6 +255,7 @@ fn with_journal(k: KmsgRead, path: Option<&OsString>, timeout: Duration) -> Kern
     let journal = read_journal(path, timeout).map(|text| parse_log(&text, None));
     let mut events = Vec::new();
     let mut sxids = Vec::new();
+    let mut oom_kills = Vec::new();
     // The journal holds the whole boot, so its count of events before a
     // reset is the whole count.
     let mut before_reset = k.before_reset;
@@ -242,12 +275,21 @@ fn with_journal(k: KmsgRead, path: Option<&OsString>, timeout: Duration) -> Kern
                 .filter(|e| before_ring(e.since_boot_s))
                 .cloned(),
         );
+        oom_kills.extend(
+            early
+                .oom_kills
+                .iter()
+                .filter(|e| before_ring(e.since_boot_s))
+                .cloned(),
+        );
     }
+    oom_kills.extend(k.oom_kills);
     k.events.into_iter().for_each(|e| add_event(&mut events, e));
     sxids.extend(k.sxids);
     let journal = journal.map(|_| ());
     KernelLog {
         before_reset,
+        oom_kills,
         ..this_boot(LogSource::KmsgWrapped { lost, journal }, events, sxids)
     }
 }
@@ -260,6 +302,7 @@ fn this_boot(source: LogSource, events: Vec<XidEvent>, sxids: Vec<SxidEvent>) ->
         earlier_boot_sxids: 0,
         earlier_boots: 0,
         before_reset: 0,
+        oom_kills: Vec::new(),
     }
 }
 
@@ -328,6 +371,7 @@ pub fn read_file(path: &Path, boot_epoch: Option<i64>) -> io::Result<KernelLog> 
         earlier_boot_sxids: parsed.earlier_boot_sxids,
         earlier_boots: parsed.earlier_boots,
         before_reset: parsed.before_reset,
+        oom_kills: parsed.oom_kills,
     })
 }
 
@@ -343,6 +387,7 @@ pub struct KmsgRead {
     pub first_s: Option<f64>,
     /// Events left out as logged before their GPU's reset.
     pub before_reset: usize,
+    pub oom_kills: Vec<OomKill>,
 }
 
 /// Read the kernel ring buffer without blocking: one record per read, until
@@ -360,6 +405,7 @@ pub fn read_kmsg(path: &Path) -> io::Result<KmsgRead> {
         first_seq: None,
         first_s: None,
         before_reset: 0,
+        oom_kills: Vec::new(),
     };
     loop {
         match kmsg.read(&mut buf) {
@@ -398,6 +444,11 @@ fn take_record(read: &mut KmsgRead, record: &str) {
         add_event(&mut read.events, event);
     } else if let Some(event) = parse_kmsg_sxid(record) {
         read.sxids.push(event);
+    } else if let Some(line) = kmsg_line(record) {
+        if let Some(mut kill) = oom_in(line.message, line.when.clone()) {
+            kill.since_boot_s = line.since_boot_s;
+            read.oom_kills.push(kill);
+        }
     }
 }
 
@@ -501,6 +552,7 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
     let mut before_reset = 0;
     let mut pending: Option<Pending> = None;
     let mut sxids = SxidsOfBoot::default();
+    let mut oom_kills: Vec<OomKill> = Vec::new();
     for raw in text.lines() {
         let Some(line) = split_line(raw) else {
             continue;
@@ -512,6 +564,14 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
             before_reset = 0;
             pending = None;
             sxids.new_boot();
+            oom_kills.clear();
+            continue;
+        }
+        if let Some(mut kill) = oom_in(line.message, line.when.clone()) {
+            kill.since_boot_s = line.since_boot_s;
+            if !before_boot {
+                oom_kills.push(kill);
+            }
             continue;
         }
         if let Some(slot) = reset_in(line.message) {
@@ -541,6 +601,7 @@ pub fn parse_log(text: &str, boot_epoch: Option<i64>) -> Parsed {
         before_reset,
         sxids: sxids.events,
         earlier_boot_sxids: sxids.earlier,
+        oom_kills,
     }
 }
 
@@ -552,6 +613,7 @@ pub struct Parsed {
     pub before_reset: usize,
     pub sxids: Vec<SxidEvent>,
     pub earlier_boot_sxids: usize,
+    pub oom_kills: Vec<OomKill>,
 }
 
 /// The SXid events of the boot being read, and those of earlier boots
@@ -878,6 +940,21 @@ pub fn xid_in(message: &str, when: String) -> Option<XidEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oom_kills_are_read_with_their_time_and_only_of_this_boot() {
+        let log = "[    0.000000] Linux version 6.8.0\n\
+[  100.000000] Out of memory: Killed process 1000 (python) total-vm:1kB, anon-rss:1kB\n\
+[    0.000000] Linux version 6.8.0\n\
+[ 5120.443001] Memory cgroup out of memory: Killed process 4242 (pt_main_thread) total-vm:9kB, anon-rss:8kB, file-rss:0kB\n\
+[ 5121.000000] oom_reaper: reaped process 4242 (pt_main_thread), now anon-rss:0kB\n";
+        let parsed = parse_log(log, None);
+        assert_eq!(parsed.oom_kills.len(), 1, "{:?}", parsed.oom_kills);
+        let k = &parsed.oom_kills[0];
+        assert_eq!((k.pid, k.name.as_str()), (4242, "pt_main_thread"));
+        assert_eq!(k.since_boot_s, Some(5120.443001));
+        assert!(parsed.events.is_empty());
+    }
 
     #[test]
     fn a_stream_keeps_only_its_last_bytes() {

@@ -23,6 +23,9 @@ pub struct RankProcess {
     pub run_id: Option<String>,
     /// Seconds since the epoch the process started.
     pub started_s: u64,
+    /// Seconds after boot the process started (the kernel log's clock).
+    #[serde(default)]
+    pub started_after_boot_s: f64,
     /// /proc's state letter: R, S, D (uninterruptible), T (stopped), Z.
     pub state: char,
     /// `TORCH_WORKER_SERVER_SOCKET`: the rank's worker server, if it runs one.
@@ -198,6 +201,7 @@ fn rank_process(p: &procfs::process::Process, stat: &procfs::process::Stat) -> O
         master,
         run_id: var("TORCHELASTIC_RUN_ID").or_else(|| var("SLURM_JOB_ID")),
         started_s: started_s(stat.starttime),
+        started_after_boot_s: stat.starttime as f64 / procfs::ticks_per_second().max(1) as f64,
         state: stat.state,
         worker_socket: var("TORCH_WORKER_SERVER_SOCKET"),
         fr_buffer: var("TORCH_FR_BUFFER_SIZE").or_else(|| var("TORCH_NCCL_TRACE_BUFFER_SIZE")),
