@@ -95,6 +95,7 @@ fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
 /// Recorder dumps. A folder that is not one, or holds no rank's dump, is a
 /// usage error (exit 2) before anything is judged.
 pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
+    library_files(&[("--nvml-lib", args.nvml_lib.as_deref())]).map_err(UsageError)?;
     let seam = capture::plan_for(args.capture.as_deref(), args.replay.as_deref(), args.redact)
         .map_err(UsageError)?;
     let options = match (&seam, &args.traces) {
@@ -188,7 +189,11 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             .into());
         }
     }
-    library_files(args).map_err(UsageError)?;
+    library_files(&[
+        ("--nvml-lib", args.nvml_lib.as_deref()),
+        ("--nccl-lib", args.nccl_lib.as_deref()),
+    ])
+    .map_err(UsageError)?;
     // A replay judges under the profile its capture ran, unless told
     // otherwise: a quick capture holds no CUDA answers to judge.
     let profile = match (&args.profile, &seam) {
@@ -230,21 +235,17 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 /// folder there is refused before anything runs: the dlopen that loads
 /// the library would wait in the open of a FIFO forever, deaf to Ctrl-C.
 /// A path that does not exist is the checks' to report, with their hint.
-fn library_files(args: &RunArgs) -> Result<(), String> {
-    for (flag, path) in [
-        ("--nvml-lib", &args.nvml_lib),
-        ("--nccl-lib", &args.nccl_lib),
-    ] {
-        let Some(meta) = path.as_deref().and_then(|p| std::fs::metadata(p).ok()) else {
+fn library_files(libraries: &[(&str, Option<&std::path::Path>)]) -> Result<(), String> {
+    for (flag, path) in libraries {
+        let Some(path) = path else { continue };
+        let Ok(meta) = std::fs::metadata(path) else {
             continue;
         };
         if !meta.is_file() {
             let kind = gpucheck_checks::input::kind(&meta.file_type());
             return Err(format!(
                 "{flag} {}: it is {kind}, not a library file",
-                path.as_deref()
-                    .unwrap_or(std::path::Path::new(""))
-                    .display()
+                path.display()
             ));
         }
     }

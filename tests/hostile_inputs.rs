@@ -169,6 +169,26 @@ const CASES: &[Case] = &[
         expect: Expect::Refused,
     },
     Case {
+        args: &["job", "--replay", "FIFO"],
+        env: None,
+        expect: Expect::Refused,
+    },
+    Case {
+        args: &["job", "--traces", "HEALTHY", "--capture", "FIFO"],
+        env: None,
+        expect: Expect::Refused,
+    },
+    Case {
+        args: &["job", "--traces", "HEALTHY", "--nvml-lib", "FIFO"],
+        env: None,
+        expect: Expect::Refused,
+    },
+    Case {
+        args: &["job", "--traces", "HEALTHY", "--json", "FIFO"],
+        env: None,
+        expect: Expect::EndsOnSignal,
+    },
+    Case {
         args: &["--python", "FIFO", "--only", "torch.import"],
         env: None,
         expect: Expect::NoWait,
@@ -217,13 +237,13 @@ fn run_case(case: &Case, signal: Signal) {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("in.fifo");
     mkfifo(&fifo);
+    // A healthy job's Flight Recorder dumps, for `job --traces`.
+    let healthy = root().join("tests/fixtures/flight_recorder/healthy");
     let mut cmd = gpucheck();
-    cmd.args(case.args.iter().map(|a| {
-        if *a == "FIFO" {
-            fifo.as_os_str()
-        } else {
-            a.as_ref()
-        }
+    cmd.args(case.args.iter().map(|a| match *a {
+        "FIFO" => fifo.as_os_str(),
+        "HEALTHY" => healthy.as_os_str(),
+        a => a.as_ref(),
     }));
     if let Some(var) = case.env {
         cmd.env(var, &fifo);

@@ -15,6 +15,7 @@ pub mod pairs;
 pub mod pcie;
 pub mod placement;
 pub mod qualify;
+pub mod ras;
 pub mod redact;
 pub mod sku;
 pub mod stacks;

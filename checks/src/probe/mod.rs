@@ -12,6 +12,7 @@ pub mod kernel_log;
 pub mod libs;
 pub mod load;
 pub mod nccl;
+pub mod nccl_ras;
 pub mod net;
 pub mod net_plugin;
 pub mod nvml;
