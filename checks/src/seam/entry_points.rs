@@ -118,7 +118,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ("nvml.rs", &["hung_call", "gpus"]),
     (
         "kernel_log.rs",
-        &["parse_kmsg_record", "parse_log", "xid_in"],
+        &["parse_kmsg_record", "parse_log", "xid_in", "oom_in"],
     ),
     (
         "process.rs",
