@@ -772,3 +772,29 @@ fn a_straggler_on_a_gpu_in_hw_slowdown_is_joined_to_it() {
     assert_eq!(status_of(&doc, "job.gpus"), "pass", "{}", stdout(&out));
     left_as_it_was(&job, WORLD, true);
 }
+
+#[test]
+fn gpus_starved_while_a_rank_loads_data_are_named_with_the_loader_fix() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("loader", 2, WORLD, true, 8);
+    let idle = scenario_with(
+        &job,
+        3,
+        &[&[0], &[1], &[2]],
+        &[(0, "util=20"), (1, "util=25"), (2, "util=12")],
+    );
+    let (out, doc) = look_with(&job, &idle, None);
+    assert_eq!(status_of(&doc, "job.gpus"), "warn", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.gpus"), vec![2], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.gpus", "summary");
+    assert!(
+        summary.contains("under 40% busy (at most 25%)") && summary.contains("rank 2 load"),
+        "{summary}"
+    );
+    assert!(
+        text_field(&doc, "job.gpus", "hint").contains("num_workers"),
+        "{}",
+        stdout(&out)
+    );
+    left_as_it_was(&job, WORLD, true);
+}

@@ -9,7 +9,6 @@ use crate::domain::action::Action;
 use crate::domain::job::rank_list;
 use crate::domain::placement::{self, Fault, GpuLoad, Verdict};
 use crate::domain::qualify;
-use crate::domain::stacks::Activity;
 use crate::domain::xid::{self, PciSlot};
 use crate::probe::nvml;
 use crate::{Check, Context, DataTable, Outcome, Profile};
@@ -81,15 +80,7 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
             })
             .collect();
         let faults = faults_since_start(&job, &loads);
-        let loading: Vec<u32> = live
-            .ranks
-            .iter()
-            .map(|r| r.rank)
-            .filter(|r| {
-                live.last_where(*r)
-                    .is_some_and(|w| w.activity == Activity::DataLoading)
-            })
-            .collect();
+        let loading = live.caught_loading();
         let verdict = placement::judge(&loads, live.ranks.len(), &faults, &loading);
         let slow = match verdict {
             Verdict::Faults(_) | Verdict::Shared { .. } | Verdict::NoGpuRanks => None,

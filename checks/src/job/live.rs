@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::domain::flight::RankTrace;
-use crate::domain::stacks::{self, Where};
+use crate::domain::stacks::{self, Activity, Where};
 use crate::probe::fr_dump;
 use crate::probe::kernel_log::{self, KernelLog, OomKill, XidEvent};
 use crate::probe::rank_state;
@@ -78,6 +78,23 @@ impl Live {
 
     pub fn rank(&self, rank: u32) -> Option<&RankProcess> {
         self.ranks.iter().find(|r| r.rank == rank)
+    }
+
+    /// The ranks caught in the data loader at a third of the looks or more.
+    pub fn caught_loading(&self) -> Vec<u32> {
+        self.ranks
+            .iter()
+            .map(|r| r.rank)
+            .filter(|rank| {
+                let caught = self
+                    .samples
+                    .iter()
+                    .flatten()
+                    .filter(|(r, w)| r == rank && w.activity == Activity::DataLoading)
+                    .count();
+                !self.samples.is_empty() && 3 * caught >= self.samples.len()
+            })
+            .collect()
     }
 
     /// Where `rank` was at the last look.
