@@ -35,32 +35,46 @@ pub enum Plan {
 
 /// The boundary's plan for `args`, or the one-line reason it cannot be.
 pub fn plan(args: &RunArgs) -> Result<Plan, String> {
-    plan_for(args.capture.as_deref(), args.replay.as_deref(), args.redact)
+    plan_for(
+        args.capture.as_deref(),
+        args.replay.as_deref(),
+        args.redact,
+        MAX_CAPTURE_BYTES,
+    )
 }
 
-/// The boundary's plan from `--capture`, `--replay` and `--redact`.
+/// The boundary's plan from `--capture`, `--replay` and `--redact`; a
+/// capture file larger than `max_bytes` is refused unread
+/// ([`MAX_CAPTURE_BYTES`] for a machine's, `MAX_JOB_CAPTURE_BYTES` for a
+/// job's, which holds every rank's dump).
 pub fn plan_for(
     capture: Option<&Path>,
     replay: Option<&Path>,
     redact: bool,
+    max_bytes: u64,
 ) -> Result<Plan, String> {
     if redact && capture.is_none() {
         return Err("--redact needs --capture FILE (or `gpucheck capture FILE`)".to_string());
     }
     if let Some(path) = replay {
         let shown = path.display().to_string();
-        // A regular file of at most MAX_CAPTURE_BYTES, read without waiting:
+        // A regular file of at most `max_bytes`, read without waiting:
         // a FIFO with no writer would hold gpucheck before its run (and a
         // blocked read does not notice Ctrl-C).
-        let bytes = input::read_regular(path, MAX_CAPTURE_BYTES)
+        let bytes = input::read_regular(path, max_bytes)
             .map_err(|e| format!("cannot read the capture {shown}: {e}"))?;
         let text = String::from_utf8(bytes)
             .map_err(|_| format!("{shown} is not a gpucheck capture (not UTF-8 text)"))?;
         // The error may quote the file (a version, serde's "unknown variant
         // `...`"): one line of readable length, whatever it holds.
-        let capture = Capture::parse(&shown, &text)
+        let mut capture = Capture::parse(&shown, &text)
             .map_err(|e| clean(&cut(&e.to_string(), bounded::TEXT_MAX_CHARS)))?;
         drop(text);
+        // The answers go to the boundary once (`start`), not copied there.
+        let answers = std::mem::take(&mut capture.answers);
+        if let Ok(mut held) = REPLAY_ANSWERS.lock() {
+            *held = Some(answers);
+        }
         return Ok(Plan::Replay(Box::new(capture)));
     }
     let Some(path) = capture else {
@@ -116,6 +130,11 @@ pub fn replay_options(capture: &Capture, now: &Options) -> Options {
     }
 }
 
+/// The replayed capture's answers, from [`plan_for`] to [`start`]: the
+/// largest part of a capture, moved rather than copied (a copy would double
+/// a replay's memory), so `Plan::Replay`'s capture holds none.
+static REPLAY_ANSWERS: std::sync::Mutex<Option<seam::Answers>> = std::sync::Mutex::new(None);
+
 /// Set the boundary's mode for this process; before the first check.
 pub fn start(plan: &Plan) {
     match plan {
@@ -124,7 +143,10 @@ pub fn start(plan: &Plan) {
             seam::install(Mode::Record(Default::default()));
         }
         Plan::Replay(capture) => {
-            seam::install(Mode::Replay(capture.answers.clone()));
+            let answers = REPLAY_ANSWERS.lock().ok().and_then(|mut a| a.take());
+            seam::install(Mode::Replay(
+                answers.unwrap_or_else(|| capture.answers.clone()),
+            ));
             // Every miss says how the capture was made: a check the
             // capture's own profile never ran has no answers in it.
             seam::set_replay_note(format!(
@@ -348,7 +370,7 @@ mod tests {
         let mut doc = serde_json::to_value(capture()).unwrap();
         doc["profile"] = serde_json::json!(format!("x\u{1b}[2J\n{}", "y".repeat(1 << 20)));
         std::fs::write(&file, doc.to_string()).unwrap();
-        let err = plan_for(None, Some(&file), false).unwrap_err();
+        let err = plan_for(None, Some(&file), false, MAX_CAPTURE_BYTES).unwrap_err();
         assert!(
             err.contains("is a damaged capture: unknown variant"),
             "{err}"

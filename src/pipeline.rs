@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gpucheck_checks::job::{JOB_CATALOG, TRACES_CATALOG};
 use gpucheck_checks::probe::fr_dump;
 use gpucheck_checks::probe::process;
+use gpucheck_checks::seam::capture::MAX_JOB_CAPTURE_BYTES;
 use gpucheck_checks::{Options, Profile, Status, CATALOG};
 
 use crate::cli::{ColorChoice, JobArgs, OutputArgs, RunArgs};
@@ -96,8 +97,13 @@ fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
 /// usage error (exit 2) before anything is judged.
 pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
     library_files(&[("--nvml-lib", args.nvml_lib.as_deref())]).map_err(UsageError)?;
-    let seam = capture::plan_for(args.capture.as_deref(), args.replay.as_deref(), args.redact)
-        .map_err(UsageError)?;
+    let seam = capture::plan_for(
+        args.capture.as_deref(),
+        args.replay.as_deref(),
+        args.redact,
+        MAX_JOB_CAPTURE_BYTES,
+    )
+    .map_err(UsageError)?;
     let options = match (&seam, &args.traces) {
         (capture::Plan::Replay(c), _) => replayed_job_options(c)?,
         (_, Some(dir)) => traces_options(dir)?,

@@ -643,3 +643,42 @@ fn the_largest_capture_read_costs_memory_in_proportion() {
         ended.took, ended.peak_mib
     );
 }
+
+#[test]
+fn a_job_capture_of_60_mib_of_numbers_is_refused_before_it_is_parsed() {
+    // A real job's capture, of a healthy job's dumps, grown with a list of
+    // 32 million numbers: within the job capture's 64 MiB, over the values
+    // any capture may hold (parsed, it would take over 2 GiB).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let made = dir.path().join("job.capture.json");
+    let out = gpucheck()
+        .args(["job", "--traces"])
+        .arg(root().join("tests/fixtures/flight_recorder/healthy"))
+        .arg("--capture")
+        .arg(&made)
+        .output()
+        .expect("gpucheck job --capture");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&made).expect("the job's capture");
+    let numbers = format!("\"env(PADDING)\": [{}0],", "0,".repeat(32_000_000));
+    let grown = text.replacen("\"answers\": {", &format!("\"answers\": {{{numbers}"), 1);
+    assert!(
+        grown.len() > 60 << 20 && grown.len() < 64 << 20,
+        "{} bytes",
+        grown.len()
+    );
+    drop((text, numbers));
+    let file = dir.path().join("grown.json");
+    std::fs::write(&file, grown).expect("write");
+    let err_path = dir.path().join("stderr");
+    let mut cmd = gpucheck();
+    cmd.args(["job", "--replay"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"));
+    let started = Instant::now();
+    let ended = wait4(spawn(cmd, REPLAY_ADDRESS_SPACE), started);
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(ended.took < REPLAY_TIME, "took {:?}", ended.took);
+    assert_refused(&ended, &err, "holds more than 6000000 JSON values");
+}

@@ -24,6 +24,22 @@ pub const CAPTURE_VERSION: u32 = 1;
 /// nothing but small numbers), so under 300 MiB at this bound.
 pub const MAX_CAPTURE_BYTES: u64 = 8 * 1024 * 1024;
 
+/// The largest capture `gpucheck job --replay` reads: 64 MiB. A job's
+/// capture holds every rank's parsed Flight Recorder dump (about 350 bytes
+/// an entry, 2,000 entries a rank by default: 0.7 MB a rank), so this is
+/// about 90 ranks with full buffers; parsed, such a file costs about 12
+/// times its size (measured: 376 MiB for 30 MiB of 48 ranks), and
+/// [`MAX_CAPTURE_VALUES`] bounds a denser one.
+pub const MAX_JOB_CAPTURE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most JSON values (numbers, strings, lists, objects...) a capture
+/// may hold: 6 million. Parsed, each costs up to about 70 bytes (measured:
+/// a file of nothing but small numbers), so a capture of any size within
+/// its bound parses in under about 450 MiB. A standard 8-GPU capture holds
+/// about 3,000; a job's holds about 20 a Flight Recorder entry (2,000
+/// entries a rank by default: 150 ranks).
+pub const MAX_CAPTURE_VALUES: usize = 6_000_000;
+
 /// The most GPUs one machine can have: the NVIDIA driver's
 /// `NV_MAX_DEVICES` ("the maximum number of GPUs supported in a single
 /// system", `nvlimits.h` in open-gpu-kernel-modules). NVML numbers its
@@ -90,6 +106,11 @@ pub enum CaptureError {
     },
     #[error("{path} is a damaged capture: {detail}")]
     Malformed { path: String, detail: String },
+    #[error(
+        "{path} holds more than {MAX_CAPTURE_VALUES} JSON values, more than any capture \
+         (parsed, each costs memory)"
+    )]
+    TooManyValues { path: String },
     /// Answers no machine could give: judging them would only judge the
     /// file (and a file that claims 10,000 GPUs costs gigabytes to judge).
     #[error("{path} describes no real machine: {detail}")]
@@ -99,6 +120,11 @@ pub enum CaptureError {
 impl Capture {
     /// Read a capture document; `path` is only for the messages.
     pub fn parse(path: &str, text: &str) -> Result<Capture, CaptureError> {
+        if json_values_over(text, MAX_CAPTURE_VALUES) {
+            return Err(CaptureError::TooManyValues {
+                path: path.to_string(),
+            });
+        }
         let doc: Value = serde_json::from_str(text).map_err(|e| CaptureError::NotJson {
             path: path.to_string(),
             detail: e.to_string(),
@@ -249,6 +275,37 @@ impl Capture {
     }
 }
 
+/// True when `text` (JSON) holds more than `max` values, counted without
+/// parsing: every value but the first follows a `,` or opens a list or an
+/// object, so those outside strings bound the count from above.
+fn json_values_over(text: &str, max: usize) -> bool {
+    let mut count = 1usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b'[' | b'{' => {
+                count += 1;
+                if count > max {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The JSON Schema of the capture document, as committed.
 pub fn schema() -> String {
     let schema = schemars::schema_for!(Capture);
@@ -395,6 +452,20 @@ mod tests {
             .unwrap()
             .push(serde_json::json!({"Err": "GpuIsLost"}));
         assert_eq!(c.impossible(), None);
+    }
+
+    #[test]
+    fn values_are_counted_outside_strings_without_parsing() {
+        assert!(!json_values_over(r#"{"a": [1, 2, 3]}"#, 5));
+        assert!(json_values_over(r#"{"a": [1, 2, 3], "b": 4}"#, 5));
+        assert!(!json_values_over(r#"{"a": "x,y,[z]{\",\\"}"#, 2));
+        let many = format!("[{}0]", "0,".repeat(MAX_CAPTURE_VALUES));
+        let err = Capture::parse("n.json", &many).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "n.json holds more than 6000000 JSON values, more than any capture (parsed, each \
+             costs memory)"
+        );
     }
 
     #[test]
