@@ -284,7 +284,7 @@ pub fn render() -> String {
     for (code, text) in [
         ("0", "No check failed (warnings allowed)."),
         ("1", "At least one check failed or errored (or warned, under \\fB--strict\\fR); also when interrupted by SIGINT, SIGTERM, SIGHUP or another catchable stop signal (SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU...), within a second at every point: a wait for a report FIFO's reader or for a reader of stdout ends too."),
-        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path; a file gpucheck reads that is not a regular file (a FIFO, a device, a folder: \\fB--replay\\fR, \\fB--token-file\\fR, \\fB--nvml-lib\\fR, \\fB--nccl-lib\\fR) or is too large; a capture over 8 MiB or that describes no real machine (more than 32 GPUs, GPU counts that disagree). Under \\fB--profile health\\fR such an error exits 1 (Docker reserves 2)."),
+        ("2", "Usage or configuration error: a bad flag value, an unknown check id, an unwritable report path; a file gpucheck reads that is not a regular file (a FIFO, a device, a folder: \\fB--replay\\fR, \\fB--token-file\\fR, \\fB--nvml-lib\\fR, \\fB--nccl-lib\\fR) or is too large; a capture over 8 MiB (64 MiB for \\fBgpucheck job\\fR's), of more than 6 million JSON values, or that describes no real machine (more than 32 GPUs, GPU counts that disagree). Under \\fB--profile health\\fR such an error exits 1 (Docker reserves 2)."),
     ] {
         out.push_str(&format!(".TP\n\\fB{code}\\fR\n{text}\n"));
     }
