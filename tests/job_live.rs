@@ -63,6 +63,12 @@ fn start_some(
     start_with(case, fault, launched, world, server, steps, false)
 }
 
+/// Environment added to every rank of the next job started by this
+/// thread ("NAME=value ...").
+std::thread_local! {
+    static RANK_ENV: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 /// [`start_some`], the ranks keeping a dump pipe when `pipe`.
 fn start_with(
     case: &str,
@@ -85,6 +91,7 @@ fn start_with(
         } else {
             String::new()
         };
+        RANK_ENV.with(|e| socket.push_str(&e.borrow()));
         if pipe {
             socket.push_str(&format!(
                 "FAKE_DUMP_PIPE=1 TORCH_NCCL_DEBUG_INFO_PIPE_FILE={0}/pipe_rank_ \
@@ -797,4 +804,72 @@ fn gpus_starved_while_a_rank_loads_data_are_named_with_the_loader_fix() {
         stdout(&out)
     );
     left_as_it_was(&job, WORLD, true);
+}
+
+#[test]
+fn nccl_ras_is_asked_once_and_its_faults_named() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("gpucheck-ras-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("ras.json");
+    let mut fake = Command::new(venv_python())
+        .arg(root().join("tests/fixtures/nccl_ras/fake_ras.py"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--sample",
+            "incomplete",
+            "--lifetime",
+            "90",
+            "--log",
+        ])
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The fake says where it listens once it does.
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(fake.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains("listening"), "{line}");
+    RANK_ENV.with(|e| *e.borrow_mut() = format!("NCCL_RAS_ADDR=127.0.0.1:{port} "));
+    let job = start("healthy", -1, WORLD, true, 3);
+    RANK_ENV.with(|e| e.borrow_mut().clear());
+    let (out, doc) = look(&job);
+    let _ = fake.kill();
+    let _ = fake.wait();
+    assert_eq!(status_of(&doc, "job.nccl_ras"), "fail", "{}", stdout(&out));
+    assert_eq!(code(&out), 1);
+    assert!(
+        ranks(&doc, "job.nccl_ras").contains(&21),
+        "{}",
+        stdout(&out)
+    );
+    let summary = text_field(&doc, "job.nccl_ras", "summary");
+    assert!(
+        summary.contains("3487984") && summary.contains("172.16.64.213"),
+        "{summary}"
+    );
+    let asked: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(
+        asked["connections"], 1,
+        "RAS is asked exactly once: {asked}"
+    );
+    assert_eq!(
+        asked["commands"][0],
+        serde_json::json!(["CLIENT PROTOCOL 2", "TIMEOUT 2", "VERBOSE STATUS"])
+    );
+    left_as_it_was(&job, WORLD, true);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Nothing listening on the job's RAS address: skipped, not an error.
+    let job = start("healthy", -1, WORLD, true, 3);
+    let (out, doc) = look(&job);
+    assert_eq!(status_of(&doc, "job.nccl_ras"), "skip", "{}", stdout(&out));
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
 }

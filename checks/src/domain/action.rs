@@ -170,6 +170,7 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("job.hang", Action::RestartJob),
     ("job.straggler", Action::RestartJob),
     ("job.gpus", Action::RestartJob),
+    ("job.nccl_ras", Action::RestartJob),
 ];
 
 /// The default action of a check (`fix_config` for an id no table line

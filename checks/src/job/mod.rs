@@ -21,17 +21,19 @@ mod gpus;
 mod hang;
 mod hang_live;
 pub mod live;
+mod ras;
 mod straggler;
 mod traces;
 mod watched;
 
 pub use gpus::Gpus;
 pub use hang::Hang;
+pub use ras::NcclRas;
 pub use straggler::Straggler;
 pub use traces::Traces;
 
 /// Every job check, in run order.
-pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler, &Gpus];
+pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler, &Gpus, &NcclRas];
 
 /// The job checks of `gpucheck job --traces DIR` (the rest need the node
 /// the job runs on).

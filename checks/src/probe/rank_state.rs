@@ -237,6 +237,47 @@ pub fn dump_written(
     })
 }
 
+/// The libnccl the rank has loaded (from its memory map), as the rank
+/// names it.
+pub fn nccl_loaded(pid: i32) -> Option<String> {
+    crate::seam::answer("rank_state::nccl_loaded", &pid.to_string(), || {
+        let maps = procfs::process::Process::new(pid).ok()?.maps().ok()?;
+        maps.into_iter().find_map(|m| match m.pathname {
+            procfs::process::MMapPath::Path(p)
+                if p.file_name()?
+                    .to_str()?
+                    .starts_with(crate::probe::nccl::NCCL_STEM) =>
+            {
+                Some(p.display().to_string())
+            }
+            _ => None,
+        })
+    })
+}
+
+/// Whether something listens on TCP `port` in the rank's network
+/// namespace (its own /proc/PID/net/tcp and tcp6).
+pub fn listening(pid: i32, port: u16) -> bool {
+    crate::seam::answer("rank_state::listening", &format!("{pid} {port}"), || {
+        let Ok(p) = procfs::process::Process::new(pid) else {
+            return false;
+        };
+        let listen = |e: &procfs::net::TcpNetEntry| {
+            e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
+        };
+        p.tcp().is_ok_and(|t| t.iter().any(listen)) || p.tcp6().is_ok_and(|t| t.iter().any(listen))
+    })
+}
+
+/// Whether `host` (an IP address as NCCL prints it) is one of this
+/// node's: binding a socket to it succeeds only then.
+pub fn is_local_address(host: &str) -> bool {
+    crate::seam::answer("rank_state::is_local_address", host, || {
+        host.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| std::net::UdpSocket::bind((ip, 0)).is_ok())
+    })
+}
+
 /// py-spy's `dump --json --nonblocking` of a process: its threads' Python
 /// stacks, read from its memory without stopping it.
 pub fn py_spy(pid: i32, bin_dir: Option<&str>, sample: u32) -> Result<String, String> {

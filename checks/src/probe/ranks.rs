@@ -39,6 +39,12 @@ pub struct RankProcess {
     /// rank's HOME; the rank number is appended.
     #[serde(default)]
     pub dump_prefix: Option<String>,
+    /// `NCCL_RAS_ADDR`, as set: where the job's NCCL RAS listens.
+    #[serde(default)]
+    pub ras_addr: Option<String>,
+    /// False when `NCCL_RAS_ENABLE=0` turns RAS off.
+    #[serde(default)]
+    pub ras_off: bool,
     /// `TORCH_FR_BUFFER_SIZE` (or its older name), as set.
     pub fr_buffer: Option<String>,
     /// `CUDA_VISIBLE_DEVICES`, as set.
@@ -205,6 +211,8 @@ fn rank_process(p: &procfs::process::Process, stat: &procfs::process::Stat) -> O
         state: stat.state,
         worker_socket: var("TORCH_WORKER_SERVER_SOCKET"),
         fr_buffer: var("TORCH_FR_BUFFER_SIZE").or_else(|| var("TORCH_NCCL_TRACE_BUFFER_SIZE")),
+        ras_addr: var("NCCL_RAS_ADDR"),
+        ras_off: var("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0"),
         dump_pipe: var("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
             .or_else(|| var("TORCH_FR_DEBUG_INFO_PIPE_FILE")),
         dump_prefix: var("TORCH_FR_DUMP_TEMP_FILE")

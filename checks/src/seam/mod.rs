@@ -144,6 +144,7 @@ pub fn answer_named(key: &str) -> String {
         ("copy_bandwidth", _) => "copy bandwidth measurement".to_string(),
         ("gpu", _) => "GPU answer".to_string(),
         ("fr_dump" | "ranks" | "rank_state", _) => "job's rank answer".to_string(),
+        ("nccl_ras", _) => "NCCL RAS status".to_string(),
         _ => format!("answer for {entry}"),
     }
 }
