@@ -34,6 +34,9 @@
 #                  it under results/ and add it to tests/replays/
 #   burn.txt, burn.json  `gpucheck --profile burn --duration $SMOKE_BURN`
 #                  (default 2m): gpu.burn's rounds per GPU
+#   job.txt, job.json  `gpucheck job` on a live NCCL job (scripts/lib/smoke_job.py):
+#                  with 2+ GPUs rank 1 skips all_reduce #6 and must be named;
+#                  with one GPU, one rank steps on it (placement, NCCL RAS)
 #   stderr.txt     gpucheck's stderr      nvidia-smi.txt, topo.txt  the machine
 #   summary.txt    GPU model, driver, NCCL busbw per size and the algorithm
 #                  NCCL chose (from its tuning log), the DDP benchmark's
@@ -42,8 +45,8 @@
 # Exit status: 0 when the run completed and no check reported `error`
 # (gpucheck could not find out); 1 otherwise. `fail` verdicts are results
 # about the machine, not failures of the smoke run; they are in summary.txt.
-# Every step is bounded with `timeout` (at most 3 x 25 + 15 + 490 + 65 + 35 s
-# with the defaults), so the script ends within 12 minutes.
+# Every step is bounded with `timeout` (at most 3 x 25 + 15 + 490 + 65 + 35 +
+# 95 s with the defaults), so the script ends within 14 minutes.
 set -u
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -128,6 +131,35 @@ timeout -k 5 60 "$bin" cluster --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 
 cluster_rc=$?
 step "gpucheck cluster exited with $cluster_rc"
 
+# gpucheck job on a live NCCL job under this machine's torch: with two GPUs
+# or more, rank 1 sleeps instead of calling all_reduce #6 and gpucheck job
+# must name it; with one GPU, one rank all-reduces on it and gpucheck job
+# must find it on GPU 0 (NVML's process list) and ask NCCL's RAS once.
+py="${GPUCHECK_PYTHON:-$repo/.venv/bin/python}"
+ngpus="$(printf '%s\n' "$gpu_line" | grep -c . || true)"
+job_case=healthy job_world=1
+if [ "${ngpus:-0}" -ge 2 ]; then job_case=skip job_world=2; fi
+jobdir="$(mktemp -d)"
+step "gpucheck job on a live NCCL job ($job_case, $job_world ranks; at most 90 s) -> job.txt, job.json"
+launch=""
+for r in $(seq 0 $((job_world - 1))); do
+    launch+="TORCH_WORKER_SERVER_SOCKET=$jobdir/rank$r.sock RANK=$r LOCAL_RANK=$r "
+    launch+="WORLD_SIZE=$job_world MASTER_ADDR=127.0.0.1 MASTER_PORT=${SMOKE_JOB_PORT:-29544} "
+    launch+="CASE=$job_case FAULT_RANK=1 JOB_LIMIT=100 '$py' '$here/lib/smoke_job.py' "
+    launch+="2>'$jobdir/log$r' &"$'\n'
+done
+setsid sh -c "${launch}wait" &
+job_pid=$!
+sleep 30
+timeout -k 5 60 "$bin" job --pid "$job_pid" --verbose --json "$outdir/job.json" \
+    >"$outdir/job.txt" 2>&1
+job_rc=$?
+kill -KILL -- "-$job_pid" 2>/dev/null
+wait "$job_pid" 2>/dev/null
+cat "$jobdir"/log* >>"$outdir/job.txt" 2>/dev/null
+rm -rf "$jobdir"
+step "gpucheck job exited with $job_rc"
+
 summary="$outdir/summary.txt"
 {
     echo "gpucheck smoke run, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
@@ -135,6 +167,7 @@ summary="$outdir/summary.txt"
     echo "gpucheck exit code: $rc"
     echo "gpucheck --profile burn --duration $burn exit code: $burn_rc ($(grep -m1 'gpu.burn' "$outdir/burn.txt" 2>/dev/null | sed 's/^ *//'))"
     echo "gpucheck cluster --nnodes 1 exit code: $cluster_rc ($(tail -n1 "$outdir/cluster.txt" 2>/dev/null))"
+    echo "gpucheck job on a live NCCL job ($job_case, $job_world ranks) exit code: $job_rc ($(grep -m1 -E 'PROBLEM FOUND|NO PROBLEM FOUND' "$outdir/job.txt" 2>/dev/null))"
     echo "GPUs (index, name, driver, bus id, memory):"
     if [ -n "$gpu_line" ]; then
         echo "$gpu_line" | sed 's/^/  /'
