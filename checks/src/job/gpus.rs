@@ -57,28 +57,7 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
             Ok(g) => g,
             Err(e) => return Outcome::skip(format!("no GPU to look at: {e}")),
         };
-        let procs = nvml::processes(ctx.options.nvml_lib.as_deref()).unwrap_or_default();
-        let rank_pids: Vec<(u32, u32)> =
-            live.ranks.iter().map(|r| (r.rank, r.pid as u32)).collect();
-        let loads: Vec<GpuLoad> = gpus
-            .iter()
-            .map(|g| {
-                let facts = procs.iter().find(|p| p.gpu.index == g.index);
-                let ok = facts.and_then(|p| p.facts.as_ref().ok());
-                let pids: Vec<u32> = ok
-                    .and_then(|f| f.processes.as_ref().ok())
-                    .map(|ps| ps.iter().map(|p| p.pid).collect())
-                    .unwrap_or_default();
-                let on = placement::ranks_on(&[(g.index, pids)], &rank_pids);
-                GpuLoad {
-                    index: g.index,
-                    uuid: g.uuid.clone(),
-                    bus_id: g.pci_bus_id.clone(),
-                    utilization_pct: ok.and_then(|f| f.utilization_pct.as_ref().ok().copied()),
-                    ranks: on.get(&g.index).cloned().unwrap_or_default(),
-                }
-            })
-            .collect();
+        let loads = loads(ctx, live, &gpus);
         let faults = faults_since_start(&job, &loads);
         let loading = live.caught_loading();
         let verdict = placement::judge(&loads, live.ranks.len(), &faults, &loading);
@@ -89,6 +68,35 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
         slow.unwrap_or_else(|| words(verdict, &loads))
             .with_table(table(&loads))
     }
+}
+
+/// Each GPU with the job's ranks on it (NVML's process lists) and how
+/// busy it is.
+fn loads(
+    ctx: &Context,
+    live: &super::live::Live,
+    gpus: &[crate::machine::GpuInfo],
+) -> Vec<GpuLoad> {
+    let procs = nvml::processes(ctx.options.nvml_lib.as_deref()).unwrap_or_default();
+    let rank_pids: Vec<(u32, u32)> = live.ranks.iter().map(|r| (r.rank, r.pid as u32)).collect();
+    gpus.iter()
+        .map(|g| {
+            let facts = procs.iter().find(|p| p.gpu.index == g.index);
+            let ok = facts.and_then(|p| p.facts.as_ref().ok());
+            let pids: Vec<u32> = ok
+                .and_then(|f| f.processes.as_ref().ok())
+                .map(|ps| ps.iter().map(|p| p.pid).collect())
+                .unwrap_or_default();
+            let on = placement::ranks_on(&[(g.index, pids)], &rank_pids);
+            GpuLoad {
+                index: g.index,
+                uuid: g.uuid.clone(),
+                bus_id: g.pci_bus_id.clone(),
+                utilization_pct: ok.and_then(|f| f.utilization_pct.as_ref().ok().copied()),
+                ranks: on.get(&g.index).cloned().unwrap_or_default(),
+            }
+        })
+        .collect()
 }
 
 /// Xid events logged after the job's first rank started, on this node.
@@ -156,26 +164,7 @@ fn slow_straggler_gpu(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Option<Outc
                 below.percent()
             ))
         })?;
-        let hardware = cause.starts_with("HW") || cause.contains("thermal");
-        let (action, hint) = if hardware {
-            (
-                Action::ServiceHardware,
-                "the GPU slows itself down (cooling, power delivery): drain the node, check \
-                 its fans, airflow and power cables, and restart the job on healthy nodes",
-            )
-        } else if cause.starts_with("power cap") {
-            (
-                Action::FixConfig,
-                "the GPU's power limit holds its clock down: restore the default limit \
-                 (nvidia-smi -q -d POWER shows it; nvidia-smi -pl sets it) on this GPU",
-            )
-        } else {
-            (
-                Action::ResetGpu,
-                "the GPU runs slower than its siblings with no reason NVML names: reset it \
-                 (nvidia-smi -r) when the node is drained, and run gpucheck --profile full",
-            )
-        };
+        let (action, hint) = straggler_action(&cause);
         Some(
             Outcome::fail(
                 format!(
@@ -189,6 +178,29 @@ fn slow_straggler_gpu(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Option<Outc
             .with_action(action, vec![gpu.index]),
         )
     })
+}
+
+/// The repair a slow GPU's cause calls for, and what to do.
+fn straggler_action(cause: &str) -> (Action, &'static str) {
+    if cause.starts_with("HW") || cause.contains("thermal") {
+        (
+            Action::ServiceHardware,
+            "the GPU slows itself down (cooling, power delivery): drain the node, check its \
+             fans, airflow and power cables, and restart the job on healthy nodes",
+        )
+    } else if cause.starts_with("power cap") {
+        (
+            Action::FixConfig,
+            "the GPU's power limit holds its clock down: restore the default limit (nvidia-smi \
+             -q -d POWER shows it; nvidia-smi -pl sets it) on this GPU",
+        )
+    } else {
+        (
+            Action::ResetGpu,
+            "the GPU runs slower than its siblings with no reason NVML names: reset it \
+             (nvidia-smi -r) when the node is drained, and run gpucheck --profile full",
+        )
+    }
 }
 
 fn words(v: Verdict, gpus: &[GpuLoad]) -> Outcome {
