@@ -94,7 +94,22 @@ fn writable(path: &Path) -> Result<(), String> {
     // The capture replaces the file by rename, so a FIFO, device or folder
     // in its place is refused (renamed over, /dev/null would be gone); a
     // symbolic link is replaced, as a report's is.
-    if let Ok(m) = std::fs::symlink_metadata(path) {
+    // A link to a device or a pipe, or to a descriptor (`/dev/stdout`), is
+    // refused with it.
+    if crate::output::names_a_descriptor(path) {
+        return Err(format!(
+            "cannot write the capture {}: it names an open file descriptor, not a regular file",
+            path.display()
+        ));
+    }
+    let followed = std::fs::metadata(path).ok();
+    if let Some(m) = std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| match followed {
+            Some(f) if m.file_type().is_symlink() && !f.is_file() => f,
+            _ => m,
+        })
+    {
         if !m.is_file() && !m.file_type().is_symlink() {
             return Err(format!(
                 "cannot write the capture {}: {}",

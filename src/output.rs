@@ -124,13 +124,29 @@ fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
         )
     };
     let existing = std::fs::symlink_metadata(path).ok();
-    let target = match existing {
-        Some(m) if m.is_dir() => {
+    // What a symbolic link leads to: a link to a device or a pipe
+    // (`/dev/stdout`, `/dev/fd/63` of `--json >(jq .)`) is that stream,
+    // written through; a link to a file is replaced, as a file is.
+    let stream = std::fs::metadata(path)
+        .ok()
+        .filter(|m| (!m.is_file() && !m.is_dir()) || names_a_descriptor(path));
+    let target = match (&existing, stream) {
+        (Some(m), _) if m.is_dir() => {
             return Err(refuse(std::io::Error::from_raw_os_error(libc::EISDIR)))
         }
-        Some(m) if !m.is_file() && !m.file_type().is_symlink() => {
-            Target::Stream(open_stream(path, m.file_type().is_fifo()).map_err(refuse)?)
-        }
+        (Some(_), Some(m)) => match own_descriptor(path) {
+            // This process's own descriptor: shared, so the report and
+            // what else goes there (the table on stdout) follow each other.
+            Some(fd) => Target::Stream(Some(
+                nix::unistd::dup(fd)
+                    .map(|dup| {
+                        // SAFETY: dup returned a new descriptor owned here.
+                        unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(dup) }
+                    })
+                    .map_err(|e| refuse(e.into()))?,
+            )),
+            None => Target::Stream(open_stream(path, m.file_type().is_fifo()).map_err(refuse)?),
+        },
         _ => {
             let folder = match path.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p,
@@ -256,6 +272,36 @@ pub fn write_all_or_stop(fd: BorrowedFd<'_>, bytes: &[u8], chunk: usize) -> std:
     Ok(())
 }
 
+/// True when `path` names an open file descriptor through /proc:
+/// `/dev/stdout` (a link to /proc/self/fd/1), `/dev/fd/3`, `/proc/self/fd/1`.
+/// Whatever it leads to (a redirected stdout may be a regular file), it is
+/// a stream to write to, never a link to replace: replacing one would put a
+/// file in /dev's place.
+pub fn names_a_descriptor(path: &Path) -> bool {
+    let in_proc = |p: &Path| p.starts_with("/proc");
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    folder.canonicalize().is_ok_and(|f| in_proc(&f))
+        || std::fs::read_link(path).is_ok_and(|target| in_proc(&target))
+}
+
+/// The descriptor number `path` names in this process, if it names one
+/// (`/dev/stdout`: 1, `/dev/fd/3`, `/proc/self/fd/2`).
+fn own_descriptor(path: &Path) -> Option<std::os::fd::RawFd> {
+    let link = std::fs::read_link(path)
+        .ok()
+        .filter(|t| t.starts_with("/proc"));
+    let named = link.as_deref().unwrap_or(path);
+    let fds = Path::new("/proc/self/fd").canonicalize().ok()?;
+    let folder = named.parent()?.canonicalize().ok()?;
+    if folder != fds {
+        return None;
+    }
+    named.file_name()?.to_str()?.parse().ok()
+}
+
 /// The OS's words for an I/O error, without the path tempfile appends.
 fn plain_io_error(e: std::io::Error) -> std::io::Error {
     match e.raw_os_error() {
@@ -372,6 +418,39 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn a_link_to_a_device_is_written_through_and_a_link_to_a_file_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let to_null = dir.path().join("null");
+        std::os::unix::fs::symlink("/dev/null", &to_null).unwrap();
+        let file = dir.path().join("old.json");
+        std::fs::write(&file, "old").unwrap();
+        let to_file = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&file, &to_file).unwrap();
+        let outputs = plan(
+            Format::Table,
+            &[
+                (Format::Json, Some(to_null.as_path())),
+                (Format::Junit, Some(to_file.as_path())),
+            ],
+        )
+        .unwrap();
+        assert!(matches!(outputs.files[0].1.target, Target::Stream(Some(_))));
+        assert!(matches!(outputs.files[1].1.target, Target::Replace { .. }));
+        outputs
+            .write_files(&crate::model::fixtures::every_status())
+            .unwrap();
+        assert!(std::fs::symlink_metadata(&to_null)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(
+            std::fs::symlink_metadata(&to_file).unwrap().is_file(),
+            "replaced"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
     }
 
     #[test]

@@ -682,3 +682,42 @@ fn a_job_capture_of_60_mib_of_numbers_is_refused_before_it_is_parsed() {
     assert!(ended.took < REPLAY_TIME, "took {:?}", ended.took);
     assert_refused(&ended, &err, "holds more than 6000000 JSON values");
 }
+
+#[test]
+fn a_link_to_stdout_is_written_through_never_replaced() {
+    // As /dev/stdout is: a link to /proc/self/fd/1 (made in a temporary
+    // folder, so a regression replaces it and not /dev/stdout). Stdout is
+    // a regular file here, as under `> out.txt`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let link = dir.path().join("stdout");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).expect("symlink");
+    let out_path = dir.path().join("out.txt");
+    let out = gpucheck()
+        .args(["--only", "host.shm", "--quiet", "--json"])
+        .arg(&link)
+        .stdout(std::fs::File::create(&out_path).expect("out.txt"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let meta = std::fs::symlink_metadata(&link).expect("the link");
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    let text = std::fs::read_to_string(&out_path).expect("out.txt");
+    let (json, verdict) = text
+        .rsplit_once("}\n")
+        .expect("the JSON report, then the verdict");
+    let doc: Value = serde_json::from_str(&format!("{json}}}")).expect("whole JSON");
+    assert_eq!(doc["tool"], "gpucheck");
+    assert!(verdict.starts_with("READY: 1 passed"), "{verdict}");
+    // A capture is a file of its own: a descriptor is refused.
+    let out = gpucheck()
+        .args(["--only", "host.shm", "--quiet", "--capture"])
+        .arg(&link)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("it names an open file descriptor"));
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("the link")
+        .file_type()
+        .is_symlink());
+}
