@@ -97,6 +97,21 @@ impl Live {
             .collect()
     }
 
+    /// One look's stacks, as a sample (and how each was read, or why not).
+    fn take_stacks(&mut self, look: &[Look]) {
+        let mut sample = Vec::new();
+        for l in look {
+            match &l.stack {
+                Ok((w, how)) => {
+                    sample.push((l.rank, w.clone()));
+                    self.stack_source.insert(l.rank, how);
+                }
+                Err(e) => self.errors.push((l.rank, e.clone())),
+            }
+        }
+        self.samples.push(sample);
+    }
+
     /// Where `rank` was at the last look.
     pub fn last_where(&self, rank: u32) -> Option<&Where> {
         self.samples
@@ -139,17 +154,7 @@ pub fn gather(
         ..Live::default()
     };
     for look in &looks {
-        let mut sample = Vec::new();
-        for l in look {
-            match &l.stack {
-                Ok((w, how)) => {
-                    sample.push((l.rank, w.clone()));
-                    live.stack_source.insert(l.rank, how);
-                }
-                Err(e) => live.errors.push((l.rank, e.clone())),
-            }
-        }
-        live.samples.push(sample);
+        live.take_stacks(look);
     }
     let mut traces = Vec::new();
     let mut unreadable = Vec::new();

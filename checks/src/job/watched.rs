@@ -33,31 +33,8 @@ pub fn judge(job: &Job, live: &Live) -> Outcome {
              more memory (a container's memory limit)",
         ));
     }
-    let off: Vec<u32> = live
-        .ranks
-        .iter()
-        .filter(|r| r.fr_buffer.as_deref().is_some_and(|b| b.trim() == "0"))
-        .map(|r| r.rank)
-        .collect();
-    if !off.is_empty() {
-        return base(Outcome::warn(
-            format!(
-                "{} run with TORCH_FR_BUFFER_SIZE=0: the Flight Recorder is off",
-                ranks_phrase(&off)
-            ),
-            "unset it (the default records 2,000 collectives) so the next hang shows its \
-             collectives; stacks are judged meanwhile",
-        ));
-    }
-    if live.stack_source.is_empty() && job.traces.is_empty() {
-        let why = live.errors.first().map_or("", |(_, e)| e.as_str());
-        return base(Outcome::warn(
-            format!("no rank's state could be read: {why}"),
-            "run gpucheck job as the job's user or root, with py-spy installed (pip install \
-             py-spy), or give each rank a worker server (wrap its main in \
-             torch.distributed.elastic.control_plane.worker_main() with its own \
-             TORCH_WORKER_SERVER_SOCKET)",
-        ));
+    if let Some(o) = recorder_off(live).or_else(|| unreadable(job, live)) {
+        return base(o);
     }
     let world = live.ranks.first().map_or(0, |r| r.world_size);
     let sources = sources(live, job);
@@ -66,6 +43,41 @@ pub fn judge(job: &Job, live: &Live) -> Outcome {
         ranks_phrase(&found),
         pids.join(", ")
     )))
+}
+
+/// Ranks whose environment turns the Flight Recorder off.
+fn recorder_off(live: &Live) -> Option<Outcome> {
+    let off: Vec<u32> = live
+        .ranks
+        .iter()
+        .filter(|r| r.fr_buffer.as_deref().is_some_and(|b| b.trim() == "0"))
+        .map(|r| r.rank)
+        .collect();
+    (!off.is_empty()).then(|| {
+        Outcome::warn(
+            format!(
+                "{} run with TORCH_FR_BUFFER_SIZE=0: the Flight Recorder is off",
+                ranks_phrase(&off)
+            ),
+            "unset it (the default records 2,000 collectives) so the next hang shows its \
+             collectives; stacks are judged meanwhile",
+        )
+    })
+}
+
+/// No rank's stack nor recorder could be read: what is missing.
+fn unreadable(job: &Job, live: &Live) -> Option<Outcome> {
+    if !live.stack_source.is_empty() || !job.traces.is_empty() {
+        return None;
+    }
+    let why = live.errors.first().map_or("", |(_, e)| e.as_str());
+    Some(Outcome::warn(
+        format!("no rank's state could be read: {why}"),
+        "run gpucheck job as the job's user or root, with py-spy installed (pip install \
+         py-spy), or give each rank a worker server (wrap its main in \
+         torch.distributed.elastic.control_plane.worker_main() with its own \
+         TORCH_WORKER_SERVER_SOCKET)",
+    ))
 }
 
 /// Ranks stopped, gone or stuck in the kernel after the looks.
