@@ -200,117 +200,154 @@ pub struct RasBlock {
 /// Read a RAS status answer. `Err` when RAS refused the request
 /// (`ERROR: ...`) or the text is not a RAS status at all.
 pub fn parse(text: &str) -> Result<RasStatus, String> {
-    let mut status = RasStatus::default();
-    let mut recognised = false;
-    let mut job_totals_next = false;
-    let mut block: Option<RasBlock> = None;
-    // The count line ranks are listed under ("6 ranks have ...").
-    let mut under = String::new();
-
+    let mut parser = Parser::default();
     for raw in text.lines() {
-        let line = raw.trim_end_matches('\r');
-        let trimmed = line.trim();
-        let indented = line.starts_with(' ');
+        parser.line(raw.trim_end_matches('\r'))?;
+    }
+    parser.finish_block();
+    if parser.recognised {
+        Ok(parser.status)
+    } else {
+        Err(not_ras(text))
+    }
+}
 
+/// What [`parse`] has read so far, line by line.
+#[derive(Default)]
+struct Parser {
+    status: RasStatus,
+    /// Whether a line only RAS writes has been seen.
+    recognised: bool,
+    /// The previous line was the job summary's "(total)" header, so this
+    /// one holds the totals.
+    job_totals_next: bool,
+    /// The Errors or Warnings block being read.
+    block: Option<RasBlock>,
+    /// The count line ranks are listed under ("6 ranks have ...").
+    under: String,
+}
+
+impl Parser {
+    /// One line, its "\r" gone. `Err` for an `ERROR:` line before any line
+    /// RAS writes.
+    fn line(&mut self, line: &str) -> Result<(), String> {
+        let trimmed = line.trim();
         if let Some(error) = trimmed.strip_prefix("ERROR:") {
-            if !recognised {
+            if !self.recognised {
                 return Err(format!("NCCL's RAS refused the request: {}", error.trim()));
             }
         }
         if let Some(rest) = trimmed.strip_prefix("NCCL version ") {
-            status.nccl_version = parse_version(rest);
-            recognised = true;
-            continue;
+            self.status.nccl_version = parse_version(rest);
+            self.recognised = true;
+        } else if std::mem::take(&mut self.job_totals_next) {
+            self.status.job = job_totals(trimmed).or(self.status.job);
+        } else if !self.section_line(trimmed) && !self.summary_line(trimmed) {
+            self.block_line(line, trimmed);
         }
-        if std::mem::take(&mut job_totals_next) {
-            // Under "(total) per node per process (total) (total)": nodes,
-            // processes per node, GPUs per process, processes, GPUs; under
-            // "(total) (total) (total)" (nodes unlike each other): nodes,
-            // processes, GPUs.
-            let numbers: Vec<u32> = trimmed
-                .split_whitespace()
-                .filter_map(|w| w.parse().ok())
-                .collect();
-            status.job = match numbers.as_slice() {
-                [nodes, _, _, processes, gpus] | [nodes, processes, gpus] => Some(RasJob {
-                    nodes: *nodes,
-                    processes: *processes,
-                    gpus: *gpus,
-                }),
-                _ => status.job,
-            };
-            continue;
-        }
+        Ok(())
+    }
+
+    /// A line that heads a part of the status: the job summary's "(total)"
+    /// header, a section title, "Communicators... (2.05s)", the
+    /// communicator table's header, "No communicator data collected!".
+    /// Whether the line was one.
+    fn section_line(&mut self, trimmed: &str) -> bool {
         if trimmed.starts_with("(total)") {
-            job_totals_next = true;
-            recognised = true;
-            continue;
+            self.job_totals_next = true;
+        } else if matches!(trimmed, "Job summary" | "Errors" | "Warnings") {
+            self.finish_block();
+        } else if let Some(rest) = trimmed.strip_prefix("Communicators...") {
+            self.finish_block();
+            self.status.collection_secs = collection_secs(rest);
+        } else if trimmed.starts_with("Group ") && trimmed.contains("Comms") {
+            // The communicator table's header: nothing to keep.
+        } else if trimmed == "No communicator data collected!" {
+            self.status.no_communicators = true;
+        } else {
+            return false;
         }
-        if trimmed == "Job summary" || trimmed == "Errors" || trimmed == "Warnings" {
-            finish(&mut status, &mut block);
-            recognised = true;
-            continue;
-        }
-        if let Some(rest) = trimmed.strip_prefix("Communicators...") {
-            finish(&mut status, &mut block);
-            status.collection_secs = rest
-                .trim()
-                .trim_start_matches('(')
-                .split(['s', ')'])
-                .next()
-                .and_then(|s| s.trim().parse().ok());
-            recognised = true;
-            continue;
-        }
-        if trimmed.starts_with("Group ") && trimmed.contains("Comms") {
-            recognised = true;
-            continue;
-        }
-        if trimmed == "No communicator data collected!" {
-            status.no_communicators = true;
-            recognised = true;
-            continue;
-        }
+        self.recognised = true;
+        true
+    }
+
+    /// A row of the communicator table, or a node the job summary names
+    /// for running another number of processes. Whether the line was one.
+    fn summary_line(&mut self, trimmed: &str) -> bool {
         if let Some(row) = table_row(trimmed) {
-            status.groups.push(row);
-            continue;
-        }
-        if let Some(node) = trimmed
+            self.status.groups.push(row);
+        } else if let Some((node, _)) = trimmed
             .strip_prefix("Node ")
             .and_then(|r| r.split_once(" running process"))
         {
-            status.outlier_nodes.push(node.0.to_string());
-            continue;
+            self.status.outlier_nodes.push(node.to_string());
+        } else {
+            return false;
         }
-        if !indented && !trimmed.is_empty() {
+        true
+    }
+
+    /// A line of the Errors or Warnings sections: a block's heading (flush
+    /// left) or a line of the block being read (indented).
+    fn block_line(&mut self, line: &str, trimmed: &str) {
+        if trimmed.is_empty() {
+            return;
+        }
+        if !line.starts_with(' ') {
             if let Some(heading) = heading(trimmed) {
-                finish(&mut status, &mut block);
-                block = Some(heading);
-                under.clear();
-                recognised = true;
-                continue;
+                self.finish_block();
+                self.block = Some(heading);
+                self.under.clear();
+                self.recognised = true;
             }
-        }
-        if let (true, Some(b)) = (indented && !trimmed.is_empty(), block.as_mut()) {
-            body_line(b, trimmed, &mut under);
+        } else if let Some(block) = self.block.as_mut() {
+            body_line(block, trimmed, &mut self.under);
         }
     }
-    finish(&mut status, &mut block);
-    if recognised {
-        Ok(status)
-    } else {
-        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        Err(format!(
-            "the answer is not NCCL's RAS status (it begins {:?})",
-            crate::domain::text::cut(first.trim(), 80)
-        ))
+
+    /// Keep the block being read, if any.
+    fn finish_block(&mut self) {
+        if let Some(b) = self.block.take() {
+            self.status.blocks.push(b);
+        }
     }
 }
 
-fn finish(status: &mut RasStatus, block: &mut Option<RasBlock>) {
-    if let Some(b) = block.take() {
-        status.blocks.push(b);
+/// The line under the job summary's "(total)" header. Under "(total) per
+/// node per process (total) (total)": nodes, processes per node, GPUs per
+/// process, processes, GPUs; under "(total) (total) (total)" (nodes unlike
+/// each other): nodes, processes, GPUs.
+fn job_totals(line: &str) -> Option<RasJob> {
+    let numbers: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    match numbers.as_slice() {
+        [nodes, _, _, processes, gpus] | [nodes, processes, gpus] => Some(RasJob {
+            nodes: *nodes,
+            processes: *processes,
+            gpus: *gpus,
+        }),
+        _ => None,
     }
+}
+
+/// After "Communicators...": " (2.05s)" to 2.05.
+fn collection_secs(rest: &str) -> Option<f64> {
+    rest.trim()
+        .trim_start_matches('(')
+        .split(['s', ')'])
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Why a text is not a RAS status, quoting its first line.
+fn not_ras(text: &str) -> String {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    format!(
+        "the answer is not NCCL's RAS status (it begins {:?})",
+        crate::domain::text::cut(first.trim(), 80)
+    )
 }
 
 /// "2.26.2 compiled with CUDA 12.4" (or "2.27.3+cuda12.9 ...") to (2, 26, 2).
@@ -612,56 +649,78 @@ pub fn judge(status: &RasStatus) -> RasJudgement {
     judgement
 }
 
+/// The finding one block makes: whom it names, and why.
 fn finding(status: &RasStatus, block: &RasBlock) -> RasFinding {
-    let size = block.communicator.as_ref().and_then(|c| {
-        status
-            .groups
-            .iter()
-            .find(|g| g.group == c.group)
-            .map(|g| g.ranks_per_comm)
-    });
+    let size = communicator_size(status, block);
     let spans_job = matches!((size, status.job), (Some(n), Some(job)) if n == job.gpus && n > 0);
-    let mut processes: Vec<RasProcess> = block.processes.clone();
-    processes.extend(block.ranks.iter().filter_map(|r| r.process.clone()));
-    processes.sort();
-    processes.dedup();
-    let mut hosts: Vec<String> = processes.iter().map(|p| p.host.clone()).collect();
-    hosts.sort();
-    hosts.dedup();
-    let mut comm_ranks: Vec<u32> = block.ranks.iter().map(|r| r.rank).collect();
-    comm_ranks.sort_unstable();
-    comm_ranks.dedup();
-    let global_ranks = if spans_job {
-        comm_ranks.clone()
-    } else {
-        Vec::new()
-    };
+    let processes = named_processes(block);
+    let comm_ranks = sorted_once(block.ranks.iter().map(|r| r.rank).collect());
     let comm = block
         .communicator
         .as_ref()
         .map(|c| communicator_phrase(c, size))
         .unwrap_or_default();
     let who = who_phrase(&comm_ranks, spans_job, &processes);
-    let first = block.lines.first().cloned().unwrap_or_default();
+    let (kind, why) = kind_and_why(block, &processes, &comm, &who);
+    RasFinding {
+        kind,
+        communicator: block.communicator.clone(),
+        communicator_size: size,
+        global_ranks: if spans_job {
+            comm_ranks.clone()
+        } else {
+            Vec::new()
+        },
+        comm_ranks,
+        hosts: sorted_once(processes.iter().map(|p| p.host.clone()).collect()),
+        processes,
+        why,
+    }
+}
 
-    let (kind, why) = match (block.communicator.is_some(), block.kind.as_str()) {
-        (false, "DEAD") => (
-            RasFindingKind::DeadProcesses,
-            format!(
-                "NCCL's RAS considers {} dead: unreachable over its network for {RAS_DEAD_AFTER_SECS} s or more",
-                processes_or_count(&processes, block.count, "job process", "job processes")
-            ),
-        ),
+/// The size of a block's communicator, from the communicator table.
+fn communicator_size(status: &RasStatus, block: &RasBlock) -> Option<u32> {
+    let c = block.communicator.as_ref()?;
+    status
+        .groups
+        .iter()
+        .find(|g| g.group == c.group)
+        .map(|g| g.ranks_per_comm)
+}
+
+/// The processes a block names, its own and its ranks', sorted, once each.
+fn named_processes(block: &RasBlock) -> Vec<RasProcess> {
+    let mut processes = block.processes.clone();
+    processes.extend(block.ranks.iter().filter_map(|r| r.process.clone()));
+    sorted_once(processes)
+}
+
+/// The items sorted, once each.
+fn sorted_once<T: Ord>(mut items: Vec<T>) -> Vec<T> {
+    items.sort();
+    items.dedup();
+    items
+}
+
+/// A block's kind of finding and its sentence, by the block's heading: a
+/// job-wide one (DEAD, INCOMPLETE, TIMEOUT) or a communicator's
+/// (INCOMPLETE, ERROR, MISMATCH). `comm` and `who` are
+/// [`communicator_phrase`] and [`who_phrase`].
+fn kind_and_why(
+    block: &RasBlock,
+    processes: &[RasProcess],
+    comm: &str,
+    who: &str,
+) -> (RasFindingKind, String) {
+    match (block.communicator.is_some(), block.kind.as_str()) {
+        (false, "DEAD") => (RasFindingKind::DeadProcesses, dead_why(block, processes)),
         (false, "INCOMPLETE") => (
             RasFindingKind::UnresponsiveProcesses,
-            format!(
-                "{} gave NCCL's RAS no communicator data: stopped, hung as a whole or gone, or its node unreachable (a rank that only waits in a collective still answers RAS)",
-                capitalised(&processes_or_count(&processes, block.count, "job process", "job processes"))
-            ),
+            unresponsive_why(block, processes),
         ),
         (false, "TIMEOUT") => (
             RasFindingKind::GatherTimeouts,
-            format!("NCCL's RAS: {}", lowercase_first(&first)),
+            format!("NCCL's RAS: {}", lowercase_first(first_line(block))),
         ),
         (true, "INCOMPLETE") => (
             RasFindingKind::MissingRanks,
@@ -669,64 +728,96 @@ fn finding(status: &RasStatus, block: &RasBlock) -> RasFinding {
         ),
         (true, "ERROR") => (
             RasFindingKind::RankErrors,
-            format!(
-                "in communicator {comm}, {}",
-                error_phrase(block, &who)
-            ),
+            format!("in communicator {comm}, {}", error_phrase(block, who)),
         ),
         (true, "MISMATCH") if block.lines.iter().any(|l| l.contains("operation counts")) => (
             RasFindingKind::CollectiveCountsDiffer,
-            format!(
-                "in communicator {comm}, ranks launched different numbers of collectives ({}){}: normal while the job runs, a hang if it stays so",
-                block
-                    .lines
-                    .iter()
-                    .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                if comm_ranks.is_empty() {
-                    String::new()
-                } else {
-                    format!("; RAS names {who}")
-                }
-            ),
+            counts_differ_why(block, comm, who),
         ),
         (true, "MISMATCH") => (
             RasFindingKind::StatusDiffers,
-            format!(
-                "in communicator {comm}, {}: normal while a communicator is created or torn down",
-                lowercase_first(
-                    &block
-                        .lines
-                        .iter()
-                        .filter(|l| !l.starts_with("Rank ") && !l.starts_with("The "))
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            ),
+            status_differs_why(block, comm),
         ),
-        _ => (
-            RasFindingKind::Other,
-            format!(
-                "NCCL's RAS: {}{}{}",
-                if comm.is_empty() { String::new() } else { format!("{comm} ") },
-                block.kind,
-                if first.is_empty() { String::new() } else { format!(": {first}") }
-            ),
-        ),
-    };
-    RasFinding {
-        kind,
-        communicator: block.communicator.clone(),
-        communicator_size: size,
-        comm_ranks,
-        global_ranks,
-        processes,
-        hosts,
-        why,
+        _ => (RasFindingKind::Other, other_why(block, comm)),
     }
+}
+
+/// Why for a job-wide DEAD block.
+fn dead_why(block: &RasBlock, processes: &[RasProcess]) -> String {
+    format!(
+        "NCCL's RAS considers {} dead: unreachable over its network for {RAS_DEAD_AFTER_SECS} s or more",
+        processes_or_count(processes, block.count, "job process", "job processes")
+    )
+}
+
+/// Why for a job-wide INCOMPLETE block.
+fn unresponsive_why(block: &RasBlock, processes: &[RasProcess]) -> String {
+    format!(
+        "{} gave NCCL's RAS no communicator data: stopped, hung as a whole or gone, or its node unreachable (a rank that only waits in a collective still answers RAS)",
+        capitalised(&processes_or_count(
+            processes,
+            block.count,
+            "job process",
+            "job processes"
+        ))
+    )
+}
+
+/// Why for a communicator's MISMATCH block on operation counts: its count
+/// lines ("6 ranks have launched up to operation 6649"), and the ranks.
+fn counts_differ_why(block: &RasBlock, comm: &str, who: &str) -> String {
+    let counts = block
+        .lines
+        .iter()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    let named = if block.ranks.is_empty() {
+        String::new()
+    } else {
+        format!("; RAS names {who}")
+    };
+    format!(
+        "in communicator {comm}, ranks launched different numbers of collectives ({counts}){named}: normal while the job runs, a hang if it stays so"
+    )
+}
+
+/// Why for a communicator's other MISMATCH block (on status): its lines
+/// other than those naming ranks.
+fn status_differs_why(block: &RasBlock, comm: &str) -> String {
+    let said = block
+        .lines
+        .iter()
+        .filter(|l| !l.starts_with("Rank ") && !l.starts_with("The "))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!(
+        "in communicator {comm}, {}: normal while a communicator is created or torn down",
+        lowercase_first(&said)
+    )
+}
+
+/// Why for a block this gpucheck does not know: its heading and first line.
+fn other_why(block: &RasBlock, comm: &str) -> String {
+    let comm = if comm.is_empty() {
+        String::new()
+    } else {
+        format!("{comm} ")
+    };
+    let first = first_line(block);
+    let first = if first.is_empty() {
+        String::new()
+    } else {
+        format!(": {first}")
+    };
+    format!("NCCL's RAS: {comm}{}{first}", block.kind)
+}
+
+/// A block's first line, or "" when it has none.
+fn first_line(block: &RasBlock) -> &str {
+    block.lines.first().map(String::as_str).unwrap_or("")
 }
 
 /// "#0-0 (cf264af53edbe986, 32 ranks)".
