@@ -191,10 +191,16 @@ fn blank(width: usize) -> String {
     format!("\r{}\r", " ".repeat(width.saturating_sub(1)))
 }
 
-/// A stderr that cannot be written (closed, full) loses the line, nothing else.
+/// A stderr that cannot be written (closed, full) loses the line, nothing
+/// else; a terminal stopped with Ctrl-S holds it only until a stop signal
+/// (`output::write_all_or_stop`).
 fn write_stderr(text: &str) {
+    use std::os::fd::AsFd;
     let mut err = std::io::stderr().lock();
-    let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
+    let chunk = crate::output::chunk_for(&err);
+    let _ = err
+        .flush()
+        .and_then(|_| crate::output::write_all_or_stop(err.as_fd(), text.as_bytes(), chunk));
 }
 
 #[cfg(test)]
