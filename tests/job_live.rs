@@ -63,9 +63,9 @@ fn start_some(
     start_with(case, fault, launched, world, server, steps, false)
 }
 
-/// Environment added to every rank of the next job started by this
-/// thread ("NAME=value ...").
 std::thread_local! {
+    /// Environment added to every rank of the next job started by this
+    /// thread ("NAME=value ...").
     static RANK_ENV: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 

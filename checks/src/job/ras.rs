@@ -60,53 +60,53 @@ judged from dumps."
         };
         match asked(first) {
             Ok(text) => judged(&text, live),
-            Err(skip) => skip,
+            Err(skip) => *skip,
         }
     }
 }
 
 /// RAS's status text, or the skip (or warning) that says why it was not
 /// had.
-fn asked(rank: &RankProcess) -> Result<String, Outcome> {
+fn asked(rank: &RankProcess) -> Result<String, Box<Outcome>> {
     if rank.ras_off {
-        return Err(Outcome::skip(
+        return Err(Box::new(Outcome::skip(
             "NCCL_RAS_ENABLE=0 turns NCCL's RAS off in the job",
-        ));
+        )));
     }
     let Some(lib) = rank_state::nccl_loaded(rank.pid) else {
-        return Err(Outcome::skip(
+        return Err(Box::new(Outcome::skip(
             "the job's ranks load no NCCL (a gloo or CPU job)",
-        ));
+        )));
     };
     let facts = nccl::library_facts(Some(std::path::Path::new(&lib)), None);
     let version = facts.copies.first().and_then(|c| c.version.clone().ok());
     let Some(v) = version else {
-        return Err(Outcome::skip(format!(
+        return Err(Box::new(Outcome::skip(format!(
             "the version of the job's NCCL ({lib}) could not be read"
-        )));
+        ))));
     };
     let v = (v.major, v.minor, v.patch);
     if !ras::ras_supported(v) {
-        return Err(Outcome::skip(format!(
+        return Err(Box::new(Outcome::skip(format!(
             "the job's NCCL {}.{}.{} has no RAS (2.24 and later)",
             v.0, v.1, v.2
-        )));
+        ))));
     }
     let addr = ras::client_addr(rank.ras_addr.as_deref());
     let port = addr
         .rsplit_once(':')
         .and_then(|(_, p)| p.parse::<u16>().ok());
     if !port.is_some_and(|p| rank_state::listening(rank.pid, p)) {
-        return Err(Outcome::skip(format!(
+        return Err(Box::new(Outcome::skip(format!(
             "nothing listens on the job's RAS address {addr} (no NCCL communicator yet)"
-        )));
+        ))));
     }
     nccl_ras::ask(&addr).map_err(|e| {
-        Outcome::warn(
+        Box::new(Outcome::warn(
             format!("NCCL's RAS at {addr} did not give its status: {e}"),
             "a process that does not answer holds RAS up: job.hang and job.traces show which \
              ranks stopped moving",
-        )
+        ))
     })
 }
 
