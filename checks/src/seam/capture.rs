@@ -186,6 +186,23 @@ impl Capture {
         let mut described: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
         let mut per_gpu: Vec<(&str, &str, usize)> = Vec::new();
         for (key, answer) in &self.answers {
+            if key.starts_with("kernel_log::") {
+                // Xids name their GPU by PCI slot: one boot of one machine
+                // logs them for at most as many GPUs as it holds.
+                let events = answer.pointer("/Ok/events").and_then(Value::as_array);
+                let slots: std::collections::BTreeSet<String> = events
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.get("slot").map(Value::to_string))
+                    .collect();
+                if slots.len() > most {
+                    return Some(format!(
+                        "its kernel log has Xids of {} GPUs; {limit}",
+                        slots.len()
+                    ));
+                }
+                continue;
+            }
             let Some(rest) = key.strip_prefix("nvml::") else {
                 continue;
             };
@@ -414,6 +431,29 @@ mod tests {
         );
         assert!(refusal(&c).ends_with(
             "its NVML inventory answer lists 33 GPUs; one machine holds at most 32 (the NVIDIA \
+             driver's NV_MAX_DEVICES)"
+        ));
+    }
+
+    #[test]
+    fn xids_of_more_gpus_than_a_node_holds_are_refused() {
+        let mut c = of_gpus(8);
+        let events = |n: u32| -> Vec<Value> {
+            (0..n)
+                .map(|bus| serde_json::json!({"code": 79, "slot": {"bus": bus, "device": 0, "domain": 0}}))
+                .collect()
+        };
+        c.answers.insert(
+            "kernel_log::read_kernel_log".into(),
+            serde_json::json!({"Ok": {"events": events(32)}}),
+        );
+        assert_eq!(c.impossible(), None);
+        c.answers.insert(
+            "kernel_log::read_kernel_log".into(),
+            serde_json::json!({"Ok": {"events": events(40_000)}}),
+        );
+        assert!(refusal(&c).ends_with(
+            "its kernel log has Xids of 40000 GPUs; one machine holds at most 32 (the NVIDIA \
              driver's NV_MAX_DEVICES)"
         ));
     }
