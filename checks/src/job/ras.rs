@@ -12,7 +12,7 @@ use super::ranks_phrase;
 use crate::domain::action::Action;
 use crate::domain::ras::{self, RasFinding, RasJudgement};
 use crate::probe::ranks::RankProcess;
-use crate::probe::{nccl, nccl_ras, rank_state};
+use crate::probe::{nccl, nccl_ras, net, rank_state};
 use crate::{Check, Context, Outcome, Profile};
 
 pub struct NcclRas;
@@ -133,7 +133,11 @@ fn fail(judgement: &RasJudgement, live: &super::live::Live) -> Outcome {
         .faults
         .iter()
         .flat_map(|f: &RasFinding| f.processes.iter())
-        .filter(|p| rank_state::is_local_address(&p.host))
+        .filter(|p| {
+            p.host
+                .parse()
+                .is_ok_and(|ip| net::is_local(ip, &net::local_addresses()))
+        })
         .filter_map(|p| {
             live.ranks
                 .iter()

@@ -269,15 +269,6 @@ pub fn listening(pid: i32, port: u16) -> bool {
     })
 }
 
-/// Whether `host` (an IP address as NCCL prints it) is one of this
-/// node's: binding a socket to it succeeds only then.
-pub fn is_local_address(host: &str) -> bool {
-    crate::seam::answer("rank_state::is_local_address", host, || {
-        host.parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| std::net::UdpSocket::bind((ip, 0)).is_ok())
-    })
-}
-
 /// py-spy's `dump --json --nonblocking` of a process: its threads' Python
 /// stacks, read from its memory without stopping it.
 pub fn py_spy(pid: i32, bin_dir: Option<&str>, sample: u32) -> Result<String, String> {
