@@ -52,7 +52,7 @@ pub fn judge(job: &Job) -> Outcome {
     if let Some(moving) = job.live.as_ref().and_then(hang_live::moving) {
         return moving;
     }
-    let Some(w) = job::wavefront(&job.traces, &job.members) else {
+    let Some(mut w) = job::wavefront(&job.traces, &job.members) else {
         if let Some(live) = &job.live {
             return hang_live::from_stacks(live);
         }
@@ -68,6 +68,14 @@ pub fn judge(job: &Job) -> Outcome {
         seq: w.seq,
         op: w.op.clone(),
     };
+    if let Some(live) = &job.live {
+        // Watched on one node of several: a rank of another node is not
+        // blamed from here, where nothing of it was seen.
+        if !w.blamed.iter().any(|b| live.rank(b.rank).is_some()) {
+            return hang_live::elsewhere(&w, live).with_ranks(Vec::new(), Some(collective));
+        }
+        w.blamed.retain(|b| live.rank(b.rank).is_some());
+    }
     let (mut summary, hint) = words(&w);
     if let Some(live) = &job.live {
         let places: Vec<String> = w

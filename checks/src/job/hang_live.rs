@@ -4,7 +4,7 @@
 
 use super::live::{Live, WINDOW};
 use super::ranks_phrase;
-use crate::domain::job::rank_list;
+use crate::domain::job::{rank_list, Wavefront};
 use crate::domain::stacks::{self, Activity, Where};
 use crate::{DataTable, Outcome};
 
@@ -18,6 +18,41 @@ pub fn moving(live: &Live) -> Option<Outcome> {
         ))
         .with_fact("recorded_in_window", n),
     )
+}
+
+/// The wavefront waits for ranks of other nodes only: this node's ranks
+/// are not at fault, and those ranks were not looked at.
+pub fn elsewhere(w: &Wavefront, live: &Live) -> Outcome {
+    let others = ranks_phrase(&w.blamed_ranks());
+    let here: Vec<u32> = w
+        .waiting
+        .iter()
+        .copied()
+        .filter(|r| live.rank(*r).is_some())
+        .collect();
+    let waiting = match here.as_slice() {
+        [] => "this node's ranks wait".to_string(),
+        [_] => format!("this node's {} waits", ranks_phrase(&here)),
+        _ => format!("this node's {} wait", ranks_phrase(&here)),
+    };
+    let run = if w.blamed.len() == 1 {
+        "runs on another node"
+    } else {
+        "run on other nodes"
+    };
+    Outcome::fail(
+        format!(
+            "{waiting} in {} #{} of {} for {others}, which {run}: no rank here is at fault",
+            w.op,
+            w.seq,
+            w.group.label()
+        ),
+        format!(
+            "run `gpucheck job` on the nodes of {others}, or gather every rank's dumps into one \
+             folder and run `gpucheck job --traces DIR`"
+        ),
+    )
+    .with_fact("waiting", rank_list(&w.waiting))
 }
 
 /// "rank 2 is asleep in time.sleep at train.py:7 (`time.sleep(600)`)".
@@ -195,4 +230,68 @@ pub fn busy_at(live: &Live, rank: u32) -> Option<(String, String)> {
         ),
     };
     Some((seen, hint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::live::Live;
+    use super::super::Job;
+    use crate::domain::job;
+    use crate::probe::ranks::RankProcess;
+    use crate::Status;
+
+    /// The `skip` fixture (rank 2 never joined all_reduce #6) as node A of a
+    /// two-node job sees it: its own ranks' recorders, and `here` running.
+    fn watched(here: &[u32]) -> Job {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/flight_recorder/skip-json");
+        let mut job = Job::read(&dir).expect("the fixture reads");
+        job.traces.retain(|t| here.contains(&t.rank));
+        let ranks: Vec<u32> = job.traces.iter().map(|t| t.rank).collect();
+        job.members = job::membership(&job.traces, &ranks);
+        job.live = Some(Live {
+            ranks: here
+                .iter()
+                .map(|r| RankProcess {
+                    pid: 1000 + *r as i32,
+                    rank: *r,
+                    world_size: 3,
+                    ..RankProcess::default()
+                })
+                .collect(),
+            progress: Some(0),
+            ..Live::default()
+        });
+        job
+    }
+
+    #[test]
+    fn a_rank_of_another_node_is_not_blamed_from_here() {
+        let o = super::super::hang::judge(&watched(&[0, 1]));
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.ranks.is_empty(), "nobody here is blamed: {:?}", o.ranks);
+        assert!(
+            o.summary
+                .contains("this node's ranks 0, 1 wait in all_reduce #6")
+                && o.summary.contains("for rank 2, which runs on another node"),
+            "{}",
+            o.summary
+        );
+        assert!(o
+            .hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("gpucheck job` on the nodes of rank 2"));
+    }
+
+    #[test]
+    fn a_rank_of_this_node_is_blamed_as_from_dumps() {
+        let o = super::super::hang::judge(&watched(&[0, 1, 2]));
+        assert_eq!(o.ranks, vec![2]);
+        assert!(
+            o.summary.contains("rank 2 never joined all_reduce #6"),
+            "{}",
+            o.summary
+        );
+    }
 }
