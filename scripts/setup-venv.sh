@@ -12,7 +12,7 @@ VENV=.venv
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import torch, xmlschema, prometheus_client, markdown_it; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null && [ -x "$VENV/bin/py-spy" ]; then
   exit 0
 fi
-echo "setup-venv: creating $VENV with torch==$TORCH_VERSION (about 3.5 GB, first run only)" >&2
+echo "setup-venv: creating $VENV with torch==$TORCH_VERSION (about 5.7 GB, first run only)" >&2
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "xmlschema==3.4.3" "numpy==2.4.6" "prometheus-client==0.26.0" "markdown-it-py==4.3.0" "py-spy==0.4.3"
