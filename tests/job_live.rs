@@ -873,3 +873,29 @@ fn nccl_ras_is_asked_once_and_its_faults_named() {
     assert_eq!(status_of(&doc, "job.nccl_ras"), "skip", "{}", stdout(&out));
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
+
+#[test]
+fn a_gpu_lost_while_the_job_runs_is_named_with_the_rank_that_was_on_it() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("healthy", -1, WORLD, true, 3);
+    // GPU 2 fell off the bus: NVML counts it but cannot open it, so its
+    // process list (rank 2's) is gone with it.
+    let lost = scenario_with(
+        &job,
+        3,
+        &[&[0], &[1]],
+        &[(2, "err=nvmlDeviceGetHandleByIndex_v2:GPU_IS_LOST")],
+    );
+    let (out, doc) = look_with(&job, &lost, None);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.gpus"), "fail", "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.gpus"), vec![2], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.gpus", "summary");
+    assert!(
+        summary.contains("GPU 2 is counted but cannot be opened"),
+        "{summary}"
+    );
+    assert!(summary.contains("rank 2 on no other GPU"), "{summary}");
+    assert_eq!(result(&doc, "job.gpus")["action"], "reboot_node");
+    left_as_it_was(&job, WORLD, true);
+}

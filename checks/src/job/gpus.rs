@@ -33,7 +33,8 @@ impl Check for Gpus {
 its process holds (NVML's process lists), and reads the kernel log for Xid events logged after \
 the job's first rank started.
 
-fail: an Xid since the job started that needs a GPU reset, a node reboot or hands on the \
+fail: a GPU NVML counts but the driver lost (or needs reset) while the job runs, with the ranks \
+found on no other GPU; an Xid since the job started that needs a GPU reset, a node reboot or hands on the \
 hardware, with the GPU (index, UUID, bus id) and the ranks on it, and the repair action; \
 several ranks on one GPU while other GPUs hold none (no torch.cuda.set_device(LOCAL_RANK)).
 fail (too): the straggler job.straggler names runs on a GPU that NVML shows held back now (HW \
@@ -53,11 +54,15 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
         let Some(live) = &job.live else {
             return Outcome::skip("the job was judged from its dumps, not on its node");
         };
-        let gpus = match crate::facts::nvml::gpus_for_run(ctx) {
+        let inventory = crate::facts::nvml::inventory_for_run(ctx);
+        let gpus = match inventory.gpus() {
             Ok(g) => g,
             Err(e) => return Outcome::skip(format!("no GPU to look at: {e}")),
         };
         let loads = loads(ctx, live, &gpus);
+        if let Some(lost) = lost_gpu(&inventory, &loads, live) {
+            return lost.with_table(table(&loads));
+        }
         let faults = faults_since_start(&job, &loads);
         let loading = live.caught_loading();
         let verdict = placement::judge(&loads, live.ranks.len(), &faults, &loading);
@@ -67,6 +72,62 @@ skip: no rank holds a GPU (a CPU job), no NVIDIA driver, or the job was judged f
         };
         slow.unwrap_or_else(|| words(verdict, &loads))
             .with_table(table(&loads))
+    }
+}
+
+/// A GPU NVML counts but the driver lost or wedged while the job runs:
+/// the ranks found on no other GPU are the ones that ran on it.
+fn lost_gpu(
+    inventory: &crate::facts::nvml::NvmlInventory,
+    loads: &[GpuLoad],
+    live: &super::live::Live,
+) -> Option<Outcome> {
+    let list = inventory.0.as_ref().ok()?;
+    let lost = list
+        .iter()
+        .filter_map(|g| g.as_ref().err())
+        .find(|e| e.error.is_machine_fault())?;
+    let placed: Vec<u32> = loads.iter().flat_map(|g| g.ranks.iter().copied()).collect();
+    let unplaced: Vec<u32> = live
+        .ranks
+        .iter()
+        .map(|r| r.rank)
+        .filter(|r| !placed.contains(r))
+        .collect();
+    let who = match (placed.is_empty(), unplaced.is_empty()) {
+        (false, false) => format!("; {} on no other GPU, so on it", ranks_phrase(&unplaced)),
+        _ => String::new(),
+    };
+    let action = fault_action(&lost.error);
+    let named = if placed.is_empty() {
+        Vec::new()
+    } else {
+        unplaced
+    };
+    Some(
+        Outcome::fail(
+            format!(
+                "GPU {} is counted but cannot be opened: {}, while the job runs{who}",
+                lost.index, lost.error
+            ),
+            format!(
+                "the GPU is gone from the driver: the job cannot go on on this node; drain it \
+                 ({}), and restart the job from its last checkpoint on healthy nodes",
+                action.as_str()
+            ),
+        )
+        .with_ranks(named, None)
+        .with_action(action, vec![lost.index]),
+    )
+}
+
+/// The repair a GPU's NVML fault calls for: a reset where NVML says one is
+/// needed, else a reboot (a GPU lost, a wedged driver).
+fn fault_action(error: &crate::machine::Unavailable) -> Action {
+    use crate::machine::{GpuFault, Unavailable};
+    match error {
+        Unavailable::Faulted(GpuFault::ResetRequired) => Action::ResetGpu,
+        _ => Action::RebootNode,
     }
 }
 
