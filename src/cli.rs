@@ -344,6 +344,15 @@ pub struct JobArgs {
     /// several jobs run on this node.
     #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub pid: Option<i32>,
+    /// The training Python, which runs the cross-node rendezvous under --nnodes (default:
+    /// $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH).
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "GPUCHECK_PYTHON",
+        help_heading = "Machine"
+    )]
+    pub python: Option<PathBuf>,
     /// Load this libnvidia-ml.so instead of the system's (job.gpus).
     #[arg(long, value_name = "PATH", help_heading = "Machine")]
     pub nvml_lib: Option<PathBuf>,
@@ -368,6 +377,11 @@ pub struct JobArgs {
     /// Per-check timeout in seconds, overriding every job check's default (60).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
+    /// Watch the job on every node at once (run on each, with --nnodes ...): node rank 0
+    /// gathers every node's ranks through the same rendezvous as `gpucheck cluster` and
+    /// judges the whole job.
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -340,6 +340,9 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
 
 /// `gpucheck job`: judge a job live on this node, or from its ranks' dumps.
 fn job(args: &JobArgs) -> anyhow::Result<u8> {
+    if args.cluster.identity_given() {
+        return cluster::job(args);
+    }
     let plan = pipeline::job_plan(args)?;
     let run = pipeline::execute(&plan, args.output.strict);
     pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)

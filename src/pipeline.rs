@@ -51,6 +51,7 @@ fn options(args: &RunArgs, profile: Profile) -> Options {
         traces: None,
         live_job: false,
         job_pid: None,
+        share_job: false,
         timeout_s: 0.0,
     }
 }
@@ -110,6 +111,7 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
         (_, None) => Options {
             nvml_lib: args.nvml_lib.clone(),
             kernel_log: args.kernel_log.clone(),
+            share_job: args.cluster.identity_given(),
             ..live_options(args.pid)?
         },
     };

@@ -79,13 +79,34 @@ fn start_with(
     steps: usize,
     pipe: bool,
 ) -> Job {
-    let dir = std::env::temp_dir().join(format!("gpucheck-live-{case}-{}", std::process::id()));
+    let ranks: Vec<u32> = (0..launched).collect();
+    let job = launch(case, fault, &ranks, world, server, pipe, free_port());
+    wait_steps(&job, case, &ranks, steps, world);
+    job
+}
+
+/// `ranks` of a `world`-rank job meeting at `port`, under one `sh` of
+/// their own (a node's share of the job), LOCAL_RANK counting from 0.
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    case: &str,
+    fault: i64,
+    ranks: &[u32],
+    world: u32,
+    server: bool,
+    pipe: bool,
+    port: u16,
+) -> Job {
+    let dir = std::env::temp_dir().join(format!(
+        "gpucheck-live-{case}-{}-{}",
+        std::process::id(),
+        ranks.first().copied().unwrap_or(0)
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let script = root().join("tests/fixtures/live_job/job.py");
-    let port = free_port();
     let mut sh = String::new();
-    for r in 0..launched {
+    for (local, r) in ranks.iter().enumerate() {
         let mut socket = if server {
             format!("TORCH_WORKER_SERVER_SOCKET={}/rank{r}.sock ", dir.display())
         } else {
@@ -100,7 +121,7 @@ fn start_with(
             ));
         }
         sh.push_str(&format!(
-            "{socket}RANK={r} LOCAL_RANK={r} WORLD_SIZE={world} MASTER_ADDR=127.0.0.1 \
+            "{socket}RANK={r} LOCAL_RANK={local} WORLD_SIZE={world} MASTER_ADDR=127.0.0.1 \
              MASTER_PORT={port} STEP_FILE={}/steps{r} '{}' '{}' 2>{}/log{r} &\n",
             dir.display(),
             venv_python().display(),
@@ -119,17 +140,20 @@ fn start_with(
         .process_group(0)
         .spawn()
         .expect("sh starts");
-    let job = Job { launcher, dir };
+    Job { launcher, dir }
+}
+
+/// Wait until each of `ranks` stepped `steps` times.
+fn wait_steps(job: &Job, case: &str, ranks: &[u32], steps: usize, world: u32) {
     let deadline = Instant::now() + Duration::from_secs(90);
-    while steps > 0 && (0..launched).any(|r| stepped(&job, r) < steps) {
+    while steps > 0 && ranks.iter().any(|r| stepped(job, *r) < steps) {
         assert!(
             Instant::now() < deadline,
             "the {case} job did not reach step {steps}: {}",
-            logs(&job, world)
+            logs(job, world)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    job
 }
 
 fn stepped(job: &Job, rank: u32) -> usize {
@@ -898,4 +922,104 @@ fn a_gpu_lost_while_the_job_runs_is_named_with_the_rank_that_was_on_it() {
     assert!(summary.contains("rank 2 on no other GPU"), "{summary}");
     assert_eq!(result(&doc, "job.gpus")["action"], "reboot_node");
     left_as_it_was(&job, WORLD, true);
+}
+
+/// `gpucheck job --nnodes 2` for one node of a job split in two.
+fn node(job: &Job, node_rank: u32, rdzv: u16) -> std::process::Child {
+    gpucheck()
+        .args([
+            "job",
+            "--pid",
+            &job.launcher.id().to_string(),
+            "--json",
+            "-",
+        ])
+        .args(["--nnodes", "2", "--node-rank", &node_rank.to_string()])
+        .args([
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            &rdzv.to_string(),
+        ])
+        .args(["--rdzv-timeout", "60"])
+        .arg("--python")
+        .arg(venv_python())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpucheck runs")
+}
+
+#[test]
+fn across_two_nodes_node_0_names_the_rank_of_the_other_node() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    // One 4-rank job: ranks 0, 1 on "node A", ranks 2, 3 on "node B"; rank 3
+    // sleeps instead of calling all_reduce #6.
+    let port = free_port();
+    let a = launch("sleep", 3, &[0, 1], 4, true, false, port);
+    let b = launch("sleep", 3, &[2, 3], 4, true, false, port);
+    wait_steps(&a, "sleep", &[0, 1], 5, 4);
+    wait_steps(&b, "sleep", &[2, 3], 5, 4);
+    std::thread::sleep(Duration::from_millis(500));
+    let rdzv = free_port();
+    let zero = node(&a, 0, rdzv);
+    let one = node(&b, 1, rdzv);
+    let (zero, one) = (
+        zero.wait_with_output().unwrap(),
+        one.wait_with_output().unwrap(),
+    );
+    assert_eq!(code(&zero), 1, "{}{}", stdout(&zero), stderr(&zero));
+    assert_eq!(code(&one), 1, "{}{}", stdout(&one), stderr(&one));
+    let fleet: serde_json::Value = serde_json::from_str(&stdout(&zero)).expect("the job's JSON");
+    let hang = fleet["fleet"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["id"] == "job.hang"))
+        .expect("job.hang judged over the whole job")
+        .clone();
+    assert_eq!(hang["ranks"], serde_json::json!([3]), "{hang}");
+    let summary = hang["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.contains("rank 3 never joined all_reduce #6"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("rank 3 is asleep in time.sleep"),
+        "{summary}"
+    );
+    // Each node runs its share of the 4 ranks: no node lacks ranks.
+    for n in 0..2 {
+        let traces = fleet["nodes"][n]["results"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["id"] == "job.traces"))
+            .expect("each node's job.traces");
+        assert_eq!(traces["status"], "pass", "{traces}");
+    }
+    // Node A's own look names nobody: rank 3 is not there.
+    let node_a = &fleet["nodes"][0];
+    let own = node_a["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["id"] == "job.hang"))
+        .expect("node 0's own job.hang");
+    assert!(
+        own["ranks"].as_array().is_none_or(|r| r.is_empty()),
+        "{own}"
+    );
+    assert!(
+        own["summary"]
+            .as_str()
+            .unwrap_or("")
+            .contains("run on other nodes: no rank here"),
+        "{own}"
+    );
+    assert!(
+        !stdout(&zero).contains("job_share"),
+        "the shares stay out of the report"
+    );
+    assert!(
+        stdout(&one).contains("JOB: PROBLEM FOUND"),
+        "{}",
+        stdout(&one)
+    );
+    left_as_it_was(&a, 2, false);
+    left_as_it_was(&b, 2, false);
 }

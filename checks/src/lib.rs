@@ -226,6 +226,10 @@ pub struct Options {
     /// `gpucheck job --pid PID`: the job's launcher or one of its ranks.
     #[serde(default)]
     pub job_pid: Option<i32>,
+    /// `gpucheck job --nnodes N ...`: this node's part of the job is
+    /// published (job.traces' `job_share`) for node rank 0 to judge.
+    #[serde(default)]
+    pub share_job: bool,
     /// Effective timeout of the check being run, seconds (the runner fills it
     /// in so a check can budget its own sub-steps).
     pub timeout_s: f64,

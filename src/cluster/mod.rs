@@ -27,11 +27,13 @@ use crate::UsageError;
 
 pub mod checked;
 pub mod identity;
+mod job;
 pub mod rendezvous;
 pub mod report;
 pub mod seal;
 
 use identity::IdentityFlags;
+pub use job::job;
 use rendezvous::{Config, DuplicateNote, Event, Joined, PairPlan, PairResult, Session, Verdict};
 use report::{FleetReport, NodeEntry, FLEET_FORMAT_VERSION};
 use seal::Token;
@@ -147,7 +149,7 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
     let python = find_python(run_args.python.as_deref())
         .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
     let node_rank = id.node_rank.value;
-    let outputs = Outputs::plan(run_args, node_rank == 0)?;
+    let outputs = Outputs::plan(&run_args.output, node_rank == 0)?;
     let run = run_local(run_args)?;
     let own = NodeMessage {
         node_rank,
@@ -167,8 +169,18 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         &serde_json::to_string(&own)?,
     );
     if node_rank == 0 {
-        let report = lead(session, &config, token.as_ref(), &own, run_args);
-        outputs.finish(&report, &run, run_args, to_stderr)?;
+        let judged = |f: &Fleet, raw: &[(u32, Joined, NodeMessage)], id: &str| {
+            judge(f, raw, id, run_args.output.strict)
+        };
+        let report = lead(
+            session,
+            &config,
+            token.as_ref(),
+            &own,
+            run_args.min_busbw,
+            judged,
+        );
+        outputs.finish(&report, &run, &run_args.output, to_stderr)?;
         let hosts: Vec<&str> = report.nodes.iter().map(|n| n.host.as_str()).collect();
         note_unauthenticated(to_stderr, token.is_none(), &config.master_addr, &hosts);
         Ok(report.exit_code.clamp(0, 255) as u8)
@@ -221,6 +233,20 @@ fn run_local(run_args: &RunArgs) -> anyhow::Result<Run> {
 /// What the payload is told.
 fn session_config(id: &identity::Identity, run_args: &RunArgs, cluster: &ClusterFlags) -> Config {
     Config {
+        backend: match (run_args.ddp_backend, run_args.ddp_device) {
+            (_, Some(gpucheck_checks::DdpDevice::Cpu)) => Some("gloo".to_string()),
+            (Some(b), _) => Some(format!("{b:?}").to_lowercase()),
+            (None, _) => None,
+        },
+        nproc: run_args.nproc,
+        ..base_config(id, cluster)
+    }
+}
+
+/// What every session is told: who this node is, the deadlines, and the
+/// all-reduce with its pair steps (which a job's session leaves out).
+fn base_config(id: &identity::Identity, cluster: &ClusterFlags) -> Config {
+    Config {
         node_rank: id.node_rank.value,
         nnodes: id.nnodes.value,
         master_addr: id.master_addr.value.clone(),
@@ -229,13 +255,9 @@ fn session_config(id: &identity::Identity, run_args: &RunArgs, cluster: &Cluster
         margin_s: rendezvous::VERDICT_MARGIN.as_secs_f64(),
         ack_timeout_s: rendezvous::ACK_TIMEOUT.as_secs_f64(),
         allreduce: true,
-        backend: match (run_args.ddp_backend, run_args.ddp_device) {
-            (_, Some(gpucheck_checks::DdpDevice::Cpu)) => Some("gloo".to_string()),
-            (Some(b), _) => Some(format!("{b:?}").to_lowercase()),
-            (None, _) => None,
-        },
+        backend: None,
         allreduce_timeout_s: rendezvous::ALLREDUCE_TIMEOUT.as_secs_f64(),
-        nproc: run_args.nproc,
+        nproc: None,
         pair_steps: rendezvous::PAIR_STEPS,
         run_id: None,
         run_id_from: None,
@@ -255,11 +277,11 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn plan(run_args: &RunArgs, node_0: bool) -> Result<Outputs, UsageError> {
+    fn plan(output: &crate::cli::OutputArgs, node_0: bool) -> Result<Outputs, UsageError> {
         let dash = Some(std::path::Path::new("-"));
         let stream = match (
-            run_args.output.json.as_deref() == dash,
-            run_args.output.junit.as_deref() == dash,
+            output.json.as_deref() == dash,
+            output.junit.as_deref() == dash,
         ) {
             (true, true) => {
                 return Err(UsageError(
@@ -269,7 +291,7 @@ impl Outputs {
             }
             (true, false) => Format::Json,
             (false, true) => Format::Junit,
-            (false, false) => run_args.output.format,
+            (false, false) => output.format,
         };
         let planned = |p: &Option<PathBuf>| match p {
             Some(p) if node_0 && p.as_path() != std::path::Path::new("-") => {
@@ -279,8 +301,8 @@ impl Outputs {
         };
         Ok(Outputs {
             stream,
-            json: planned(&run_args.output.json)?,
-            junit: planned(&run_args.output.junit)?,
+            json: planned(&output.json)?,
+            junit: planned(&output.junit)?,
         })
     }
 
@@ -289,7 +311,7 @@ impl Outputs {
         self,
         report: &FleetReport,
         run: &Run,
-        run_args: &RunArgs,
+        output: &crate::cli::OutputArgs,
         to_stderr: bool,
     ) -> anyhow::Result<()> {
         let json = serde_json::to_string_pretty(report)? + "\n";
@@ -297,8 +319,8 @@ impl Outputs {
         let text = match self.stream {
             Format::Json => json.clone(),
             Format::Junit => xml.clone(),
-            _ if run_args.output.quiet => report.verdict_line() + "\n",
-            _ => report.render_text(run_args.output.verbose),
+            _ if output.quiet => report.verdict_line() + "\n",
+            _ => report.render_text(output.verbose),
         };
         let written: Result<Vec<()>, UsageError> = [(self.json, json), (self.junit, xml)]
             .into_iter()
@@ -327,12 +349,13 @@ fn lead(
     config: &Config,
     token: Option<&Token>,
     own: &NodeMessage,
-    run_args: &RunArgs,
+    min_busbw: Option<f64>,
+    judged: impl Fn(&Fleet, &[(u32, Joined, NodeMessage)], &str) -> FleetReport,
 ) -> FleetReport {
     let mut fleet = Fleet {
         nnodes: config.nnodes,
         master: format!("{}:{}", config.master_addr, config.master_port),
-        min_busbw_gbps: run_args.min_busbw,
+        min_busbw_gbps: min_busbw,
         ..Default::default()
     };
     let mut session = match session {
@@ -377,7 +400,7 @@ fn lead(
         raw.push((0, joined, own.clone()));
     }
     fleet.nodes = raw.iter().map(|(r, j, m)| fleet_node(*r, j, m)).collect();
-    let report = judge(&fleet, &raw, &run_id, run_args.output.strict);
+    let report = judged(&fleet, &raw, &run_id);
     if let Some(s) = session.as_mut() {
         publish_verdict(s, &report, token);
     }
@@ -557,6 +580,17 @@ fn judge(
             }
         })
         .collect();
+    fleet_report(fleet, raw, run_id, strict, results)
+}
+
+/// The fleet report of `results`, judged over every node's entry.
+fn fleet_report(
+    fleet: &Fleet,
+    raw: &[(u32, Joined, NodeMessage)],
+    run_id: &str,
+    strict: bool,
+    results: Vec<CheckResult>,
+) -> FleetReport {
     let counts = Run::count(&results);
     let nodes = raw
         .iter()
@@ -590,6 +624,7 @@ fn judge(
             .collect(),
         unverified_values: fleet.unverified,
         missing_node_ranks: fleet.missing.clone(),
+        job: false,
         exit_code: Run::exit_code_for(&counts, strict),
         action: report::fleet_action(&results),
         fleet: results,

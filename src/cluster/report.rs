@@ -74,6 +74,10 @@ pub struct FleetReport {
     pub nodes: Vec<NodeEntry>,
     /// Node ranks that never joined.
     pub missing_node_ranks: Vec<u32>,
+    /// A job watched on every node (`gpucheck job --nnodes N`): `fleet`
+    /// holds the checks judged over the whole job.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub job: bool,
     /// Node ranks whose entry could not be judged (unreadable, another
     /// format) or that refused to join, and why.
     #[serde(default)]
@@ -129,13 +133,16 @@ impl FleetReport {
     /// The fleet's one-line verdict.
     pub fn verdict_line(&self) -> String {
         let c = &self.counts;
-        let head = match self.exit_code {
-            0 if c.warn > 0 => "FLEET READY (with warnings)",
-            0 => "FLEET READY",
-            _ => "FLEET NOT READY",
+        let head = match (self.job, self.exit_code) {
+            (true, 0) => "JOB: NO PROBLEM FOUND",
+            (true, _) => "JOB: PROBLEM FOUND",
+            (false, 0) if c.warn > 0 => "FLEET READY (with warnings)",
+            (false, 0) => "FLEET READY",
+            (false, _) => "FLEET NOT READY",
         };
+        let good = if self.job { "with no problem" } else { "ready" };
         let mut line = format!(
-            "{head}: {} of {} nodes joined, {} ready",
+            "{head}: {} of {} nodes joined, {} {good}",
             self.nodes.len(),
             self.nnodes,
             self.nodes.iter().filter(|n| n.exit_code == 0).count()
@@ -192,12 +199,16 @@ impl FleetReport {
                 .filter(|r| r.outcome.status.is_failure())
                 .map(|r| r.id.as_str())
                 .collect();
+            let (good, bad) = match self.job {
+                true => ("no problem found", "problem found"),
+                false => ("ready", "not ready"),
+            };
             let mut state = if n.exit_code == 0 {
-                "ready".to_string()
+                good.to_string()
             } else if failing.is_empty() {
-                format!("not ready (exit code {})", n.exit_code)
+                format!("{bad} (exit code {})", n.exit_code)
             } else {
-                format!("not ready: {}", failing.join(", "))
+                format!("{bad}: {}", failing.join(", "))
             };
             if n.action != Action::None {
                 state.push_str(&format!(" → {}", n.action));
@@ -372,6 +383,7 @@ mod tests {
             run_id: "slurm-8841.0".into(),
             nodes: vec![entry(0, &ok), entry(1, &bad)],
             missing_node_ranks: vec![2],
+            job: false,
             rejected_nodes: Vec::new(),
             unverified_values: 0,
             fleet,

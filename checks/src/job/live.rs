@@ -43,6 +43,9 @@ pub struct Live {
     pub states_after: Vec<(u32, char)>,
     /// The node's kernel log, where it could be read.
     pub kernel_log: Option<KernelLog>,
+    /// This node is one of several the job was watched on at once
+    /// (`--nnodes`): its WORLD_SIZE spans them.
+    pub across_nodes: bool,
 }
 
 impl Live {

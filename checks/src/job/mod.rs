@@ -42,13 +42,22 @@ pub static TRACES_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
 /// The profile of every job check and of a `gpucheck job` run.
 pub const JOB_PROFILE: Profile = Profile::Job;
 
+/// What node rank 0 judges over the whole job, merged from every node's
+/// [`JobShare`] (`gpucheck job --nnodes N`): the hang and the stragglers.
+pub fn judge_whole(job: &Job) -> Vec<(&'static dyn Check, Outcome)> {
+    vec![
+        (&Hang, hang::judge(job)),
+        (&Straggler, straggler::judge(job)),
+    ]
+}
+
 /// A job check by id.
 pub fn find(id: &str) -> Option<&'static dyn Check> {
     JOB_CATALOG.iter().copied().find(|c| c.id() == id)
 }
 
 /// A rank's file that could not be read, and why.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Unreadable {
     pub rank: u32,
     pub file: String,
@@ -92,12 +101,17 @@ impl Job {
     }
 
     /// Look at the job running on this node (under `pid` when given).
-    pub fn watch(pid: Option<i32>, kernel_log: Option<&Path>) -> Result<Job, String> {
+    pub fn watch(
+        pid: Option<i32>,
+        kernel_log: Option<&Path>,
+        across_nodes: bool,
+    ) -> Result<Job, String> {
         let ranks = crate::probe::ranks::find(pid)?;
         if ranks.is_empty() {
             return Err("no rank of a job runs here".to_string());
         }
-        let (traces, unreadable, live) = live::gather(ranks, kernel_log);
+        let (traces, unreadable, mut live) = live::gather(ranks, kernel_log);
+        live.across_nodes = across_nodes;
         let unreadable: Vec<Unreadable> = unreadable
             .into_iter()
             .map(|(rank, error)| Unreadable {
@@ -119,6 +133,77 @@ impl Job {
     }
 }
 
+/// What one node of a job watched across nodes hands node rank 0: its
+/// ranks, their recorders and where their stacks were, and whether they
+/// moved. Published on job.traces when the run is one node of several.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct JobShare {
+    pub ranks: Vec<crate::probe::ranks::RankProcess>,
+    pub traces: Vec<RankTrace>,
+    pub unreadable: Vec<Unreadable>,
+    /// Where each rank's main thread was, at every look.
+    pub samples: Vec<Vec<(u32, crate::domain::stacks::Where)>>,
+    pub progress: Option<u64>,
+}
+
+impl crate::Fact for JobShare {
+    const KEY: &'static str = "job_share";
+}
+
+impl JobShare {
+    /// This node's part of the job.
+    pub fn of(job: &Job) -> Option<JobShare> {
+        let live = job.live.as_ref()?;
+        Some(JobShare {
+            ranks: live.ranks.clone(),
+            traces: job.traces.clone(),
+            unreadable: job.unreadable.clone(),
+            samples: live.samples.clone(),
+            progress: live.progress,
+        })
+    }
+}
+
+impl Job {
+    /// The whole job from every node's share: its ranks, recorders and
+    /// stacks together, moving when any node's recorders moved.
+    pub fn merged(shares: Vec<JobShare>) -> Job {
+        let mut traces: Vec<RankTrace> = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut live = live::Live::default();
+        let looks = shares.iter().map(|s| s.samples.len()).max().unwrap_or(0);
+        live.samples = vec![Vec::new(); looks];
+        for share in shares {
+            for t in share.traces {
+                if !traces.iter().any(|have| have.rank == t.rank) {
+                    traces.push(t);
+                }
+            }
+            unreadable.extend(share.unreadable);
+            live.ranks.extend(share.ranks);
+            for (i, sample) in share.samples.into_iter().enumerate() {
+                live.samples[i].extend(sample);
+            }
+            live.progress = match (live.progress, share.progress) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+        }
+        traces.sort_by_key(|t| t.rank);
+        live.ranks.sort_by_key(|r| r.rank);
+        let mut with_recorder: Vec<u32> = traces.iter().map(|t| t.rank).collect();
+        with_recorder.extend(unreadable.iter().map(|u: &Unreadable| u.rank));
+        let members = job::membership(&traces, &with_recorder);
+        Job {
+            dir: PathBuf::new(),
+            traces,
+            unreadable,
+            members,
+            live: Some(live),
+        }
+    }
+}
+
 /// The dumps of this run's `--traces` folder, read by the first job check
 /// that asks and shared with the others.
 fn job(ctx: &Context) -> Result<Arc<Job>, String> {
@@ -131,12 +216,22 @@ fn job(ctx: &Context) -> Result<Arc<Job>, String> {
     let j = Arc::new(match ctx.options.traces.as_deref() {
         Some(dir) => Job::read(dir)?,
         None if ctx.options.live_job => {
-            Job::watch(ctx.options.job_pid, ctx.options.kernel_log.as_deref())?
+            let o = &ctx.options;
+            Job::watch(o.job_pid, o.kernel_log.as_deref(), o.share_job)?
         }
         None => return Err("no --traces folder was given".to_string()),
     });
     *cached = Some(Arc::clone(&j));
     Ok(j)
+}
+
+/// job.traces' outcome carries this node's [`JobShare`] when the run is
+/// one node of several (`share_job`).
+fn shared(ctx: &Context, id: &str, job: &Job, outcome: Outcome) -> Outcome {
+    match JobShare::of(job) {
+        Some(share) if ctx.options.share_job && id == "job.traces" => outcome.publish(&share),
+        _ => outcome,
+    }
 }
 
 /// The outcome of a job check whose dumps could not be read at all.
@@ -168,7 +263,7 @@ macro_rules! job_check {
             }
             fn run(&self, ctx: &$crate::Context) -> $crate::Outcome {
                 match super::job(ctx) {
-                    Ok(job) => $judge(&job),
+                    Ok(job) => super::shared(ctx, $id, &job, $judge(&job)),
                     Err(e) => super::unread(&e),
                 }
             }

@@ -130,9 +130,13 @@ fn states(live: &Live) -> Option<Outcome> {
 }
 
 /// The ranks this node should run: LOCAL_WORLD_SIZE, else the whole world
-/// when the job's master is this machine's loopback (a one-node job).
-fn expected_here(r: &RankProcess) -> Option<u32> {
+/// when the job's master is this machine's loopback (a one-node job, unless
+/// it was watched on several nodes at once).
+fn expected_here(r: &RankProcess, across_nodes: bool) -> Option<u32> {
     r.local_world_size.or_else(|| {
+        if across_nodes {
+            return None;
+        }
         let addr = r
             .master
             .as_deref()?
@@ -146,7 +150,7 @@ fn expected_here(r: &RankProcess) -> Option<u32> {
 /// Fewer ranks here than the job's launch variables say.
 fn too_few(live: &Live) -> Option<Outcome> {
     let first = live.ranks.first()?;
-    let expected = expected_here(first)?;
+    let expected = expected_here(first, live.across_nodes)?;
     let here = live.ranks.len() as u32;
     if here >= expected {
         return None;

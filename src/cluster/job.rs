@@ -1,0 +1,146 @@
+//! `gpucheck job --nnodes N ...`: the job watched on every node at once.
+//! Each node looks at its own ranks (`gpucheck job`'s checks, publishing
+//! its [`JobShare`]) and joins the same rendezvous as `gpucheck cluster`
+//! (its run identity, token rules and deadlines; no all-reduce); node rank
+//! 0 merges every node's share and judges the whole job: the hang's
+//! wavefront and the stragglers across nodes, each rank named with its
+//! node.
+
+use std::time::Instant;
+
+use gpucheck_checks::fleet::Fleet;
+use gpucheck_checks::job::{self as job_checks, Job, JobShare};
+use gpucheck_checks::probe::python::find_python;
+
+use super::identity::{self, IdentityFlags};
+use super::rendezvous::{Joined, Session};
+use super::report::FleetReport;
+use super::{base_config, fleet_env, fleet_report, follow, lead, note_unauthenticated, show};
+use super::{NodeMessage, Outputs};
+use crate::cli::JobArgs;
+use crate::model::{CheckResult, Run};
+use crate::UsageError;
+
+/// Run this node's part of the job watched across nodes; the exit code.
+pub fn job(args: &JobArgs) -> anyhow::Result<u8> {
+    if args.traces.is_some() || args.replay.is_some() || args.capture.is_some() {
+        return Err(UsageError(
+            "--nnodes watches a running job on every node; --traces, --capture and --replay \
+             judge one node's or one folder's"
+                .into(),
+        )
+        .into());
+    }
+    let flags = IdentityFlags {
+        nnodes: args.cluster.nnodes,
+        node_rank: args.cluster.node_rank,
+        master_addr: args.cluster.master_addr.clone(),
+        master_port: args.cluster.master_port,
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let id = identity::resolve(&flags, &env).map_err(UsageError)?;
+    let run_id = identity::run_id(args.cluster.run_id.as_deref(), &env).map_err(UsageError)?;
+    let token = args.cluster.token(&env)?;
+    let python = find_python(args.python.as_deref())
+        .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
+    let node_rank = id.node_rank.value;
+    let outputs = Outputs::plan(&args.output, node_rank == 0)?;
+    let run = local(args)?;
+    let own = NodeMessage {
+        node_rank,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        report: run.clone(),
+        env: fleet_env(),
+    };
+    let mut config = base_config(&id, &args.cluster);
+    config.allreduce = false;
+    config.pair_steps = 0;
+    config.run_id = run_id.as_ref().map(|r| r.value.clone());
+    config.run_id_from = run_id.map(|r| r.from);
+    config.profile = "job".to_string();
+    config.host = super::checked::clean(&run.host.hostname, super::checked::MAX_HOST);
+    let session = Session::start(
+        &python.path,
+        &config,
+        token.as_ref(),
+        &serde_json::to_string(&own)?,
+    );
+    if node_rank == 0 {
+        let strict = args.output.strict;
+        let judged =
+            |f: &Fleet, raw: &[(u32, Joined, NodeMessage)], id: &str| judge(f, raw, id, strict);
+        let report = lead(session, &config, token.as_ref(), &own, None, judged);
+        outputs.finish(&report, &run, &args.output, false)?;
+        let hosts: Vec<&str> = report.nodes.iter().map(|n| n.host.as_str()).collect();
+        note_unauthenticated(false, token.is_none(), &config.master_addr, &hosts);
+        Ok(report.exit_code.clamp(0, 255) as u8)
+    } else {
+        let verdict = follow(session, &config, token.as_ref());
+        let text = format!(
+            "{}\n{}\n",
+            super::report::node_line(node_rank, &run),
+            verdict.line
+        );
+        show(&text, false)?;
+        Ok(verdict.exit_code.max(run.exit_code).clamp(0, 255) as u8)
+    }
+}
+
+/// This node's look at its own ranks (its reports go into the job's
+/// report, not to files of their own).
+fn local(args: &JobArgs) -> anyhow::Result<Run> {
+    let mut local = args.clone();
+    local.output.json = None;
+    local.output.junit = None;
+    local.output.format = crate::report::Format::Table;
+    let plan = crate::pipeline::job_plan(&local)?;
+    Ok(crate::pipeline::execute(&plan, local.output.strict))
+}
+
+/// Node rank 0: the whole job from every node's share, judged; each node's
+/// own results kept without its share (the merged verdict holds it).
+fn judge(
+    fleet: &Fleet,
+    raw: &[(u32, Joined, NodeMessage)],
+    run_id: &str,
+    strict: bool,
+) -> FleetReport {
+    let shares: Vec<JobShare> = raw
+        .iter()
+        .filter_map(|(_, _, m)| {
+            let traces = m.report.results.iter().find(|r| r.id == "job.traces")?;
+            traces.outcome.fact::<JobShare>()
+        })
+        .collect();
+    let whole = Job::merged(shares);
+    let results: Vec<CheckResult> = job_checks::judge_whole(&whole)
+        .into_iter()
+        .map(|(check, mut outcome)| {
+            let started = Instant::now();
+            outcome.resolve_action(check.id());
+            outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+            CheckResult {
+                id: check.id().to_string(),
+                title: check.title().to_string(),
+                group: check.group().to_string(),
+                profile: check.profile(),
+                outcome,
+            }
+        })
+        .collect();
+    let raw: Vec<(u32, Joined, NodeMessage)> = raw
+        .iter()
+        .map(|(r, j, m)| {
+            let mut m = m.clone();
+            for res in &mut m.report.results {
+                res.outcome
+                    .data
+                    .remove(<JobShare as gpucheck_checks::Fact>::KEY);
+            }
+            (*r, j.clone(), m)
+        })
+        .collect();
+    let mut report = fleet_report(fleet, &raw, run_id, strict, results);
+    report.job = true;
+    report
+}
