@@ -331,6 +331,8 @@ majority) and job.straggler (a rank that enters collectives late, again and agai
 decoded without running any of their code.\n\n\
 Exit codes: 0 nothing wrong, 1 a problem is named (or a dump cannot be read), 2 usage, no \
 rank's dump in DIR, or no job running here.\n\n\
+With --nnodes N (and --node-rank, --master-addr, --master-port) on every node: the nodes meet \
+through gpucheck cluster's rendezvous and node rank 0 judges the whole job.\n\n\
 Examples: gpucheck job --pid 41872; gpucheck job --traces /shared/fr-dumps/ --json job.json";
 
 /// `gpucheck job`.
