@@ -41,7 +41,10 @@ Live (`gpucheck job` on the job's node): collectives recorded between the first 
 each named rank's Python frame; without recorders (no worker server), the stacks read at nine \
 moments: the ranks that stayed outside collectives at every moment while the others waited in \
 one are named with their frame (a sleep, the data loader, their own code). Every rank in the \
-same collective at every moment, with no recorder to show whether it finishes, is a warning.",
+same collective at every moment, with no recorder to show whether it finishes, is a warning. \
+Watched on one node of several, a rank of another node is never blamed from here: the node says \
+its ranks wait for ranks elsewhere; with --nnodes on every node, node rank 0 judges the whole \
+job over every node's ranks.",
     judge
 );
 
