@@ -983,7 +983,7 @@ fn across_two_nodes_node_0_names_the_rank_of_the_other_node() {
         "{summary}"
     );
     assert!(
-        summary.contains("rank 3 is asleep in time.sleep"),
+        summary.contains("rank 3 (on node 1 (") && summary.contains(") is asleep in time.sleep"),
         "{summary}"
     );
     // Each node runs its share of the 4 ranks: no node lacks ranks.
@@ -1022,4 +1022,21 @@ fn across_two_nodes_node_0_names_the_rank_of_the_other_node() {
     );
     left_as_it_was(&a, 2, false);
     left_as_it_was(&b, 2, false);
+}
+
+#[test]
+fn the_rank_a_hang_waits_for_is_named_with_its_gpu() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("sleep", 2, WORLD, true, 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let placed = scenario(&job, 3, &[&[0], &[1], &[2]]);
+    let (out, doc) = look_with(&job, &placed, None);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(ranks(&doc, "job.hang"), vec![2], "{}", stdout(&out));
+    let summary = text_field(&doc, "job.hang", "summary");
+    assert!(
+        summary.contains("rank 2 (on GPU 2 (") && summary.contains("00000000:1A:00.0)) is asleep"),
+        "{summary}"
+    );
+    left_as_it_was(&job, WORLD, false);
 }

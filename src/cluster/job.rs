@@ -107,9 +107,15 @@ fn judge(
 ) -> FleetReport {
     let shares: Vec<JobShare> = raw
         .iter()
-        .filter_map(|(_, _, m)| {
+        .filter_map(|(r, _, m)| {
             let traces = m.report.results.iter().find(|r| r.id == "job.traces")?;
-            traces.outcome.fact::<JobShare>()
+            let mut share = traces.outcome.fact::<JobShare>()?;
+            let node = format!("node {r} ({})", m.report.host.hostname);
+            share
+                .ranks
+                .iter_mut()
+                .for_each(|p| p.node = Some(node.clone()));
+            Some(share)
         })
         .collect();
     let whole = Job::merged(shares);

@@ -131,6 +131,24 @@ fn fault_action(error: &crate::machine::Unavailable) -> Action {
     }
 }
 
+/// Each rank's GPU as NVML lists its process ("GPU 3 (uuid, bus id)"),
+/// for the verdicts that name the rank; nothing where NVML cannot say.
+pub fn name_rank_gpus(ctx: &Context, job: &mut Job) {
+    let Some(live) = job.live.as_mut() else {
+        return;
+    };
+    let Ok(gpus) = crate::facts::nvml::inventory_for_run(ctx).gpus() else {
+        return;
+    };
+    let loads = loads(ctx, live, &gpus);
+    for r in &mut live.ranks {
+        r.gpu = loads
+            .iter()
+            .find(|g| g.ranks.contains(&r.rank))
+            .map(|g| format!("GPU {} ({}, {})", g.index, g.uuid, g.bus_id));
+    }
+}
+
 /// Each GPU with the job's ranks on it (NVML's process lists) and how
 /// busy it is.
 fn loads(

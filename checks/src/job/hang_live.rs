@@ -58,9 +58,22 @@ pub fn elsewhere(w: &Wavefront, live: &Live) -> Outcome {
 /// "rank 2 is asleep in time.sleep at train.py:7 (`time.sleep(600)`)".
 pub fn where_is(live: &Live, rank: u32) -> Option<String> {
     let w = live.last_where(rank)?;
+    let on: Vec<&str> = live
+        .rank(rank)
+        .map(|r| {
+            [r.node.as_deref(), r.gpu.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect()
+        })
+        .unwrap_or_default();
+    let who = match on.as_slice() {
+        [] => format!("rank {rank}"),
+        list => format!("rank {rank} (on {})", list.join(", ")),
+    };
     Some(match &w.frame {
-        Some(f) => format!("rank {rank} is {} at {}", w.activity.words(), f.shown()),
-        None => format!("rank {rank} is {}", w.activity.words()),
+        Some(f) => format!("{who} is {} at {}", w.activity.words(), f.shown()),
+        None => format!("{who} is {}", w.activity.words()),
     })
 }
 

@@ -217,7 +217,9 @@ fn job(ctx: &Context) -> Result<Arc<Job>, String> {
         Some(dir) => Job::read(dir)?,
         None if ctx.options.live_job => {
             let o = &ctx.options;
-            Job::watch(o.job_pid, o.kernel_log.as_deref(), o.share_job)?
+            let mut job = Job::watch(o.job_pid, o.kernel_log.as_deref(), o.share_job)?;
+            gpus::name_rank_gpus(ctx, &mut job);
+            job
         }
         None => return Err("no --traces folder was given".to_string()),
     });

@@ -49,6 +49,13 @@ pub struct RankProcess {
     pub fr_buffer: Option<String>,
     /// `CUDA_VISIBLE_DEVICES`, as set.
     pub visible_devices: Option<String>,
+    /// "node 1 (gpu-017)": the node it runs on, when the job was watched on
+    /// several nodes at once (filled by node rank 0).
+    #[serde(default)]
+    pub node: Option<String>,
+    /// "GPU 3 (GPU-8e6..., 00000000:1B:00.0)": the GPU NVML lists it on.
+    #[serde(default)]
+    pub gpu: Option<String>,
     /// The command line, joined (cut to a readable length).
     pub cmd: String,
     /// The folder of the program that runs it (where a venv's py-spy sits).
@@ -219,6 +226,8 @@ fn rank_process(p: &procfs::process::Process, stat: &procfs::process::Stat) -> O
             .or_else(|| var("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"))
             .or_else(|| var("HOME").map(|h| format!("{h}/.cache/torch/comm_lib_trace_rank_"))),
         visible_devices: var("CUDA_VISIBLE_DEVICES"),
+        node: None,
+        gpu: None,
         cmd,
         bin_dir: p
             .cmdline()
