@@ -322,8 +322,8 @@ and WORLD_SIZE in their environment, or --pid's): each rank's Python stack (its 
 else py-spy) and Flight Recorder (its worker server) for 2 s, NVML's process lists and the \
 kernel log's Xids since the job started. Nothing is stopped. job.traces (the ranks and their \
 state), job.hang (the ranks the others wait for, with their frame), job.straggler, job.gpus \
-(each rank's GPU, placement mistakes, Xids since the start), job.nccl_ras (NCCL's RAS, asked \
-once).\n\n\
+(each rank's GPU, placement mistakes, Xids since the start), job.fabric (the RDMA ports its \
+NCCL_IB_HCA selects that are down), job.nccl_ras (NCCL's RAS, asked once).\n\n\
 With --traces DIR: reads every file in DIR whose name ends in a rank number (rank_0, \
 nccl_trace_rank_7, fr_3.json), pickle or JSON, and judges the job: job.traces (which ranks left \
 a readable dump), job.hang (the ranks at the wavefront of a hang or desync, never the waiting \

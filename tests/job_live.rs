@@ -1040,3 +1040,42 @@ fn the_rank_a_hang_waits_for_is_named_with_its_gpu() {
     );
     left_as_it_was(&job, WORLD, false);
 }
+
+#[test]
+fn an_rdma_port_the_jobs_nccl_uses_down_is_named() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    RANK_ENV.with(|e| *e.borrow_mut() = "NCCL_IB_HCA=mlx5_0,mlx5_3 ".to_string());
+    let job = start("healthy", -1, WORLD, true, 3);
+    RANK_ENV.with(|e| e.borrow_mut().clear());
+    // A node whose mlx5_3 port is DOWN (tests/fixtures/sysfs/port_down).
+    let look_at = |sysfs: &str| {
+        let out = gpucheck()
+            .args([
+                "job",
+                "--pid",
+                &job.launcher.id().to_string(),
+                "--json",
+                "-",
+            ])
+            .env(
+                "GPUCHECK_SYSFS_ROOT",
+                root().join("tests/fixtures/sysfs").join(sysfs),
+            )
+            .output()
+            .unwrap();
+        let doc = assert_valid_json_report(&stdout(&out));
+        (out, doc)
+    };
+    let (out, doc) = look_at("port_down");
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(status_of(&doc, "job.fabric"), "fail", "{}", stdout(&out));
+    let summary = text_field(&doc, "job.fabric", "summary");
+    assert!(
+        summary.contains("mlx5_3/1") && summary.contains("DOWN"),
+        "{summary}"
+    );
+    assert_eq!(result(&doc, "job.fabric")["action"], "service_hardware");
+    let (out, doc) = look_at("ndr_active");
+    assert_ne!(status_of(&doc, "job.fabric"), "fail", "{}", stdout(&out));
+    left_as_it_was(&job, WORLD, true);
+}

@@ -171,6 +171,7 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("job.straggler", Action::RestartJob),
     ("job.gpus", Action::RestartJob),
     ("job.nccl_ras", Action::RestartJob),
+    ("job.fabric", Action::ServiceHardware),
 ];
 
 /// The default action of a check (`fix_config` for an id no table line

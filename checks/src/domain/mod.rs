@@ -8,6 +8,7 @@ pub mod action;
 pub mod compat;
 pub mod cuda_devices;
 pub mod flight;
+pub mod hca;
 pub mod hostlist;
 pub mod job;
 pub mod launch;

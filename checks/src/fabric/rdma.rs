@@ -4,6 +4,7 @@
 //! ports that exist and are up.
 
 use crate::domain::action::Action;
+pub use crate::domain::hca::HcaFilter;
 use crate::domain::text::{counted, list_cut, quote_value};
 use crate::findings::Findings;
 use crate::probe::host::env_lossy;
@@ -117,52 +118,6 @@ impl Check for Rdma {
             multi_node,
             datacentre_gpu,
         })
-    }
-}
-
-/// NCCL_IB_HCA as NCCL reads it: an optional `^` (exclude the list), an
-/// optional `=` (exact names instead of prefixes), then comma-separated
-/// `device[:port]` entries (NCCL environment variables documentation).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HcaFilter {
-    pub exclude: bool,
-    pub exact: bool,
-    pub entries: Vec<(String, Option<u32>)>,
-}
-
-impl HcaFilter {
-    pub fn parse(value: &str) -> HcaFilter {
-        let v = value.trim();
-        let (exclude, v) = v.strip_prefix('^').map_or((false, v), |r| (true, r));
-        let (exact, v) = v.strip_prefix('=').map_or((false, v), |r| (true, r));
-        let entries = v
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .map(|e| match e.split_once(':') {
-                Some((name, port)) => (name.to_string(), port.trim().parse().ok()),
-                None => (e.to_string(), None),
-            })
-            .collect();
-        HcaFilter {
-            exclude,
-            exact,
-            entries,
-        }
-    }
-
-    fn entry_matches(&self, (name, port): &(String, Option<u32>), p: &RdmaPort) -> bool {
-        let name_ok = if self.exact {
-            p.device == *name
-        } else {
-            p.device.starts_with(name.as_str())
-        };
-        name_ok && port.is_none_or(|n| n == p.port)
-    }
-
-    /// Whether NCCL will use this port.
-    pub fn selects(&self, p: &RdmaPort) -> bool {
-        self.entries.iter().any(|e| self.entry_matches(e, p)) != self.exclude
     }
 }
 

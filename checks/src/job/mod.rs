@@ -17,6 +17,7 @@ use crate::domain::job::{self, Membership};
 use crate::probe::fr_dump;
 use crate::{Check, Context, Outcome, Profile};
 
+mod fabric;
 mod gpus;
 mod hang;
 mod hang_live;
@@ -26,6 +27,7 @@ mod straggler;
 mod traces;
 mod watched;
 
+pub use fabric::Fabric;
 pub use gpus::Gpus;
 pub use hang::Hang;
 pub use ras::NcclRas;
@@ -33,7 +35,7 @@ pub use straggler::Straggler;
 pub use traces::Traces;
 
 /// Every job check, in run order.
-pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler, &Gpus, &NcclRas];
+pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler, &Gpus, &Fabric, &NcclRas];
 
 /// The job checks of `gpucheck job --traces DIR` (the rest need the node
 /// the job runs on).

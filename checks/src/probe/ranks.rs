@@ -39,6 +39,9 @@ pub struct RankProcess {
     /// rank's HOME; the rank number is appended.
     #[serde(default)]
     pub dump_prefix: Option<String>,
+    /// `NCCL_IB_HCA`, as set: the RDMA ports the job's NCCL may use.
+    #[serde(default)]
+    pub ib_hca: Option<String>,
     /// `NCCL_RAS_ADDR`, as set: where the job's NCCL RAS listens.
     #[serde(default)]
     pub ras_addr: Option<String>,
@@ -218,6 +221,7 @@ fn rank_process(p: &procfs::process::Process, stat: &procfs::process::Stat) -> O
         state: stat.state,
         worker_socket: var("TORCH_WORKER_SERVER_SOCKET"),
         fr_buffer: var("TORCH_FR_BUFFER_SIZE").or_else(|| var("TORCH_NCCL_TRACE_BUFFER_SIZE")),
+        ib_hca: var("NCCL_IB_HCA"),
         ras_addr: var("NCCL_RAS_ADDR"),
         ras_off: var("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0"),
         dump_pipe: var("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
