@@ -890,6 +890,7 @@ fn nccl_ras_is_asked_once_and_its_faults_named() {
     );
     left_as_it_was(&job, WORLD, true);
     let _ = std::fs::remove_dir_all(&dir);
+    drop(job);
 
     // Nothing listening on the job's RAS address: skipped, not an error.
     let job = start("healthy", -1, WORLD, true, 3);

@@ -74,10 +74,12 @@ pub fn judge(job: &Job) -> Outcome {
     if let Some(live) = &job.live {
         // Watched on one node of several: a rank of another node is not
         // blamed from here, where nothing of it was seen.
-        if !w.blamed.iter().any(|b| live.rank(b.rank).is_some()) {
+        if !w.blamed.is_empty() && !w.blamed.iter().any(|b| live.rank(b.rank).is_some()) {
             return hang_live::elsewhere(&w, live).with_ranks(Vec::new(), Some(collective));
         }
-        w.blamed.retain(|b| live.rank(b.rank).is_some());
+        if !w.blamed.is_empty() {
+            w.blamed.retain(|b| live.rank(b.rank).is_some());
+        }
     }
     let (mut summary, hint) = words(&w);
     if let Some(live) = &job.live {

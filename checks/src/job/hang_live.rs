@@ -256,8 +256,13 @@ mod tests {
     /// The `skip` fixture (rank 2 never joined all_reduce #6) as node A of a
     /// two-node job sees it: its own ranks' recorders, and `here` running.
     fn watched(here: &[u32]) -> Job {
+        watched_case("skip-json", here)
+    }
+
+    fn watched_case(case: &str, here: &[u32]) -> Job {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/flight_recorder/skip-json");
+            .join("../tests/fixtures/flight_recorder")
+            .join(case);
         let mut job = Job::read(&dir).expect("the fixture reads");
         job.traces.retain(|t| here.contains(&t.rank));
         let ranks: Vec<u32> = job.traces.iter().map(|t| t.rank).collect();
@@ -295,6 +300,15 @@ mod tests {
             .as_deref()
             .unwrap_or("")
             .contains("gpucheck job` on the nodes of rank 2"));
+    }
+
+    #[test]
+    fn every_rank_here_stuck_alike_is_not_a_code_path_not_another_node() {
+        let o = super::super::hang::judge(&watched_case("all_stuck-json", &[0, 1, 2]));
+        assert_eq!(o.status, Status::Fail);
+        assert!(o.ranks.is_empty());
+        assert!(o.summary.contains("not a code path"), "{}", o.summary);
+        assert!(!o.summary.contains("other nodes"), "{}", o.summary);
     }
 
     #[test]
