@@ -1,8 +1,6 @@
 //! NCCL_IB_HCA as NCCL reads it, shared by fabric.rdma (the node before a
 //! job) and job.fabric (the node under a running job).
 
-use crate::probe::sysfs::RdmaPort;
-
 /// NCCL_IB_HCA as NCCL reads it: an optional `^` (exclude the list), an
 /// optional `=` (exact names instead of prefixes), then comma-separated
 /// `device[:port]` entries (NCCL environment variables documentation).
@@ -35,17 +33,25 @@ impl HcaFilter {
     }
 
     /// Whether one `device[:port]` entry names this port.
-    pub fn entry_matches(&self, (name, port): &(String, Option<u32>), p: &RdmaPort) -> bool {
+    pub fn entry_matches(
+        &self,
+        (name, port): &(String, Option<u32>),
+        device: &str,
+        p: u32,
+    ) -> bool {
         let name_ok = if self.exact {
-            p.device == *name
+            device == name
         } else {
-            p.device.starts_with(name.as_str())
+            device.starts_with(name.as_str())
         };
-        name_ok && port.is_none_or(|n| n == p.port)
+        name_ok && port.is_none_or(|n| n == p)
     }
 
     /// Whether NCCL will use this port.
-    pub fn selects(&self, p: &RdmaPort) -> bool {
-        self.entries.iter().any(|e| self.entry_matches(e, p)) != self.exclude
+    pub fn selects(&self, device: &str, port: u32) -> bool {
+        self.entries
+            .iter()
+            .any(|e| self.entry_matches(e, device, port))
+            != self.exclude
     }
 }

@@ -163,7 +163,7 @@ pub fn evaluate(f: &RdmaFacts) -> Outcome {
     }
     let selected: Vec<&RdmaPort> = ports
         .iter()
-        .filter(|p| filter.as_ref().is_none_or(|h| h.selects(p)))
+        .filter(|p| filter.as_ref().is_none_or(|h| h.selects(&p.device, p.port)))
         .collect();
     let mut findings = Findings::new();
     if let (Some(value), Some(h)) = (f.nccl_ib_hca.as_deref(), filter.as_ref()) {
@@ -244,7 +244,7 @@ fn hca_findings(findings: &mut Findings, value: &str, h: &HcaFilter, ports: &[Rd
                 `mlx5_0:1,mlx5_1:1`, or `=mlx5_0` for an exact name), or unset it";
     if !h.exclude {
         for e in &h.entries {
-            if !ports.iter().any(|p| h.entry_matches(e, p)) {
+            if !ports.iter().any(|p| h.entry_matches(e, &p.device, p.port)) {
                 let name = match e.1 {
                     Some(port) => format!("{}:{port}", e.0),
                     None => e.0.clone(),
@@ -261,7 +261,7 @@ fn hca_findings(findings: &mut Findings, value: &str, h: &HcaFilter, ports: &[Rd
             }
         }
     }
-    if !ports.iter().any(|p| h.selects(p)) {
+    if !ports.iter().any(|p| h.selects(&p.device, p.port)) {
         findings.add(
             Status::Fail,
             format!(
@@ -411,7 +411,7 @@ fn port_table(ports: &[RdmaPort], filter: Option<&HcaFilter>) -> DataTable {
                     None => n.name.clone(),
                 })
                 .collect();
-            let used = filter.is_none_or(|h| h.selects(p));
+            let used = filter.is_none_or(|h| h.selects(&p.device, p.port));
             vec![
                 port_name(p),
                 p.state.as_deref().map_or("?", state_word).to_string(),
@@ -695,11 +695,17 @@ mod tests {
     #[test]
     fn hca_syntax_follows_nccl() {
         let p = active("mlx5_10");
-        assert!(HcaFilter::parse("mlx5_1").selects(&p), "prefix match");
-        assert!(!HcaFilter::parse("=mlx5_1").selects(&p), "exact match");
-        assert!(!HcaFilter::parse("^mlx5").selects(&p));
-        assert!(HcaFilter::parse("mlx5_10:1").selects(&p));
-        assert!(!HcaFilter::parse("mlx5_10:2").selects(&p));
+        assert!(
+            HcaFilter::parse("mlx5_1").selects(&p.device, p.port),
+            "prefix match"
+        );
+        assert!(
+            !HcaFilter::parse("=mlx5_1").selects(&p.device, p.port),
+            "exact match"
+        );
+        assert!(!HcaFilter::parse("^mlx5").selects(&p.device, p.port));
+        assert!(HcaFilter::parse("mlx5_10:1").selects(&p.device, p.port));
+        assert!(!HcaFilter::parse("mlx5_10:2").selects(&p.device, p.port));
     }
 
     #[test]

@@ -60,7 +60,10 @@ was judged from dumps."
 /// The ports `hca` selects that are not up, as a verdict.
 pub fn judge(hca: &str, ports: &[RdmaPort]) -> Outcome {
     let filter = HcaFilter::parse(hca);
-    let selected: Vec<&RdmaPort> = ports.iter().filter(|p| filter.selects(p)).collect();
+    let selected: Vec<&RdmaPort> = ports
+        .iter()
+        .filter(|p| filter.selects(&p.device, p.port))
+        .collect();
     if selected.is_empty() {
         return Outcome::fail(
             format!("NCCL_IB_HCA={hca} selects no RDMA port of this node"),
