@@ -24,4 +24,5 @@ pub mod stats;
 pub mod sxid;
 pub mod text;
 pub mod visible_devices;
+pub mod watch;
 pub mod xid;

@@ -5,6 +5,7 @@ pub mod burn;
 pub mod copy_bandwidth;
 pub mod cuda;
 pub mod ddp;
+pub mod exits;
 pub mod fr_dump;
 pub mod fr_pickle;
 pub mod host;
