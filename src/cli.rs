@@ -379,6 +379,8 @@ pub struct JobArgs {
     /// Per-check timeout in seconds, overriding every job check's default (60).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub watch: WatchFlags,
     /// Watch the job on every node at once (run on each, with --nnodes ...): node rank 0
     /// gathers every node's ranks through the same rendezvous as `gpucheck cluster` and
     /// judges the whole job.
@@ -386,6 +388,46 @@ pub struct JobArgs {
     pub cluster: ClusterFlags,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// What a watch does when the diagnosis confirms a hang.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnHang {
+    /// Write the reports and keep watching (a hang that clears is said to have cleared).
+    Report,
+    /// Ask the hung ranks' recorders to dump, keep the capture, then end the job (SIGTERM to
+    /// the launcher's process group, SIGKILL after 10 s) and exit 124.
+    Stop,
+}
+
+/// `--watch` and its options (`gpucheck exec`, `gpucheck job`).
+#[derive(Debug, Clone, Args)]
+pub struct WatchFlags {
+    /// Keep watching the running job: name a crashed rank, a hang or a straggler within
+    /// seconds, as it happens, with no change to the training code.
+    #[arg(long, help_heading = "Watch")]
+    pub watch: bool,
+    /// Suspect a hang when the ranks waiting in a collective have not moved for SECONDS
+    /// (default: the larger of 60 s and 5 times the longest wait seen to end).
+    #[arg(long, value_name = "SECONDS", requires = "watch", value_parser = parse_hang_after, help_heading = "Watch")]
+    pub hang_after: Option<f64>,
+    /// What to do once a hang is confirmed.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "report",
+        requires = "watch",
+        help_heading = "Watch"
+    )]
+    pub on_hang: OnHang,
+}
+
+/// `--hang-after`: a number of seconds, at least 1.
+fn parse_hang_after(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds from 1 to 86400")),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -401,6 +443,10 @@ pub struct ExecArgs {
     pub cluster: bool,
     #[command(flatten)]
     pub cluster_flags: ClusterFlags,
+    /// Under --watch, gpucheck stays CMD's parent (CMD runs in a process group of its own,
+    /// the signals gpucheck gets are passed on to it) and exits with CMD's exit code.
+    #[command(flatten)]
+    pub watch: WatchFlags,
     /// The command to run when the checks pass. Passed on byte for byte
     /// (arguments need not be UTF-8).
     #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(std::ffi::OsString))]

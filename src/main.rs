@@ -41,6 +41,7 @@ mod pipeline;
 mod progress;
 mod report;
 mod runner;
+mod watch;
 
 use cli::{Cli, Command, ExecArgs, JobArgs, ListFormat, OnFail, RunArgs};
 use pipeline::{Shown, Sink};
@@ -343,9 +344,43 @@ fn job(args: &JobArgs) -> anyhow::Result<u8> {
     if args.cluster.identity_given() {
         return cluster::job(args);
     }
+    if args.watch.watch {
+        return job_watch(args);
+    }
     let plan = pipeline::job_plan(args)?;
     let run = pipeline::execute(&plan, args.output.strict);
     pipeline::report(plan, &run, Shown::from(&args.output), Sink::Stdout)
+}
+
+/// `gpucheck job --watch`: watch the job running here until it ends.
+fn job_watch(args: &JobArgs) -> anyhow::Result<u8> {
+    if args.traces.is_some() || args.replay.is_some() {
+        return Err(UsageError(
+            "--watch looks at a running job: it takes no --traces or --replay".into(),
+        )
+        .into());
+    }
+    if args.cluster.identity_given() {
+        return Err(UsageError(
+            "--watch across nodes (--nnodes ...) is not available yet: run gpucheck job --watch \
+             on each node"
+                .into(),
+        )
+        .into());
+    }
+    // The same checks of paths as a look, before anything is watched.
+    pipeline::job_plan(args)?;
+    gpucheck_checks::probe::ranks::find(args.pid)
+        .map_err(|e| UsageError(format!("no job to watch: {e}")))?;
+    let settings = watch::Settings {
+        flags: args.watch.clone(),
+        output: args.output.clone(),
+        capture: args.capture.clone(),
+        nvml_lib: args.nvml_lib.clone(),
+        kernel_log: args.kernel_log.clone(),
+    };
+    process::become_subreaper();
+    watch::watch(watch::Target::Attached(args.pid), &settings)
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
@@ -407,7 +442,68 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
             "gpucheck: checks failed; running {program} anyway (--on-fail warn)"
         ));
     }
+    if args.watch.watch {
+        return run_watched(args, &argv, &program, notes);
+    }
     become_command(&argv, &program, notes)
+}
+
+/// `exec --watch`: start CMD as a child in a process group of its own
+/// (handed the terminal when gpucheck has it), watch it, and exit with its
+/// exit code (or 124 when the watch ended it hung).
+fn run_watched(
+    args: &ExecArgs,
+    argv: &[CString],
+    program: &str,
+    notes: bool,
+) -> anyhow::Result<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let env = prepared_env(notes);
+    let mut cmd = std::process::Command::new(std::ffi::OsStr::from_bytes(argv[0].as_bytes()));
+    cmd.args(
+        argv[1..]
+            .iter()
+            .map(|a| std::ffi::OsStr::from_bytes(a.as_bytes())),
+    );
+    cmd.env_clear();
+    for kv in &env {
+        let kv = kv.as_bytes();
+        if let Some(eq) = kv.iter().position(|b| *b == b'=') {
+            let (k, v) = (&kv[..eq], &kv[eq + 1..]);
+            cmd.env(
+                std::ffi::OsStr::from_bytes(k),
+                std::ffi::OsStr::from_bytes(v),
+            );
+        }
+    }
+    cmd.process_group(0);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            if notes {
+                say!("gpucheck: cannot run {program}: {e}");
+            }
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    let pid = child.id() as i32;
+    let terminal = watch::hand_terminal(pid);
+    let settings = watch::Settings {
+        flags: args.watch.clone(),
+        output: args.run.output.clone(),
+        capture: args.run.capture.clone(),
+        nvml_lib: args.run.nvml_lib.clone(),
+        kernel_log: args.run.kernel_log.clone(),
+    };
+    process::become_subreaper();
+    let code = watch::watch(watch::Target::Child(pid), &settings);
+    watch::take_terminal(terminal);
+    code
 }
 
 /// Whether the main stream carries the table: no report asked for `-` and

@@ -364,9 +364,19 @@ impl Outputs {
 
     /// Write the file reports; the error names the file that failed.
     pub fn write_files(self, run: &Run) -> Result<(), String> {
+        self.write_files_with(run, |_, text| text)
+    }
+
+    /// [`Outputs::write_files`], each report's text passed through `more`
+    /// (the watch adds its own series to the Prometheus report).
+    pub fn write_files_with(
+        self,
+        run: &Run,
+        more: impl Fn(Format, String) -> String,
+    ) -> Result<(), String> {
         let mut first_error = Ok(());
         for (format, file) in self.files {
-            let text = format.render(run, Style::default());
+            let text = more(format, format.render(run, Style::default()));
             let path = file.path.clone();
             match file.write(&text) {
                 // Stopped by a signal while no one read it: the run's exit

@@ -308,6 +308,29 @@ pub fn execute(plan: &Plan, strict: bool) -> Run {
     run
 }
 
+/// A run made of results judged outside the runner (a watch's): this
+/// machine's host facts, the counts and exit code the results give.
+pub fn run_of(profile: Profile, results: Vec<CheckResult>, started_at_unix: u64) -> Run {
+    let counts = Run::count(&results);
+    let duration_ms = results.iter().map(|r| r.outcome.duration_ms).sum();
+    Run {
+        format_version: model::FORMAT_VERSION,
+        tool: "gpucheck".to_string(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        profile,
+        only: Vec::new(),
+        strict: false,
+        started_at_unix,
+        duration_ms,
+        host: host_facts(None),
+        results,
+        counts,
+        interrupted: None,
+        unverified: Vec::new(),
+        exit_code: Run::exit_code_for(&counts, false),
+    }
+}
+
 /// The checks whose skip makes the run not ready: every check when all
 /// skipped, else those `--only` named by id. A profile's routine skips (no
 /// InfiniBand on a single box) beside checks that ran stay skips.

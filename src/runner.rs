@@ -328,6 +328,13 @@ pub fn ignore_sigpipe() {
     }
 }
 
+/// The stop signal that arrived since the last call, if any, cleared (a
+/// watch passes each on to its command and goes on).
+pub fn take_interrupt() -> Option<i32> {
+    let sig = INTERRUPTED.get()?.swap(0, Ordering::SeqCst);
+    (sig != 0).then_some(sig as i32)
+}
+
 /// The signal that stopped the run, if any ("SIGINT").
 pub fn interrupted() -> Option<String> {
     let sig = INTERRUPTED.get()?.load(Ordering::SeqCst);

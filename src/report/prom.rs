@@ -314,6 +314,49 @@ impl Reporter for Prom {
     }
 }
 
+/// A watch's own series (`gpucheck exec --watch --prom FILE`), after the
+/// run's: per rank, the seconds since it last moved and whether it
+/// straggles; the hang threshold in force. Pure: from the watch's memory.
+pub fn watch_series(watcher: &gpucheck_checks::domain::watch::Watcher) -> String {
+    let mut out = String::new();
+    let profile = "profile=\"job\"";
+    let _ = writeln!(
+        out,
+        "# HELP gpucheck_watch_hang_after_seconds How long the ranks waiting in a collective may stay still before a hang is suspected.\n\
+         # TYPE gpucheck_watch_hang_after_seconds gauge\n\
+         gpucheck_watch_hang_after_seconds{{{profile}}} {}",
+        watcher.hang_after_s()
+    );
+    let still = watcher.still_for();
+    if still.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "# HELP gpucheck_watch_rank_still_seconds Seconds since the rank last moved (its recorder, its stack or its CPU time).\n\
+         # TYPE gpucheck_watch_rank_still_seconds gauge"
+    );
+    for (rank, s) in &still {
+        let _ = writeln!(
+            out,
+            "gpucheck_watch_rank_still_seconds{{{profile},rank=\"{rank}\"}} {s:.1}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP gpucheck_watch_rank_straggler 1 when the rank is caught outside collectives while the others wait, again and again.\n\
+         # TYPE gpucheck_watch_rank_straggler gauge"
+    );
+    for (rank, _) in &still {
+        let late = u8::from(watcher.stragglers().contains(rank));
+        let _ = writeln!(
+            out,
+            "gpucheck_watch_rank_straggler{{{profile},rank=\"{rank}\"}} {late}"
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -219,7 +219,7 @@ impl Watcher {
         let mut events = Vec::new();
         events.extend(self.judge_hang(now_s, samples));
         events.extend(self.judge_pause(now_s, samples));
-        events.extend(self.judge_stragglers(samples));
+        events.extend(self.judge_stragglers(now_s, samples));
         events
     }
 
@@ -282,7 +282,10 @@ impl Watcher {
                     .fold(f64::INFINITY, f64::min),
             });
         }
-        if held && !self.busy_said {
+        // Said once the others work for real (moved at this very sample),
+        // not while a rank only just stopped outside a collective.
+        let working = busy.iter().any(|(r, _)| self.still_s(*r, now_s) == 0.0);
+        if held && working && !self.busy_said {
             self.busy_said = true;
             let for_s = self.still_s(waiting[0].rank, now_s);
             return Some(Event::WaitingOnBusy {
@@ -323,8 +326,13 @@ impl Watcher {
         })
     }
 
-    fn judge_stragglers(&mut self, samples: &[Sample]) -> Vec<Event> {
-        let any_waits = samples.iter().any(waits);
+    fn judge_stragglers(&mut self, now_s: f64, samples: &[Sample]) -> Vec<Event> {
+        // A sample counts while the collectives move (a waiting rank moved
+        // since the last one): a rank outside them during a hang is no
+        // straggler.
+        let any_waits = samples
+            .iter()
+            .any(|s| waits(s) && self.still_s(s.rank, now_s) == 0.0);
         let outside: Vec<u32> = samples
             .iter()
             .filter(|s| s.at.is_some() && !waits(s))
@@ -388,6 +396,12 @@ impl Watcher {
             oom: e.oom,
             last,
         })
+    }
+
+    /// A rank's process ended in a way that says nothing of the job (the
+    /// watch or its user ended the job): forgotten, no event.
+    pub fn forget(&mut self, rank: u32) {
+        self.tracks.remove(&rank);
     }
 
     /// The first rank that ended with a failure, if any did.

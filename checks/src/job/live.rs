@@ -258,6 +258,28 @@ fn py_spy(r: &RankProcess, sample: u32) -> Result<(Vec<stacks::Thread>, &'static
     Ok((stacks::from_pyspy(&json)?, "py-spy"))
 }
 
+/// The seam's sample number of the watch's reads: one key a rank, so a
+/// watch under `--capture` keeps only its latest answer in memory.
+const WATCH_SAMPLE: u32 = u32::MAX;
+
+/// Where the rank's main thread is now (`job.watch`'s samples).
+pub fn where_now(r: &RankProcess) -> Result<Where, String> {
+    stack(r, WATCH_SAMPLE).map(|(w, _)| w)
+}
+
+/// The running number of the rank's recorder (entries recorded plus
+/// retired), from a live source only: its worker server or its dump pipe.
+/// A dump the rank wrote earlier says nothing of its progress now.
+pub fn recorder_progress(r: &RankProcess) -> Option<u64> {
+    if r.worker_socket.is_none() && r.dump_pipe.is_none() {
+        return None;
+    }
+    let (trace, _) = recorder(r, WATCH_SAMPLE);
+    let t = trace?.ok()?;
+    let id = t.entries.iter().map(|e| e.record_id + 1).max().unwrap_or(0);
+    Some(id + t.entries.iter().filter(|e| e.retired).count() as u64)
+}
+
 /// Collectives recorded between the looks, summed over the ranks whose
 /// recorder was read at both (by the recorder's own running number).
 fn progress(first: &[Look], second: &[Look]) -> Option<u64> {

@@ -25,6 +25,7 @@ pub mod live;
 mod ras;
 mod straggler;
 mod traces;
+pub mod watch;
 mod watched;
 
 pub use fabric::Fabric;
@@ -33,6 +34,7 @@ pub use hang::Hang;
 pub use ras::NcclRas;
 pub use straggler::Straggler;
 pub use traces::Traces;
+pub use watch::Watch;
 
 /// Every job check, in run order.
 pub static JOB_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler, &Gpus, &Fabric, &NcclRas];
