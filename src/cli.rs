@@ -54,7 +54,10 @@ pub enum Command {
         after_help = "On pass, gpucheck execs CMD (it keeps gpucheck's PID and gets the \
 signals). On fail, the report goes to stderr and gpucheck exits 1 without running CMD, unless \
 --on-fail warn. Interrupted during the checks (Ctrl-C, SIGTERM, SIGHUP or another stop signal), it exits 1 without running CMD. \
-If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
+If CMD cannot be started, the exit code is 127 (not found) or 126.\n\nWith --watch, gpucheck stays CMD's \
+parent and watches the job: a crashed rank, a hang (diagnosed as gpucheck job does) or a straggler is \
+named on stderr within seconds; gpucheck exits with CMD's exit code, or 124 when --on-hang stop \
+ended a hung job.\n\nExample: gpucheck exec --profile quick -- torchrun --nproc-per-node 8 train.py"
     )]
     #[command(
         mut_arg("json", |a| a.help("Also write the JSON report to FILE (- for stderr: stdout belongs to CMD).")),
@@ -333,7 +336,10 @@ Exit codes: 0 nothing wrong, 1 a problem is named (or a dump cannot be read), 2 
 rank's dump in DIR, or no job running here.\n\n\
 With --nnodes N (and --node-rank, --master-addr, --master-port) on every node: the nodes meet \
 through gpucheck cluster's rendezvous and node rank 0 judges the whole job.\n\n\
-Examples: gpucheck job --pid 41872; gpucheck job --traces /shared/fr-dumps/ --json job.json";
+With --watch: keeps watching the running job until it ends, naming a crashed rank, a hang (then \
+diagnosed as above) or a straggler as it happens; exit 124 when --on-hang stop ended a hung job.\n\n\
+Examples: gpucheck job --pid 41872; gpucheck job --traces /shared/fr-dumps/ --json job.json; \
+gpucheck job --watch --hang-after 120";
 
 /// `gpucheck job`.
 #[derive(Debug, Clone, Args)]

@@ -368,10 +368,18 @@ fn job_watch(args: &JobArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
-    // The same checks of paths as a look, before anything is watched.
+    // The same checks of paths as a look, before anything is watched. A
+    // --pid whose ranks are not started yet (a launcher starting) is
+    // waited for; without --pid a job must run here already.
     pipeline::job_plan(args)?;
-    gpucheck_checks::probe::ranks::find(args.pid)
-        .map_err(|e| UsageError(format!("no job to watch: {e}")))?;
+    let found = gpucheck_checks::probe::ranks::find(args.pid);
+    let pid_alive =
+        |pid: i32| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    match (args.pid, found) {
+        (Some(pid), Err(_)) if pid_alive(pid) => {}
+        (_, Err(e)) => return Err(UsageError(format!("no job to watch: {e}")).into()),
+        (_, Ok(_)) => {}
+    }
     let settings = watch::Settings {
         flags: args.watch.clone(),
         output: args.output.clone(),
@@ -644,6 +652,9 @@ fn fleet_checks() -> impl Iterator<Item = &'static dyn gpucheck_checks::Check> {
         .iter()
         .map(|c| *c as &dyn gpucheck_checks::Check)
         .chain(gpucheck_checks::job::JOB_CATALOG.iter().copied())
+        .chain(std::iter::once(
+            &gpucheck_checks::job::Watch as &dyn gpucheck_checks::Check,
+        ))
 }
 
 /// Every line of `text` wrapped to `width` columns, continued under its own
@@ -699,6 +710,8 @@ fn explain_text(check: &dyn gpucheck_checks::Check) -> String {
     };
     let runs_in = if gpucheck_checks::fleet::find(check.id()).is_some() {
         Some("gpucheck cluster, on node rank 0, over every node's report")
+    } else if check.id() == "job.watch" {
+        Some("gpucheck exec --watch and gpucheck job --watch, while the job runs")
     } else if gpucheck_checks::job::find(check.id()).is_some() {
         Some("gpucheck job, on a running job's node or over its Flight Recorder dumps")
     } else {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpucheck_checks::domain::watch::{Ended, Event, Exit, Watcher};
 use gpucheck_checks::job::watch::{self as watch_check, Last, Verdict};
-use gpucheck_checks::probe::exits::ExitWatch;
+use gpucheck_checks::probe::exits::ExitThread;
 use gpucheck_checks::probe::process;
 use gpucheck_checks::probe::ranks::{self, RankProcess};
 use gpucheck_checks::{Check, Outcome, Status};
@@ -76,7 +76,7 @@ struct State<'a> {
     start: Instant,
     watcher: Watcher,
     verdict: Verdict,
-    exits: ExitWatch,
+    exits: ExitThread,
     ranks: Vec<RankProcess>,
     last: BTreeMap<u32, Last>,
     round: u64,
@@ -124,7 +124,7 @@ impl<'a> State<'a> {
             start: Instant::now(),
             watcher: Watcher::new(s.flags.hang_after),
             verdict: Verdict::default(),
-            exits: ExitWatch::default(),
+            exits: ExitThread::start(),
             ranks: Vec::new(),
             last: BTreeMap::new(),
             round: 0,
@@ -228,11 +228,19 @@ impl<'a> State<'a> {
         u8::from(failed)
     }
 
+    /// An attached watch's job is gone: its ranks ended a while ago, or
+    /// `--pid`'s process ended before any rank was seen.
     fn job_gone(&self) -> bool {
-        matches!(self.target, Target::Attached(_))
-            && self
-                .last_seen
-                .is_some_and(|t| self.ranks.is_empty() && t.elapsed() > GONE_AFTER)
+        let Target::Attached(pid) = self.target else {
+            return false;
+        };
+        if !self.ranks.is_empty() {
+            return false;
+        }
+        match self.last_seen {
+            Some(t) => t.elapsed() > GONE_AFTER,
+            None => pid.is_some_and(|p| !alive(p)),
+        }
     }
 
     /// Find the job's ranks when none is known, one ended, or a while passed.

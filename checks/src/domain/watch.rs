@@ -9,8 +9,10 @@
 //! The rules, each chosen so that a healthy job is never called hung:
 //! - A rank moved between two samples when its recorder's running number
 //!   changed (where the recorder is read at both), else when its main
-//!   thread's place changed or it used more than [`BUSY_CPU_SHARE`] of a
-//!   core: a rank computing, writing a checkpoint or compiling moves.
+//!   thread ran at all (a context switch: a thread blocked in a collective,
+//!   a sleep or a stop makes none, a training loop some at every step),
+//!   used more than [`BUSY_CPU_SHARE`] of a core, or its stack's place
+//!   changed.
 //! - A hang is suspected when at least one rank waits on its peers (in a
 //!   collective, or in backward under DDP), every waiting rank has been
 //!   still for `hang_after`, and no rank outside a collective moved in that
@@ -54,8 +56,10 @@ pub struct Sample {
     pub rank: u32,
     /// /proc's state letter (R, S, D, T, Z).
     pub state: char,
-    /// CPU time used so far (user + system), in seconds.
+    /// Its main thread's CPU time so far (user + system), in seconds.
     pub cpu_s: f64,
+    /// Its main thread's context switches so far, where /proc shows them.
+    pub switches: Option<u64>,
     /// Where its main thread was, when its stack was read.
     pub at: Option<Where>,
     /// Its recorder's running number (entries recorded + retired), when read.
@@ -83,9 +87,10 @@ impl Exit {
         }
     }
 
-    /// An exit that is no failure of the rank's own.
-    pub fn is_clean(self) -> bool {
-        self == Exit::Code(0)
+    /// A failure of the rank's own: a non-zero code or a signal. An end
+    /// whose status was not seen is none: nothing says it failed.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Exit::Code(c) if c != 0) || matches!(self, Exit::Signal(_))
     }
 }
 
@@ -378,9 +383,9 @@ impl Watcher {
     /// end after it are the launcher's teardown; a clean exit is no event.
     pub fn ended(&mut self, e: Ended) -> Option<Event> {
         let last = self.tracks.remove(&e.rank).and_then(|t| t.last.at);
-        let crashed_before = self.ended.iter().any(|x| !x.exit.is_clean());
+        let crashed_before = self.ended.iter().any(|x| x.exit.is_failure());
         self.ended.push(e.clone());
-        if e.exit.is_clean() {
+        if !e.exit.is_failure() {
             return None;
         }
         if crashed_before {
@@ -406,7 +411,7 @@ impl Watcher {
 
     /// The first rank that ended with a failure, if any did.
     pub fn first_crash(&self) -> Option<&Ended> {
-        self.ended.iter().find(|e| !e.exit.is_clean())
+        self.ended.iter().find(|e| e.exit.is_failure())
     }
 }
 
@@ -421,7 +426,8 @@ fn moved(before: &Sample, now: &Sample, dt_s: f64) -> bool {
         return a != b;
     }
     let busy = now.cpu_s - before.cpu_s > BUSY_CPU_SHARE * dt_s.max(f64::EPSILON);
-    busy || (before.at.is_some() && now.at.is_some() && before.at != now.at)
+    let woke = matches!((before.switches, now.switches), (Some(a), Some(b)) if a != b);
+    busy || woke || (before.at.is_some() && now.at.is_some() && before.at != now.at)
 }
 
 /// The collective the waiting ranks are in ("all_reduce", "backward").
@@ -478,6 +484,7 @@ mod tests {
             rank,
             state: 'S',
             cpu_s,
+            switches: None,
             at,
             recorder: None,
         }
@@ -550,6 +557,38 @@ mod tests {
             matches!(spinning[0].1, Event::HangSuspected { .. }),
             "{spinning:?}"
         );
+    }
+
+    #[test]
+    fn a_main_thread_that_ran_moved_and_one_that_made_no_switch_did_not() {
+        let woke = |n: u64| Sample {
+            switches: Some(n),
+            ..s(0, 0.0, coll(40))
+        };
+        assert!(moved(&woke(10), &woke(11), 2.0));
+        assert!(!moved(&woke(10), &woke(10), 2.0));
+        let mut w = Watcher::new(Some(6.0));
+        let ev = run(&mut w, 10, |t| {
+            vec![woke(t as u64), s(1, 0.0, at(Activity::Sleep, 3))]
+        });
+        assert!(
+            !ev.iter()
+                .any(|(_, e)| matches!(e, Event::HangSuspected { .. })),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn a_rank_outside_collectives_while_the_others_hang_is_no_straggler() {
+        let mut w = Watcher::new(Some(60.0));
+        let ev = run(&mut w, 15, |_| {
+            vec![
+                s(0, 0.0, coll(40)),
+                s(1, 0.0, at(Activity::Sleep, 33)),
+                s(2, 0.0, coll(40)),
+            ]
+        });
+        assert!(ev.is_empty(), "{ev:?}");
     }
 
     #[test]

@@ -108,6 +108,7 @@ fn sample_one(r: &RankProcess, last: Option<&Last>, round: u64, dt_s: f64) -> Op
         rank: r.rank,
         state: proc.state,
         cpu_s: proc.cpu_s,
+        switches: proc.switches,
         at,
         recorder: super::live::recorder_progress(r),
     })

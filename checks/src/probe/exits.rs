@@ -13,23 +13,36 @@ use std::time::Duration;
 
 use crate::domain::watch::Exit;
 
-/// One rank's process at one moment, from /proc/PID/stat.
+/// One rank's process at one moment, from /proc/PID/stat and its main
+/// thread's /proc/PID/task/PID/{stat,status}.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProcSample {
     pub state: char,
-    /// User and system CPU time so far, in seconds.
+    /// The main thread's user and system CPU time so far, in seconds.
     pub cpu_s: f64,
+    /// The main thread's context switches so far (voluntary and not): a
+    /// thread blocked in a collective, a sleep or a stop makes none; a
+    /// training loop makes some at every step.
+    pub switches: Option<u64>,
     /// The exit status, once the process is a zombie.
     pub exit: Option<Exit>,
 }
 
 /// A process's state and CPU time now; None once it is gone.
 pub fn proc_sample(pid: i32) -> Option<ProcSample> {
-    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    let process = procfs::process::Process::new(pid).ok()?;
+    let stat = process.stat().ok()?;
+    let main = process.task_main_thread().ok();
+    let main_stat = main.as_ref().and_then(|t| t.stat().ok());
+    let switches = main
+        .and_then(|t| t.status().ok())
+        .and_then(|s| Some(s.voluntary_ctxt_switches? + s.nonvoluntary_ctxt_switches?));
     let ticks = procfs::ticks_per_second().max(1) as f64;
+    let (utime, stime) = main_stat.map_or((stat.utime, stat.stime), |m| (m.utime, m.stime));
     Some(ProcSample {
         state: stat.state,
-        cpu_s: (stat.utime + stat.stime) as f64 / ticks,
+        cpu_s: (utime + stime) as f64 / ticks,
+        switches,
         exit: (stat.state == 'Z')
             .then(|| stat.exit_code.map(Exit::from_wait_status))
             .flatten(),
@@ -112,6 +125,55 @@ impl ExitWatch {
     }
 }
 
+/// An [`ExitWatch`] on a thread of its own, so that an end is read the
+/// moment it happens whatever its owner is doing (a diagnosis takes
+/// seconds; a launcher reaps its workers within 0.1 s). The thread ends
+/// when its owner drops it.
+pub struct ExitThread {
+    add: std::sync::mpsc::Sender<i32>,
+    ended: std::sync::mpsc::Receiver<(i32, Exit)>,
+}
+
+/// How often the exit thread looks for new pids to watch.
+const EXIT_THREAD_SLICE: Duration = Duration::from_millis(100);
+
+impl ExitThread {
+    pub fn start() -> ExitThread {
+        let (add, pids) = std::sync::mpsc::channel::<i32>();
+        let (tell, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut w = ExitWatch::default();
+            loop {
+                loop {
+                    match pids.try_recv() {
+                        Ok(pid) => w.add(pid),
+                        Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+                    }
+                }
+                for e in w.wait(EXIT_THREAD_SLICE) {
+                    if tell.send(e).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ExitThread { add, ended }
+    }
+
+    /// Watch `pid` (again: a no-op).
+    pub fn add(&self, pid: i32) {
+        let _ = self.add.send(pid);
+    }
+
+    /// The ends seen so far, waiting up to `timeout` for the first.
+    pub fn wait(&self, timeout: Duration) -> Vec<(i32, Exit)> {
+        let mut out: Vec<(i32, Exit)> = self.ended.recv_timeout(timeout).into_iter().collect();
+        out.extend(self.ended.try_iter());
+        out
+    }
+}
+
 /// How `pid` ended, from its zombie's stat; [`Exit::Unseen`] once reaped.
 fn exit_of(pid: i32) -> Exit {
     proc_sample(pid)
@@ -141,6 +203,19 @@ mod tests {
         }
         assert_eq!(ended, vec![(child.id() as i32, Exit::Code(3))]);
         assert!(w.is_empty());
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn the_exit_thread_reads_an_end_while_its_owner_is_busy() {
+        let t = ExitThread::start();
+        let mut child = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+        t.add(child.id() as i32);
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(
+            t.wait(Duration::from_secs(5)),
+            vec![(child.id() as i32, Exit::Code(7))]
+        );
         let _ = child.wait();
     }
 
