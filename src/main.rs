@@ -371,14 +371,20 @@ fn job_watch(args: &JobArgs) -> anyhow::Result<u8> {
     // The same checks of paths as a look, before anything is watched. A
     // --pid whose ranks are not started yet (a launcher starting) is
     // waited for; without --pid a job must run here already.
-    pipeline::job_plan(args)?;
-    let found = gpucheck_checks::probe::ranks::find(args.pid);
+    pipeline::check_watch_paths(args)?;
+    let found = gpucheck_checks::probe::ranks::find(args.pid).unwrap_or_default();
     let pid_alive =
         |pid: i32| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
-    match (args.pid, found) {
-        (Some(pid), Err(_)) if pid_alive(pid) => {}
-        (_, Err(e)) => return Err(UsageError(format!("no job to watch: {e}")).into()),
-        (_, Ok(_)) => {}
+    if found.is_empty() && !args.pid.is_some_and(pid_alive) {
+        let under = args
+            .pid
+            .map(|p| format!(" under pid {p}"))
+            .unwrap_or_default();
+        return Err(UsageError(format!(
+            "no job to watch{under}: no process has RANK and WORLD_SIZE in its environment \
+             (torchrun's workers, a python launched per rank); give --pid of its launcher"
+        ))
+        .into());
     }
     let settings = watch::Settings {
         flags: args.watch.clone(),

@@ -132,6 +132,22 @@ pub fn job_plan(args: &JobArgs) -> anyhow::Result<Plan> {
     })
 }
 
+/// What `gpucheck job --watch` takes from the command line, checked as a
+/// look's are before anything is watched: the library, the capture and the
+/// report paths. The job itself may not have started yet.
+pub fn check_watch_paths(args: &JobArgs) -> anyhow::Result<()> {
+    library_files(&[("--nvml-lib", args.nvml_lib.as_deref())]).map_err(UsageError)?;
+    capture::plan_for(
+        args.capture.as_deref(),
+        None,
+        args.redact,
+        MAX_JOB_CAPTURE_BYTES,
+    )
+    .map_err(UsageError)?;
+    outputs(&args.output)?;
+    Ok(())
+}
+
 /// The options a job's capture was made with; a capture of a machine
 /// check run is refused.
 fn replayed_job_options(c: &gpucheck_checks::seam::capture::Capture) -> anyhow::Result<Options> {

@@ -333,3 +333,28 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     }
     None
 }
+
+#[test]
+fn bad_watch_flags_are_one_line_errors_with_exit_2() {
+    let cases: &[&[&str]] = &[
+        &["job", "--watch", "--hang-after", "soon"],
+        &["job", "--watch", "--hang-after", "0"],
+        &["job", "--hang-after", "10"],
+        &["job", "--watch", "--on-hang", "kill"],
+        &["job", "--watch", "--traces", "/tmp"],
+        &["job", "--watch", "--pid", "2147483646"],
+    ];
+    for args in cases {
+        let out = gpucheck()
+            .args(*args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+            "{args:?}: {err}"
+        );
+    }
+}
