@@ -431,7 +431,7 @@ pub struct WatchFlags {
 /// `--hang-after`: a number of seconds, at least 1.
 fn parse_hang_after(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 1.0 && v <= 86_400.0 => Ok(v),
+        Ok(v) if (1.0..=86_400.0).contains(&v) => Ok(v),
         _ => Err(format!("'{s}' is not a number of seconds from 1 to 86400")),
     }
 }

@@ -275,7 +275,7 @@ fn job_watch_names_a_stopped_rank_and_ends_with_the_job() {
         .process_group(0);
     let job = job.spawn().unwrap();
     let pgid = job.id() as i32;
-    let _kill = KillGroup(pgid);
+    let _kill = KillGroup(job);
     let json = case.path("watch.json");
     let watch = gpucheck()
         .args([
@@ -309,17 +309,18 @@ fn job_watch_names_a_stopped_rank_and_ends_with_the_job() {
         "{err}"
     );
     // The job ends (killed here): the watch ends by itself with it.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    drop(_kill);
     let code = wait_or_kill(watch, Duration::from_secs(15));
     assert_eq!(code, 1, "a hang was named\n{err}");
 }
 
-/// SIGKILL a process group when dropped.
-struct KillGroup(i32);
+/// SIGKILL a launcher's process group and reap the launcher when dropped.
+struct KillGroup(Child);
 
 impl Drop for KillGroup {
     fn drop(&mut self) {
-        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
     }
 }
 
