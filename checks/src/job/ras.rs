@@ -44,8 +44,9 @@ warn: RAS did not answer within 5 s (a process that does not answer holds it up)
 pass: every communicator reports in; what one look cannot settle (collective counts that differ \
 while the job runs) is said, not blamed.
 skip: the ranks load no NCCL, an NCCL without RAS (before 2.24), RAS turned off \
-(NCCL_RAS_ENABLE=0), nothing listens on its address (no NCCL communicator yet), or the job was \
-judged from dumps."
+(NCCL_RAS_ENABLE=0), an NCCL the ranks' user could have put or changed while gpucheck runs as \
+root for that user's job (its version is read by loading it, which runs its code), nothing \
+listens on its address (no NCCL communicator yet), or the job was judged from dumps."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let job = match super::job(ctx) {
@@ -73,10 +74,14 @@ fn asked(rank: &RankProcess) -> Result<String, Box<Outcome>> {
             "NCCL_RAS_ENABLE=0 turns NCCL's RAS off in the job",
         )));
     }
-    let Some(lib) = rank_state::nccl_loaded(rank.pid) else {
-        return Err(Box::new(Outcome::skip(
-            "the job's ranks load no NCCL (a gloo or CPU job)",
-        )));
+    let lib = match rank_state::nccl_loaded(rank.pid) {
+        Some(Ok(lib)) => lib,
+        Some(Err(why)) => return Err(Box::new(Outcome::skip(why))),
+        None => {
+            return Err(Box::new(Outcome::skip(
+                "the job's ranks load no NCCL (a gloo or CPU job)",
+            )))
+        }
     };
     let facts = nccl::library_facts(Some(std::path::Path::new(&lib)), None);
     let version = facts.copies.first().and_then(|c| c.version.clone().ok());

@@ -151,6 +151,23 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
 /// so their answers are in the wired one's.
 const INSIDE_WIRED: &[(&str, &[&str])] = &[
     (
+        "as_rank.rs",
+        // inside rank_state's wired entry points: the rank's files opened
+        // with its user's rights (source_line, ask_worker, dump_via_pipe,
+        // dump_written), and whether what the rank names may be run or
+        // loaded (py_spy, nccl_loaded)
+        &[
+            "user_of",
+            "acting_for",
+            "run",
+            "read",
+            "modified",
+            "open_fifo",
+            "connect",
+            "trusted",
+        ],
+    ),
+    (
         "kernel_log.rs",
         // inside read_kernel_log
         &["read_live", "read_file", "read_kmsg"],
