@@ -449,6 +449,77 @@ mod tests {
         assert!(e.refused, "{e:?}");
     }
 
+    /// As root: a thread that took another user's identity reads only
+    /// what that user may, and the rest of the process keeps root's rights
+    /// and groups. As another user: taking an identity is refused, said.
+    #[test]
+    fn another_user_identity_is_taken_by_one_thread_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let nobody = RankUser {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+        };
+        let groups_before = procfs::process::Process::myself()
+            .unwrap()
+            .status()
+            .unwrap()
+            .groups;
+        let on_thread = std::thread::spawn(move || {
+            become_user(&nobody)?;
+            Ok::<_, NotRead>(std::fs::read(&secret).map_err(|e| e.kind()))
+        })
+        .join()
+        .unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(
+                on_thread.unwrap(),
+                Err(std::io::ErrorKind::PermissionDenied)
+            );
+            assert!(std::fs::read(dir.path().join("secret")).is_ok());
+        } else {
+            let e = on_thread.unwrap_err();
+            assert!(e.refused && e.why.contains("cannot act as"), "{e:?}");
+        }
+        let me = procfs::process::Process::myself()
+            .unwrap()
+            .status()
+            .unwrap();
+        assert_eq!(me.groups, groups_before);
+        assert_eq!(me.fuid, me.euid);
+    }
+
+    #[test]
+    fn without_openat2_no_link_and_no_dot_dot_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("train.py");
+        std::fs::write(&file, "x = 1\n").unwrap();
+        std::os::unix::fs::symlink(&file, dir.path().join("link.py")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("folder")).unwrap();
+        let reach = Reach::new(std::process::id() as i32, None).unwrap();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        assert!(reach.walk(&path("train.py"), "readable").is_ok());
+        for name in ["link.py", "folder/train.py"] {
+            let e = reach
+                .walk(&path(name), "readable")
+                .and_then(|fd| {
+                    let meta = File::from(fd).metadata().unwrap();
+                    // The last component's link itself, never its target.
+                    assert!(meta.file_type().is_symlink(), "{name}");
+                    Err::<(), _>(NotRead::refused("a link"))
+                })
+                .unwrap_err();
+            assert!(e.refused, "{name}: {e:?}");
+        }
+        let up = format!("{}/../x", dir.path().display());
+        assert!(reach.walk(&up, "readable").unwrap_err().refused);
+    }
+
     #[test]
     fn a_folder_others_may_write_is_not_trusted() {
         use std::os::unix::fs::PermissionsExt;

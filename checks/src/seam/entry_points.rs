@@ -66,8 +66,9 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     // fr_dump::read_dump (wired) read.
     ("fr_pickle.rs", &["decode", "from_json"]),
     // read_dir runs rank_files and read_dump (both wired) on reader threads.
-    // parse: the decoder of a dump's bytes, read by read_dump or asked of a
-    // rank's worker server by rank_state::ask_worker (both wired).
+    // parse: the decoder of a dump's bytes, read by read_dump, by
+    // rank_state::dump_via_pipe and dump_written, or asked of a rank's
+    // worker server by rank_state::ask_worker (all wired).
     ("fr_dump.rs", &["read_dir", "parse"]),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
     ("copy_bandwidth.rs", &["parse_cpulist", "buffer_bytes"]),
