@@ -27,8 +27,14 @@ use common::*;
 
 const USER: &str = "gpucheck-test";
 
-/// The user's uid and gid, creating the user when it does not exist yet.
+/// The user's uid and gid, creating the user when it does not exist yet
+/// (once for the tests that run at once).
 fn test_user() -> (u32, u32) {
+    static USER_IDS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *USER_IDS.get_or_init(make_test_user)
+}
+
+fn make_test_user() -> (u32, u32) {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     assert!(

@@ -22,8 +22,11 @@
 //! (a regular file, a FIFO, a socket) before it is opened for reading or
 //! writing, so that no device is ever opened on a rank's word.
 //!
-//! Where gpucheck runs as the rank's user, or as a user that cannot act as
-//! another, it opens with its own rights, as that user could anyway.
+//! Where gpucheck runs as the rank's user, or as a user that can read no
+//! more than its own, it opens with its own rights, as that user could
+//! anyway. A gpucheck that is not root but holds a capability that reads
+//! past file modes acts as the rank's user too, or, unable to, reads none of
+//! the rank's files.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -97,12 +100,31 @@ pub fn user_of(pid: i32) -> Result<RankUser, String> {
 }
 
 /// The rank's user, when gpucheck must act as it: gpucheck runs as root and
-/// the rank does not. None when gpucheck's own rights are the ones to use
-/// (it is the rank's user, or a user that cannot become another).
+/// the rank does not, or gpucheck holds a capability that overrides file
+/// permissions (a binary given `cap_dac_read_search`). None when gpucheck's
+/// own rights are the ones to use (it is the rank's user, or a user that
+/// cannot read more than its own).
 pub fn acting_for(user: &RankUser) -> Option<&RankUser> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    (me == 0 && user.uid != 0).then_some(user)
+    let privileged = if me == 0 {
+        user.uid != 0
+    } else {
+        overrides_permissions()
+    };
+    privileged.then_some(user)
+}
+
+/// CAP_DAC_OVERRIDE (bit 1) or CAP_DAC_READ_SEARCH (bit 2), from
+/// capabilities(7): the capabilities that read past a file's mode.
+const DAC_CAPABILITIES: u64 = 0b110;
+
+/// Whether this process holds a capability that reads past file modes
+/// (an unreadable status counts as holding one: nothing is read then).
+fn overrides_permissions() -> bool {
+    procfs::process::Process::myself()
+        .and_then(|p| p.status())
+        .map_or(true, |s| s.capeff & DAC_CAPABILITIES != 0)
 }
 
 /// Run `work` with the rank's rights over its files: on a thread of its own
