@@ -125,7 +125,9 @@ fn start_with(case: &str, mode: u32, dumps_mode: u32, env: &[(&str, String)]) ->
     // read the file): its line 2 sleeps; the file's line 2 is the marker,
     // found nowhere else (not in the rank's command line).
     let program = format!(
-        "exec(compile('import time\\ntime.sleep(120)\\n', {:?}, 'exec'))",
+        "import ctypes, os\n\
+         if os.environ.get('PRELOAD_LIB'): ctypes.CDLL(os.environ['PRELOAD_LIB'])\n\
+         exec(compile('import time\\ntime.sleep(120)\\n', {:?}, 'exec'))",
         code.display().to_string()
     );
     let child = Command::new("/usr/bin/python3")
@@ -181,6 +183,11 @@ fn wait_in_code(rank: &Rank) {
 /// `gpucheck job --pid RANK` with the JSON report and a capture: (human
 /// report, JSON text, JSON, capture text).
 fn look(rank: &Rank) -> (String, String, serde_json::Value, String) {
+    look_with(rank, &[])
+}
+
+/// [`look`], with more variables in gpucheck's environment.
+fn look_with(rank: &Rank, env: &[(&str, String)]) -> (String, String, serde_json::Value, String) {
     let json = rank.dir.join("report.json");
     let capture = rank.dir.join("capture.json");
     let venv_bin = venv_python().parent().unwrap().to_path_buf();
@@ -191,6 +198,7 @@ fn look(rank: &Rank) -> (String, String, serde_json::Value, String) {
         .arg("--capture")
         .arg(&capture)
         .env("PATH", path)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .expect("gpucheck runs");
     let human = stdout(&out);
@@ -325,4 +333,47 @@ fn a_worker_socket_only_root_may_use_is_not_connected_to() {
     assert!(human.contains(&line2("sock")), "{human}");
     drop(rank);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "needs root to create a second user: scripts/test.sh runs it with --ignored as root"]
+fn a_libnccl_of_the_rank_user_is_not_loaded_and_its_version_still_read() {
+    let (uid, gid) = test_user();
+    let built = build_fixture_lib("user_nccl.c", "user_nccl", "libnccl.so.2");
+    let dir = std::env::temp_dir().join(format!("gpucheck-user-nccl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The user's own copy, in a folder of the user's.
+    let lib = dir.join("libnccl.so.2");
+    std::fs::copy(&built, &lib).unwrap();
+    std::os::unix::fs::chown(&lib, Some(uid), Some(gid)).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+    let mark = std::env::temp_dir().join(format!("gpucheck-user-mark-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let env = [
+        ("PRELOAD_LIB", lib.display().to_string()),
+        // Nothing listens there: RAS is not asked, whatever runs beside.
+        ("NCCL_RAS_ADDR", "127.0.0.1:1".to_string()),
+    ];
+    let rank = start_with("lib", 0o644, 0o755, &env);
+    let (human, json, _, _) = look_with(&rank, &[("USER_NCCL_MARK", mark.display().to_string())]);
+    let ran_as_root = mark.exists();
+    let _ = std::fs::remove_file(&mark);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !ran_as_root,
+        "gpucheck loaded the user's libnccl as root: {human}"
+    );
+    // Its version came from its version string: 2.27.3 has RAS, and the
+    // check went on to the RAS address.
+    let summary = text_field(
+        &serde_json::from_str(&json).unwrap(),
+        "job.nccl_ras",
+        "summary",
+    );
+    assert!(
+        summary.contains("nothing listens on the job's RAS address 127.0.0.1:1"),
+        "{summary}"
+    );
 }

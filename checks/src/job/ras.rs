@@ -12,7 +12,7 @@ use super::ranks_phrase;
 use crate::domain::action::Action;
 use crate::domain::ras::{self, RasFinding, RasJudgement};
 use crate::probe::ranks::RankProcess;
-use crate::probe::{nccl, nccl_ras, net, rank_state};
+use crate::probe::{nccl_ras, net, rank_state};
 use crate::{Check, Context, Outcome, Profile};
 
 pub struct NcclRas;
@@ -44,9 +44,10 @@ warn: RAS did not answer within 5 s (a process that does not answer holds it up)
 pass: every communicator reports in; what one look cannot settle (collective counts that differ \
 while the job runs) is said, not blamed.
 skip: the ranks load no NCCL, an NCCL without RAS (before 2.24), RAS turned off \
-(NCCL_RAS_ENABLE=0), an NCCL the ranks' user could have put or changed while gpucheck runs as \
-root for that user's job (its version is read by loading it, which runs its code), nothing \
-listens on its address (no NCCL communicator yet), or the job was judged from dumps."
+(NCCL_RAS_ENABLE=0), nothing listens on its address (no NCCL communicator yet), or the job was \
+judged from dumps. The version is read by loading the ranks' NCCL, except where gpucheck runs as \
+root for another user's job and that user could have put or changed the file: then from its \
+\"NCCL version\" string, read as that user."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let job = match super::job(ctx) {
@@ -74,8 +75,8 @@ fn asked(rank: &RankProcess) -> Result<String, Box<Outcome>> {
             "NCCL_RAS_ENABLE=0 turns NCCL's RAS off in the job",
         )));
     }
-    let lib = match rank_state::nccl_loaded(rank.pid) {
-        Some(Ok(lib)) => lib,
+    let v = match rank_state::nccl_version(rank.pid) {
+        Some(Ok((_, v))) => (v.major, v.minor, v.patch),
         Some(Err(why)) => return Err(Box::new(Outcome::skip(why))),
         None => {
             return Err(Box::new(Outcome::skip(
@@ -83,14 +84,6 @@ fn asked(rank: &RankProcess) -> Result<String, Box<Outcome>> {
             )))
         }
     };
-    let facts = nccl::library_facts(Some(std::path::Path::new(&lib)), None);
-    let version = facts.copies.first().and_then(|c| c.version.clone().ok());
-    let Some(v) = version else {
-        return Err(Box::new(Outcome::skip(format!(
-            "the version of the job's NCCL ({lib}) could not be read"
-        ))));
-    };
-    let v = (v.major, v.minor, v.patch);
     if !ras::ras_supported(v) {
         return Err(Box::new(Outcome::skip(format!(
             "the job's NCCL {}.{}.{} has no RAS (2.24 and later)",

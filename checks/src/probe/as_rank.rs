@@ -179,6 +179,11 @@ fn become_user(user: &RankUser) -> Result<(), NotRead> {
     Ok(())
 }
 
+/// How much of a file [`Reach::find`] reads at a time.
+const CHUNK: usize = 1024 * 1024;
+/// The longest match [`Reach::find`] finds across two chunks.
+pub const MAX_MATCH: usize = 256;
+
 /// A rank's root, as the thread that reads for it reaches it.
 pub struct Reach {
     root: OwnedFd,
@@ -232,6 +237,36 @@ impl Reach {
             .read_to_end(&mut bytes)
             .map_err(|e| NotRead::failed(format!("{path}: {e}")))?;
         Ok(bytes)
+    }
+
+    /// The first match of `pattern` in the regular file `path` (read in
+    /// chunks, at most `max` bytes; a match is at most [`MAX_MATCH`] bytes).
+    pub fn find(
+        &self,
+        path: &str,
+        pattern: &regex::bytes::Regex,
+        max: u64,
+    ) -> Result<Option<String>, NotRead> {
+        let (fd, _) = self.checked(path, Kind::Regular, "readable")?;
+        let file = self.reopen(&fd, path, libc::O_RDONLY | libc::O_NONBLOCK, "readable")?;
+        let mut file = file.take(max);
+        let mut window: Vec<u8> = Vec::with_capacity(2 * CHUNK);
+        let mut chunk = vec![0u8; CHUNK];
+        loop {
+            let n = file
+                .read(&mut chunk)
+                .map_err(|e| NotRead::failed(format!("{path}: {e}")))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            window.extend_from_slice(&chunk[..n]);
+            if let Some(m) = pattern.find(&window) {
+                return Ok(Some(String::from_utf8_lossy(m.as_bytes()).into_owned()));
+            }
+            // Keep the tail a match may start in.
+            let keep = window.len().saturating_sub(MAX_MATCH);
+            window.drain(..keep);
+        }
     }
 
     /// When the regular file `path` was last written; None where there is
@@ -461,6 +496,23 @@ mod tests {
         assert!(run(pid, |r| r.modified(&path)).unwrap().is_some());
         let gone = format!("{path}.gone");
         assert_eq!(run(pid, |r| r.modified(&gone)).unwrap(), None);
+    }
+
+    #[test]
+    fn a_pattern_is_found_across_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnccl.so.2");
+        let mut bytes = vec![0u8; CHUNK - 5];
+        bytes.extend_from_slice(b"NCCL version 2.27.3+cuda12.9\0");
+        bytes.extend(vec![7u8; 100]);
+        std::fs::write(&lib, &bytes).unwrap();
+        let re = regex::bytes::Regex::new(r"NCCL version [0-9]+\.[0-9]+\.[0-9]+").unwrap();
+        let pid = std::process::id() as i32;
+        let path = lib.display().to_string();
+        let found = run(pid, |r| r.find(&path, &re, u64::MAX)).unwrap();
+        assert_eq!(found.as_deref(), Some("NCCL version 2.27.3"));
+        let short = run(pid, |r| r.find(&path, &re, (CHUNK - 10) as u64)).unwrap();
+        assert_eq!(short, None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::domain::flight::RankTrace;
 use crate::probe::as_rank::{self, Reach};
+use crate::probe::nccl::NcclVersion;
 use crate::probe::{fr_dump, process};
 
 /// The most read from one worker server's answer: a Flight Recorder of
@@ -230,37 +231,66 @@ pub fn dump_written(
     })
 }
 
-/// The libnccl the rank has loaded (from its memory map), as the rank
-/// names it (links resolved where gpucheck acts for another user): `Err`
-/// when gpucheck acts for a rank of another user and that
-/// user could have put or changed the file (`as_rank::trusted`), since
-/// reading its version loads it, which runs its code.
-pub fn nccl_loaded(pid: i32) -> Option<Result<String, String>> {
-    crate::seam::answer("rank_state::nccl_loaded", &pid.to_string(), || {
-        let maps = procfs::process::Process::new(pid).ok()?.maps().ok()?;
-        let lib = maps.into_iter().find_map(|m| match m.pathname {
-            procfs::process::MMapPath::Path(p)
-                if p.file_name()?
-                    .to_str()?
-                    .starts_with(crate::probe::nccl::NCCL_STEM) =>
-            {
-                Some(p.display().to_string())
-            }
-            _ => None,
-        })?;
-        let Some(uid) = other_user(pid) else {
-            return Some(Ok(lib));
-        };
-        Some(
-            as_rank::trusted(Path::new(&lib))
+/// The libnccl the rank has loaded (from its memory map, as the rank
+/// names it) and its version; None when it maps none. The version is read
+/// by loading the library (`ncclGetVersion`), which runs its code: so where
+/// gpucheck acts for a rank of another user and that user could have put or
+/// changed the file (`as_rank::trusted`), it is not loaded, and the version
+/// is read instead from the library's "NCCL version X.Y.Z" string, as the
+/// rank's user.
+pub fn nccl_version(pid: i32) -> Option<Result<(String, NcclVersion), String>> {
+    crate::seam::answer("rank_state::nccl_version", &pid.to_string(), || {
+        let lib = mapped_nccl(pid)?;
+        let loadable = match other_user(pid) {
+            None => Ok(lib.clone()),
+            Some(uid) => as_rank::trusted(Path::new(&lib))
                 .map(|real| real.display().to_string())
-                .map_err(|why| {
-                    format!(
-                "the job's NCCL ({lib}) is not loaded to read its version: the rank's user \
-                 (uid {uid}) could have changed it ({why})"
-            )
-                }),
-        )
+                .map_err(|why| (uid, why)),
+        };
+        let version = match loadable {
+            Ok(path) => crate::probe::nccl::library_facts(Some(Path::new(&path)), None)
+                .copies
+                .first()
+                .and_then(|c| c.version.clone().ok())
+                .ok_or_else(|| format!("the version of the job's NCCL ({lib}) could not be read")),
+            Err((uid, why)) => version_string(pid, &lib).map_err(|e| {
+                format!(
+                    "the job's NCCL ({lib}) is not loaded, as the rank's user (uid {uid}) could \
+                     have changed it ({why}), and its version could not be read from it: {e}"
+                )
+            }),
+        };
+        Some(version.map(|v| (lib, v)))
+    })
+}
+
+/// The most of a libnccl searched for its version string (the CUDA 13
+/// wheel's libnccl.so.2 2.30.7 is 241 MiB).
+const MAX_NCCL_LIB: u64 = 1024 * 1024 * 1024;
+
+/// NCCL's version from the "NCCL version X.Y.Z" string it carries (its
+/// `VERSION_STRING`, printed at init), read as the rank's user.
+fn version_string(pid: i32, lib: &str) -> Result<NcclVersion, String> {
+    let pattern = regex::bytes::Regex::new(r"NCCL version [0-9]+\.[0-9]+\.[0-9]+")
+        .map_err(|e| e.to_string())?;
+    let found = as_rank::run(pid, |reach| reach.find(lib, &pattern, MAX_NCCL_LIB))
+        .map_err(String::from)?
+        .ok_or("no \"NCCL version\" string in it")?;
+    NcclVersion::parse(&found).ok_or_else(|| format!("{found:?} is not a version"))
+}
+
+/// The path of the libnccl in the rank's memory map.
+fn mapped_nccl(pid: i32) -> Option<String> {
+    let maps = procfs::process::Process::new(pid).ok()?.maps().ok()?;
+    maps.into_iter().find_map(|m| match m.pathname {
+        procfs::process::MMapPath::Path(p)
+            if p.file_name()?
+                .to_str()?
+                .starts_with(crate::probe::nccl::NCCL_STEM) =>
+        {
+            Some(p.display().to_string())
+        }
+        _ => None,
     })
 }
 

@@ -155,8 +155,8 @@ const INSIDE_WIRED: &[(&str, &[&str])] = &[
         "as_rank.rs",
         // inside rank_state's wired entry points: the rank's files opened
         // with its user's rights (source_line, ask_worker, dump_via_pipe,
-        // dump_written), and whether what the rank names may be run or
-        // loaded (py_spy, nccl_loaded)
+        // dump_written, nccl_version), and whether what the rank names may be
+        // run or loaded (py_spy, nccl_version)
         &[
             "user_of",
             "acting_for",
@@ -166,6 +166,7 @@ const INSIDE_WIRED: &[(&str, &[&str])] = &[
             "open_fifo",
             "connect",
             "trusted",
+            "find",
         ],
     ),
     (
