@@ -16,6 +16,11 @@ pub struct Frame {
     /// The frame's source line, where the prober could read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// Why the source line was not read: the rank's own user may not read
+    /// the file its frame names (gpucheck reads a rank's files with that
+    /// user's rights only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_read: Option<String>,
 }
 
 impl Frame {
@@ -36,7 +41,14 @@ impl Frame {
             .filter(|c| !c.is_empty())
         {
             Some(code) => format!("{} (`{}`)", self.at(), crate::domain::text::cut(code, 80)),
-            None => self.at(),
+            None => match &self.not_read {
+                Some(why) => format!(
+                    "{} (not read: {})",
+                    self.at(),
+                    crate::domain::text::cut(why, 160)
+                ),
+                None => self.at(),
+            },
         }
     }
 
@@ -94,6 +106,7 @@ fn faulthandler_frame(line: &str) -> Option<Frame> {
         file: file.to_string(),
         line: number.trim().parse().ok()?,
         code: None,
+        not_read: None,
     })
 }
 
@@ -130,6 +143,7 @@ pub fn from_pyspy(json: &str) -> Result<Vec<Thread>, String> {
                     file: f.filename,
                     line: u32::try_from(f.line).unwrap_or(0),
                     code: None,
+                    not_read: None,
                 })
                 .collect(),
         })
@@ -314,6 +328,7 @@ Thread 0x00007fedc23c7b80 (most recent call first):
             file: file.into(),
             line,
             code: code.map(str::to_string),
+            not_read: None,
         }
     }
 
@@ -341,6 +356,23 @@ Thread 0x00007fedc23c7b80 (most recent call first):
         let threads = from_pyspy(json).unwrap();
         assert_eq!(main_thread(&threads).unwrap().frames[0].line, 7);
         assert!(from_pyspy("Error: Permission denied").is_err());
+    }
+
+    #[test]
+    fn a_line_not_read_for_the_rank_user_says_why_and_holds_nothing() {
+        let mut f = frame("<module>", "/tmp/x/secret.py", 2, None);
+        f.not_read = Some("/tmp/x/secret.py is not readable by the rank's user (uid 1000)".into());
+        assert_eq!(
+            f.shown(),
+            "x/secret.py:2 in <module> (not read: /tmp/x/secret.py is not readable by the \
+             rank's user (uid 1000))"
+        );
+        let t = Thread {
+            name: "MainThread".into(),
+            frames: vec![f],
+        };
+        // A file name is never taken for the code: no sleep, no collective.
+        assert_eq!(classify(&t).activity, Activity::Elsewhere);
     }
 
     #[test]

@@ -248,7 +248,10 @@ fn stack(r: &RankProcess, sample: u32) -> Result<(Where, &'static str), String> 
         .ok_or("its stack shows no Python thread")?
         .clone();
     for f in main.frames.iter_mut().filter(|f| !f.is_library()).take(3) {
-        f.code = rank_state::source_line(r.pid, &f.file, f.line);
+        match rank_state::source_line(r.pid, &f.file, f.line) {
+            Ok(code) => f.code = code,
+            Err(why) => f.not_read = Some(why),
+        }
     }
     Ok((stacks::classify(&main), how))
 }

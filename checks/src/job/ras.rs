@@ -12,7 +12,7 @@ use super::ranks_phrase;
 use crate::domain::action::Action;
 use crate::domain::ras::{self, RasFinding, RasJudgement};
 use crate::probe::ranks::RankProcess;
-use crate::probe::{nccl, nccl_ras, net, rank_state};
+use crate::probe::{nccl_ras, net, rank_state};
 use crate::{Check, Context, Outcome, Profile};
 
 pub struct NcclRas;
@@ -45,7 +45,9 @@ pass: every communicator reports in; what one look cannot settle (collective cou
 while the job runs) is said, not blamed.
 skip: the ranks load no NCCL, an NCCL without RAS (before 2.24), RAS turned off \
 (NCCL_RAS_ENABLE=0), nothing listens on its address (no NCCL communicator yet), or the job was \
-judged from dumps."
+judged from dumps. The version is read by loading the ranks' NCCL, except where gpucheck runs as \
+root for another user's job and that user could have put or changed the file: then from its \
+\"NCCL version\" string, read as that user."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         let job = match super::job(ctx) {
@@ -73,19 +75,15 @@ fn asked(rank: &RankProcess) -> Result<String, Box<Outcome>> {
             "NCCL_RAS_ENABLE=0 turns NCCL's RAS off in the job",
         )));
     }
-    let Some(lib) = rank_state::nccl_loaded(rank.pid) else {
-        return Err(Box::new(Outcome::skip(
-            "the job's ranks load no NCCL (a gloo or CPU job)",
-        )));
+    let v = match rank_state::nccl_version(rank.pid) {
+        Some(Ok((_, v))) => (v.major, v.minor, v.patch),
+        Some(Err(why)) => return Err(Box::new(Outcome::skip(why))),
+        None => {
+            return Err(Box::new(Outcome::skip(
+                "the job's ranks load no NCCL (a gloo or CPU job)",
+            )))
+        }
     };
-    let facts = nccl::library_facts(Some(std::path::Path::new(&lib)), None);
-    let version = facts.copies.first().and_then(|c| c.version.clone().ok());
-    let Some(v) = version else {
-        return Err(Box::new(Outcome::skip(format!(
-            "the version of the job's NCCL ({lib}) could not be read"
-        ))));
-    };
-    let v = (v.major, v.minor, v.patch);
     if !ras::ras_supported(v) {
         return Err(Box::new(Outcome::skip(format!(
             "the job's NCCL {}.{}.{} has no RAS (2.24 and later)",

@@ -196,11 +196,16 @@ fn sources(live: &Live, job: &Job) -> String {
         [] => "no stack could be read".to_string(),
         list => format!("stacks by {}", list.join(" and ")),
     };
+    let recorders_unread = job
+        .unreadable
+        .iter()
+        .map(|u| format!("rank {}'s recorder: {}", u.rank, u.error));
     let errors: Vec<String> = live
         .errors
         .iter()
-        .take(3)
         .map(|(r, e)| format!("rank {r}: {e}"))
+        .chain(recorders_unread)
+        .take(3)
         .collect();
     if errors.is_empty() {
         format!("{recorders}; {stacks}")

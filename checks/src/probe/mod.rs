@@ -1,6 +1,7 @@
 //! Facts from the outside world, one file per source. Probes return plain
 //! structs; they never judge and never print.
 
+pub mod as_rank;
 pub mod burn;
 pub mod copy_bandwidth;
 pub mod cuda;

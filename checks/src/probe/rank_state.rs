@@ -13,7 +13,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::domain::flight::RankTrace;
-use crate::probe::process;
+use crate::probe::as_rank::{self, Reach};
+use crate::probe::nccl::NcclVersion;
+use crate::probe::{fr_dump, process};
 
 /// The most read from one worker server's answer: a Flight Recorder of
 /// 20,000 entries in JSON.
@@ -24,36 +26,24 @@ pub const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 const PYSPY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A handler's reply from a rank's worker server (`sample` numbers the
-/// moment, for the capture).
+/// moment, for the capture). The socket is reached inside the rank's root
+/// and with its user's rights (`probe::as_rank`).
 pub fn ask_worker(pid: i32, socket: &str, handler: &str, sample: u32) -> Result<String, String> {
     let key = format!("{socket} {handler} #{sample}");
     crate::seam::answer("rank_state::ask_worker", &key, || {
-        ask_live(&socket_path(pid, socket), handler)
+        let stream = as_rank::run(pid, |reach| reach.connect(socket)).map_err(|e| {
+            if e.refused {
+                format!("its worker server is not asked: {e}")
+            } else {
+                format!("cannot reach its worker server at {socket}: {e}")
+            }
+        })?;
+        ask_live(stream, handler)
     })
 }
 
-/// The socket as this process can reach it: through the rank's own root
-/// when it runs in another mount namespace (a container).
-fn socket_path(pid: i32, socket: &str) -> PathBuf {
-    let via_root = Path::new("/proc")
-        .join(pid.to_string())
-        .join("root")
-        .join(socket.trim_start_matches('/'));
-    if Path::new(socket).exists() || !via_root.exists() {
-        PathBuf::from(socket)
-    } else {
-        via_root
-    }
-}
-
-fn ask_live(socket: &Path, handler: &str) -> Result<String, String> {
+fn ask_live(mut stream: UnixStream, handler: &str) -> Result<String, String> {
     let deadline = Instant::now() + ASK_TIMEOUT;
-    let mut stream = UnixStream::connect(socket).map_err(|e| {
-        format!(
-            "cannot reach its worker server at {}: {e}",
-            socket.display()
-        )
-    })?;
     stream
         .set_read_timeout(Some(ASK_TIMEOUT))
         .map_err(|e| e.to_string())?;
@@ -145,7 +135,8 @@ const PIPE_DUMP_TIMEOUT: Duration = Duration::from_secs(8);
 /// Ask a rank for a Flight Recorder dump through its dump pipe
 /// (`TORCH_NCCL_DEBUG_INFO_PIPE_FILE`: torch makes the FIFO
 /// `<stem><rank>.pipe` and its watchdog dumps to `<prefix><rank>` when a
-/// byte arrives), and read the dump written after the ask.
+/// byte arrives), and read the dump written after the ask. Both are reached
+/// inside the rank's root and with its user's rights (`probe::as_rank`).
 pub fn dump_via_pipe(
     pid: i32,
     rank: u32,
@@ -155,38 +146,26 @@ pub fn dump_via_pipe(
 ) -> Result<RankTrace, String> {
     let key = format!("{stem}{rank}.pipe #{sample}");
     crate::seam::answer("rank_state::dump_via_pipe", &key, || {
-        let pipe = in_root(pid, &format!("{stem}{rank}.pipe"));
-        let dump = in_root(pid, &format!("{prefix}{rank}"));
-        pipe_live(rank, &pipe, &dump)
+        let pipe = format!("{stem}{rank}.pipe");
+        let dump = format!("{prefix}{rank}");
+        as_rank::run(pid, |reach| Ok(pipe_live(reach, rank, &pipe, &dump)))
+            .map_err(|e| format!("its dump pipe is not used: {e}"))?
     })
 }
 
-/// A path of the rank's, as this process reaches it (through the rank's
-/// root when that differs).
-fn in_root(pid: i32, path: &str) -> PathBuf {
-    socket_path(pid, path)
-}
-
-fn pipe_live(rank: u32, pipe: &Path, dump: &Path) -> Result<RankTrace, String> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let meta = std::fs::symlink_metadata(pipe)
-        .map_err(|e| format!("no dump pipe at {}: {e}", pipe.display()))?;
-    if !meta.file_type().is_fifo() {
-        return Err(format!("{} is not a FIFO", pipe.display()));
-    }
-    let before = modified(dump);
-    let mut fifo = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(pipe)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => format!(
-                "nothing reads its dump pipe {} (the rank's recorder is off, or its \
-                 process group is not NCCL's)",
-                pipe.display()
-            ),
-            _ => format!("cannot open its dump pipe {}: {e}", pipe.display()),
-        })?;
+fn pipe_live(reach: &Reach, rank: u32, pipe: &str, dump: &str) -> Result<RankTrace, String> {
+    let before = reach
+        .modified(dump)
+        .map_err(|e| format!("its dump is not read: {e}"))?;
+    let mut fifo = reach.open_fifo(pipe).map_err(|e| match e.errno {
+        _ if e.refused => format!("its dump pipe is not used: {e}"),
+        Some(libc::ENXIO) => format!(
+            "nothing reads its dump pipe {pipe} (the rank's recorder is off, or its process \
+             group is not NCCL's)"
+        ),
+        Some(libc::ENOENT) => format!("no dump pipe at {pipe}: {e}"),
+        _ => format!("cannot open its dump pipe {pipe}: {e}"),
+    })?;
     fifo.write_all(b"1")
         .map_err(|e| format!("cannot write to its dump pipe: {e}"))?;
     drop(fifo);
@@ -194,18 +173,21 @@ fn pipe_live(rank: u32, pipe: &Path, dump: &Path) -> Result<RankTrace, String> {
     let mut last_error = String::new();
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        if modified(dump) == before {
+        if reach.modified(dump).ok().flatten() == before {
             continue;
         }
         // Written in place: read until it parses whole.
-        match crate::probe::fr_dump::read_dump(rank, dump) {
-            Ok(t) => return Ok(t),
-            Err(e) => last_error = e,
+        match reach.read(dump, fr_dump::MAX_FILE) {
+            Ok(bytes) => match fr_dump::parse(rank, dump, bytes) {
+                Ok(t) => return Ok(t),
+                Err(e) => last_error = e,
+            },
+            Err(e) if e.refused => return Err(format!("its dump is not read: {e}")),
+            Err(e) => last_error = e.why,
         }
     }
     Err(format!(
-        "asked for a dump through its pipe; none was written to {} within {PIPE_DUMP_TIMEOUT:?}{}",
-        dump.display(),
+        "asked for a dump through its pipe; none was written to {dump} within {PIPE_DUMP_TIMEOUT:?}{}",
         if last_error.is_empty() {
             String::new()
         } else {
@@ -214,44 +196,101 @@ fn pipe_live(rank: u32, pipe: &Path, dump: &Path) -> Result<RankTrace, String> {
     ))
 }
 
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
 /// A dump the rank's recorder wrote by itself (after a timeout) since the
-/// rank started: `<prefix><rank>`, when it is newer than `started_s`.
+/// rank started: `<prefix><rank>`, when it is newer than `started_s`; read
+/// inside the rank's root and with its user's rights (`probe::as_rank`).
 pub fn dump_written(
     pid: i32,
     rank: u32,
     prefix: &str,
     started_s: u64,
 ) -> Option<Result<RankTrace, String>> {
-    let path = in_root(pid, &format!("{prefix}{rank}"));
-    let key = path.display().to_string();
-    crate::seam::answer("rank_state::dump_written", &key, || {
-        let written = modified(&path)?
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()?
-            .as_secs();
-        (written >= started_s).then(|| crate::probe::fr_dump::read_dump(rank, &path))
+    let path = format!("{prefix}{rank}");
+    crate::seam::answer("rank_state::dump_written", &path, || {
+        let read = as_rank::run(pid, |reach| {
+            let Some(written) = reach.modified(&path)? else {
+                return Ok(None);
+            };
+            let secs = written
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if secs < started_s {
+                return Ok(None);
+            }
+            Ok(Some(reach.read(&path, fr_dump::MAX_FILE)))
+        });
+        match read {
+            Ok(None) => None,
+            Ok(Some(Ok(bytes))) => Some(fr_dump::parse(rank, &path, bytes)),
+            Ok(Some(Err(e))) | Err(e) if e.refused => {
+                Some(Err(format!("its dump is not read: {e}")))
+            }
+            Ok(Some(Err(e))) => Some(Err(e.why)),
+            Err(_) => None,
+        }
     })
 }
 
-/// The libnccl the rank has loaded (from its memory map), as the rank
-/// names it.
-pub fn nccl_loaded(pid: i32) -> Option<String> {
-    crate::seam::answer("rank_state::nccl_loaded", &pid.to_string(), || {
-        let maps = procfs::process::Process::new(pid).ok()?.maps().ok()?;
-        maps.into_iter().find_map(|m| match m.pathname {
-            procfs::process::MMapPath::Path(p)
-                if p.file_name()?
-                    .to_str()?
-                    .starts_with(crate::probe::nccl::NCCL_STEM) =>
-            {
-                Some(p.display().to_string())
-            }
-            _ => None,
-        })
+/// The libnccl the rank has loaded (from its memory map, as the rank
+/// names it) and its version; None when it maps none. The version is read
+/// by loading the library (`ncclGetVersion`), which runs its code: so where
+/// gpucheck acts for a rank of another user and that user could have put or
+/// changed the file (`as_rank::trusted`), it is not loaded, and the version
+/// is read instead from the library's "NCCL version X.Y.Z" string, as the
+/// rank's user.
+pub fn nccl_version(pid: i32) -> Option<Result<(String, NcclVersion), String>> {
+    crate::seam::answer("rank_state::nccl_version", &pid.to_string(), || {
+        let lib = mapped_nccl(pid)?;
+        let loadable = match other_user(pid) {
+            None => Ok(lib.clone()),
+            Some(uid) => as_rank::trusted(Path::new(&lib))
+                .map(|real| real.display().to_string())
+                .map_err(|why| (uid, why)),
+        };
+        let version = match loadable {
+            Ok(path) => crate::probe::nccl::library_facts(Some(Path::new(&path)), None)
+                .copies
+                .first()
+                .and_then(|c| c.version.clone().ok())
+                .ok_or_else(|| format!("the version of the job's NCCL ({lib}) could not be read")),
+            Err((uid, why)) => version_string(pid, &lib).map_err(|e| {
+                format!(
+                    "the job's NCCL ({lib}) is not loaded, as the rank's user (uid {uid}) could \
+                     have changed it ({why}), and its version could not be read from it: {e}"
+                )
+            }),
+        };
+        Some(version.map(|v| (lib, v)))
+    })
+}
+
+/// The most of a libnccl searched for its version string (the CUDA 13
+/// wheel's libnccl.so.2 2.30.7 is 241 MiB).
+const MAX_NCCL_LIB: u64 = 1024 * 1024 * 1024;
+
+/// NCCL's version from the "NCCL version X.Y.Z" string it carries (its
+/// `VERSION_STRING`, printed at init), read as the rank's user.
+fn version_string(pid: i32, lib: &str) -> Result<NcclVersion, String> {
+    let pattern = regex::bytes::Regex::new(r"NCCL version [0-9]+\.[0-9]+\.[0-9]+")
+        .map_err(|e| e.to_string())?;
+    let found = as_rank::run(pid, |reach| reach.find(lib, &pattern, MAX_NCCL_LIB))
+        .map_err(String::from)?
+        .ok_or("no \"NCCL version\" string in it")?;
+    NcclVersion::parse(&found).ok_or_else(|| format!("{found:?} is not a version"))
+}
+
+/// The path of the libnccl in the rank's memory map.
+fn mapped_nccl(pid: i32) -> Option<String> {
+    let maps = procfs::process::Process::new(pid).ok()?.maps().ok()?;
+    maps.into_iter().find_map(|m| match m.pathname {
+        procfs::process::MMapPath::Path(p)
+            if p.file_name()?
+                .to_str()?
+                .starts_with(crate::probe::nccl::NCCL_STEM) =>
+        {
+            Some(p.display().to_string())
+        }
+        _ => None,
     })
 }
 
@@ -277,11 +316,7 @@ pub fn py_spy(pid: i32, bin_dir: Option<&str>, sample: u32) -> Result<String, St
 }
 
 fn py_spy_live(pid: i32, bin_dir: Option<&str>) -> Result<String, String> {
-    let program = py_spy_program(bin_dir).ok_or_else(|| {
-        "py-spy is not installed (pip install py-spy, in the job's environment or beside \
-         gpucheck), and the rank runs no worker server"
-            .to_string()
-    })?;
+    let program = py_spy_program(pid, bin_dir)?;
     let mut cmd = Command::new(&program);
     cmd.args(["dump", "--json", "--nonblocking", "--pid", &pid.to_string()]);
     let out = process::run_bounded(cmd, PYSPY_TIMEOUT).map_err(|e| format!("py-spy: {e}"))?;
@@ -308,40 +343,79 @@ fn py_spy_live(pid: i32, bin_dir: Option<&str>) -> Result<String, String> {
     ))
 }
 
-/// py-spy on PATH, beside the rank's Python, or beside gpucheck.
-fn py_spy_program(bin_dir: Option<&str>) -> Option<PathBuf> {
+/// py-spy on PATH, beside the rank's Python, or beside gpucheck. The one
+/// beside the rank's Python is run for a rank of another user only where
+/// that user cannot have put or changed it (`as_rank::trusted`): gpucheck
+/// runs nothing as root on a rank's word.
+fn py_spy_program(pid: i32, bin_dir: Option<&str>) -> Result<PathBuf, String> {
     let path = crate::seam::env("PATH").map(std::ffi::OsString::from);
     if let Some(p) = crate::probe::python::which("py-spy", path.as_ref()) {
-        return Some(p);
+        return Ok(p);
+    }
+    let mut refused = None;
+    if let Some(p) = bin_dir
+        .map(|d| Path::new(d).join("py-spy"))
+        .filter(|p| p.is_file())
+    {
+        match other_user(pid) {
+            None => return Ok(p),
+            Some(uid) => match as_rank::trusted(&p) {
+                Ok(real) => return Ok(real),
+                Err(why) => {
+                    refused = Some(format!(
+                        "the py-spy beside the rank's Python ({}) is not run for a rank of \
+                         uid {uid}, as the rank's user could have changed it ({why}): install \
+                         py-spy on gpucheck's PATH or beside gpucheck",
+                        p.display()
+                    ))
+                }
+            },
+        }
     }
     let beside_gpucheck = std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf));
-    bin_dir
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(beside_gpucheck)
-        .map(|d| d.join("py-spy"))
-        .find(|p| p.is_file())
+        .and_then(|e| e.parent().map(|d| d.join("py-spy")))
+        .filter(|p| p.is_file());
+    beside_gpucheck.ok_or_else(|| {
+        refused.unwrap_or_else(|| {
+            "py-spy is not installed (pip install py-spy, in the job's environment or beside \
+             gpucheck), and the rank runs no worker server"
+                .to_string()
+        })
+    })
 }
 
-/// The source line `line` of `file` as the rank sees it (through its own
-/// root), for a stack frame of the user's code.
-pub fn source_line(pid: i32, file: &str, line: u32) -> Option<String> {
+/// The rank's uid, when gpucheck acts for a rank of another user (it runs
+/// as root, the rank does not; "unknown" when the rank's user cannot be
+/// read while gpucheck runs as root).
+fn other_user(pid: i32) -> Option<String> {
+    match as_rank::user_of(pid) {
+        Ok(u) => as_rank::acting_for(&u).map(|u| u.uid.to_string()),
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        Err(_) => (unsafe { libc::geteuid() } == 0).then(|| "unknown".to_string()),
+    }
+}
+
+/// The source line `line` of `file` as the rank sees it (inside its own
+/// root), for a stack frame of the user's code: read with the rank's user's
+/// rights (`probe::as_rank`). None where there is no such line to read;
+/// `Err` says why the file was not read when the rank's own user may not
+/// read it, and nothing of the file is kept.
+pub fn source_line(pid: i32, file: &str, line: u32) -> Result<Option<String>, String> {
     const MAX_SOURCE: u64 = 8 * 1024 * 1024;
     let key = format!("{pid} {file}:{line}");
     crate::seam::answer("rank_state::source_line", &key, || {
-        let path = Path::new("/proc")
-            .join(pid.to_string())
-            .join("root")
-            .join(file.trim_start_matches('/'));
-        let meta = std::fs::metadata(&path).ok()?;
-        if !meta.is_file() || meta.len() > MAX_SOURCE || line == 0 {
-            return None;
+        if line == 0 {
+            return Ok(None);
         }
-        let text = std::fs::read_to_string(&path).ok()?;
-        let code = text.lines().nth(line as usize - 1)?;
-        Some(crate::domain::text::cut(code.trim(), 160))
+        match as_rank::run(pid, |reach| reach.read(file, MAX_SOURCE)) {
+            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes)
+                .lines()
+                .nth(line as usize - 1)
+                .map(|code| crate::domain::text::cut(code.trim(), 160))),
+            Err(e) if e.refused => Err(e.why),
+            Err(_) => Ok(None),
+        }
     })
 }
 

@@ -66,8 +66,9 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     // fr_dump::read_dump (wired) read.
     ("fr_pickle.rs", &["decode", "from_json"]),
     // read_dir runs rank_files and read_dump (both wired) on reader threads.
-    // parse: the decoder of a dump's bytes, read by read_dump or asked of a
-    // rank's worker server by rank_state::ask_worker (both wired).
+    // parse: the decoder of a dump's bytes, read by read_dump, by
+    // rank_state::dump_via_pipe and dump_written, or asked of a rank's
+    // worker server by rank_state::ask_worker (all wired).
     ("fr_dump.rs", &["read_dir", "parse"]),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
     ("copy_bandwidth.rs", &["parse_cpulist", "buffer_bytes"]),
@@ -150,6 +151,24 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
 /// entry point's live closure (and from unit tests with their own inputs),
 /// so their answers are in the wired one's.
 const INSIDE_WIRED: &[(&str, &[&str])] = &[
+    (
+        "as_rank.rs",
+        // inside rank_state's wired entry points: the rank's files opened
+        // with its user's rights (source_line, ask_worker, dump_via_pipe,
+        // dump_written, nccl_version), and whether what the rank names may be
+        // run or loaded (py_spy, nccl_version)
+        &[
+            "user_of",
+            "acting_for",
+            "run",
+            "read",
+            "modified",
+            "open_fifo",
+            "connect",
+            "trusted",
+            "find",
+        ],
+    ),
     (
         "kernel_log.rs",
         // inside read_kernel_log
