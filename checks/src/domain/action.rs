@@ -139,6 +139,7 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("net.master_addr", Action::FixConfig),
     ("net.master_port", Action::FixConfig),
     ("fabric.xid", Action::RestartJob),
+    ("fabric.mnnvl", Action::ContactProvider),
     ("fabric.rdma", Action::ContactProvider),
     ("fabric.gpudirect", Action::FixInstall),
     ("fabric.net_plugin", Action::FixInstall),

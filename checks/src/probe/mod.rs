@@ -8,6 +8,7 @@ pub mod ddp;
 pub mod fr_dump;
 pub mod fr_pickle;
 pub mod host;
+pub mod imex;
 pub mod kernel_log;
 pub mod libs;
 pub mod load;
