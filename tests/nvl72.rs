@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     assert_valid_json_report, build_fixture_lib, fake_nvml, gpucheck, processes_matching, result,
-    root, status_of, stderr, stdout, text_field, LOAD_CHECKS,
+    root, status_of, stderr, stdout, text_field, venv_python, LOAD_CHECKS,
 };
 use serde_json::Value;
 
@@ -69,6 +69,14 @@ impl<'a> Rack<'a> {
     }
 
     fn run(&self) -> (Output, Value) {
+        let out = self.command(&[]).output().expect("run gpucheck");
+        let doc = assert_valid_json_report(&stdout(&out));
+        (out, doc)
+    }
+
+    /// `gpucheck FIRST...` with this rack's fakes and roots, and the checks
+    /// selected.
+    fn command(&self, first: &[&str]) -> std::process::Command {
         let base = fixture(&format!("imex/root/{}", self.root));
         let path = format!(
             "{}:{}",
@@ -76,39 +84,36 @@ impl<'a> Rack<'a> {
             std::env::var("PATH").unwrap_or_default()
         );
         let mut cmd = gpucheck();
+        cmd.args(first);
         for name in NCCL_SETTINGS
             .iter()
             .chain(&["NVIDIA_IMEX_CHANNELS", "FAKE_IMEX_HANG"])
         {
             cmd.env_remove(name);
         }
-        let out = cmd
-            .env(
-                "FAKE_NVML_SCENARIO",
-                fixture(&format!("nvml/{}.scenario", self.scenario)),
-            )
-            .env("GPUCHECK_DEV_ROOT", base.join("dev"))
-            .env("GPUCHECK_ETC_ROOT", base.join("etc"))
-            .env("GPUCHECK_PROC_ROOT", base.join("proc"))
-            .env(
-                "FAKE_IMEX_STATE",
-                root().join("tests/fixtures/imex").join(self.imex),
-            )
-            .env("PATH", path)
-            .envs(self.envs.iter().map(|(k, v)| (*k, v.as_str())))
-            .arg("--nvml-lib")
-            .arg(&self.nvml)
-            .args([
-                "--only",
-                self.only,
-                "--skip",
-                &format!("{LOAD_CHECKS},{NOT_NVML}"),
-            ])
-            .args(["--format", "json", "--color", "never"])
-            .output()
-            .expect("run gpucheck");
-        let doc = assert_valid_json_report(&stdout(&out));
-        (out, doc)
+        cmd.env(
+            "FAKE_NVML_SCENARIO",
+            fixture(&format!("nvml/{}.scenario", self.scenario)),
+        )
+        .env("GPUCHECK_DEV_ROOT", base.join("dev"))
+        .env("GPUCHECK_ETC_ROOT", base.join("etc"))
+        .env("GPUCHECK_PROC_ROOT", base.join("proc"))
+        .env(
+            "FAKE_IMEX_STATE",
+            root().join("tests/fixtures/imex").join(self.imex),
+        )
+        .env("PATH", path)
+        .envs(self.envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .arg("--nvml-lib")
+        .arg(&self.nvml)
+        .args([
+            "--only",
+            self.only,
+            "--skip",
+            &format!("{LOAD_CHECKS},{NOT_NVML}"),
+        ])
+        .args(["--format", "json", "--color", "never"]);
+        cmd
     }
 }
 
@@ -399,4 +404,76 @@ fn explain_says_what_the_check_reads() {
     let text = stdout(&out);
     assert!(text.contains("nvmlDeviceGetGpuFabricInfoV"), "{text}");
     assert!(text.contains("nvidia-imex-ctl -N -j"), "{text}");
+}
+
+// ------------------------------------------------------------ across nodes
+
+#[test]
+fn a_tray_in_no_nvlink_domain_beside_a_registered_one_fails_the_fleet() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("fleet.json");
+    let spawn = |rank: u32, scenario: &str| {
+        let mut rack = Rack::new(scenario);
+        rack.only = WHOLE_NODE;
+        let mut cmd = rack.command(&["cluster"]);
+        cmd.args(["--nnodes", "2", "--node-rank", &rank.to_string()])
+            .args([
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                &port.to_string(),
+            ])
+            .args(["--rdzv-timeout", "60", "--python"])
+            .arg(venv_python())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if rank == 0 {
+            cmd.arg("--json").arg(&json);
+        }
+        cmd.spawn().expect("start gpucheck cluster")
+    };
+    let mut nodes = [
+        spawn(0, "gb200_nvl72_tray"),
+        spawn(1, "gb200_insufficient_resources"),
+    ];
+    let started = Instant::now();
+    while nodes
+        .iter_mut()
+        .any(|c| c.try_wait().ok().flatten().is_none())
+    {
+        if started.elapsed() > Duration::from_secs(240) {
+            nodes.iter_mut().for_each(|c| drop(c.kill()));
+            panic!("the cluster run did not end within 240 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut said = String::new();
+    for node in &mut nodes {
+        if let Some(mut err) = node.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut err, &mut said);
+        }
+    }
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("node 0 wrote no fleet report ({e}): {said}"));
+    let doc: Value = serde_json::from_str(&text).expect("JSON");
+    let fleet = doc["fleet"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["id"] == "fleet.nvlink_domains"))
+        .expect("fleet.nvlink_domains in the report")
+        .clone();
+    assert_eq!(fleet["status"], "fail", "{fleet}");
+    let summary = fleet["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("node 1 (")
+            && summary.contains(") in no NVLink domain beside node 0 (")
+            && summary.contains(
+                "in NVLink domain cluster 6a130f54-faaa-4b8f-847f-be44ab70f917 clique 32766"
+            ),
+        "{summary}"
+    );
 }

@@ -151,6 +151,7 @@ pub const DEFAULT_ACTIONS: &[(&str, Action)] = &[
     ("fleet.rendezvous", Action::FixConfig),
     ("fleet.local", Action::FixConfig),
     ("fleet.gpus", Action::FixConfig),
+    ("fleet.nvlink_domains", Action::ContactProvider),
     ("fleet.driver", Action::FixInstall),
     ("fleet.cuda_driver", Action::FixInstall),
     ("fleet.torch", Action::FixInstall),

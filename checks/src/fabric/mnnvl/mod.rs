@@ -13,8 +13,9 @@ mod imex;
 use std::time::Duration;
 
 use crate::domain::action::Action;
-use crate::domain::nvlink_fabric::{in_multi_node_fabric, NCCL_MNNVL_MIN};
+use crate::domain::nvlink_fabric::{in_multi_node_fabric, NCCL_MNNVL_MIN, STATE_COMPLETED};
 use crate::domain::text::{counted, gpus_phrase};
+use crate::facts::fabric::{NvlinkDomain, NvlinkDomains};
 use crate::findings::{Finding, Findings};
 use crate::probe::host::env_lossy;
 use crate::probe::imex::{dev_root, etc_root, ImexFacts};
@@ -135,8 +136,9 @@ pub fn evaluate(f: &MnnvlFacts) -> Outcome {
     findings.items.extend(gpus::split_finding(&domains));
     let multi: Vec<&((String, u32), Vec<u32>)> =
         domains.iter().filter(|(k, _)| !k.0.is_empty()).collect();
+    let published = published(f, &domains);
     if multi.is_empty() && findings.worst() < Status::Warn {
-        return Outcome::skip(does_not_apply(f));
+        return Outcome::skip(does_not_apply(f)).publish(&published);
     }
     if let Some(imex) = &f.imex {
         findings.items.extend(imex::channel_findings(imex));
@@ -164,7 +166,29 @@ pub fn evaluate(f: &MnnvlFacts) -> Outcome {
     if let Some((_, ids)) = multi.first() {
         outcome = outcome.with_metric("nvlink_domain_gpus", ids.len() as f64, "GPUs");
     }
-    outcome
+    outcome.publish(&published)
+}
+
+/// The node's NVLink domains, for the fleet.
+fn published(f: &MnnvlFacts, domains: &[((String, u32), Vec<u32>)]) -> NvlinkDomains {
+    let fabric: Vec<&FabricInfo> = f.gpus.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+    NvlinkDomains {
+        domains: domains
+            .iter()
+            .filter(|(k, _)| !k.0.is_empty())
+            .map(|((uuid, clique), gpus)| NvlinkDomain {
+                cluster_uuid: uuid.clone(),
+                clique_id: *clique,
+                gpus: gpus.clone(),
+            })
+            .collect(),
+        fabric_gpus: fabric.len() as u32,
+        unregistered_gpus: fabric
+            .iter()
+            .filter(|i| i.state != STATE_COMPLETED || i.status != 0)
+            .count() as u32,
+        gpus: f.gpus.len() as u32,
+    }
 }
 
 /// Why the check does not apply.
