@@ -366,6 +366,24 @@ fn an_imex_ctl_that_never_answers_is_bounded_and_leaves_nothing_behind() {
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
+#[test]
+fn a_host_imex_service_beside_the_dra_drivers_daemon_fails() {
+    let mut rack = Rack::new("gb200_nvl72_tray");
+    rack.root = "dra_beside_host";
+    let (out, doc) = rack.run();
+    assert_eq!(code(&out), 1);
+    assert_eq!(
+        summary(&doc),
+        "the host's nvidia-imex.service is enabled beside the Kubernetes DRA driver's IMEX daemon"
+    );
+    assert_eq!(action(&doc), "fix_config");
+    assert!(
+        hint(&doc).contains("systemctl disable --now nvidia-imex.service"),
+        "{}",
+        hint(&doc)
+    );
+}
+
 // ------------------------------------------------------------ NCCL
 
 #[test]

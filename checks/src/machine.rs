@@ -176,6 +176,19 @@ pub struct ImexFacts {
     /// The host's nvidia-imex.service is enabled (a `*.wants/` link under
     /// /etc/systemd/system).
     pub host_service_enabled: bool,
+    /// The nvidia-imex processes /proc shows (all of them only from the
+    /// host's PID namespace).
+    #[serde(default)]
+    pub daemons: Vec<ImexDaemon>,
+}
+
+/// One running nvidia-imex.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ImexDaemon {
+    pub pid: u32,
+    /// Its cgroup is a Kubernetes pod's (`kubepods`): a DRA driver's
+    /// ComputeDomain daemon, not the host's service.
+    pub in_pod: bool,
 }
 
 /// /etc/nvidia-imex/config.cfg's settings gpucheck reads, and the nodes

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-pub use crate::machine::{CommandAnswer, ImexConfig, ImexFacts};
+pub use crate::machine::{CommandAnswer, ImexConfig, ImexDaemon, ImexFacts};
 
 use super::process::{run_bounded, RunError};
 use super::sysfs::proc_root;
@@ -71,8 +71,34 @@ pub fn facts(dev: &Path, etc: &Path, path_var: Option<&OsString>) -> ImexFacts {
             daemon: ask(ctl.as_deref(), &["-q"]),
             domain: ask(ctl.as_deref(), &["-N", "-j"]),
             host_service_enabled: host_service_enabled(etc),
+            daemons: daemons(&proc),
         }
     })
+}
+
+/// The nvidia-imex processes under `proc`, and whether each runs in a
+/// Kubernetes pod (its `cgroup` names `kubepods`).
+fn daemons(proc: &Path) -> Vec<ImexDaemon> {
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    let read = |p: &Path| {
+        crate::input::read_regular(p, MAX_CONFIG_BYTES)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let mut found: Vec<ImexDaemon> = entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            (read(&e.path().join("comm")).trim() == "nvidia-imex").then(|| ImexDaemon {
+                pid,
+                in_pod: read(&e.path().join("cgroup")).contains("kubepods"),
+            })
+        })
+        .collect();
+    found.sort_by_key(|d| d.pid);
+    found
 }
 
 /// `name` in an absolute PATH entry, executable.
@@ -228,6 +254,37 @@ mod tests {
         assert_eq!(channels_major(root.path()), Some(234));
         assert_eq!(channels_major(&etc), None);
         assert!(!host_service_enabled(&etc));
+        for (pid, comm, cgroup) in [
+            (
+                "812",
+                "nvidia-imex\n",
+                "0::/system.slice/nvidia-imex.service\n",
+            ),
+            (
+                "4410",
+                "nvidia-imex\n",
+                "0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-9.scope\n",
+            ),
+            ("77", "bash\n", "0::/user.slice\n"),
+        ] {
+            let dir = root.path().join(pid);
+            fs::create_dir_all(&dir).expect("pid dir");
+            fs::write(dir.join("comm"), comm).expect("comm");
+            fs::write(dir.join("cgroup"), cgroup).expect("cgroup");
+        }
+        assert_eq!(
+            daemons(root.path()),
+            [
+                ImexDaemon {
+                    pid: 812,
+                    in_pod: false
+                },
+                ImexDaemon {
+                    pid: 4410,
+                    in_pod: true
+                }
+            ]
+        );
     }
 
     #[test]

@@ -184,6 +184,38 @@ fn not_installed(imex: &ImexFacts) -> Vec<Finding> {
     .action(Action::FixInstall)]
 }
 
+/// A host nvidia-imex beside a Kubernetes DRA driver's: the driver's
+/// ComputeDomain daemon then cannot allocate the IMEX session ("Failed to
+/// allocate Imex session ... NV_ERR_IN_USE", NVIDIA/aicr#2520;
+/// kubernetes-sigs/dra-driver-nvidia-gpu#524), never becomes ready, and
+/// ComputeDomain workloads hang.
+pub fn two_daemons_finding(imex: &ImexFacts) -> Option<Finding> {
+    let in_pod = imex.daemons.iter().filter(|d| d.in_pod).count();
+    let on_host = imex.daemons.iter().filter(|d| !d.in_pod).count();
+    if in_pod == 0 || (on_host == 0 && !imex.host_service_enabled) {
+        return None;
+    }
+    let host = if on_host > 0 {
+        "a host nvidia-imex (nvidia-imex.service) runs"
+    } else {
+        "the host's nvidia-imex.service is enabled"
+    };
+    Some(
+        Finding::new(
+            None,
+            Status::Fail,
+            format!("{host} beside the Kubernetes DRA driver's IMEX daemon"),
+        )
+        .hint(
+            "one node runs one IMEX daemon: with the DRA driver's ComputeDomains disable the \
+             host's (`sudo systemctl disable --now nvidia-imex.service && sudo systemctl mask \
+             nvidia-imex.service`, NVIDIA's GPU Operator DRA prerequisites), or run the DRA \
+             driver in host-managed mode (its HostManagedIMEXDaemon feature gate) instead",
+        )
+        .action(Action::FixConfig),
+    )
+}
+
 /// The domain's state (`nvidia-imex-ctl -N -j`).
 pub fn domain_findings(imex: &ImexFacts) -> Vec<Finding> {
     let CommandAnswer::Output(text) = &imex.domain else {
@@ -407,6 +439,36 @@ mod tests {
         );
         f.domain = CommandAnswer::Output("not json".into());
         assert_eq!(all(&f)[0].0, Status::Warn);
+    }
+
+    #[test]
+    fn a_host_daemon_beside_a_dra_daemon_fails_and_either_alone_passes() {
+        use crate::probe::imex::ImexDaemon;
+        let mut f = ready();
+        f.daemons = vec![ImexDaemon {
+            pid: 4410,
+            in_pod: true,
+        }];
+        assert!(two_daemons_finding(&f).is_none());
+        f.host_service_enabled = true;
+        let got = two_daemons_finding(&f).expect("conflict");
+        assert_eq!(
+            got.text,
+            "the host's nvidia-imex.service is enabled beside the Kubernetes DRA driver's IMEX daemon"
+        );
+        assert_eq!(got.action, Some(Action::FixConfig));
+        f.host_service_enabled = false;
+        f.daemons.push(ImexDaemon {
+            pid: 812,
+            in_pod: false,
+        });
+        assert!(two_daemons_finding(&f)
+            .expect("conflict")
+            .text
+            .starts_with("a host nvidia-imex (nvidia-imex.service) runs beside"));
+        f.daemons.retain(|d| !d.in_pod);
+        f.host_service_enabled = true;
+        assert!(two_daemons_finding(&f).is_none());
     }
 
     #[test]

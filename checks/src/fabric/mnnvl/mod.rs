@@ -144,6 +144,7 @@ pub fn evaluate(f: &MnnvlFacts) -> Outcome {
         findings.items.extend(imex::channel_findings(imex));
         findings.items.extend(imex::daemon_findings(imex));
         findings.items.extend(imex::domain_findings(imex));
+        findings.items.extend(imex::two_daemons_finding(imex));
     }
     findings.items.extend(nccl_findings(f));
     let pass = match (multi.first(), &f.imex) {
@@ -283,7 +284,9 @@ cluster UUIDs or cliques fails.
 IMEX: no /dev/nvidia-caps-imex-channels/channelN in this container fails (create channel0 on \
 the host, set NVIDIA_IMEX_CHANNELS=0 or request a ComputeDomain channel); `nvidia-imex-ctl -q` \
 other than READY fails (INITIALIZING and INIT_GPU warn), `nvidia-imex-ctl -N -j` DEGRADED warns \
-and DOWN fails, naming the nodes not READY; IMEX versions that differ across the domain warn. \
+and DOWN fails, naming the nodes not READY; IMEX versions that differ across the domain warn; a \
+host nvidia-imex.service (enabled or running) beside a Kubernetes DRA driver's IMEX daemon (an \
+nvidia-imex process in a kubepods cgroup) fails: one of them cannot get the IMEX session. \
 Each query is bounded to 5 s. NCCL_MNNVL_ENABLE=0, NCCL_CUMEM_ENABLE=0 (turns MNNVL off too) and \
 NCCL_NVLS_ENABLE=0 warn with what they cost, as does an NCCL older than 2.20.3.
 
