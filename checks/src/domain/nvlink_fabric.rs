@@ -156,6 +156,48 @@ pub fn in_multi_node_fabric(info: &FabricInfo) -> bool {
 /// NCCL_MNNVL_ENABLE), as (major, minor, patch).
 pub const NCCL_MNNVL_MIN: (u32, u32, u32) = (2, 20, 3);
 
+/// NVLink 5 per GPU (GB200 NVL72 datasheet: 1.8 TB/s bidirectional, 900
+/// GB/s each way) against one 400 Gb/s NIC per GPU (the NVL72 compute
+/// tray's ConnectX-7/8, 50 GB/s each way): what traffic between trays
+/// loses when it leaves NVLink.
+pub const NVLINK5_GBYTES_PER_S: f64 = 900.0;
+pub const NIC_400G_GBYTES_PER_S: f64 = 50.0;
+
+/// The NCCL settings that take NVLink between trays away when 0, with what
+/// each costs (NVIDIA/nccl src/mnnvl.cc: MNNVL needs cuMem; src/init.cc:
+/// NCCL_MNNVL_ENABLE, default 2 = auto).
+pub const NCCL_FABRIC_SETTINGS: &[(&str, &str)] = &[
+    (
+        "NCCL_MNNVL_ENABLE",
+        "turns multi-node NVLink off: traffic between trays goes over the network",
+    ),
+    (
+        "NCCL_CUMEM_ENABLE",
+        "turns cuMem off, and MNNVL with it (NCCL's MNNVL needs cuMem fabric memory): traffic \
+         between trays goes over the network",
+    ),
+    (
+        "NCCL_NVLS_ENABLE",
+        "turns NVLink SHARP off: all-reduce inside the NVLink domain loses the switches' \
+         in-network reduction",
+    ),
+];
+
+/// On a node in a multi-node NVLink domain: `name=value` as a finding's
+/// (text, hint) when it turns NVLink between trays (or NVLink SHARP) off.
+pub fn nccl_setting_cost(name: &str, value: &str) -> Option<(String, String)> {
+    let cost = NCCL_FABRIC_SETTINGS.iter().find(|(n, _)| *n == name)?.1;
+    (value.trim() == "0").then(|| {
+        (
+            format!("{name}=0 on a multi-node NVLink rack"),
+            format!(
+                "{name}=0 {cost} (about {NIC_400G_GBYTES_PER_S:.0} GB/s per GPU instead of \
+                 {NVLINK5_GBYTES_PER_S:.0}): unset it unless a known NCCL issue needs it"
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +238,19 @@ mod tests {
             incorrect_configuration_text(12),
             "incorrect configuration code 12"
         );
+    }
+
+    #[test]
+    fn nccl_settings_at_zero_name_their_cost() {
+        let (text, hint) = nccl_setting_cost("NCCL_CUMEM_ENABLE", " 0").expect("costly");
+        assert_eq!(text, "NCCL_CUMEM_ENABLE=0 on a multi-node NVLink rack");
+        assert!(hint.contains("MNNVL with it"), "{hint}");
+        assert!(
+            hint.contains("about 50 GB/s per GPU instead of 900"),
+            "{hint}"
+        );
+        assert!(nccl_setting_cost("NCCL_NVLS_ENABLE", "1").is_none());
+        assert!(nccl_setting_cost("NCCL_DEBUG", "0").is_none());
     }
 
     #[test]

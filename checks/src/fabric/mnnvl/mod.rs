@@ -35,37 +35,9 @@ pub struct MnnvlFacts {
     pub uptime_secs: Option<f64>,
     /// IMEX, read only where a GPU is in a multi-node fabric.
     pub imex: Option<ImexFacts>,
-    /// The NCCL settings that turn MNNVL or NVLink SHARP off, as set.
-    pub nccl_env: Vec<(String, String)>,
     /// The NCCL the job loads (torch's), "2.21.5".
     pub nccl_version: Option<String>,
 }
-
-/// NVLink 5 per GPU (GB200 NVL72 datasheet: 1.8 TB/s bidirectional, 900
-/// GB/s each way) against one 400 Gb/s NIC per GPU (the NVL72 compute
-/// tray's ConnectX-7/8, 50 GB/s each way): what traffic between trays
-/// loses when it leaves NVLink.
-const NVLINK5_GBYTES_PER_S: f64 = 900.0;
-const NIC_400G_GBYTES_PER_S: f64 = 50.0;
-
-/// The NCCL settings that take NVLink between trays away, with what each
-/// costs (NVIDIA/nccl src/mnnvl.cc and src/init.cc).
-const NCCL_FABRIC_SETTINGS: &[(&str, &str)] = &[
-    (
-        "NCCL_MNNVL_ENABLE",
-        "turns multi-node NVLink off: traffic between trays goes over the network",
-    ),
-    (
-        "NCCL_CUMEM_ENABLE",
-        "turns cuMem off, and MNNVL with it (NCCL's MNNVL needs cuMem fabric memory): traffic \
-         between trays goes over the network",
-    ),
-    (
-        "NCCL_NVLS_ENABLE",
-        "turns NVLink SHARP off: all-reduce inside the NVLink domain loses the switches' \
-         in-network reduction",
-    ),
-];
 
 impl Check for Mnnvl {
     fn id(&self) -> &'static str {
@@ -107,10 +79,6 @@ impl Check for Mnnvl {
             let mut imex = crate::probe::imex::facts(&dev_root(), &etc_root(), path.as_ref());
             imex.channels_env = env_lossy("NVIDIA_IMEX_CHANNELS");
             facts.imex = Some(imex);
-            facts.nccl_env = NCCL_FABRIC_SETTINGS
-                .iter()
-                .filter_map(|(name, _)| env_lossy(name).map(|v| (name.to_string(), v)))
-                .collect();
             facts.nccl_version = ctx.fact::<TorchInfo>().and_then(|t| t.nccl_version);
         }
         evaluate(&facts)
@@ -212,29 +180,9 @@ fn does_not_apply(f: &MnnvlFacts) -> String {
     )
 }
 
-/// The job's NCCL settings and version against a multi-node fabric.
+/// The job's NCCL against a multi-node fabric (its settings are nccl.env's).
 fn nccl_findings(f: &MnnvlFacts) -> Vec<Finding> {
-    let mut out: Vec<Finding> = f
-        .nccl_env
-        .iter()
-        .filter(|(_, v)| v.trim() == "0")
-        .filter_map(|(name, v)| {
-            let cost = NCCL_FABRIC_SETTINGS.iter().find(|(n, _)| n == name)?.1;
-            Some(
-                Finding::new(
-                    None,
-                    Status::Warn,
-                    format!("{name}={} on a multi-node NVLink rack", v.trim()),
-                )
-                .hint(format!(
-                    "{name}=0 {cost} (about {:.0} GB/s per GPU instead of {:.0}): unset it \
-                         unless a known NCCL issue needs it",
-                    NIC_400G_GBYTES_PER_S, NVLINK5_GBYTES_PER_S
-                ))
-                .action(Action::FixConfig),
-            )
-        })
-        .collect();
+    let mut out = Vec::new();
     let old = f.nccl_version.as_deref().and_then(|v| {
         let parts: Vec<u32> = v.split('.').filter_map(|p| p.parse().ok()).collect();
         let found = match parts[..] {
@@ -287,8 +235,8 @@ other than READY fails (INITIALIZING and INIT_GPU warn), `nvidia-imex-ctl -N -j`
 and DOWN fails, naming the nodes not READY; IMEX versions that differ across the domain warn; a \
 host nvidia-imex.service (enabled or running) beside a Kubernetes DRA driver's IMEX daemon (an \
 nvidia-imex process in a kubepods cgroup) fails: one of them cannot get the IMEX session. \
-Each query is bounded to 5 s. NCCL_MNNVL_ENABLE=0, NCCL_CUMEM_ENABLE=0 (turns MNNVL off too) and \
-NCCL_NVLS_ENABLE=0 warn with what they cost, as does an NCCL older than 2.20.3.
+Each query is bounded to 5 s. An NCCL older than 2.20.3 (torch's) warns: it predates MNNVL; \
+nccl.env warns for NCCL_MNNVL_ENABLE=0, NCCL_CUMEM_ENABLE=0 and NCCL_NVLS_ENABLE=0 on such a node.
 
 GPUs without a multi-node fabric (PCIe GPUs, an HGX H100 whose GPUs register with a cluster \
 UUID of all zeros) skip: it does not apply. /dev, /etc and /proc are read under \
@@ -338,7 +286,6 @@ mod tests {
             gpus: tray(4),
             uptime_secs: Some(3600.0),
             imex: Some(ready_imex()),
-            nccl_env: Vec::new(),
             nccl_version: Some("2.27.7".into()),
         }
     }
@@ -377,26 +324,6 @@ mod tests {
         assert!(evaluate(&f)
             .summary
             .contains("no GPU reports an NVLink fabric"));
-    }
-
-    #[test]
-    fn nccl_settings_that_turn_mnnvl_off_warn_with_their_cost() {
-        for name in ["NCCL_MNNVL_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE"] {
-            let mut f = healthy();
-            f.nccl_env = vec![(name.to_string(), "0".to_string())];
-            let o = evaluate(&f);
-            assert_eq!(o.status, Status::Warn, "{name}");
-            assert_eq!(o.summary, format!("{name}=0 on a multi-node NVLink rack"));
-            assert!(o
-                .hint
-                .as_deref()
-                .unwrap_or("")
-                .contains("about 50 GB/s per GPU instead of 900"));
-            assert_eq!(o.action, Some(Action::FixConfig));
-        }
-        let mut f = healthy();
-        f.nccl_env = vec![("NCCL_NVLS_ENABLE".into(), "1".into())];
-        assert_eq!(evaluate(&f).status, Status::Pass);
     }
 
     #[test]
