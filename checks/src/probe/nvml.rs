@@ -1170,7 +1170,7 @@ fn fabric_struct_version(size: usize, version: u32) -> u32 {
 /// One GPU's fabric info, the newest way the driver answers: struct v3,
 /// then v2 when the driver does not know v3 (ARGUMENT_VERSION_MISMATCH),
 /// then the v1 call when the driver has no nvmlDeviceGetGpuFabricInfoV
-/// (before R550).
+/// (before R550) or knows neither layout.
 fn fabric_info_of(device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
     let lib = device.nvml().lib();
     let Ok(sym) = nvml_sym(lib.nvmlDeviceGetGpuFabricInfoV.as_ref()) else {
@@ -1190,6 +1190,10 @@ fn fabric_info_of(device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
         let v2_size = std::mem::size_of::<FabricInfoV2Layout>();
         set_struct_version(&mut info, fabric_struct_version(v2_size, 2));
         code = unsafe { sym(device.handle(), &mut info) };
+    }
+    if code == NVML_ERROR_ARGUMENT_VERSION_MISMATCH as u32 {
+        // Neither versioned layout is known: the unversioned call answers.
+        return fabric_info_v1(device);
     }
     nvml_try(code)?;
     let answer = fabric_answer(
