@@ -24,9 +24,9 @@ const ENVIRONMENT: &[(&str, &str)] = &[
          else TORCHELASTIC_RUN_ID): every node of one job must name the same.",
     ),
     (
-        "GPUCHECK_SYSFS_ROOT, GPUCHECK_PROC_ROOT",
-        "Read /sys and /proc facts under these folders instead (a copy of another machine's, or \
-         a test's).",
+        "GPUCHECK_SYSFS_ROOT, GPUCHECK_PROC_ROOT, GPUCHECK_DEV_ROOT, GPUCHECK_ETC_ROOT",
+        "Read /sys, /proc, /dev and /etc facts under these folders instead (a copy of another \
+         machine's, or a test's).",
     ),
     (
         "GPUCHECK_LOAD_DEVICE",
@@ -57,6 +57,11 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "HOME",
         "Its .nccl.conf is read as NCCL reads it.",
+    ),
+    (
+        "NVIDIA_IMEX_CHANNELS",
+        "The IMEX channels the container runtime gives this container; fabric.mnnvl warns for \
+         one named that /dev/nvidia-caps-imex-channels lacks.",
     ),
     (
         "CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER",

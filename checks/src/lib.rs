@@ -347,6 +347,7 @@ pub static CATALOG: &[&dyn Check] = &[
     &net::MasterPort,
     // fabric
     &fabric::Xid,
+    &fabric::Mnnvl,
     &fabric::Rdma,
     &fabric::GpuDirect,
     &fabric::NetPlugin,

@@ -132,3 +132,87 @@ pub struct LoadReading {
     pub throttle_reasons: Reading<u64>,
     pub memory_free_bytes: Reading<u64>,
 }
+
+/// A GPU's multi-node NVLink fabric registration as NVML reports it, raw:
+/// decoding and judging live in `domain::nvlink_fabric`. Read with
+/// nvmlDeviceGetGpuFabricInfoV (struct v3, else v2) or, on drivers without
+/// it, nvmlDeviceGetGpuFabricInfo (v1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FabricInfo {
+    /// The struct version that answered: 3 (healthSummary, nvml.h 13.0),
+    /// 2 (healthMask, nvml.h 12.4) or 1 (nvml.h 12.0).
+    pub struct_version: u8,
+    /// nvmlGpuFabricState_t: 1 not started, 2 in progress, 3 completed
+    /// (0, not supported, is answered as NOT_SUPPORTED instead).
+    pub state: u8,
+    /// nvmlReturn_t of the registration; meaningful once completed.
+    pub status: i32,
+    pub clique_id: u32,
+    /// 32 hex digits; all zeros when the GPU is in no multi-node fabric.
+    pub cluster_uuid: String,
+    /// NVML_GPU_FABRIC_HEALTH_MASK_* (v2 and v3).
+    pub health_mask: Option<u32>,
+    /// NVML_GPU_FABRIC_HEALTH_SUMMARY_* (v3).
+    pub health_summary: Option<u8>,
+}
+
+/// What a node shows of IMEX, the service that lets GPUs of one NVLink
+/// domain import each other's memory across nodes (NVIDIA's IMEX guide).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ImexFacts {
+    /// The `nvidia-caps-imex-channels` major in /proc/devices (the driver
+    /// registers it when it supports IMEX channels, R550 and later).
+    pub channels_major: Option<u32>,
+    /// The N of each /dev/nvidia-caps-imex-channels/channelN present.
+    pub channels: Vec<u32>,
+    /// NVIDIA_IMEX_CHANNELS, as the container runtime reads it.
+    pub channels_env: Option<String>,
+    /// /etc/nvidia-imex/config.cfg, when present.
+    pub config: Option<ImexConfig>,
+    /// `nvidia-imex-ctl -q`: the local daemon's state.
+    pub daemon: CommandAnswer,
+    /// `nvidia-imex-ctl -N -j`: the domain's state.
+    pub domain: CommandAnswer,
+    /// The host's nvidia-imex.service is enabled (a `*.wants/` link under
+    /// /etc/systemd/system).
+    pub host_service_enabled: bool,
+    /// The nvidia-imex processes /proc shows (all of them only from the
+    /// host's PID namespace).
+    #[serde(default)]
+    pub daemons: Vec<ImexDaemon>,
+}
+
+/// One running nvidia-imex.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ImexDaemon {
+    pub pid: u32,
+    /// Its cgroup is a Kubernetes pod's (`kubepods`): a DRA driver's
+    /// ComputeDomain daemon, not the host's service.
+    pub in_pod: bool,
+}
+
+/// /etc/nvidia-imex/config.cfg's settings gpucheck reads, and the nodes
+/// file it names.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ImexConfig {
+    /// IMEX_NODE_CONFIG_FILE (default /etc/nvidia-imex/nodes_config.cfg).
+    pub nodes_file: String,
+    /// The nodes file's addresses; `None` when it cannot be read.
+    pub nodes: Option<Vec<String>>,
+    /// IMEX_CMD_ENABLED: `nvidia-imex-ctl` asks the daemon through it.
+    pub cmd_enabled: Option<bool>,
+}
+
+/// What one bounded run of a tool gave.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum CommandAnswer {
+    /// Not on PATH.
+    #[default]
+    NotInstalled,
+    /// Exited 0 with this output.
+    Output(String),
+    /// Exited otherwise, with this (stderr, else stdout) text.
+    Failed(String),
+    /// Did not answer within its time.
+    TimedOut(f64),
+}

@@ -12,6 +12,7 @@ pub mod hca;
 pub mod hostlist;
 pub mod job;
 pub mod launch;
+pub mod nvlink_fabric;
 pub mod pairs;
 pub mod pcie;
 pub mod placement;

@@ -73,3 +73,33 @@ impl SocketLinks {
 impl Fact for SocketLinks {
     const KEY: &'static str = "socket_links";
 }
+
+/// One NVLink domain a node's GPUs registered in: GPUs sharing a cluster
+/// UUID and clique (what NCCL requires to use NVLink between nodes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlinkDomain {
+    /// 32 hex digits.
+    pub cluster_uuid: String,
+    pub clique_id: u32,
+    /// NVML indices.
+    pub gpus: Vec<u32>,
+}
+
+/// The node's multi-node NVLink domains as `fabric.mnnvl` found them, for
+/// `fleet.nvlink_domains`: published wherever NVML answered, empty when no
+/// GPU is in a multi-node fabric.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlinkDomains {
+    pub domains: Vec<NvlinkDomain>,
+    /// GPUs that report an NVLink fabric at all (any state); 0 on PCIe
+    /// GPUs and GPUs before Hopper.
+    pub fabric_gpus: u32,
+    /// GPUs whose registration is not complete, or completed with an error.
+    pub unregistered_gpus: u32,
+    /// GPUs on the node.
+    pub gpus: u32,
+}
+
+impl Fact for NvlinkDomains {
+    const KEY: &'static str = "nvlink_domains";
+}

@@ -47,6 +47,7 @@ mod gpus;
 mod hosts;
 mod load;
 mod nccl_env;
+mod nvlink;
 mod pairs;
 mod rendezvous;
 mod verdicts;
@@ -58,6 +59,7 @@ pub use gpus::Gpus;
 pub use hosts::Hosts;
 pub use load::GpuLoad;
 pub use nccl_env::NcclEnv;
+pub use nvlink::Nvlink;
 pub use pairs::Pairs;
 pub use rendezvous::Rendezvous;
 pub use verdicts::LocalVerdicts;
@@ -234,6 +236,7 @@ pub static FLEET_CATALOG: &[&dyn FleetCheck] = &[
     &Rendezvous,
     &LocalVerdicts,
     &Gpus,
+    &Nvlink,
     &Driver,
     &CudaDriver,
     &Torch,

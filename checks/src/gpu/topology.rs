@@ -127,7 +127,9 @@ fn fabric_finding(gpu: u32, fabric: &Reading<FabricState>) -> Option<Finding> {
         it until it is: start the fabric manager, at exactly the driver's version \
         (`sudo systemctl enable --now nvidia-fabricmanager`), check it with \
         `systemctl status nvidia-fabricmanager` and `journalctl -u nvidia-fabricmanager`, and \
-        `nvidia-smi -q -i {ids} | grep -i -A3 fabric` shows each GPU's state";
+        `nvidia-smi -q -i {ids} | grep -i -A3 fabric` shows each GPU's state; on GB200/GB300 \
+        NVL72 racks the NVLink switch trays register the GPUs instead, and fabric.mnnvl says \
+        what stops them";
     let text = match fabric {
         Ok(FabricState::Completed) => return None,
         Ok(FabricState::NotStarted) => "NVSwitch fabric not started (fabric manager)".to_string(),
@@ -654,7 +656,10 @@ slower and may go down; watch `nvidia-smi nvlink -e`. A single GPU has nothing t
 
 On NVSwitch systems (HGX/DGX, Hopper and later) a GPU the fabric manager has not registered fails: \
 CUDA cannot start on it until it is. Start the fabric manager at the driver's version \
-(`sudo systemctl enable --now nvidia-fabricmanager`) and read `journalctl -u nvidia-fabricmanager`."
+(`sudo systemctl enable --now nvidia-fabricmanager`) and read `journalctl -u nvidia-fabricmanager`. \
+A registration that completed with an error is named by nvml.h (NVML_ERROR_INSUFFICIENT_RESOURCES). \
+On GB200/GB300 NVL72 racks the switch trays register the GPUs: fabric.mnnvl judges the registration \
+there (time since boot, health mask and summary, NVLink domain, IMEX)."
     }
     fn run(&self, ctx: &Context) -> Outcome {
         if let Some(skip) = nothing_counted(ctx) {

@@ -10,6 +10,7 @@ pub mod exits;
 pub mod fr_dump;
 pub mod fr_pickle;
 pub mod host;
+pub mod imex;
 pub mod kernel_log;
 pub mod libs;
 pub mod load;

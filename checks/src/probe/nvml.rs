@@ -17,7 +17,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-pub use crate::machine::{reason, GpuError, GpuFault, GpuInfo, LoadReading, Reading, Unavailable};
+pub use crate::machine::{
+    reason, FabricInfo, GpuError, GpuFault, GpuInfo, LoadReading, Reading, Unavailable,
+};
 
 use nvml_wrapper::enum_wrappers::device::{
     ComputeMode as NvmlComputeMode, EccCounter, MemoryError, P2pCapabilitiesIndex,
@@ -1088,12 +1090,179 @@ fn fabric_state(device: &Device<'_>) -> Result<FabricState, NvmlError> {
         FABRIC_STATE_NOT_SUPPORTED => Err(NvmlError::NotSupported),
         FABRIC_STATE_NOT_STARTED => Ok(FabricState::NotStarted),
         FABRIC_STATE_IN_PROGRESS => Ok(FabricState::InProgress),
-        FABRIC_STATE_COMPLETED => Ok(match nvml_try(info.status) {
-            Ok(()) => FabricState::Completed,
-            Err(e) => FabricState::Failed(e.to_string()),
+        FABRIC_STATE_COMPLETED => Ok(match info.status {
+            0 => FabricState::Completed,
+            code => FabricState::Failed(nvml_return_name(code as i32)),
         }),
         other => Err(NvmlError::UnexpectedVariant(u32::from(other))),
     }
+}
+
+/// nvmlReturn_t values nvml-wrapper 0.13 does not name (nvml.h 11.8 and
+/// later): a fabric registration that completed with one of them would read
+/// "unexpected enum variant value".
+const NVML_ERROR_INSUFFICIENT_RESOURCES: i32 = 23;
+const NVML_ERROR_FREQ_NOT_SUPPORTED: i32 = 24;
+const NVML_ERROR_ARGUMENT_VERSION_MISMATCH: i32 = 25;
+const NVML_ERROR_DEPRECATED: i32 = 26;
+const NVML_ERROR_NOT_READY: i32 = 27;
+const NVML_ERROR_GPU_NOT_FOUND: i32 = 28;
+const NVML_ERROR_INVALID_STATE: i32 = 29;
+
+/// The nvml.h name of a return code, as `nvidia-smi -q` and NVML's
+/// documentation spell it.
+pub fn nvml_return_name(code: i32) -> String {
+    let name = match code {
+        0 => "NVML_SUCCESS",
+        1 => "NVML_ERROR_UNINITIALIZED",
+        2 => "NVML_ERROR_INVALID_ARGUMENT",
+        3 => "NVML_ERROR_NOT_SUPPORTED",
+        4 => "NVML_ERROR_NO_PERMISSION",
+        6 => "NVML_ERROR_NOT_FOUND",
+        7 => "NVML_ERROR_INSUFFICIENT_SIZE",
+        8 => "NVML_ERROR_INSUFFICIENT_POWER",
+        9 => "NVML_ERROR_DRIVER_NOT_LOADED",
+        10 => "NVML_ERROR_TIMEOUT",
+        11 => "NVML_ERROR_IRQ_ISSUE",
+        12 => "NVML_ERROR_LIBRARY_NOT_FOUND",
+        13 => "NVML_ERROR_FUNCTION_NOT_FOUND",
+        14 => "NVML_ERROR_CORRUPTED_INFOROM",
+        15 => "NVML_ERROR_GPU_IS_LOST",
+        16 => "NVML_ERROR_RESET_REQUIRED",
+        17 => "NVML_ERROR_OPERATING_SYSTEM",
+        18 => "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        19 => "NVML_ERROR_IN_USE",
+        20 => "NVML_ERROR_MEMORY",
+        21 => "NVML_ERROR_NO_DATA",
+        22 => "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+        NVML_ERROR_INSUFFICIENT_RESOURCES => "NVML_ERROR_INSUFFICIENT_RESOURCES",
+        NVML_ERROR_FREQ_NOT_SUPPORTED => "NVML_ERROR_FREQ_NOT_SUPPORTED",
+        NVML_ERROR_ARGUMENT_VERSION_MISMATCH => "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+        NVML_ERROR_DEPRECATED => "NVML_ERROR_DEPRECATED",
+        NVML_ERROR_NOT_READY => "NVML_ERROR_NOT_READY",
+        NVML_ERROR_GPU_NOT_FOUND => "NVML_ERROR_GPU_NOT_FOUND",
+        NVML_ERROR_INVALID_STATE => "NVML_ERROR_INVALID_STATE",
+        999 => "NVML_ERROR_UNKNOWN",
+        other => return format!("NVML error {other}"),
+    };
+    name.to_string()
+}
+
+/// nvmlGpuFabricInfo_v2_t as nvml.h 12.4 lays it out, for its size only
+/// (nvml-wrapper does not export the raw structs): v3 appends
+/// `healthSummary`.
+#[repr(C)]
+struct FabricInfoV2Layout {
+    version: u32,
+    cluster_uuid: [u8; 16],
+    status: i32,
+    clique_id: u32,
+    state: u8,
+    health_mask: u32,
+}
+
+/// NVML_STRUCT_VERSION(GpuFabricInfo, N) (nvml.h): the struct's size with
+/// the version in the top byte.
+fn fabric_struct_version(size: usize, version: u32) -> u32 {
+    size as u32 | (version << 24)
+}
+
+/// One GPU's fabric info, the newest way the driver answers: struct v3,
+/// then v2 when the driver does not know v3 (ARGUMENT_VERSION_MISMATCH),
+/// then the v1 call when the driver has no nvmlDeviceGetGpuFabricInfoV
+/// (before R550) or knows neither layout.
+fn fabric_info_of(device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
+    let lib = device.nvml().lib();
+    let Ok(sym) = nvml_sym(lib.nvmlDeviceGetGpuFabricInfoV.as_ref()) else {
+        return fabric_info_v1(device);
+    };
+    // SAFETY: a plain C struct (nvmlGpuFabricInfo_v3_t) written by the
+    // call, its `version` set first as nvml.h asks.
+    let mut info = unsafe { std::mem::zeroed() };
+    let v3_size = std::mem::size_of_val(&info);
+    let mut version = 3;
+    set_struct_version(&mut info, fabric_struct_version(v3_size, 3));
+    let mut code = unsafe { sym(device.handle(), &mut info) };
+    if code == NVML_ERROR_ARGUMENT_VERSION_MISMATCH as u32 {
+        // A driver before nvml.h 13.0 knows v2 only: the same struct less
+        // its last field, which it then leaves alone.
+        version = 2;
+        let v2_size = std::mem::size_of::<FabricInfoV2Layout>();
+        set_struct_version(&mut info, fabric_struct_version(v2_size, 2));
+        code = unsafe { sym(device.handle(), &mut info) };
+    }
+    if code == NVML_ERROR_ARGUMENT_VERSION_MISMATCH as u32 {
+        // Neither versioned layout is known: the unversioned call answers.
+        return fabric_info_v1(device);
+    }
+    nvml_try(code)?;
+    let answer = fabric_answer(
+        version as u8,
+        info.state,
+        info.status,
+        info.cliqueId,
+        info.clusterUuid,
+    )?;
+    Ok(FabricInfo {
+        health_mask: Some(info.healthMask),
+        health_summary: (version == 3).then_some(info.healthSummary),
+        ..answer
+    })
+}
+
+/// Write a versioned NVML struct's `version`, its first field (a u32).
+fn set_struct_version<T>(info: &mut T, version: u32) {
+    assert!(std::mem::size_of::<T>() >= 4);
+    // SAFETY: `T` is a repr(C) NVML struct whose first field is the u32
+    // `version`; the assert keeps the write inside it.
+    unsafe { (info as *mut T).cast::<u32>().write(version) }
+}
+
+fn fabric_info_v1(device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetGpuFabricInfo.as_ref())?;
+    // SAFETY: a plain C struct (nvmlGpuFabricInfo_t) written by the call.
+    let mut info = unsafe { std::mem::zeroed() };
+    nvml_try(unsafe { sym(device.handle(), &mut info) })?;
+    fabric_answer(1, info.state, info.status, info.cliqueId, info.clusterUuid)
+}
+
+/// The fields every version has; state 0 (not supported) is NOT_SUPPORTED.
+fn fabric_answer(
+    struct_version: u8,
+    state: u8,
+    status: u32,
+    clique_id: u32,
+    uuid: [u8; 16],
+) -> Result<FabricInfo, NvmlError> {
+    if state == FABRIC_STATE_NOT_SUPPORTED {
+        return Err(NvmlError::NotSupported);
+    }
+    Ok(FabricInfo {
+        struct_version,
+        state,
+        status: status as i32,
+        clique_id,
+        cluster_uuid: uuid.iter().map(|b| format!("{b:02x}")).collect(),
+        health_mask: None,
+        health_summary: None,
+    })
+}
+
+/// [`fabric_info_live`] through the boundary: recorded under
+/// `nvml::fabric_info` with the `--nvml-lib` it used.
+pub fn fabric_info(lib: Option<&Path>) -> Result<Vec<Reading<FabricInfo>>, NvmlFailure> {
+    crate::seam::answer("nvml::fabric_info", &lib_key(lib), || fabric_info_live(lib))
+}
+
+/// Every GPU's fabric info, in NVML index order; NotSupported where the GPU
+/// is in no NVLink fabric NVML manages (PCIe GPUs, GPUs before Hopper).
+fn fabric_info_live(lib: Option<&Path>) -> Result<Vec<Reading<FabricInfo>>, NvmlFailure> {
+    Ok(per_gpu(lib, |_, d| {
+        read("nvmlDeviceGetGpuFabricInfoV", || fabric_info_of(d))
+    })?
+    .into_iter()
+    .map(|g| g.facts.and_then(|info| info))
+    .collect())
 }
 
 /// Upper bound on NVLinks per GPU (NVML_NVLINK_MAX_LINKS in nvml.h).

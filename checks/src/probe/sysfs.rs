@@ -15,12 +15,17 @@ pub fn sysfs_root() -> PathBuf {
 /// When this boot began, in seconds since the epoch: now minus
 /// `<proc>/uptime`.
 pub fn boot_epoch() -> Option<i64> {
-    let uptime = attr(&proc_root().join("uptime"))?;
-    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let secs = uptime_secs()?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?;
     Some(now.as_secs() as i64 - secs as i64)
+}
+
+/// Seconds since this boot began (`<proc>/uptime`'s first field).
+pub fn uptime_secs() -> Option<f64> {
+    let uptime = attr(&proc_root().join("uptime"))?;
+    uptime.split_whitespace().next()?.parse().ok()
 }
 
 /// The folder that stands for /proc: `GPUCHECK_PROC_ROOT` when set.

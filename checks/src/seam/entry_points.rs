@@ -59,7 +59,11 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ),
     // boot_epoch: this machine's clock and uptime, the reference a live
     // kernel log's times are read against (a capture keeps the events).
-    ("sysfs.rs", &["sysfs_root", "proc_root", "boot_epoch"]),
+    // uptime_secs: one sysfs::attr (wired) read, parsed.
+    (
+        "sysfs.rs",
+        &["sysfs_root", "proc_root", "boot_epoch", "uptime_secs"],
+    ),
     // job_key: a rank's job, from what ranks::find (wired) read.
     ("ranks.rs", &["job_key"]),
     // The Flight Recorder's pickle and JSON decoders: parsers of the bytes
@@ -116,7 +120,8 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ),
     // hung_call: this process's own NVML state (empty under replay);
     // gpus: inventory (wired) with the lost GPUs left out.
-    ("nvml.rs", &["hung_call", "gpus"]),
+    // nvml_return_name: nvml.h's name of a return code.
+    ("nvml.rs", &["hung_call", "gpus", "nvml_return_name"]),
     (
         "kernel_log.rs",
         &["parse_kmsg_record", "parse_log", "xid_in", "oom_in"],

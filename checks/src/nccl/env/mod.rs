@@ -10,8 +10,10 @@ pub use names::{closest, edit_distance, KNOWN_NCCL_VARS};
 use names::{other_tool, NCCL_TESTS_PREFIX, TORCH_RENAMED};
 pub use sockets::{socket_interfaces, socket_links};
 
+use crate::domain::nvlink_fabric::nccl_setting_cost;
 use crate::domain::redact::redact_value;
 use crate::domain::text::{plain_or_quoted, plural, quote_value};
+use crate::facts::fabric::NvlinkDomains;
 use crate::probe::nccl::{self as probe, EnvFacts, VarOrigin};
 use crate::{Check, Context, Finding, Findings, Outcome, Profile, Status};
 
@@ -442,11 +444,32 @@ pub fn env_findings(facts: &EnvFacts) -> EnvFindings {
     out
 }
 
+/// On a node in a multi-node NVLink domain (GB200/GB300 NVL72, as
+/// fabric.mnnvl found it), the settings that turn NVLink between trays or
+/// NVLink SHARP off, wherever they are set (environment or nccl.conf).
+fn nvlink_domain_findings(facts: &EnvFacts, out: &mut EnvFindings) {
+    for var in &facts.vars {
+        if let Some((text, hint)) = nccl_setting_cost(&var.name, &var.value) {
+            let text = format!("{text}{}", describe_origin(&var.origin));
+            out.flag(&var.name, Status::Warn, text, hint);
+        }
+    }
+}
+
 /// Judge the NCCL configuration. Values of names that look like secrets
 /// are redacted first, so no summary, hint or fact can echo them.
 pub fn evaluate_env(facts: &EnvFacts) -> Outcome {
+    evaluate_env_in_domain(facts, false)
+}
+
+/// [`evaluate_env`] on a node whose GPUs are in a multi-node NVLink domain
+/// when `nvlink_domain`.
+pub fn evaluate_env_in_domain(facts: &EnvFacts, nvlink_domain: bool) -> Outcome {
     let facts = &redacted(facts);
-    let flagged = env_findings(facts);
+    let mut flagged = env_findings(facts);
+    if nvlink_domain {
+        nvlink_domain_findings(facts, &mut flagged);
+    }
     let outcome = if flagged.findings.is_empty() {
         Outcome::pass(settings_summary(facts))
     } else {
@@ -621,13 +644,20 @@ comma lists of algorithms (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTr
 protocols (LL, LL128, Simple), any case, with `^` to exclude and per-function entries after `;` \
 (allreduce:ring;broadcast:tree); a name NCCL does not know fails, as newer NCCL refuses it when \
 the communicator is created.\n\n\
+On a node whose GPUs are in a multi-node NVLink domain (a GB200/GB300 NVL72 tray, as fabric.mnnvl \
+found it), NCCL_MNNVL_ENABLE=0, NCCL_CUMEM_ENABLE=0 (NCCL's MNNVL needs cuMem) and \
+NCCL_NVLS_ENABLE=0 warn with what they cost: traffic between trays over the network instead of \
+NVLink, or all-reduce without the switches' reduction.\n\n\
 Fixes: name an interface or HCA that exists (`ip -br link`, `ls /sys/class/infiniband`), or \
 unset the variable and let NCCL choose; remove workaround settings once the underlying problem \
 (ACS/IOMMU for P2P, /dev/shm size for SHM) is fixed; correct misspelled names and values."
     }
-    fn run(&self, _ctx: &Context) -> Outcome {
+    fn run(&self, ctx: &Context) -> Outcome {
         let facts = probe::env_facts();
-        with_socket_links(evaluate_env(&facts), &facts)
+        let nvlink_domain = ctx
+            .fact::<NvlinkDomains>()
+            .is_some_and(|d| !d.domains.is_empty());
+        with_socket_links(evaluate_env_in_domain(&facts, nvlink_domain), &facts)
     }
 }
 
@@ -638,6 +668,24 @@ mod tests {
     use std::path::PathBuf;
 
     // ---- nccl.env ---------------------------------------------------------
+
+    #[test]
+    fn settings_that_turn_nvlink_between_trays_off_warn_only_in_an_nvlink_domain() {
+        for name in ["NCCL_MNNVL_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE"] {
+            let facts = env(&[(name, "0")]);
+            let o = evaluate_env_in_domain(&facts, true);
+            assert_eq!(o.status, Status::Warn, "{name}");
+            assert_eq!(o.summary, format!("{name}=0 on a multi-node NVLink rack"));
+            assert!(o
+                .hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("about 50 GB/s per GPU instead of 900"));
+            assert_eq!(evaluate_env(&facts).status, Status::Pass, "{name}");
+        }
+        let o = evaluate_env_in_domain(&env(&[("NCCL_CUMEM_ENABLE", "1")]), true);
+        assert_eq!(o.status, Status::Pass);
+    }
 
     /// A host with docker0, eth0 and lo, and these NCCL variables.
     pub(super) fn env(vars: &[(&str, &str)]) -> EnvFacts {
