@@ -471,6 +471,7 @@ mod tests {
                 file: "/job/train.py".into(),
                 line,
                 code: None,
+                not_read: None,
             }),
         })
     }

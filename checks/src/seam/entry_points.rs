@@ -150,6 +150,14 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
             "tail",
         ],
     ),
+    // The watch's supervision of the job it runs or attached to: each
+    // rank's /proc progress and its end, read live every period. Never
+    // captured or replayed (--watch refuses --replay); the diagnosis a
+    // watch runs on a hang is `gpucheck job`, whose probes are wired.
+    (
+        "exits.rs",
+        &["proc_sample", "add", "is_empty", "wait", "start"],
+    ),
 ];
 
 /// Functions that read the machine but are reached only inside a wired
