@@ -3,6 +3,7 @@
 //! others wait in, or entered it with another op, size or dtype.
 
 use super::{hang_live, job_check, ranks_phrase, Job};
+use crate::domain::action::Action;
 use crate::domain::job::{self, rank_list, Blamed, WaveKind, Wavefront};
 use crate::{Collective, DataTable, Outcome};
 
@@ -11,30 +12,43 @@ job_check!(
     "job.hang",
     "Hang or desync: the ranks at the wavefront",
     "Compares every rank's Flight Recorder entries, per process group and collective sequence \
-number, and finds the first sequence at which the ranks disagree: the wavefront. Of all groups, \
-the earliest in time is the cause (a group stuck later waits on it).
+number, and finds in each group the first sequence at which its ranks disagree: the wavefront. \
+Every group's own culprits are named (two groups held up by two ranks name both); a rank that \
+waits inside another group's collective is not a culprit of the group it has not reached.
 
 What it names, never blaming the healthy majority:
 - ranks that never enqueued the collective the others wait in (a rank that skipped it, sleeps, \
 is stuck in a data loader or an `if rank == 0` branch, or died: a rank with no dump that the \
 others wait for is named too);
-- ranks that entered it with another collective, tensor size or dtype than a strict majority \
+- ranks that entered it with another collective, tensor shapes or dtypes than a strict majority \
 (a desync); with no majority (two ranks) every side is named as a mismatch between them;
 - a few ranks that called a collective the rest never called.
 Sequence numbers decide, not the entries' state: after gloo's timeout every waiting rank's entry \
 reads completed and retired although the collective never ran.
 
-When every rank entered the same collective alike and it does not finish, no rank is blamed: \
-that is not a code path but the network, a GPU or NCCL itself (run gpucheck on the job's nodes: \
-the fabric, gpu and nccl checks; dmesg for Xid errors).
+What must agree is what PyTorch's analyzer compares (torch.distributed.flight_recorder), op by \
+op: input shapes (not for all-to-all and scatter), output shapes (not for all-to-all and gather), \
+the sets of input dtypes (not for broadcast and scatter) and of output dtypes (not for gather); \
+the uneven _v variants leave out the side that differs by design, a barrier compares its type \
+only, and a coalesced group compares its ops one by one (an out-of-place broadcast of another \
+size inside an uneven all-gather is a mismatch). Dtypes written as one plain name (older dumps) \
+count as that name. The out-of-place broadcast and reduce match the in-place ones; \
+point-to-point sends and receives are not judged here.
 
-Uneven all-gathers and all-to-alls, coalesced groups and the out-of-place broadcast and reduce \
-are matched as PyTorch's own analyzer matches them; point-to-point sends and receives are not \
-judged here.
+When every rank entered the same collective alike, no rank is blamed, and it is a hang only \
+with evidence that the job stopped there: a rank's entry timed out, a backend that records \
+completion (NCCL) retired it without completing it, a rank recorded another collective later \
+than its timeout, or (live) no rank's recorder moved in 2 s. Then it is not a code path but the \
+network, a GPU or NCCL (run gpucheck on the job's nodes: the fabric, gpu and nccl checks; dmesg \
+for Xid errors). Without such evidence it is a warning: any dump of a running job shows its last \
+collective in flight. Where one rank finished it, it ran: gloo (torch 2.15) records no \
+completion and retires a finished collective a moment after it returns, so a job that ended \
+normally shows its last collective retired on some ranks and not yet on others.
 
-fail: the ranks at the wavefront, with the group, sequence and collective, and what the \
-others were doing (JSON: `ranks` and `collective`).
-pass: every group's ranks agree up to their last collective and it finished.
+fail: the ranks at each wavefront, with the group, sequence and collective, and what the \
+others were doing (JSON: `ranks`, and `collective` for the earliest wavefront).
+warn: every rank inside the same collective, with nothing that shows the job stopped.
+pass: every group's ranks agree up to their last collective and it finished (or is finishing).
 
 Live (`gpucheck job` on the job's node): collectives recorded between the first and last look, \
 2 s apart, mean the job moves (pass). Otherwise the recorders' wavefront is judged as above, with \
@@ -55,7 +69,8 @@ pub fn judge(job: &Job) -> Outcome {
     if let Some(moving) = job.live.as_ref().and_then(hang_live::moving) {
         return moving;
     }
-    let Some(mut w) = job::wavefront(&job.traces, &job.members) else {
+    let mut waves = job::wavefronts(&job.traces, &job.members);
+    let Some(first) = waves.first() else {
         if let Some(live) = &job.live {
             return hang_live::from_stacks(live);
         }
@@ -65,40 +80,115 @@ pub fn judge(job: &Job) -> Outcome {
             groups_phrase(job)
         ));
     };
-    let collective = Collective {
-        group: w.group.name.clone(),
-        group_desc: w.group.desc.clone(),
-        seq: w.seq,
-        op: w.op.clone(),
-    };
     if let Some(live) = &job.live {
         // Watched on one node of several: a rank of another node is not
         // blamed from here, where nothing of it was seen.
-        if !w.blamed.is_empty() && !w.blamed.iter().any(|b| live.rank(b.rank).is_some()) {
-            return hang_live::elsewhere(&w, live).with_ranks(Vec::new(), Some(collective));
+        let here = |w: &Wavefront| {
+            w.blamed.is_empty() || w.blamed.iter().any(|b| live.rank(b.rank).is_some())
+        };
+        if !waves.iter().any(here) {
+            return hang_live::elsewhere(first, live)
+                .with_ranks(Vec::new(), Some(collective(first)));
         }
-        if !w.blamed.is_empty() {
+        waves.retain(here);
+        for w in &mut waves {
             w.blamed.retain(|b| live.rank(b.rank).is_some());
         }
     }
-    let (mut summary, hint) = words(&w);
+    if waves[0].kind == WaveKind::Stuck {
+        return stuck(job, &waves[0]);
+    }
+    let mut summary = waves
+        .iter()
+        .map(|w| words(w).0)
+        .collect::<Vec<_>>()
+        .join("; and ");
+    let mut hint = words(&waves[0]).1;
+    if waves.len() > 1 {
+        hint = format!(
+            "each of these {} process groups waits for its own rank(s): {hint}",
+            waves.len()
+        );
+    }
+    let mut blamed: Vec<u32> = waves.iter().flat_map(Wavefront::blamed_ranks).collect();
+    blamed.sort_unstable();
+    blamed.dedup();
     if let Some(live) = &job.live {
-        let places: Vec<String> = w
-            .blamed
+        let places: Vec<String> = blamed
             .iter()
-            .filter_map(|b| hang_live::where_is(live, b.rank))
+            .filter_map(|r| hang_live::where_is(live, *r))
             .collect();
         if !places.is_empty() {
             summary = format!("{summary}; {}", places.join("; "));
         }
     }
+    let w = &waves[0];
     Outcome::fail(summary, hint)
-        .with_ranks(w.blamed_ranks(), Some(collective))
+        .with_ranks(blamed, Some(collective(w)))
         .with_fact("group", w.group.label())
         .with_fact("seq", w.seq)
         .with_fact("collective", w.call.clone())
         .with_fact("waiting", rank_list(&w.waiting))
-        .with_table(table(&w.blamed))
+        .with_fact("wavefronts", waves.len())
+        .with_table(table(&waves))
+}
+
+fn collective(w: &Wavefront) -> Collective {
+    Collective {
+        group: w.group.name.clone(),
+        group_desc: w.group.desc.clone(),
+        seq: w.seq,
+        op: w.op.clone(),
+    }
+}
+
+/// Every rank entered the same collective alike: a hang below the code
+/// (fail) only where something shows the job stopped there: the dumps
+/// themselves, or a live job whose recorders did not move; otherwise what
+/// any look at a running job shows (warn).
+fn stuck(job: &Job, w: &Wavefront) -> Outcome {
+    let still = job
+        .live
+        .as_ref()
+        .and_then(|l| l.progress)
+        .filter(|n| *n == 0)
+        .map(|_| {
+            format!(
+                "no rank's recorder moved in {:.0} s",
+                super::live::WINDOW.as_secs_f64()
+            )
+        });
+    let facts = |o: Outcome| {
+        o.with_ranks(Vec::new(), Some(collective(w)))
+            .with_fact("group", w.group.label())
+            .with_fact("seq", w.seq)
+            .with_fact("collective", w.call.clone())
+            .with_fact("waiting", rank_list(&w.waiting))
+    };
+    let every = format!("every rank ({})", rank_list(&w.waiting));
+    match w.stopped.clone().or(still) {
+        Some(why) => facts(Outcome::fail(
+            format!(
+                "{every} entered {} alike and it did not finish ({why}): not a code path",
+                at(w)
+            ),
+            "the network, a GPU or NCCL: run `gpucheck` (the fabric, gpu and nccl checks) on \
+             the job's nodes, look for Xid errors in `dmesg`, and rerun with NCCL_DEBUG=INFO",
+        )),
+        None => facts(
+            Outcome::warn(
+                format!(
+                    "{every} is inside {} alike, and nothing shows that the job stopped there: \
+                 any dump of a running job shows its last collective in flight",
+                    at(w)
+                ),
+                "not a hang by this evidence: dump again after the collective's timeout (a rank \
+             that does not return from it by then has stopped), or run `gpucheck job` on the \
+             job's node, which sees whether the recorders move",
+            )
+            .with_action(Action::None, Vec::new()),
+        ),
+    }
 }
 
 fn groups_phrase(job: &Job) -> String {
@@ -174,14 +264,8 @@ fn words(w: &Wavefront) -> (String, String) {
                 .to_string(),
         ),
         WaveKind::Stuck => (
-            format!(
-                "every rank ({}) entered {} alike and it did not finish: not a code path",
-                rank_list(&w.waiting),
-                at(w)
-            ),
-            "the network, a GPU or NCCL: run `gpucheck` (the fabric, gpu and nccl checks) on \
-             the job's nodes, look for Xid errors in `dmesg`, and rerun with NCCL_DEBUG=INFO"
-                .to_string(),
+            format!("every rank ({}) is inside {}", rank_list(&w.waiting), at(w)),
+            String::new(),
         ),
     }
 }
@@ -196,21 +280,29 @@ fn sides(blamed: &[Blamed]) -> String {
     parts.join("; ")
 }
 
-fn table(blamed: &[Blamed]) -> DataTable {
-    let mut rows: Vec<Vec<String>> = blamed
+/// The named ranks, each with the collective it holds up and what it did.
+fn table(waves: &[Wavefront]) -> DataTable {
+    let all: Vec<(&Wavefront, &Blamed)> = waves
+        .iter()
+        .flat_map(|w| w.blamed.iter().map(move |b| (w, b)))
+        .collect();
+    let mut rows: Vec<Vec<String>> = all
         .iter()
         .take(MAX_ROWS)
-        .map(|b| vec![b.rank.to_string(), b.doing.clone()])
+        .map(|(w, b)| vec![b.rank.to_string(), at(w), b.doing.clone()])
         .collect();
-    if blamed.len() > MAX_ROWS {
+    if all.len() > MAX_ROWS {
         rows.push(vec![
             "...".to_string(),
-            format!("{} more ranks", blamed.len() - MAX_ROWS),
+            String::new(),
+            format!("{} more ranks", all.len() - MAX_ROWS),
         ]);
     }
     DataTable {
         title: "Ranks at the wavefront".to_string(),
-        header: vec!["rank".to_string(), "what it did".to_string()],
+        header: ["rank", "holds up", "what it did"]
+            .map(String::from)
+            .to_vec(),
         rows,
         legend: None,
     }
