@@ -1051,17 +1051,13 @@ fn group_late_entries(group: &Group, traces: &[&RankTrace]) -> Vec<LateEntry> {
     };
     // (row, rank index, lateness against the median of the others).
     let mut late: Vec<(usize, usize, f64)> = Vec::new();
-    let mut others: Vec<f64> = Vec::with_capacity(times.ranks.len());
+    let mut order: Vec<usize> = Vec::with_capacity(times.ranks.len());
     for (r, (_, _, row)) in times.rows.iter().enumerate() {
-        for (i, t) in row.iter().enumerate() {
-            others.clear();
-            others.extend(
-                row.iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, t)| *t),
-            );
-            late.push((r, i, t - median(&mut others)));
+        order.clear();
+        order.extend(0..row.len());
+        order.sort_by(|a, b| row[*a].total_cmp(&row[*b]));
+        for (p, i) in order.iter().enumerate() {
+            late.push((r, *i, row[*i] - median_without(row, &order, p)));
         }
     }
     let mut spread: Vec<f64> = late.iter().map(|(_, _, l)| l.abs()).collect();
@@ -1086,6 +1082,19 @@ fn group_late_entries(group: &Group, traces: &[&RankTrace]) -> Vec<LateEntry> {
             }
         })
         .collect()
+}
+
+/// The median of `row` without its element at sorted position `skip`
+/// (`order` sorts `row`), in constant time.
+fn median_without(row: &[f64], order: &[usize], skip: usize) -> f64 {
+    let m = order.len() - 1;
+    // The k-th of the others, in sorted order.
+    let kth = |k: usize| row[order[if k < skip { k } else { k + 1 }]];
+    match m {
+        0 => row[order[skip]],
+        _ if m % 2 == 1 => kth(m / 2),
+        _ => (kth(m / 2 - 1) + kth(m / 2)) / 2.0,
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -1839,6 +1848,37 @@ mod tests {
             "{:?}",
             late_ranks(&drifting)
         );
+    }
+
+    #[test]
+    fn the_median_of_the_others_is_the_median_without_the_one() {
+        for row in [
+            vec![5.0_f64],
+            vec![1.0, 9.0],
+            vec![3.0, 1.0, 2.0],
+            vec![4.0, 8.0, 1.0, 1.0, 30.0, 2.0],
+        ] {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            order.sort_by(|a, b| row[*a].total_cmp(&row[*b]));
+            for (p, i) in order.iter().enumerate() {
+                let mut others: Vec<f64> = row
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| j != i)
+                    .map(|(_, t)| *t)
+                    .collect();
+                let expect = if others.is_empty() {
+                    row[*i]
+                } else {
+                    median(&mut others)
+                };
+                assert_eq!(
+                    median_without(&row, &order, p),
+                    expect,
+                    "{row:?} without {i}"
+                );
+            }
+        }
     }
 
     #[test]

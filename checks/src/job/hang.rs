@@ -51,8 +51,10 @@ warn: every rank inside the same collective, with nothing that shows the job sto
 pass: every group's ranks agree up to their last collective and it finished (or is finishing).
 
 Live (`gpucheck job` on the job's node): collectives recorded between the first and last look, \
-2 s apart, mean the job moves (pass). Otherwise the recorders' wavefront is judged as above, with \
-each named rank's Python frame; without recorders (no worker server), the stacks read at nine \
+2 s apart, mean the job moves (pass). Recorders read at both looks that did not move are judged \
+as above, with each named rank's Python frame; recorders read at one look only are not enough \
+(a running job's ranks are a collective apart as often as not), and without them (no worker \
+server, a dump too slow to come) the stacks read at nine \
 moments: the ranks that stayed outside collectives at every moment while the others waited in \
 one are named with their frame (a sleep, the data loader, their own code). Every rank in the \
 same collective at every moment, with no recorder to show whether it finishes, is a warning. \
@@ -70,7 +72,10 @@ pub fn judge(job: &Job) -> Outcome {
         return moving;
     }
     let mut waves = job::wavefronts(&job.traces, &job.members);
-    let Some(first) = waves.first() else {
+    if let Some(live) = job.live.as_ref().filter(|l| l.progress.is_none()) {
+        waves.retain(|w| stands_read_once(w, live));
+    }
+    if waves.is_empty() {
         if let Some(live) = &job.live {
             return hang_live::from_stacks(live);
         }
@@ -79,25 +84,57 @@ pub fn judge(job: &Job) -> Outcome {
              finished",
             groups_phrase(job)
         ));
-    };
+    }
     if let Some(live) = &job.live {
-        // Watched on one node of several: a rank of another node is not
-        // blamed from here, where nothing of it was seen.
-        let here = |w: &Wavefront| {
-            w.blamed.is_empty() || w.blamed.iter().any(|b| live.rank(b.rank).is_some())
-        };
-        if !waves.iter().any(here) {
-            return hang_live::elsewhere(first, live)
-                .with_ranks(Vec::new(), Some(collective(first)));
-        }
-        waves.retain(here);
-        for w in &mut waves {
-            w.blamed.retain(|b| live.rank(b.rank).is_some());
+        if let Some(elsewhere) = here_only(&mut waves, live) {
+            return elsewhere;
         }
     }
     if waves[0].kind == WaveKind::Stuck {
         return stuck(job, &waves[0]);
     }
+    blame(job, &waves)
+}
+
+/// Live, with recorders not read at both looks: one read of a running job
+/// finds a rank a collective behind (or ahead) as readily as a hang does,
+/// so such a wavefront stands only where the stacks name the same ranks
+/// (they stayed outside collectives at every look while the others
+/// waited); else the stacks decide alone. A desync (another op, shape or
+/// dtype) is a fault however the job moves, and every rank inside one
+/// collective is judged by [`stuck`].
+fn stands_read_once(w: &Wavefront, live: &super::live::Live) -> bool {
+    if !matches!(w.kind, WaveKind::NotJoined | WaveKind::Ahead) {
+        return true;
+    }
+    let Some(v) = crate::domain::stacks::judge(&live.samples) else {
+        return false;
+    };
+    let named: Vec<u32> = v.blamed.iter().map(|(r, _)| *r).collect();
+    w.blamed.iter().all(|b| named.contains(&b.rank))
+}
+
+/// Watched on one node of several: a rank of another node is not blamed
+/// from here, where nothing of it was seen. The verdict when every
+/// wavefront waits for ranks elsewhere only.
+fn here_only(waves: &mut Vec<Wavefront>, live: &super::live::Live) -> Option<Outcome> {
+    let here =
+        |w: &Wavefront| w.blamed.is_empty() || w.blamed.iter().any(|b| live.rank(b.rank).is_some());
+    if !waves.iter().any(here) {
+        let first = &waves[0];
+        return Some(
+            hang_live::elsewhere(first, live).with_ranks(Vec::new(), Some(collective(first))),
+        );
+    }
+    waves.retain(here);
+    for w in waves.iter_mut() {
+        w.blamed.retain(|b| live.rank(b.rank).is_some());
+    }
+    None
+}
+
+/// The fail naming every wavefront's culprits (`waves` is not empty).
+fn blame(job: &Job, waves: &[Wavefront]) -> Outcome {
     let mut summary = waves
         .iter()
         .map(|w| words(w).0)
@@ -130,7 +167,7 @@ pub fn judge(job: &Job) -> Outcome {
         .with_fact("collective", w.call.clone())
         .with_fact("waiting", rank_list(&w.waiting))
         .with_fact("wavefronts", waves.len())
-        .with_table(table(&waves))
+        .with_table(table(waves))
 }
 
 fn collective(w: &Wavefront) -> Collective {
@@ -305,5 +342,90 @@ fn table(waves: &[Wavefront]) -> DataTable {
             .to_vec(),
         rows,
         legend: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::live::Live;
+    use super::super::Job;
+    use crate::probe::ranks::RankProcess;
+    use crate::Status;
+
+    /// A fixture case's dumps as the recorders of a job watched live on
+    /// one node, whose recorders moved by `progress` between the looks
+    /// (None: read once, a dump file).
+    fn live(case: &str, progress: Option<u64>) -> Job {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/flight_recorder")
+            .join(case);
+        let mut job = Job::read(&dir).expect("the fixture reads");
+        job.live = Some(Live {
+            ranks: job
+                .traces
+                .iter()
+                .map(|t| RankProcess {
+                    pid: 1000 + t.rank as i32,
+                    rank: t.rank,
+                    world_size: job.traces.len() as u32,
+                    ..RankProcess::default()
+                })
+                .collect(),
+            progress,
+            ..Live::default()
+        });
+        job
+    }
+
+    #[test]
+    fn every_rank_in_flight_is_a_hang_only_when_the_recorders_did_not_move() {
+        // Read once (a dump file, a single sample): in flight, not hung.
+        let o = super::judge(&live("all_stuck-json", None));
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(o.ranks.is_empty());
+        assert!(
+            o.summary.contains("nothing shows that the job stopped"),
+            "{}",
+            o.summary
+        );
+        assert!(o.tables.is_empty(), "no empty table");
+        // Read twice, 2 s apart, and nothing moved: stopped.
+        let o = super::judge(&live("all_stuck-json", Some(0)));
+        assert_eq!(o.status, Status::Fail, "{}", o.summary);
+        assert!(
+            o.summary.contains("no rank's recorder moved in 2 s"),
+            "{}",
+            o.summary
+        );
+        assert!(o.tables.is_empty(), "no empty table");
+    }
+
+    #[test]
+    fn live_recorders_read_once_blame_nobody_the_stacks_do_not() {
+        // A running job's recorders read at one look only find rank 2 a
+        // collective behind; nothing shows it stopped, and no stack was
+        // read: nobody is blamed.
+        let o = super::judge(&live("skip-json", None));
+        assert!(o.ranks.is_empty(), "{}", o.summary);
+        assert_ne!(o.status, Status::Fail, "{}", o.summary);
+        // Read at both looks and nothing moved: rank 2 is named.
+        let o = super::judge(&live("skip-json", Some(0)));
+        assert_eq!((o.status, o.ranks.clone()), (Status::Fail, vec![2]));
+    }
+
+    #[test]
+    fn from_dumps_in_flight_is_a_warning_and_a_finished_job_passes() {
+        let mut job = live("all_stuck", None);
+        job.live = None;
+        let o = super::judge(&job);
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(
+            o.summary.starts_with("every rank (0-2) is inside"),
+            "{}",
+            o.summary
+        );
+        let mut job = live("finished-json", None);
+        job.live = None;
+        assert_eq!(super::judge(&job).status, Status::Pass);
     }
 }
