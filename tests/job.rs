@@ -124,11 +124,34 @@ const CASES: &[Case] = &[
         at: Some(("all_reduce", 4)),
         stragglers: &[],
     },
+    // Caught in flight, with nothing in the dumps that says it stopped.
     Case {
         name: "all_stuck",
-        exit: 1,
-        hang: ("fail", &[]),
+        exit: 0,
+        hang: ("warn", &[]),
         at: Some(("all_reduce", 6)),
+        stragglers: &[],
+    },
+    Case {
+        name: "two_groups",
+        exit: 1,
+        hang: ("fail", &[1, 3]),
+        at: Some(("all_reduce", 3)),
+        stragglers: &[],
+    },
+    // Named once, as a warning: the job went on.
+    Case {
+        name: "late_once",
+        exit: 0,
+        hang: ("pass", &[]),
+        at: None,
+        stragglers: &[2],
+    },
+    Case {
+        name: "finished",
+        exit: 0,
+        hang: ("pass", &[]),
+        at: None,
         stragglers: &[],
     },
     Case {
@@ -180,6 +203,99 @@ fn every_case_names_exactly_the_ranks_at_fault_in_pickle_and_json() {
         assert_case(case, &fixture(case.name));
         assert_case(case, &fixture(&format!("{}-json", case.name)));
     }
+}
+
+/// JSON dumps in the shapes of PyTorch's own analyzer tests
+/// (test/distributed/flight_recorder/test_fr_analysis.py): dtypes as plain
+/// strings, sequence ids as text, an uneven all-gather as coalesced
+/// out-of-place broadcasts.
+const ANALYZER_CASES: &[Case] = &[
+    Case {
+        name: "analyzer_dtype-json",
+        exit: 1,
+        hang: ("fail", &[2]),
+        at: Some(("all_reduce", 3)),
+        stragglers: &[],
+    },
+    Case {
+        name: "analyzer_coalesced-json",
+        exit: 1,
+        hang: ("fail", &[1]),
+        at: Some(("ALLGATHER_coalesced", 3)),
+        stragglers: &[],
+    },
+];
+
+#[test]
+fn the_analyzers_own_formats_name_the_odd_rank() {
+    for case in ANALYZER_CASES {
+        assert_case(case, &fixture(case.name));
+    }
+    let out = job(&fixture("analyzer_dtype-json"), &[]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("rank 2 called all_reduce [4, 4] float64 as #3 of group 0 (default)"),
+        "{text}"
+    );
+    let out = job(&fixture("analyzer_coalesced-json"), &[]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "rank 1 called _broadcast_oop [5, 5] float32 as op 2 of 2 in ALLGATHER_coalesced #3"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn two_groups_name_each_their_own_culprit_and_no_waiting_rank() {
+    for case in ["two_groups", "two_groups-json"] {
+        let out = job(&fixture(case), &[]);
+        let text = stdout(&out);
+        assert!(
+            text.contains(
+                "rank 1 never joined all_reduce #3 of group 1 (ranks 0, 1): rank 0 waits in it"
+            ) && text.contains(
+                "rank 3 never joined all_reduce #3 of group 2 (ranks 2, 3): rank 2 waits in it"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("holds up"), "{text}");
+    }
+}
+
+#[test]
+fn a_single_late_entry_of_seconds_is_named_with_its_collective() {
+    let (_, doc) = judged(&fixture("late_once"));
+    assert_eq!(status_of(&doc, "job.straggler"), "warn", "{doc:#}");
+    let summary = text_field(&doc, "job.straggler", "summary");
+    assert!(
+        summary.starts_with("rank 2 entered all_reduce #7 of group 0 (default_pg) 3.")
+            && summary.ends_with(" s after ranks 0, 1"),
+        "{summary}"
+    );
+    // The job went on: nothing to restart.
+    assert_eq!(result(&doc, "job.straggler")["action"], "none", "{doc:#}");
+}
+
+#[test]
+fn a_finished_or_running_job_is_never_called_hung_and_no_table_is_empty() {
+    // A gloo job that ended normally, dumped as its last barrier returned.
+    let out = job(&fixture("finished"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("did not finish"), "{text}");
+    // Caught in flight: every rank named in the words, none blamed, and
+    // no empty table.
+    let out = job(&fixture("all_stuck"), &[]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("every rank (0-2) is inside all_reduce #6 of group 0 (default_pg) alike"),
+        "{text}"
+    );
+    assert!(!text.contains("Ranks at the wavefront"), "{text}");
+    let (_, doc) = judged(&fixture("all_stuck"));
+    assert_eq!(result(&doc, "job.hang")["action"], "none", "{doc:#}");
 }
 
 #[test]

@@ -74,8 +74,8 @@ pub type Shapes = Arc<Vec<Vec<i64>>>;
 pub type Dtypes = Arc<Vec<Arc<str>>>;
 
 /// One recorded collective (or point-to-point operation) on one rank. A job
-/// of 1,024 ranks holds two million of them, so every text is shared
-/// (`Arc`) and what no judgement reads (stacks, output shapes) is not kept.
+/// of 1,024 ranks holds two million of them, so every text and shape list
+/// is shared (`Arc`) and what no judgement reads (stacks) is not kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// `record_id`: the recorder's own running number on this rank.
@@ -94,7 +94,15 @@ pub struct Entry {
     pub op: Arc<str>,
     /// `input_sizes`: one shape per input tensor.
     pub input_sizes: Shapes,
+    /// `input_dtypes`: a list, or one name where older writers give a
+    /// plain string.
     pub input_dtypes: Dtypes,
+    /// `output_sizes`: one shape per output tensor (an out-of-place
+    /// broadcast, an all-gather's result); empty where the dump has none.
+    #[serde(default)]
+    pub output_sizes: Shapes,
+    #[serde(default)]
+    pub output_dtypes: Dtypes,
     pub state: State,
     /// `retired`: the recorder has let the entry go (after completion, or
     /// after a timeout, when gloo marks it completed without it being so).

@@ -11,17 +11,27 @@
 //! - At the wavefront, the ranks that never enqueued the collective the
 //!   others wait in are named, unless they outnumber the ones that did: then
 //!   those few called a collective the rest never called.
+//! - Every process group has its own wavefront and its own culprits; a rank
+//!   that waits inside another group's collective is not a culprit of the
+//!   group it has not reached.
+//! - A collective every rank entered is a hang only with evidence that the
+//!   job stopped there (a timed-out entry, one retired without completing);
+//!   where one rank finished it, it ran. Where the backend records no
+//!   completion (gloo), retired is the only sign of done.
 //! - A collective entered with another op, size or dtype names the ranks
 //!   that differ from a strict majority; with no majority (two ranks, or an
 //!   even split) every side is named as a mismatch between them.
-//! - Ops whose sizes legitimately differ across ranks (all-gather,
-//!   reduce-scatter, all-to-all, coalesced groups) compare op and dtype
-//!   only; point-to-point operations are paired by their own sequence and
-//!   not judged here.
+//! - What must agree is what PyTorch's analyzer compares, op by op
+//!   ([`compared`]): input and output shapes and dtype sets, each coalesced
+//!   group's ops one by one; point-to-point operations are paired by their
+//!   own sequence and not judged here.
+//! - One collective entered seconds late, far beyond the group's usual
+//!   spread, is named once ([`late_entries`]); a straggler is late again
+//!   and again ([`stragglers`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::domain::flight::{Entry, RankTrace, State};
+use crate::domain::flight::{Dtypes, Entry, RankTrace, State};
 
 /// Who the dumps say is in the job.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -171,6 +181,10 @@ pub struct Wavefront {
     pub waiting: Vec<u32>,
     /// When the first rank enqueued it (wall clock, ns), to order groups.
     pub time_ns: u64,
+    /// For [`WaveKind::Stuck`]: what in the dumps shows that the job stopped
+    /// there (a timed-out entry, one retired without completing); None when
+    /// nothing does, and any dump of a running job reads the same.
+    pub stopped: Option<String>,
 }
 
 impl Wavefront {
@@ -179,60 +193,97 @@ impl Wavefront {
     }
 }
 
+/// One sequence number's record on one rank: the entry that stands for it
+/// and, for a coalesced group (several ops under one sequence number), the
+/// group's ops in the order they were called.
+struct Slot<'a> {
+    seq: u64,
+    entry: &'a Entry,
+    parts: Vec<&'a Entry>,
+}
+
 /// One rank's collectives in one group, by sequence number.
 struct Lane<'a> {
     rank: u32,
-    /// (seq, entry), ascending by seq.
-    by_seq: Vec<(u64, &'a Entry)>,
+    /// Ascending by seq, one slot per seq.
+    by_seq: Vec<Slot<'a>>,
     /// The highest sequence it enqueued (entries and `pg_status`).
     last: Option<u64>,
+    /// The job's backend records completion (see [`records_completion`]).
+    completes: bool,
 }
 
 impl<'a> Lane<'a> {
-    fn new(t: &'a RankTrace, group: &str) -> Lane<'a> {
-        let mut by_seq: Vec<(u64, &Entry)> = t
+    fn new(t: &'a RankTrace, group: &str, completes: bool) -> Lane<'a> {
+        let mut all: Vec<(u64, &Entry)> = t
             .entries
             .iter()
             .filter(|e| &*e.group == group && !e.is_p2p && e.collective_seq > 0)
             .map(|e| (e.collective_seq, e))
             .collect();
-        by_seq.sort_by_key(|(s, _)| *s);
-        // A coalesced group records its ops under one sequence number: the
-        // group's own entry stands for them (the first where none is).
-        by_seq.dedup_by(|later, first| {
-            let same = later.0 == first.0;
-            if same && is_coalesced(&later.1.op) && !is_coalesced(&first.1.op) {
-                first.1 = later.1;
-            }
-            same
-        });
+        // Stable: the ops of a coalesced group keep their call order.
+        all.sort_by_key(|(s, _)| *s);
+        let by_seq: Vec<Slot> = all.chunk_by(|a, b| a.0 == b.0).map(slot).collect();
         let from_status = t.status.get(group).and_then(|s| s.last_enqueued);
-        let last = by_seq.last().map(|(s, _)| *s).max(from_status);
+        let last = by_seq.last().map(|s| s.seq).max(from_status);
         Lane {
             rank: t.rank,
             by_seq,
             last,
+            completes,
         }
     }
 
-    fn at(&self, seq: u64) -> Option<&'a Entry> {
+    fn at(&self, seq: u64) -> Option<&Slot<'a>> {
         self.by_seq
-            .binary_search_by_key(&seq, |(s, _)| *s)
+            .binary_search_by_key(&seq, |s| s.seq)
             .ok()
-            .map(|i| self.by_seq[i].1)
+            .map(|i| &self.by_seq[i])
     }
 
     fn first(&self) -> Option<u64> {
-        self.by_seq.first().map(|(s, _)| *s)
+        self.by_seq.first().map(|s| s.seq)
     }
 
     /// What the rank last did in this group, for a rank that is behind.
     fn last_doing(&self) -> String {
         match self.by_seq.last() {
-            Some((seq, e)) => format!("last enqueued {} #{seq} ({})", e.op, state_word(e)),
+            Some(s) => format!(
+                "last enqueued {} #{} ({})",
+                s.entry.op,
+                s.seq,
+                state_word(s.entry, self.completes)
+            ),
             None => "holds no entries for this group".to_string(),
         }
     }
+}
+
+/// The slot of one run of entries under one sequence number. A coalesced
+/// group records each of its ops and then its own entry ("coalesced",
+/// "ALLGATHER_coalesced", ...) under one number: that entry stands for the
+/// group and the others are its parts.
+fn slot<'a>(run: &[(u64, &'a Entry)]) -> Slot<'a> {
+    let seq = run[0].0;
+    if let [(_, only)] = run {
+        return Slot {
+            seq,
+            entry: only,
+            parts: Vec::new(),
+        };
+    }
+    let marker = run
+        .iter()
+        .position(|(_, e)| is_group_entry(&e.op))
+        .or_else(|| run.iter().rposition(|(_, e)| is_coalesced(&e.op)));
+    let entry = marker.map_or(run[0].1, |i| run[i].1);
+    let parts = run
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != marker)
+        .map(|(_, (_, e))| *e)
+        .collect();
+    Slot { seq, entry, parts }
 }
 
 /// The op a collective is matched by: the out-of-place broadcast and
@@ -241,73 +292,246 @@ pub fn canonical_op(op: &str) -> &str {
     match op {
         "_broadcast_oop" => "broadcast",
         "_reduce_oop" => "reduce",
-        "_allgather_base" | "all_gather_into_tensor" | "allgather" => "all_gather",
+        "_allgather_base" | "_all_gather_base" | "all_gather_into_tensor" | "allgather" => {
+            "all_gather"
+        }
         "_reduce_scatter_base" | "reduce_scatter_tensor" | "reducescatter" => "reduce_scatter",
         "allreduce" => "all_reduce",
         other => other,
     }
 }
 
-/// A coalesced group's own entry ("coalesced", "ALLREDUCE_COALESCED").
+/// An op whose name says coalesced ("coalesced", "allreduce_coalesced").
 fn is_coalesced(op: &str) -> bool {
     op.to_ascii_lowercase().contains("coalesced")
 }
 
-/// Whether every rank passes the same shapes to `op`.
-fn sizes_must_match(op: &str) -> bool {
-    let op = canonical_op(op);
+/// A coalesced group's own entry, as PyTorch's analyzer names them
+/// (`match` in torch/distributed/flight_recorder/components/types.py).
+fn is_group_entry(op: &str) -> bool {
     let lower = op.to_ascii_lowercase();
-    !(lower.contains("coalesced")
-        || lower.contains("gather")
-        || lower.contains("scatter")
-        || lower.contains("all_to_all")
-        || lower.contains("alltoall")
-        || lower == "barrier")
+    matches!(
+        lower.as_str(),
+        "coalesced" | "allgather_coalesced" | "reduce_scatter_coalesced"
+    )
+}
+
+/// What must agree across ranks for one op: its input and output shapes,
+/// and the sets of its input and output dtypes.
+#[derive(Debug, Clone, Copy)]
+struct Compared {
+    inputs: bool,
+    outputs: bool,
+    in_dtypes: bool,
+    out_dtypes: bool,
+}
+
+/// The collectives PyTorch's analyzer knows (`COLLECTIVES` in
+/// torch/distributed/flight_recorder/components/types.py), by the name
+/// [`canonical_op`] gives them, lower case; those with rules of their own
+/// are matched before this list is.
+const KNOWN: &[&str] = &[
+    "broadcast",
+    "reduce",
+    "all_gather",
+    "all_gather_single",
+    "all_reduce",
+    "all_gather_into_tensor_coalesced",
+    "reduce_scatter",
+    "reduce_scatter_single",
+    "reduce_scatter_tensor_coalesced",
+    "all_reduce_barrier",
+    "split",
+    "new_window",
+    "allreduce_coalesced",
+];
+
+/// What PyTorch's analyzer compares across ranks for `op` (`Op.match` and
+/// `Op.dtype_mismatch`): input shapes except for all-to-all and scatter
+/// (only the root sends), output shapes except for all-to-all and gather
+/// (only the root receives), the input dtypes except for scatter and
+/// broadcast, the output dtypes except for gather. The uneven `_v`
+/// variants leave out the side that differs by design; a barrier and a
+/// coalesced group's own entry compare their type only, and an op the
+/// analyzer does not know its type and dtypes.
+fn compared(op: &str) -> Compared {
+    let all = Compared {
+        inputs: true,
+        outputs: true,
+        in_dtypes: true,
+        out_dtypes: true,
+    };
+    let none = Compared {
+        inputs: false,
+        outputs: false,
+        in_dtypes: false,
+        out_dtypes: false,
+    };
+    let dtypes = Compared {
+        in_dtypes: true,
+        out_dtypes: true,
+        ..none
+    };
+    let lower = canonical_op(op).to_ascii_lowercase();
+    match lower.as_str() {
+        "barrier" => none,
+        o if is_group_entry(o) => none,
+        o if o.starts_with("all_to_all") || o.starts_with("alltoall") => dtypes,
+        "scatter" => Compared {
+            outputs: true,
+            out_dtypes: true,
+            ..none
+        },
+        "gather" => Compared {
+            inputs: true,
+            in_dtypes: true,
+            ..none
+        },
+        "broadcast" => Compared {
+            in_dtypes: false,
+            ..all
+        },
+        "all_gather_v" => Compared {
+            inputs: false,
+            ..all
+        },
+        "reduce_scatter_v" => Compared {
+            outputs: false,
+            ..all
+        },
+        o if KNOWN.contains(&o) => all,
+        _ => dtypes,
+    }
 }
 
 /// What must agree across ranks for one collective.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Signature<'a> {
     op: &'a str,
-    sizes: Option<&'a [Vec<i64>]>,
-    dtypes: &'a [std::sync::Arc<str>],
+    inputs: Option<&'a [Vec<i64>]>,
+    outputs: Option<&'a [Vec<i64>]>,
+    /// Sorted and deduplicated: the analyzer compares dtypes as sets.
+    in_dtypes: Vec<&'a str>,
+    out_dtypes: Vec<&'a str>,
+    /// A coalesced group's ops, each compared with the same op of the
+    /// group on the other ranks.
+    parts: Vec<Signature<'a>>,
 }
 
-fn signature(e: &Entry) -> Signature<'_> {
-    let op = canonical_op(&e.op);
+fn signature<'a>(s: &Slot<'a>) -> Signature<'a> {
+    if s.parts.is_empty() {
+        return entry_signature(s.entry);
+    }
     Signature {
-        sizes: sizes_must_match(op).then_some(e.input_sizes.as_slice()),
-        dtypes: if op == "barrier" {
-            &[]
-        } else {
-            e.input_dtypes.as_slice()
-        },
-        op,
+        op: canonical_op(&s.entry.op),
+        inputs: None,
+        outputs: None,
+        in_dtypes: Vec::new(),
+        out_dtypes: Vec::new(),
+        parts: s.parts.iter().map(|e| entry_signature(e)).collect(),
     }
 }
 
-/// "all_reduce [4] float", as the table shows a call.
-pub fn call_text(e: &Entry) -> String {
-    let mut s = e.op.to_string();
-    let shapes: Vec<String> = e
-        .input_sizes
+fn entry_signature(e: &Entry) -> Signature<'_> {
+    let op = canonical_op(&e.op);
+    let c = compared(op);
+    // The analyzer compares dtypes only where the first tensor has a shape.
+    let shaped = |s: &[Vec<i64>]| s.first().is_some_and(|d| !d.is_empty());
+    Signature {
+        op,
+        inputs: c.inputs.then_some(e.input_sizes.as_slice()),
+        outputs: c.outputs.then_some(e.output_sizes.as_slice()),
+        in_dtypes: if c.in_dtypes && shaped(&e.input_sizes) {
+            dtype_set(&e.input_dtypes)
+        } else {
+            Vec::new()
+        },
+        out_dtypes: if c.out_dtypes && shaped(&e.output_sizes) {
+            dtype_set(&e.output_dtypes)
+        } else {
+            Vec::new()
+        },
+        parts: Vec::new(),
+    }
+}
+
+/// Dtype names as a set: sorted, without repeats.
+fn dtype_set(d: &Dtypes) -> Vec<&str> {
+    let mut v: Vec<&str> = d.iter().map(|n| &**n).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn shapes_text(shapes: &[Vec<i64>]) -> String {
+    let parts: Vec<String> = shapes
         .iter()
         .map(|d| {
             let dims: Vec<String> = d.iter().map(i64::to_string).collect();
             format!("[{}]", dims.join(", "))
         })
         .collect();
-    if !shapes.is_empty() {
-        s.push(' ');
-        s.push_str(&shapes.join(" "));
+    parts.join(" ")
+}
+
+fn dtypes_text(dtypes: &Dtypes) -> String {
+    let mut names: Vec<&str> = dtypes.iter().map(|d| &**d).collect();
+    names.dedup();
+    names.join(",")
+}
+
+/// "all_reduce [4] float", as the table shows a call; an output of
+/// another shape or dtype than the input follows an arrow
+/// ("all_gather [4] Float -> [4, 4]").
+pub fn call_text(e: &Entry) -> String {
+    let mut s = e.op.to_string();
+    for part in [shapes_text(&e.input_sizes), dtypes_text(&e.input_dtypes)] {
+        if !part.is_empty() {
+            s.push(' ');
+            s.push_str(&part);
+        }
     }
-    let mut dtypes: Vec<&str> = e.input_dtypes.iter().map(|d| &**d).collect();
-    dtypes.dedup();
-    if !dtypes.is_empty() {
-        s.push(' ');
-        s.push_str(&dtypes.join(","));
+    let mut out: Vec<String> = Vec::new();
+    if !e.output_sizes.is_empty() && e.output_sizes != e.input_sizes {
+        out.push(shapes_text(&e.output_sizes));
+    }
+    if !e.output_dtypes.is_empty() && e.output_dtypes != e.input_dtypes {
+        out.push(dtypes_text(&e.output_dtypes));
+    }
+    if !out.is_empty() {
+        s.push_str(" -> ");
+        s.push_str(&out.join(" "));
     }
     s
+}
+
+/// A slot as people read it: the call, or a coalesced group and its size.
+fn slot_text(s: &Slot) -> String {
+    match s.parts.len() {
+        0 => call_text(s.entry),
+        n => format!("{} of {n} ops", s.entry.op),
+    }
+}
+
+/// What a rank did at `seq`, against the call it should have matched: for
+/// a coalesced group, the first of its ops that differs.
+fn doing(s: &Slot, reference: Option<&Signature>) -> String {
+    let seq = s.seq;
+    let parts: Vec<Signature> = s.parts.iter().map(|e| entry_signature(e)).collect();
+    let odd = reference.and_then(|r| {
+        (!parts.is_empty() && r.op == canonical_op(&s.entry.op))
+            .then(|| (0..parts.len()).find(|i| r.parts.get(*i) != Some(&parts[*i])))?
+    });
+    match odd {
+        Some(i) => format!(
+            "called {} as op {} of {} in {} #{seq}",
+            call_text(s.parts[i]),
+            i + 1,
+            parts.len(),
+            s.entry.op
+        ),
+        None => format!("called {} as #{seq}", slot_text(s)),
+    }
 }
 
 /// A timed-out entry (gloo marks it completed): its span reached its
@@ -326,13 +550,37 @@ fn timed_out(e: &Entry) -> bool {
     span_ms.is_some_and(|ms| ms >= limit as f64 * 0.99)
 }
 
-/// Where an entry had got to, in words: gloo records no start or
-/// completion, and retires what it is done with.
-fn state_word(e: &Entry) -> &'static str {
+/// Whether the job's backend records completion: some entry of some rank
+/// reads started or completed (NCCL does; gloo in torch 2.15 leaves every
+/// entry `scheduled` and only retires what it is done with).
+pub fn records_completion(traces: &[RankTrace]) -> bool {
+    completes_in(traces.iter())
+}
+
+fn completes_in<'a>(mut traces: impl Iterator<Item = &'a RankTrace>) -> bool {
+    traces.any(|t| {
+        t.entries
+            .iter()
+            .any(|e| e.state != State::Scheduled || e.time_completed_ns.is_some())
+    })
+}
+
+/// The latest time any rank enqueued anything (ns).
+fn latest_ns<'a>(traces: impl Iterator<Item = &'a RankTrace>) -> u64 {
+    traces
+        .flat_map(|t| t.entries.iter().map(|e| e.time_created_ns))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Where an entry had got to, in words.
+fn state_word(e: &Entry, completes: bool) -> &'static str {
     if timed_out(e) {
         "timed out"
-    } else if finished(e) {
+    } else if finished(e, completes) {
         "completed"
+    } else if e.retired {
+        "retired without completing"
     } else {
         match e.state {
             State::Started => "started, not finished",
@@ -341,19 +589,29 @@ fn state_word(e: &Entry) -> &'static str {
     }
 }
 
-/// Finished for real: completed (or retired: gloo records no completion
-/// and retires what it is done with) and not by a timeout.
-fn finished(e: &Entry) -> bool {
-    (e.state == State::Completed || e.retired) && !timed_out(e)
+/// Finished for real, not by a timeout: completed, or, where the backend
+/// records no completion (gloo), retired.
+fn finished(e: &Entry, completes: bool) -> bool {
+    !timed_out(e) && (e.state == State::Completed || (e.retired && !completes))
 }
 
 /// The wavefront of one group: the first sequence at which its ranks with
 /// dumps disagree, or at which they all wait and it does not finish.
 pub fn group_wavefront(group: &Group, traces: &[&RankTrace]) -> Option<Wavefront> {
+    let completes = completes_in(traces.iter().copied());
+    wave_of(group, traces, completes, latest_ns(traces.iter().copied()))
+}
+
+fn wave_of(
+    group: &Group,
+    traces: &[&RankTrace],
+    completes: bool,
+    latest_ns: u64,
+) -> Option<Wavefront> {
     let lanes: Vec<Lane> = traces
         .iter()
         .filter(|t| group.members.contains(&t.rank))
-        .map(|t| Lane::new(t, &group.name))
+        .map(|t| Lane::new(t, &group.name, completes))
         .collect();
     let top = lanes.iter().filter_map(|l| l.last).max()?;
     // Below the latest first entry some rank's ring buffer has lost it.
@@ -362,7 +620,7 @@ pub fn group_wavefront(group: &Group, traces: &[&RankTrace]) -> Option<Wavefront
     // dump's numbers are not trusted to be small).
     let seqs: BTreeSet<u64> = lanes
         .iter()
-        .flat_map(|l| l.by_seq.iter().map(|(s, _)| *s))
+        .flat_map(|l| l.by_seq.iter().map(|s| s.seq))
         .filter(|s| *s >= from)
         .collect();
     for seq in seqs {
@@ -370,13 +628,13 @@ pub fn group_wavefront(group: &Group, traces: &[&RankTrace]) -> Option<Wavefront
             return Some(w);
         }
     }
-    stuck(group, &lanes, top)
+    stuck(group, &lanes, top, latest_ns)
 }
 
 fn judge_seq(group: &Group, lanes: &[Lane], seq: u64) -> Option<Wavefront> {
-    let present: Vec<(&Lane, &Entry)> = lanes
+    let present: Vec<(&Lane, &Slot)> = lanes
         .iter()
-        .filter_map(|l| l.at(seq).map(|e| (l, e)))
+        .filter_map(|l| l.at(seq).map(|s| (l, s)))
         .collect();
     let behind: Vec<&Lane> = lanes
         .iter()
@@ -386,23 +644,24 @@ fn judge_seq(group: &Group, lanes: &[Lane], seq: u64) -> Option<Wavefront> {
     let mut w = Wavefront {
         group: group.clone(),
         seq,
-        op: canonical_op(&first.op).to_string(),
-        call: call_text(first),
+        op: canonical_op(&first.entry.op).to_string(),
+        call: slot_text(first),
         kind: WaveKind::NotJoined,
         blamed: Vec::new(),
         waiting: present.iter().map(|(l, _)| l.rank).collect(),
-        time_ns: present.iter().map(|(_, e)| e.time_created_ns).min()?,
+        time_ns: present.iter().map(|(_, s)| s.entry.time_created_ns).min()?,
+        stopped: None,
     };
     if !behind.is_empty() {
         if behind.len() > present.len() {
             w.kind = WaveKind::Ahead;
             w.blamed = present
                 .iter()
-                .map(|(l, e)| Blamed {
+                .map(|(l, s)| Blamed {
                     rank: l.rank,
                     doing: format!(
                         "called {} as #{seq}, which the others never called",
-                        call_text(e)
+                        slot_text(s)
                     ),
                 })
                 .collect();
@@ -422,10 +681,10 @@ fn judge_seq(group: &Group, lanes: &[Lane], seq: u64) -> Option<Wavefront> {
 }
 
 /// The disagreement among ranks that all entered `seq`, if any.
-fn mismatch(mut w: Wavefront, present: &[(&Lane, &Entry)]) -> Option<Wavefront> {
-    let mut sides: BTreeMap<Signature, Vec<(u32, &Entry)>> = BTreeMap::new();
-    for (l, e) in present {
-        sides.entry(signature(e)).or_default().push((l.rank, e));
+fn mismatch(mut w: Wavefront, present: &[(&Lane, &Slot)]) -> Option<Wavefront> {
+    let mut sides: BTreeMap<Signature, Vec<(u32, &Slot)>> = BTreeMap::new();
+    for (l, s) in present {
+        sides.entry(signature(s)).or_default().push((l.rank, s));
     }
     if sides.len() < 2 {
         return None;
@@ -434,30 +693,35 @@ fn mismatch(mut w: Wavefront, present: &[(&Lane, &Entry)]) -> Option<Wavefront> 
         .iter()
         .max_by_key(|(_, v)| v.len())
         .map(|(s, v)| (s.clone(), v.clone()))?;
-    let seq = w.seq;
     if major.len() * 2 > present.len() {
         w.kind = WaveKind::Mismatch;
         w.op = major_sig.op.to_string();
-        w.call = call_text(major[0].1);
+        w.call = slot_text(major[0].1);
         w.waiting = major.iter().map(|(r, _)| *r).collect();
         w.blamed = sides
             .iter()
             .filter(|(s, _)| **s != major_sig)
             .flat_map(|(_, v)| v.iter())
-            .map(|(r, e)| Blamed {
+            .map(|(r, s)| Blamed {
                 rank: *r,
-                doing: format!("called {} as #{seq}", call_text(e)),
+                doing: doing(s, Some(&major_sig)),
             })
             .collect();
     } else {
         w.kind = WaveKind::Split;
         w.waiting.clear();
+        let (first_sig, _) = sides.iter().next()?;
+        let first_sig = first_sig.clone();
         w.blamed = sides
-            .values()
-            .flat_map(|v| v.iter())
-            .map(|(r, e)| Blamed {
+            .iter()
+            .flat_map(|(sig, v)| v.iter().map(move |x| (sig, x)))
+            .map(|(sig, (r, s))| Blamed {
                 rank: *r,
-                doing: format!("called {} as #{seq}", call_text(e)),
+                doing: if *sig == first_sig {
+                    doing(s, None)
+                } else {
+                    doing(s, Some(&first_sig))
+                },
             })
             .collect();
     }
@@ -465,52 +729,136 @@ fn mismatch(mut w: Wavefront, present: &[(&Lane, &Entry)]) -> Option<Wavefront> 
     Some(w)
 }
 
-/// Every rank entered the group's last collective alike; it is a
-/// wavefront only when it has not finished on some rank.
-fn stuck(group: &Group, lanes: &[Lane], top: u64) -> Option<Wavefront> {
-    let at_top: Vec<(&Lane, &Entry)> = lanes
+/// Every rank entered the group's last collective alike. It is a
+/// wavefront only when it has not finished on some rank and finished on
+/// none: a rank that finished it shows the collective ran (a dump taken
+/// as it returned finds the others retiring it), unless the dumps show
+/// that it stopped ([`stop_evidence`]).
+fn stuck(group: &Group, lanes: &[Lane], top: u64, latest_ns: u64) -> Option<Wavefront> {
+    let at_top: Vec<(&Lane, &Slot)> = lanes
         .iter()
-        .filter_map(|l| l.at(top).map(|e| (l, e)))
+        .filter_map(|l| l.at(top).map(|s| (l, s)))
         .collect();
-    let (_, first) = *at_top.first()?;
-    if at_top.iter().all(|(_, e)| finished(e)) {
+    let (first_lane, first) = *at_top.first()?;
+    let completes = first_lane.completes;
+    let done = |s: &Slot| finished(s.entry, completes);
+    if at_top.iter().all(|(_, s)| done(s)) {
+        return None;
+    }
+    let stopped = stop_evidence(&at_top, latest_ns);
+    if stopped.is_none() && at_top.iter().any(|(_, s)| done(s)) {
         return None;
     }
     Some(Wavefront {
         group: group.clone(),
         seq: top,
-        op: canonical_op(&first.op).to_string(),
-        call: call_text(first),
+        op: canonical_op(&first.entry.op).to_string(),
+        call: slot_text(first),
         kind: WaveKind::Stuck,
         blamed: Vec::new(),
-        waiting: at_top
-            .iter()
-            .filter(|(_, e)| !finished(e))
-            .map(|(l, _)| l.rank)
-            .collect(),
-        time_ns: at_top.iter().map(|(_, e)| e.time_created_ns).min()?,
+        waiting: at_top.iter().map(|(l, _)| l.rank).collect(),
+        time_ns: at_top.iter().map(|(_, s)| s.entry.time_created_ns).min()?,
+        stopped,
     })
 }
 
-/// The job's wavefront: of every group's, the earliest in time (a group
-/// stuck later is stuck because of it). A group whose members all lack
-/// dumps has none.
-pub fn wavefront(traces: &[RankTrace], members: &Membership) -> Option<Wavefront> {
+/// What in the dumps shows that a collective every rank entered stopped
+/// rather than ran on: a rank's entry timed out (its span reached its
+/// timeout); a backend that records completion retired it without
+/// completing it (NCCL's watchdog retires a collective that timed out or
+/// was aborted); or some rank recorded another collective later than the
+/// collective's timeout after it began. None when nothing does: then the
+/// dumps read as any dump of a running job does.
+fn stop_evidence(at_top: &[(&Lane, &Slot)], latest_ns: u64) -> Option<String> {
+    if let Some((l, s)) = at_top.iter().find(|(_, s)| timed_out(s.entry)) {
+        let secs = s.entry.timeout_ms.unwrap_or(0) as f64 / 1e3;
+        return Some(format!(
+            "rank {}'s entry timed out after {secs:.0} s",
+            l.rank
+        ));
+    }
+    if let Some((l, _)) = at_top
+        .iter()
+        .find(|(l, s)| l.completes && s.entry.retired && s.entry.state != State::Completed)
+    {
+        return Some(format!(
+            "rank {}'s recorder retired it without completing it (a timeout or an abort)",
+            l.rank
+        ));
+    }
+    let began = at_top.iter().map(|(_, s)| s.entry.time_created_ns).min()?;
+    let limit_ms = at_top
+        .iter()
+        .filter_map(|(_, s)| s.entry.timeout_ms.filter(|t| *t > 0))
+        .min()?;
+    let waited_ms = latest_ns.saturating_sub(began) / 1_000_000;
+    (waited_ms >= limit_ms).then(|| {
+        format!(
+            "a rank recorded a collective {:.0} s after it began, past its timeout of {:.0} s",
+            waited_ms as f64 / 1e3,
+            limit_ms as f64 / 1e3
+        )
+    })
+}
+
+/// The ranks inside a wavefront's collective, waiting in it.
+fn inside(w: &Wavefront) -> Vec<u32> {
+    match w.kind {
+        WaveKind::NotJoined | WaveKind::Stuck => w.waiting.clone(),
+        WaveKind::Ahead | WaveKind::Split => w.blamed_ranks(),
+        WaveKind::Mismatch => {
+            let mut all = w.waiting.clone();
+            all.extend(w.blamed_ranks());
+            all
+        }
+    }
+}
+
+/// Every process group's own wavefront, earliest first, each naming only
+/// its culprits. A rank named in one group's wavefront that waits inside
+/// another group's collective is not a culprit there: it only waits (its
+/// own group's culprit is named). A group left with no culprit is not
+/// shown, and a group whose ranks all wait alike ([`WaveKind::Stuck`]) is
+/// shown only when no group has a culprit (a disagreement explains a stuck
+/// group, never the reverse). Where every group's culprits wait in another
+/// group (ranks that call two groups' collectives in opposite orders), the
+/// earliest wavefront is kept whole. A group whose members all lack dumps
+/// has none.
+pub fn wavefronts(traces: &[RankTrace], members: &Membership) -> Vec<Wavefront> {
     let refs: Vec<&RankTrace> = traces.iter().collect();
-    let mut w = members
+    let completes = records_completion(traces);
+    let latest = latest_ns(traces.iter());
+    let mut all: Vec<Wavefront> = members
         .groups
         .values()
-        .filter_map(|g| group_wavefront(g, &refs))
-        .min_by_key(|w| {
-            let rank = match w.kind {
-                // A disagreement explains a stuck group, never the reverse.
-                WaveKind::Stuck => 1,
-                _ => 0,
-            };
-            (rank, w.time_ns)
-        })?;
-    // Every rank with a dump waits in it: the members without one are what
-    // it waits for.
+        .filter_map(|g| wave_of(g, &refs, completes, latest))
+        .map(|w| blame_absent(w, members))
+        .collect();
+    all.sort_by_key(|w| (w.kind == WaveKind::Stuck, w.time_ns));
+    let insides: Vec<Vec<u32>> = all.iter().map(inside).collect();
+    let mut kept: Vec<Wavefront> = Vec::new();
+    for (i, w) in all.iter().enumerate() {
+        let mut w = w.clone();
+        let waits_elsewhere = |r: u32| (0..all.len()).any(|j| j != i && insides[j].contains(&r));
+        w.blamed.retain(|b| !waits_elsewhere(b.rank));
+        if !w.blamed.is_empty() || w.kind == WaveKind::Stuck {
+            kept.push(w);
+        }
+    }
+    if kept.iter().any(|w| w.kind != WaveKind::Stuck) {
+        kept.retain(|w| w.kind != WaveKind::Stuck);
+    } else {
+        kept.truncate(1);
+    }
+    if kept.is_empty() {
+        kept.extend(all.into_iter().next());
+    }
+    kept
+}
+
+/// Every rank with a dump waits in a stuck collective: the members without
+/// one are what it waits for.
+fn blame_absent(mut w: Wavefront, members: &Membership) -> Wavefront {
     let absent: Vec<u32> = w
         .group
         .members
@@ -520,6 +868,7 @@ pub fn wavefront(traces: &[RankTrace], members: &Membership) -> Option<Wavefront
         .collect();
     if w.kind == WaveKind::Stuck && !absent.is_empty() {
         w.kind = WaveKind::NotJoined;
+        w.stopped = None;
         w.blamed = absent
             .into_iter()
             .map(|rank| Blamed {
@@ -528,7 +877,12 @@ pub fn wavefront(traces: &[RankTrace], members: &Membership) -> Option<Wavefront
             })
             .collect();
     }
-    Some(w)
+    w
+}
+
+/// The job's first wavefront ([`wavefronts`]' earliest).
+pub fn wavefront(traces: &[RankTrace], members: &Membership) -> Option<Wavefront> {
+    wavefronts(traces, members).into_iter().next()
 }
 
 /// A rank that enters a group's collectives late again and again.
@@ -551,6 +905,73 @@ pub const STRAGGLER_MIN_MS: f64 = 20.0;
 /// straggler: one late entry is noise.
 pub const STRAGGLER_MIN_COMPARED: usize = 5;
 
+/// One collective a rank entered far later than the other ranks of its
+/// group, once: the job went on, but every other rank waited for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LateEntry {
+    pub rank: u32,
+    pub group: Group,
+    pub seq: u64,
+    pub op: String,
+    /// How late, against the median of the others, ms.
+    pub late_ms: f64,
+    /// The ranks that entered it on time.
+    pub others: Vec<u32>,
+}
+
+/// Lateness (ms) below which one late entry is never named: a garbage
+/// collection, a data loader's hiccup or a log flush delays a rank by tens
+/// to hundreds of ms now and then (`straggler_once` in the fixtures: 400
+/// ms, noise), while a rank that keeps the others waiting for seconds did
+/// something of its own (a checkpoint, an evaluation, a stalled file
+/// system). 2 s is five times the noise the fixtures show and far below any
+/// collective timeout (PyTorch's default: 10 min for NCCL, 30 min for
+/// gloo), so such an entry is seen in a job that went on.
+pub const LATE_ONCE_MIN_MS: f64 = 2_000.0;
+/// ... and it must exceed this many times the group's usual spread (the
+/// 90th percentile of every rank's lateness over every compared
+/// collective), so that a job whose ranks routinely drift by a second (ranks
+/// on nodes with unsynchronised clocks, a straggler that is late at every
+/// step) does not name its ordinary drift.
+pub const LATE_ONCE_SPREAD_FACTOR: f64 = 20.0;
+
+/// The entry times (ms) of one group's ranks at each collective they all
+/// entered alike, with the ranks in lane order.
+struct Times {
+    ranks: Vec<u32>,
+    /// (seq, op, one time per rank).
+    rows: Vec<(u64, String, Vec<f64>)>,
+}
+
+fn entry_times(group: &Group, traces: &[&RankTrace]) -> Option<Times> {
+    let lanes: Vec<Lane> = traces
+        .iter()
+        .filter(|t| group.members.contains(&t.rank))
+        .map(|t| Lane::new(t, &group.name, false))
+        .collect();
+    if lanes.len() < 2 {
+        return None;
+    }
+    let mut rows = Vec::new();
+    for seq in lanes[0].by_seq.iter().map(|s| s.seq) {
+        let slots: Option<Vec<&Slot>> = lanes.iter().map(|l| l.at(seq)).collect();
+        let Some(slots) = slots else { continue };
+        let sig = signature(slots[0]);
+        if slots.iter().any(|s| signature(s) != sig) {
+            continue;
+        }
+        let times = slots
+            .iter()
+            .map(|s| s.entry.time_created_ns as f64 / 1e6)
+            .collect();
+        rows.push((seq, canonical_op(&slots[0].entry.op).to_string(), times));
+    }
+    Some(Times {
+        ranks: lanes.iter().map(|l| l.rank).collect(),
+        rows,
+    })
+}
+
 /// Ranks that start collectives late, per group, judged over every
 /// collective all the group's ranks with dumps entered alike. Lateness is
 /// the rank's enqueue time minus the median of the others'. Where a rank
@@ -570,49 +991,36 @@ pub fn stragglers(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> 
 }
 
 fn group_stragglers(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
-    let lanes: Vec<Lane> = traces
-        .iter()
-        .filter(|t| group.members.contains(&t.rank))
-        .map(|t| Lane::new(t, &group.name))
-        .collect();
-    if lanes.len() < 2 {
+    let Some(times) = entry_times(group, traces) else {
         return Vec::new();
-    }
-    let mut late: Vec<Vec<f64>> = vec![Vec::new(); lanes.len()];
-    let mut times: Vec<f64> = Vec::with_capacity(lanes.len());
-    let mut sorted: Vec<f64> = Vec::with_capacity(lanes.len());
-    for seq in lanes[0].by_seq.iter().map(|(s, _)| *s) {
-        let entries: Option<Vec<&Entry>> = lanes.iter().map(|l| l.at(seq)).collect();
-        let Some(entries) = entries else { continue };
-        let sig = signature(entries[0]);
-        if entries.iter().any(|e| signature(e) != sig) {
-            continue;
-        }
-        times.clear();
-        times.extend(entries.iter().map(|e| e.time_created_ns as f64 / 1e6));
-        sorted.clone_from(&times);
+    };
+    let mut late: Vec<Vec<f64>> = vec![Vec::new(); times.ranks.len()];
+    let mut sorted: Vec<f64> = Vec::with_capacity(times.ranks.len());
+    for (_, _, row) in &times.rows {
+        sorted.clone_from(row);
         let all = median(&mut sorted);
-        for (i, t) in times.iter().enumerate() {
+        for (i, t) in row.iter().enumerate() {
             // With two ranks the other's time; with more, the median of all
             // (one late rank does not move it).
-            let reference = match times.len() {
-                2 => times[1 - i],
+            let reference = match row.len() {
+                2 => row[1 - i],
                 _ => all,
             };
             late[i].push(t - reference);
         }
     }
-    lanes
+    times
+        .ranks
         .iter()
         .zip(late)
-        .filter_map(|(l, mut v)| {
+        .filter_map(|(rank, mut v)| {
             if v.len() < STRAGGLER_MIN_COMPARED {
                 return None;
             }
             let worst = v.iter().copied().fold(f64::MIN, f64::max);
             let median = median(&mut v);
             (median >= STRAGGLER_MIN_MS).then(|| Straggler {
-                rank: l.rank,
+                rank: *rank,
                 group: group.clone(),
                 median_ms: median,
                 worst_ms: worst,
@@ -620,6 +1028,73 @@ fn group_stragglers(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
             })
         })
         .collect()
+}
+
+/// Single entries far later than the others ([`LATE_ONCE_MIN_MS`],
+/// [`LATE_ONCE_SPREAD_FACTOR`]), latest first. Lateness here is against
+/// the median of the other ranks, so that two ranks late together are
+/// each seen late.
+pub fn late_entries(traces: &[RankTrace], members: &Membership) -> Vec<LateEntry> {
+    let refs: Vec<&RankTrace> = traces.iter().collect();
+    let mut found: Vec<LateEntry> = members
+        .groups
+        .values()
+        .flat_map(|g| group_late_entries(g, &refs))
+        .collect();
+    found.sort_by(|a, b| b.late_ms.total_cmp(&a.late_ms));
+    found
+}
+
+fn group_late_entries(group: &Group, traces: &[&RankTrace]) -> Vec<LateEntry> {
+    let Some(times) = entry_times(group, traces) else {
+        return Vec::new();
+    };
+    // (row, rank index, lateness against the median of the others).
+    let mut late: Vec<(usize, usize, f64)> = Vec::new();
+    let mut order: Vec<usize> = Vec::with_capacity(times.ranks.len());
+    for (r, (_, _, row)) in times.rows.iter().enumerate() {
+        order.clear();
+        order.extend(0..row.len());
+        order.sort_by(|a, b| row[*a].total_cmp(&row[*b]));
+        for (p, i) in order.iter().enumerate() {
+            late.push((r, *i, row[*i] - median_without(row, &order, p)));
+        }
+    }
+    let mut spread: Vec<f64> = late.iter().map(|(_, _, l)| l.abs()).collect();
+    spread.sort_by(f64::total_cmp);
+    let p90 = spread.get(spread.len() * 9 / 10).copied().unwrap_or(0.0);
+    let limit = LATE_ONCE_MIN_MS.max(LATE_ONCE_SPREAD_FACTOR * p90);
+    late.iter()
+        .filter(|(_, _, l)| *l >= limit)
+        .map(|(r, i, l)| {
+            let (seq, op, row) = &times.rows[*r];
+            let on_time = |j: usize| j != *i && row[*i] - row[j] >= limit;
+            LateEntry {
+                rank: times.ranks[*i],
+                group: group.clone(),
+                seq: *seq,
+                op: op.clone(),
+                late_ms: *l,
+                others: (0..row.len())
+                    .filter(|j| on_time(*j))
+                    .map(|j| times.ranks[j])
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The median of `row` without its element at sorted position `skip`
+/// (`order` sorts `row`), in constant time.
+fn median_without(row: &[f64], order: &[usize], skip: usize) -> f64 {
+    let m = order.len() - 1;
+    // The k-th of the others, in sorted order.
+    let kth = |k: usize| row[order[if k < skip { k } else { k + 1 }]];
+    match m {
+        0 => row[order[skip]],
+        _ if m % 2 == 1 => kth(m / 2),
+        _ => (kth(m / 2 - 1) + kth(m / 2)) / 2.0,
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -869,21 +1344,55 @@ mod tests {
         assert!(w.blamed[0].doing.contains("no entries"));
     }
 
+    /// An entry with output shapes and dtypes as well (`input`, `output`).
+    fn call(seq: u64, op: &str, input: &[i64], output: &[i64], dtype: &str) -> Entry {
+        let mut e = entry("0", seq, op, 0, State::Completed);
+        e.input_sizes = vec![input.to_vec()].into();
+        e.output_sizes = vec![output.to_vec()].into();
+        e.input_dtypes = vec![dtype.into()].into();
+        e.output_dtypes = vec![dtype.into()].into();
+        e
+    }
+
     #[test]
     fn uneven_gathers_coalesced_and_out_of_place_calls_match() {
         let mut t = vec![rank(0, 5), rank(1, 5), rank(2, 5)];
         for (i, tr) in t.iter_mut().enumerate() {
             let n = i as i64 + 1;
+            // all_gather_v: each rank gives its own size, all get them all.
             tr.entries
-                .push(entry("0", 6, "all_gather", n, State::Completed));
+                .push(call(6, "all_gather_v", &[n], &[6], "Float"));
+            // An uneven all-gather as PyTorch records it: one out-of-place
+            // broadcast per rank's part, coalesced.
+            for k in 0..3 {
+                tr.entries
+                    .push(call(7, "_broadcast_oop", &[k + 1], &[k + 1], "Float"));
+            }
             tr.entries
-                .push(entry("0", 7, "ALLREDUCE_COALESCED", n, State::Completed));
+                .push(call(7, "ALLGATHER_coalesced", &[], &[], "Float"));
             let bc = if i == 0 {
                 "_broadcast_oop"
             } else {
                 "broadcast"
             };
-            tr.entries.push(entry("0", 8, bc, 4, State::Completed));
+            tr.entries.push(call(8, bc, &[4], &[4], "Float"));
+            // Only the root's gather holds outputs; only the root's
+            // scatter inputs.
+            let root = i == 0;
+            tr.entries.push(call(
+                9,
+                "gather",
+                &[4],
+                if root { &[12] } else { &[] },
+                "Float",
+            ));
+            tr.entries.push(call(
+                10,
+                "scatter",
+                if root { &[12] } else { &[] },
+                &[4],
+                "Float",
+            ));
             let mut send = entry("0", 0, "send", n, State::Started);
             send.is_p2p = true;
             send.p2p_seq = 1;
@@ -896,13 +1405,12 @@ mod tests {
     fn a_coalesced_group_under_one_sequence_matches_as_one() {
         let mut t = vec![rank(0, 5), rank(1, 5), rank(2, 5)];
         for (i, tr) in t.iter_mut().enumerate() {
-            // Each rank's ops of the group differ in shape; the group's
-            // entry comes first on rank 0, last on the others.
+            // The group's entry comes first on rank 0, last on the others.
             let ops = [
-                entry("0", 6, "all_reduce", 1 + i as i64, State::Completed),
-                entry("0", 6, "all_reduce", 8, State::Completed),
+                call(6, "all_reduce", &[2], &[2], "Float"),
+                call(6, "all_reduce", &[8], &[8], "Float"),
             ];
-            let group = entry("0", 6, "coalesced", 0, State::Completed);
+            let group = call(6, "coalesced", &[], &[], "Float");
             if i == 0 {
                 tr.entries.push(group);
                 tr.entries.extend(ops);
@@ -912,6 +1420,94 @@ mod tests {
             }
         }
         assert_eq!(judge(&t), None);
+    }
+
+    #[test]
+    fn an_op_of_another_size_inside_a_coalesced_group_names_its_rank() {
+        // PyTorch's test_fr_analysis.py, testBuildDB case 4: an uneven
+        // all-gather whose second out-of-place broadcast differs.
+        let mut t = vec![rank(0, 5), rank(1, 5), rank(2, 5)];
+        for (i, tr) in t.iter_mut().enumerate() {
+            let second = if i == 1 { 5 } else { 4 };
+            tr.entries
+                .push(call(6, "_broadcast_oop", &[4, 4], &[4, 4], "float32"));
+            tr.entries.push(call(
+                6,
+                "_broadcast_oop",
+                &[second, second],
+                &[second, second],
+                "float32",
+            ));
+            tr.entries
+                .push(call(6, "ALLGATHER_coalesced", &[], &[], "float32"));
+        }
+        let w = judge(&t).expect("a wavefront");
+        assert_eq!((w.kind, w.blamed_ranks()), (WaveKind::Mismatch, vec![1]));
+        assert_eq!(
+            w.blamed[0].doing,
+            "called _broadcast_oop [5, 5] float32 as op 2 of 2 in ALLGATHER_coalesced #6"
+        );
+        assert_eq!(w.call, "ALLGATHER_coalesced of 2 ops");
+    }
+
+    #[test]
+    fn outputs_and_dtype_sets_are_compared_as_pytorchs_analyzer_does() {
+        let odd = |e: Entry| {
+            let t: Vec<RankTrace> = (0..3)
+                .map(|r| {
+                    let healthy = call(6, &e.op, &[4, 4], &[4, 4], "float32");
+                    with(rank(r, 5), if r == 2 { e.clone() } else { healthy })
+                })
+                .collect();
+            blamed(&t)
+        };
+        let mismatch = (WaveKind::Mismatch, vec![2]);
+        // Out-of-place broadcast: same input, another output.
+        assert_eq!(
+            odd(call(6, "_broadcast_oop", &[4, 4], &[5, 5], "float32")),
+            mismatch
+        );
+        // test_fr_analysis.py's e10: the output dtype differs (float16).
+        let mut half = call(6, "all_reduce", &[4, 4], &[4, 4], "float32");
+        half.output_dtypes = vec!["float16".into()].into();
+        assert_eq!(odd(half), mismatch);
+        // A coalesced all-gather of one entry: another output.
+        assert_eq!(
+            odd(call(
+                6,
+                "all_gather_into_tensor_coalesced",
+                &[4, 4],
+                &[9, 4],
+                "float32"
+            )),
+            mismatch
+        );
+        // A broadcast's input dtype is not compared (the analyzer's rule);
+        // its output dtype is.
+        let mut bc = call(6, "broadcast", &[4, 4], &[4, 4], "float32");
+        bc.input_dtypes = vec!["float64".into()].into();
+        assert_eq!(judge_one(bc.clone()), None);
+        bc.output_dtypes = vec!["float64".into()].into();
+        assert_eq!(odd(bc), mismatch);
+        // Dtypes compare as sets: a repeated name is the same set.
+        let mut twice = call(6, "all_reduce", &[4, 4], &[4, 4], "float32");
+        twice.input_dtypes = vec!["float32".into(), "float32".into()].into();
+        assert_eq!(judge_one(twice), None);
+        // all_to_all compares its dtypes only.
+        let a2a = call(6, "all_to_all", &[3], &[7], "float32");
+        assert_eq!(judge_one(a2a), None);
+    }
+
+    /// Ranks 0 and 1 call `all_reduce [4, 4] float32` as #6 and rank 2
+    /// calls `e` (with e's op, on every rank the same op): the verdict.
+    fn judge_one(e: Entry) -> Option<Wavefront> {
+        let t: Vec<RankTrace> = (0..3)
+            .map(|r| {
+                let healthy = call(6, &e.op, &[4, 4], &[4, 4], "float32");
+                with(rank(r, 5), if r == 2 { e.clone() } else { healthy })
+            })
+            .collect();
+        judge(&t)
     }
 
     #[test]
@@ -1043,6 +1639,246 @@ mod tests {
         ];
         let w = wavefront(&t, &membership(&t, &[0, 2])).expect("a wavefront");
         assert_eq!(w.blamed_ranks(), vec![2]);
+    }
+
+    /// Ranks 0-3 after 5 healthy steps, with groups "1" (ranks 0, 1) and
+    /// "2" (ranks 2, 3) from `pg_config`.
+    fn two_groups() -> Vec<RankTrace> {
+        let mut t: Vec<RankTrace> = (0..4).map(|r| rank(r, 5)).collect();
+        for tr in &mut t {
+            for (name, ranks) in [("1", vec![0, 1]), ("2", vec![2, 3])] {
+                tr.groups.insert(
+                    name.into(),
+                    GroupConfig {
+                        name: name.into(),
+                        desc: "undefined".into(),
+                        ranks,
+                    },
+                );
+            }
+        }
+        t
+    }
+
+    fn all_waves(t: &[RankTrace]) -> Vec<(String, WaveKind, Vec<u32>)> {
+        let ranks: Vec<u32> = t.iter().map(|t| t.rank).collect();
+        wavefronts(t, &membership(t, &ranks))
+            .into_iter()
+            .map(|w| (w.group.name.clone(), w.kind, w.blamed_ranks()))
+            .collect()
+    }
+
+    #[test]
+    fn each_group_held_up_by_its_own_rank_names_both() {
+        let mut t = two_groups();
+        let mut late = entry("2", 1, "all_reduce", 4, State::Started);
+        late.time_created_ns += 5_000 * MS;
+        t[0].entries
+            .push(entry("1", 1, "all_reduce", 4, State::Started));
+        t[2].entries.push(late);
+        let waves = all_waves(&t);
+        assert_eq!(
+            waves,
+            vec![
+                ("1".to_string(), WaveKind::NotJoined, vec![1]),
+                ("2".to_string(), WaveKind::NotJoined, vec![3]),
+            ]
+        );
+        // `wavefront` is the earliest of them.
+        let w = judge(&t).expect("a wavefront");
+        assert_eq!((w.group.name.as_str(), w.blamed_ranks()), ("1", vec![1]));
+    }
+
+    #[test]
+    fn a_rank_that_waits_in_another_group_is_never_named() {
+        // Group "2": rank 3 never joins #1, rank 2 waits in it. The default
+        // group: ranks 0, 1, 3 wait in #6, which rank 2 (waiting in "2")
+        // never reached: rank 2 only waits, rank 3 is the culprit.
+        let mut t = two_groups();
+        let six = entry("0", 6, "all_reduce", 4, State::Started);
+        for r in [0, 1, 3] {
+            t[r].entries.push(six.clone());
+        }
+        t[2].entries
+            .push(entry("2", 1, "all_reduce", 4, State::Started));
+        assert_eq!(
+            all_waves(&t),
+            vec![("2".to_string(), WaveKind::NotJoined, vec![3])]
+        );
+        // Ranks 2 and 3 call the two groups' collectives in opposite orders
+        // (each waits inside one): the earliest wavefront is kept whole.
+        t[3].entries.retain(|e| e.collective_seq != 6);
+        t[3].entries
+            .push(entry("0", 7, "all_reduce", 4, State::Started));
+        let waves = all_waves(&t);
+        assert_eq!(waves.len(), 1, "{waves:?}");
+        assert!(!waves[0].2.is_empty(), "{waves:?}");
+    }
+
+    /// Three gloo ranks (nothing `completed`, finished entries retired)
+    /// whose last collective is `last`, retired on the ranks in `retired`.
+    fn gloo_job(last: Entry, retired: &[u32]) -> Vec<RankTrace> {
+        (0..3)
+            .map(|r| {
+                let mut t = with(rank(r, 7), last.clone());
+                for e in &mut t.entries {
+                    e.state = State::Scheduled;
+                    e.retired = e.collective_seq < last.collective_seq || retired.contains(&r);
+                }
+                t
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_gloo_job_that_finished_is_no_hang() {
+        // torch 2.15's gloo: the last barrier retired on ranks 0, 1 and not
+        // yet on rank 2 when every rank dumped right after it returned.
+        let barrier = call(8, "barrier", &[], &[], "");
+        assert_eq!(judge(&gloo_job(barrier.clone(), &[0, 1])), None);
+        // Retired nowhere yet: in flight, with nothing that says it stopped.
+        let w = judge(&gloo_job(barrier, &[])).expect("in flight");
+        assert_eq!((w.kind, w.stopped.clone()), (WaveKind::Stuck, None));
+        assert_eq!(w.waiting, vec![0, 1, 2], "every rank, not only some");
+    }
+
+    #[test]
+    fn every_rank_inside_is_a_hang_only_with_evidence_it_stopped() {
+        let stuck = |t: &[RankTrace]| judge(t).and_then(|w| w.stopped);
+        // NCCL: in flight on every rank (started), nothing more.
+        let mut hang = entry("0", 6, "all_reduce", 4, State::Started);
+        hang.timeout_ms = Some(600_000);
+        let t: Vec<RankTrace> = (0..3).map(|r| with(rank(r, 5), hang.clone())).collect();
+        assert_eq!(stuck(&t), None);
+        // NCCL's watchdog retired it without completing it.
+        let mut gone = t.clone();
+        gone[1].entries[5].retired = true;
+        let why = stuck(&gone).expect("evidence");
+        assert!(why.contains("rank 1's recorder retired it"), "{why}");
+        // A rank recorded something past the collective's timeout.
+        let mut later = t.clone();
+        let mut other = entry("1", 1, "all_reduce", 4, State::Completed);
+        other.time_created_ns = hang.time_created_ns + 601_000 * MS;
+        later[0].entries.push(other);
+        let why = stuck(&later).expect("evidence");
+        assert!(why.contains("past its timeout of 600 s"), "{why}");
+        // A timed-out entry.
+        let mut timed = t;
+        timed[2].entries[5].duration_ms = Some(600_000.0);
+        let why = stuck(&timed).expect("evidence");
+        assert!(
+            why.contains("rank 2's entry timed out after 600 s"),
+            "{why}"
+        );
+    }
+
+    fn late_at(n: u32, steps: u64, late: &[(u32, u64, u64)]) -> Vec<RankTrace> {
+        (0..n)
+            .map(|r| {
+                let mut tr = rank(r, steps);
+                for (i, e) in tr.entries.iter_mut().enumerate() {
+                    // A few ms of ordinary jitter.
+                    e.time_created_ns += ((r as u64 * 7 + i as u64 * 3) % 5) * MS;
+                    for (lr, seq, ms) in late {
+                        if *lr == r && e.collective_seq >= *seq {
+                            e.time_created_ns += ms * MS;
+                        }
+                    }
+                }
+                tr
+            })
+            .collect()
+    }
+
+    fn late_ranks(t: &[RankTrace]) -> Vec<(u32, u64, i64)> {
+        let ranks: Vec<u32> = t.iter().map(|t| t.rank).collect();
+        late_entries(t, &membership(t, &ranks))
+            .iter()
+            .map(|l| (l.rank, l.seq, (l.late_ms / 100.0).round() as i64))
+            .collect()
+    }
+
+    #[test]
+    fn one_collective_entered_seconds_late_is_named_once() {
+        // Rank 2 entered #7 20 s after the others, who waited; the job
+        // went on (every later step is shifted alike).
+        let mut t = late_at(3, 12, &[]);
+        for tr in &mut t {
+            for e in tr.entries.iter_mut().filter(|e| e.collective_seq >= 7) {
+                let wait = if tr.rank == 2 || e.collective_seq > 7 {
+                    20_000
+                } else {
+                    0
+                };
+                e.time_created_ns += wait * MS;
+            }
+        }
+        let ranks: Vec<u32> = vec![0, 1, 2];
+        let late = late_entries(&t, &membership(&t, &ranks));
+        assert_eq!(late.len(), 1, "{late:?}");
+        assert_eq!((late[0].rank, late[0].seq), (2, 7));
+        assert!((late[0].late_ms - 20_000.0).abs() < 10.0, "{late:?}");
+        assert_eq!(late[0].others, vec![0, 1]);
+        assert!(stragglers(&t, &membership(&t, &ranks)).is_empty());
+    }
+
+    #[test]
+    fn a_late_entry_within_the_floor_or_the_jobs_spread_is_noise() {
+        // 400 ms once (straggler_once): under the 2 s floor.
+        assert!(late_ranks(&late_at(4, 40, &[(2, 20, 400)])[..]).is_empty());
+        // 3 s once is named ...
+        let once = |t: &mut Vec<RankTrace>| {
+            for e in t[1].entries.iter_mut().filter(|e| e.collective_seq == 20) {
+                e.time_created_ns += 3_000 * MS;
+            }
+        };
+        let mut t = late_at(4, 40, &[]);
+        once(&mut t);
+        assert_eq!(late_ranks(&t), vec![(1, 20, 30)]);
+        // ... but not in a job whose ranks drift by a second at every step.
+        let mut drifting: Vec<RankTrace> = late_at(4, 40, &[]);
+        for tr in &mut drifting {
+            for e in &mut tr.entries {
+                e.time_created_ns += (e.collective_seq * 7 + tr.rank as u64 * 13) % 4 * 400 * MS;
+            }
+        }
+        once(&mut drifting);
+        assert!(
+            late_ranks(&drifting).is_empty(),
+            "{:?}",
+            late_ranks(&drifting)
+        );
+    }
+
+    #[test]
+    fn the_median_of_the_others_is_the_median_without_the_one() {
+        for row in [
+            vec![5.0_f64],
+            vec![1.0, 9.0],
+            vec![3.0, 1.0, 2.0],
+            vec![4.0, 8.0, 1.0, 1.0, 30.0, 2.0],
+        ] {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            order.sort_by(|a, b| row[*a].total_cmp(&row[*b]));
+            for (p, i) in order.iter().enumerate() {
+                let mut others: Vec<f64> = row
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| j != i)
+                    .map(|(_, t)| *t)
+                    .collect();
+                let expect = if others.is_empty() {
+                    row[*i]
+                } else {
+                    median(&mut others)
+                };
+                assert_eq!(
+                    median_without(&row, &order, p),
+                    expect,
+                    "{row:?} without {i}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! others wait in, or entered it with another op, size or dtype.
 
 use super::{hang_live, job_check, ranks_phrase, Job};
+use crate::domain::action::Action;
 use crate::domain::job::{self, rank_list, Blamed, WaveKind, Wavefront};
 use crate::{Collective, DataTable, Outcome};
 
@@ -11,34 +12,49 @@ job_check!(
     "job.hang",
     "Hang or desync: the ranks at the wavefront",
     "Compares every rank's Flight Recorder entries, per process group and collective sequence \
-number, and finds the first sequence at which the ranks disagree: the wavefront. Of all groups, \
-the earliest in time is the cause (a group stuck later waits on it).
+number, and finds in each group the first sequence at which its ranks disagree: the wavefront. \
+Every group's own culprits are named (two groups held up by two ranks name both); a rank that \
+waits inside another group's collective is not a culprit of the group it has not reached.
 
 What it names, never blaming the healthy majority:
 - ranks that never enqueued the collective the others wait in (a rank that skipped it, sleeps, \
 is stuck in a data loader or an `if rank == 0` branch, or died: a rank with no dump that the \
 others wait for is named too);
-- ranks that entered it with another collective, tensor size or dtype than a strict majority \
+- ranks that entered it with another collective, tensor shapes or dtypes than a strict majority \
 (a desync); with no majority (two ranks) every side is named as a mismatch between them;
 - a few ranks that called a collective the rest never called.
 Sequence numbers decide, not the entries' state: after gloo's timeout every waiting rank's entry \
 reads completed and retired although the collective never ran.
 
-When every rank entered the same collective alike and it does not finish, no rank is blamed: \
-that is not a code path but the network, a GPU or NCCL itself (run gpucheck on the job's nodes: \
-the fabric, gpu and nccl checks; dmesg for Xid errors).
+What must agree is what PyTorch's analyzer compares (torch.distributed.flight_recorder), op by \
+op: input shapes (not for all-to-all and scatter), output shapes (not for all-to-all and gather), \
+the sets of input dtypes (not for broadcast and scatter) and of output dtypes (not for gather); \
+the uneven _v variants leave out the side that differs by design, a barrier compares its type \
+only, and a coalesced group compares its ops one by one (an out-of-place broadcast of another \
+size inside an uneven all-gather is a mismatch). Dtypes written as one plain name (older dumps) \
+count as that name. The out-of-place broadcast and reduce match the in-place ones; \
+point-to-point sends and receives are not judged here.
 
-Uneven all-gathers and all-to-alls, coalesced groups and the out-of-place broadcast and reduce \
-are matched as PyTorch's own analyzer matches them; point-to-point sends and receives are not \
-judged here.
+When every rank entered the same collective alike, no rank is blamed, and it is a hang only \
+with evidence that the job stopped there: a rank's entry timed out, a backend that records \
+completion (NCCL) retired it without completing it, a rank recorded another collective later \
+than its timeout, or (live) no rank's recorder moved in 2 s. Then it is not a code path but the \
+network, a GPU or NCCL (run gpucheck on the job's nodes: the fabric, gpu and nccl checks; dmesg \
+for Xid errors). Without such evidence it is a warning: any dump of a running job shows its last \
+collective in flight. Where one rank finished it, it ran: gloo (torch 2.15) records no \
+completion and retires a finished collective a moment after it returns, so a job that ended \
+normally shows its last collective retired on some ranks and not yet on others.
 
-fail: the ranks at the wavefront, with the group, sequence and collective, and what the \
-others were doing (JSON: `ranks` and `collective`).
-pass: every group's ranks agree up to their last collective and it finished.
+fail: the ranks at each wavefront, with the group, sequence and collective, and what the \
+others were doing (JSON: `ranks`, and `collective` for the earliest wavefront).
+warn: every rank inside the same collective, with nothing that shows the job stopped.
+pass: every group's ranks agree up to their last collective and it finished (or is finishing).
 
 Live (`gpucheck job` on the job's node): collectives recorded between the first and last look, \
-2 s apart, mean the job moves (pass). Otherwise the recorders' wavefront is judged as above, with \
-each named rank's Python frame; without recorders (no worker server), the stacks read at nine \
+2 s apart, mean the job moves (pass). Recorders read at both looks that did not move are judged \
+as above, with each named rank's Python frame; recorders read at one look only are not enough \
+(a running job's ranks are a collective apart as often as not), and without them (no worker \
+server, a dump too slow to come) the stacks read at nine \
 moments: the ranks that stayed outside collectives at every moment while the others waited in \
 one are named with their frame (a sleep, the data loader, their own code). Every rank in the \
 same collective at every moment, with no recorder to show whether it finishes, is a warning. \
@@ -55,7 +71,11 @@ pub fn judge(job: &Job) -> Outcome {
     if let Some(moving) = job.live.as_ref().and_then(hang_live::moving) {
         return moving;
     }
-    let Some(mut w) = job::wavefront(&job.traces, &job.members) else {
+    let mut waves = job::wavefronts(&job.traces, &job.members);
+    if let Some(live) = job.live.as_ref().filter(|l| l.progress.is_none()) {
+        waves.retain(|w| stands_read_once(w, live));
+    }
+    if waves.is_empty() {
         if let Some(live) = &job.live {
             return hang_live::from_stacks(live);
         }
@@ -64,41 +84,148 @@ pub fn judge(job: &Job) -> Outcome {
              finished",
             groups_phrase(job)
         ));
-    };
-    let collective = Collective {
-        group: w.group.name.clone(),
-        group_desc: w.group.desc.clone(),
-        seq: w.seq,
-        op: w.op.clone(),
-    };
+    }
     if let Some(live) = &job.live {
-        // Watched on one node of several: a rank of another node is not
-        // blamed from here, where nothing of it was seen.
-        if !w.blamed.is_empty() && !w.blamed.iter().any(|b| live.rank(b.rank).is_some()) {
-            return hang_live::elsewhere(&w, live).with_ranks(Vec::new(), Some(collective));
-        }
-        if !w.blamed.is_empty() {
-            w.blamed.retain(|b| live.rank(b.rank).is_some());
+        if let Some(elsewhere) = here_only(&mut waves, live) {
+            return elsewhere;
         }
     }
-    let (mut summary, hint) = words(&w);
+    if waves[0].kind == WaveKind::Stuck {
+        return stuck(job, &waves[0]);
+    }
+    blame(job, &waves)
+}
+
+/// Live, with recorders not read at both looks: one read of a running job
+/// finds a rank a collective behind (or ahead) as readily as a hang does,
+/// so such a wavefront stands only where the stacks name the same ranks
+/// (they stayed outside collectives at every look while the others
+/// waited); else the stacks decide alone. A desync (another op, shape or
+/// dtype) is a fault however the job moves, and every rank inside one
+/// collective is judged by [`stuck`].
+fn stands_read_once(w: &Wavefront, live: &super::live::Live) -> bool {
+    if !matches!(w.kind, WaveKind::NotJoined | WaveKind::Ahead) {
+        return true;
+    }
+    let Some(v) = crate::domain::stacks::judge(&live.samples) else {
+        return false;
+    };
+    let named: Vec<u32> = v.blamed.iter().map(|(r, _)| *r).collect();
+    w.blamed.iter().all(|b| named.contains(&b.rank))
+}
+
+/// Watched on one node of several: a rank of another node is not blamed
+/// from here, where nothing of it was seen. The verdict when every
+/// wavefront waits for ranks elsewhere only.
+fn here_only(waves: &mut Vec<Wavefront>, live: &super::live::Live) -> Option<Outcome> {
+    let here =
+        |w: &Wavefront| w.blamed.is_empty() || w.blamed.iter().any(|b| live.rank(b.rank).is_some());
+    if !waves.iter().any(here) {
+        let first = &waves[0];
+        return Some(
+            hang_live::elsewhere(first, live).with_ranks(Vec::new(), Some(collective(first))),
+        );
+    }
+    waves.retain(here);
+    for w in waves.iter_mut() {
+        w.blamed.retain(|b| live.rank(b.rank).is_some());
+    }
+    None
+}
+
+/// The fail naming every wavefront's culprits (`waves` is not empty).
+fn blame(job: &Job, waves: &[Wavefront]) -> Outcome {
+    let mut summary = waves
+        .iter()
+        .map(|w| words(w).0)
+        .collect::<Vec<_>>()
+        .join("; and ");
+    let mut hint = words(&waves[0]).1;
+    if waves.len() > 1 {
+        hint = format!(
+            "each of these {} process groups waits for its own rank(s): {hint}",
+            waves.len()
+        );
+    }
+    let mut blamed: Vec<u32> = waves.iter().flat_map(Wavefront::blamed_ranks).collect();
+    blamed.sort_unstable();
+    blamed.dedup();
     if let Some(live) = &job.live {
-        let places: Vec<String> = w
-            .blamed
+        let places: Vec<String> = blamed
             .iter()
-            .filter_map(|b| hang_live::where_is(live, b.rank))
+            .filter_map(|r| hang_live::where_is(live, *r))
             .collect();
         if !places.is_empty() {
             summary = format!("{summary}; {}", places.join("; "));
         }
     }
+    let w = &waves[0];
     Outcome::fail(summary, hint)
-        .with_ranks(w.blamed_ranks(), Some(collective))
+        .with_ranks(blamed, Some(collective(w)))
         .with_fact("group", w.group.label())
         .with_fact("seq", w.seq)
         .with_fact("collective", w.call.clone())
         .with_fact("waiting", rank_list(&w.waiting))
-        .with_table(table(&w.blamed))
+        .with_fact("wavefronts", waves.len())
+        .with_table(table(waves))
+}
+
+fn collective(w: &Wavefront) -> Collective {
+    Collective {
+        group: w.group.name.clone(),
+        group_desc: w.group.desc.clone(),
+        seq: w.seq,
+        op: w.op.clone(),
+    }
+}
+
+/// Every rank entered the same collective alike: a hang below the code
+/// (fail) only where something shows the job stopped there: the dumps
+/// themselves, or a live job whose recorders did not move; otherwise what
+/// any look at a running job shows (warn).
+fn stuck(job: &Job, w: &Wavefront) -> Outcome {
+    let still = job
+        .live
+        .as_ref()
+        .and_then(|l| l.progress)
+        .filter(|n| *n == 0)
+        .map(|_| {
+            format!(
+                "no rank's recorder moved in {:.0} s",
+                super::live::WINDOW.as_secs_f64()
+            )
+        });
+    let facts = |o: Outcome| {
+        o.with_ranks(Vec::new(), Some(collective(w)))
+            .with_fact("group", w.group.label())
+            .with_fact("seq", w.seq)
+            .with_fact("collective", w.call.clone())
+            .with_fact("waiting", rank_list(&w.waiting))
+    };
+    let every = format!("every rank ({})", rank_list(&w.waiting));
+    match w.stopped.clone().or(still) {
+        Some(why) => facts(Outcome::fail(
+            format!(
+                "{every} entered {} alike and it did not finish ({why}): not a code path",
+                at(w)
+            ),
+            "the network, a GPU or NCCL: run `gpucheck` (the fabric, gpu and nccl checks) on \
+             the job's nodes, look for Xid errors in `dmesg`, and rerun with NCCL_DEBUG=INFO",
+        )),
+        None => facts(
+            Outcome::warn(
+                format!(
+                    "{every} is inside {} alike, and nothing shows that the job stopped there: \
+                 any dump of a running job shows its last collective in flight",
+                    at(w)
+                ),
+                "not a hang by this evidence: dump again after the collective's timeout (a rank \
+             that does not return from it by then has stopped), or run `gpucheck job` on the \
+             job's node, which sees whether the recorders move",
+            )
+            .with_action(Action::None, Vec::new()),
+        ),
+    }
 }
 
 fn groups_phrase(job: &Job) -> String {
@@ -174,14 +301,8 @@ fn words(w: &Wavefront) -> (String, String) {
                 .to_string(),
         ),
         WaveKind::Stuck => (
-            format!(
-                "every rank ({}) entered {} alike and it did not finish: not a code path",
-                rank_list(&w.waiting),
-                at(w)
-            ),
-            "the network, a GPU or NCCL: run `gpucheck` (the fabric, gpu and nccl checks) on \
-             the job's nodes, look for Xid errors in `dmesg`, and rerun with NCCL_DEBUG=INFO"
-                .to_string(),
+            format!("every rank ({}) is inside {}", rank_list(&w.waiting), at(w)),
+            String::new(),
         ),
     }
 }
@@ -196,22 +317,115 @@ fn sides(blamed: &[Blamed]) -> String {
     parts.join("; ")
 }
 
-fn table(blamed: &[Blamed]) -> DataTable {
-    let mut rows: Vec<Vec<String>> = blamed
+/// The named ranks, each with the collective it holds up and what it did.
+fn table(waves: &[Wavefront]) -> DataTable {
+    let all: Vec<(&Wavefront, &Blamed)> = waves
+        .iter()
+        .flat_map(|w| w.blamed.iter().map(move |b| (w, b)))
+        .collect();
+    let mut rows: Vec<Vec<String>> = all
         .iter()
         .take(MAX_ROWS)
-        .map(|b| vec![b.rank.to_string(), b.doing.clone()])
+        .map(|(w, b)| vec![b.rank.to_string(), at(w), b.doing.clone()])
         .collect();
-    if blamed.len() > MAX_ROWS {
+    if all.len() > MAX_ROWS {
         rows.push(vec![
             "...".to_string(),
-            format!("{} more ranks", blamed.len() - MAX_ROWS),
+            String::new(),
+            format!("{} more ranks", all.len() - MAX_ROWS),
         ]);
     }
     DataTable {
         title: "Ranks at the wavefront".to_string(),
-        header: vec!["rank".to_string(), "what it did".to_string()],
+        header: ["rank", "holds up", "what it did"]
+            .map(String::from)
+            .to_vec(),
         rows,
         legend: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::live::Live;
+    use super::super::Job;
+    use crate::probe::ranks::RankProcess;
+    use crate::Status;
+
+    /// A fixture case's dumps as the recorders of a job watched live on
+    /// one node, whose recorders moved by `progress` between the looks
+    /// (None: read once, a dump file).
+    fn live(case: &str, progress: Option<u64>) -> Job {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/flight_recorder")
+            .join(case);
+        let mut job = Job::read(&dir).expect("the fixture reads");
+        job.live = Some(Live {
+            ranks: job
+                .traces
+                .iter()
+                .map(|t| RankProcess {
+                    pid: 1000 + t.rank as i32,
+                    rank: t.rank,
+                    world_size: job.traces.len() as u32,
+                    ..RankProcess::default()
+                })
+                .collect(),
+            progress,
+            ..Live::default()
+        });
+        job
+    }
+
+    #[test]
+    fn every_rank_in_flight_is_a_hang_only_when_the_recorders_did_not_move() {
+        // Read once (a dump file, a single sample): in flight, not hung.
+        let o = super::judge(&live("all_stuck-json", None));
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(o.ranks.is_empty());
+        assert!(
+            o.summary.contains("nothing shows that the job stopped"),
+            "{}",
+            o.summary
+        );
+        assert!(o.tables.is_empty(), "no empty table");
+        // Read twice, 2 s apart, and nothing moved: stopped.
+        let o = super::judge(&live("all_stuck-json", Some(0)));
+        assert_eq!(o.status, Status::Fail, "{}", o.summary);
+        assert!(
+            o.summary.contains("no rank's recorder moved in 2 s"),
+            "{}",
+            o.summary
+        );
+        assert!(o.tables.is_empty(), "no empty table");
+    }
+
+    #[test]
+    fn live_recorders_read_once_blame_nobody_the_stacks_do_not() {
+        // A running job's recorders read at one look only find rank 2 a
+        // collective behind; nothing shows it stopped, and no stack was
+        // read: nobody is blamed.
+        let o = super::judge(&live("skip-json", None));
+        assert!(o.ranks.is_empty(), "{}", o.summary);
+        assert_ne!(o.status, Status::Fail, "{}", o.summary);
+        // Read at both looks and nothing moved: rank 2 is named.
+        let o = super::judge(&live("skip-json", Some(0)));
+        assert_eq!((o.status, o.ranks.clone()), (Status::Fail, vec![2]));
+    }
+
+    #[test]
+    fn from_dumps_in_flight_is_a_warning_and_a_finished_job_passes() {
+        let mut job = live("all_stuck", None);
+        job.live = None;
+        let o = super::judge(&job);
+        assert_eq!(o.status, Status::Warn, "{}", o.summary);
+        assert!(
+            o.summary.starts_with("every rank (0-2) is inside"),
+            "{}",
+            o.summary
+        );
+        let mut job = live("finished-json", None);
+        job.live = None;
+        assert_eq!(super::judge(&job).status, Status::Pass);
     }
 }

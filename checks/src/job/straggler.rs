@@ -2,7 +2,11 @@
 //! every other rank waits for it at every step.
 
 use super::{job_check, Job};
-use crate::domain::job::{self, STRAGGLER_MIN_COMPARED, STRAGGLER_MIN_MS};
+use crate::domain::action::Action;
+use crate::domain::job::{
+    self, LateEntry, LATE_ONCE_MIN_MS, LATE_ONCE_SPREAD_FACTOR, STRAGGLER_MIN_COMPARED,
+    STRAGGLER_MIN_MS,
+};
 use crate::{DeviceResult, Metric, Outcome, Status};
 
 job_check!(
@@ -13,7 +17,15 @@ job_check!(
 enqueued it (time_created_ns) with the median of the others. A rank whose median lateness over at \
 least 5 collectives is 20 ms or more is a straggler: every other rank waits for it at every \
 step, so the whole job runs at its pace. One late entry (a checkpoint, a garbage collection) is \
-noise and is not named.
+noise and is not named as a straggler.
+
+One collective entered far later than the others is named once, as a warning: a lateness of 2 s or \
+more that is also beyond 20 times the group's usual spread (the 90th percentile of every rank's \
+lateness there), against the median of the other ranks. The job went on, but every other rank \
+waited that long for it (a checkpoint, an evaluation or a log flush on one rank, a stalled file \
+system or data loader). 2 s is five times the noise a garbage collection or a data loader's \
+hiccup gives (the 400 ms of the straggler_once fixture) and far below any collective timeout; the \
+spread factor keeps a job whose ranks routinely drift (unsynchronised clocks) from naming its drift.
 
 The times are each rank's wall clock: ranks on different nodes compare well when the nodes' \
 clocks are in sync (NTP or PTP; `gpucheck cluster` checks fleet.clock).
@@ -22,7 +34,8 @@ fail: the straggling rank, how late (median and worst) and over how many collect
 in the JSON's devices rows. Look at what that rank does before each collective: its data loader \
 (num_workers, pin_memory), a slower GPU or CPU, another process on its GPU, a rank-specific \
 branch (logging, evaluation on rank 0).
-pass: no rank is late by 20 ms or more in the median.",
+warn: a rank entered one collective seconds late, with the collective and the ranks that waited.
+pass: no rank is late by 20 ms or more in the median, and none once by seconds.",
     judge
 );
 
@@ -32,10 +45,16 @@ pub fn judge(job: &Job) -> Outcome {
         .iter()
         .max_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
     else {
+        let late = job::late_entries(&job.traces, &job.members);
+        if let Some(o) = late_once(&late) {
+            return o;
+        }
         return Outcome::pass(format!(
             "no rank enters collectives late: every rank's median lateness is under {} ms \
-             (over {} collectives or more)",
-            STRAGGLER_MIN_MS, STRAGGLER_MIN_COMPARED
+             (over {} collectives or more), and none entered one {:.0} s late",
+            STRAGGLER_MIN_MS,
+            STRAGGLER_MIN_COMPARED,
+            LATE_ONCE_MIN_MS / 1e3
         ));
     };
     let ranks: Vec<u32> = found.iter().map(|s| s.rank).collect();
@@ -96,4 +115,52 @@ pub fn judge(job: &Job) -> Outcome {
         });
     }
     o
+}
+
+/// A warning naming the ranks that entered one collective seconds late.
+fn late_once(late: &[LateEntry]) -> Option<Outcome> {
+    let worst = late.first()?;
+    let mut ranks: Vec<u32> = late.iter().map(|l| l.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let others = if worst.others.is_empty() {
+        "the other ranks".to_string()
+    } else {
+        super::ranks_phrase(&worst.others)
+    };
+    let more = match late.len() {
+        1 => String::new(),
+        n => format!(
+            " ({} late entries in all: ranks {})",
+            n,
+            job::rank_list(&ranks)
+        ),
+    };
+    Some(
+        Outcome::warn(
+            format!(
+                "rank {} entered {} #{} of {} {:.1} s after {others}{more}",
+                worst.rank,
+                worst.op,
+                worst.seq,
+                worst.group.label(),
+                worst.late_ms / 1e3
+            ),
+            format!(
+                "the job went on, but every other rank waited {:.1} s for rank {} there: look \
+                 at what it did before that collective (a checkpoint, an evaluation or a log \
+                 flush on one rank, a stalled file system or data loader); named once it is \
+                 {:.0} s late and {:.0} times the job's usual spread",
+                worst.late_ms / 1e3,
+                worst.rank,
+                LATE_ONCE_MIN_MS / 1e3,
+                LATE_ONCE_SPREAD_FACTOR
+            ),
+        )
+        .with_ranks(ranks, None)
+        .with_action(Action::None, Vec::new())
+        .with_fact("group", worst.group.label())
+        .with_fact("seq", worst.seq)
+        .with_metric("late_once_ms", worst.late_ms, "ms"),
+    )
 }

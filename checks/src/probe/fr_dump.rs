@@ -366,11 +366,14 @@ impl Shared {
             .clone())
     }
 
+    /// A list of dtype names, or one name as a plain string (older
+    /// writers; PyTorch's own analyzer tests write `"float32"`).
     fn dtypes(&mut self, v: &PVal) -> Dtypes {
-        let PVal::List(list) = v else {
-            return Dtypes::default();
+        let names: Vec<Arc<str>> = match v {
+            PVal::List(list) => list.iter().take(MAX_SHAPES).map(|d| self.text(d)).collect(),
+            PVal::Str(s) if !s.trim().is_empty() => vec![self.text(v)],
+            _ => return Dtypes::default(),
         };
-        let names: Vec<Arc<str>> = list.iter().take(MAX_SHAPES).map(|d| self.text(d)).collect();
         self.dtypes
             .entry(names)
             .or_insert_with_key(|k| Arc::new(k.clone()))
@@ -405,6 +408,8 @@ fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
             "p2p_seq_id" => e.p2p_seq = count(val).unwrap_or(0),
             "input_sizes" => e.input_sizes = shared.shapes(val)?,
             "input_dtypes" => e.input_dtypes = shared.dtypes(val),
+            "output_sizes" => e.output_sizes = shared.shapes(val)?,
+            "output_dtypes" => e.output_dtypes = shared.dtypes(val),
             "state" => e.state = state(val),
             "retired" => e.retired = matches!(val, PVal::Bool(true)),
             "time_discovered_completed_ns" => e.time_completed_ns = count(val).filter(|t| *t > 0),
@@ -487,6 +492,27 @@ mod tests {
         assert_eq!(t.status["2"].last_enqueued, Some(3));
         assert_eq!(t.status["0"].last_enqueued, Some(5));
         assert!(!t.status.contains_key("1"));
+    }
+
+    #[test]
+    fn dtypes_read_as_a_list_or_as_one_plain_name() {
+        let doc = serde_json::json!({"version": "2.8", "entries": [
+            {"collective_seq_id": "1", "process_group": ["0", "default"],
+             "profiling_name": "nccl:all_reduce", "time_created_ns": 0,
+             "input_sizes": [[4, 4]], "output_sizes": [[4, 4]],
+             "input_dtypes": "float32", "output_dtypes": ""},
+            {"collective_seq_id": 2, "process_group": ["0", "default"],
+             "profiling_name": "gloo:broadcast", "time_created_ns": 0,
+             "input_dtypes": ["Float", "Double"], "output_dtypes": ["Float"]}
+        ]});
+        let t = normalise(&PVal::from_json(doc)).expect("reads");
+        let names = |d: &Dtypes| d.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&t.entries[0].input_dtypes), ["float32"]);
+        assert!(t.entries[0].output_dtypes.is_empty());
+        assert_eq!(t.entries[0].output_sizes.as_slice(), [vec![4, 4]]);
+        assert_eq!(t.entries[0].collective_seq, 1);
+        assert_eq!(names(&t.entries[1].input_dtypes), ["Float", "Double"]);
+        assert_eq!(names(&t.entries[1].output_dtypes), ["Float"]);
     }
 
     #[test]
