@@ -322,6 +322,14 @@ fn without_worker_servers_py_spy_reads_the_stacks_and_names_the_sleeper() {
     );
     let traces = text_field(&doc, "job.traces", "summary");
     assert!(traces.contains("stacks by py-spy"), "{traces}");
+    // No recorder was read: nothing measured lateness, so nothing claims
+    // that no rank is late.
+    assert_eq!(status_of(&doc, "job.straggler"), "skip", "{}", stdout(&out));
+    assert!(
+        text_field(&doc, "job.straggler", "summary").starts_with("lateness not measured"),
+        "{}",
+        stdout(&out)
+    );
     left_as_it_was(&job, WORLD, false);
 }
 

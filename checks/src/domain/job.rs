@@ -972,6 +972,19 @@ fn entry_times(group: &Group, traces: &[&RankTrace]) -> Option<Times> {
     })
 }
 
+/// The most collectives any process group's ranks all entered alike: how
+/// much evidence of lateness the recorders hold (0 when none was read).
+pub fn lateness_evidence(traces: &[RankTrace], members: &Membership) -> usize {
+    let refs: Vec<&RankTrace> = traces.iter().collect();
+    members
+        .groups
+        .values()
+        .filter_map(|g| entry_times(g, &refs))
+        .map(|t| t.rows.len())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Ranks that start collectives late, per group, judged over every
 /// collective all the group's ranks with dumps entered alike. Lateness is
 /// the rank's enqueue time minus the median of the others'. Where a rank

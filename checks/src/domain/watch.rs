@@ -128,8 +128,10 @@ pub enum Event {
         at: Vec<(u32, Option<Where>)>,
         for_s: f64,
     },
-    /// A pause ended: some rank waits in a collective again.
-    Resumed { after_s: f64 },
+    /// A pause ended: some rank waits in a collective again, or (with
+    /// `moved_on`) every rank left the code it paused in without being
+    /// caught in a collective yet (a checkpoint after a slow start).
+    Resumed { after_s: f64, moved_on: bool },
     /// The first rank to end with a failure, with where it was last seen.
     Crash {
         rank: u32,
@@ -174,6 +176,8 @@ pub struct Watcher {
     last_waiting_s: Option<f64>,
     suspected_since: Option<f64>,
     paused_said: bool,
+    /// Where each rank was (function and file) when the pause was said.
+    paused_in: BTreeMap<u32, (String, String)>,
     busy_said: bool,
     /// Per sample where some rank waited, over the last
     /// [`STRAGGLER_WINDOW`]: the ranks caught outside collectives then.
@@ -318,17 +322,44 @@ impl Watcher {
             let from = last.or(self.started_s).unwrap_or(now_s);
             return Some(Event::Resumed {
                 after_s: now_s - from,
+                moved_on: false,
             });
         }
         let from = self.last_waiting_s.or(self.started_s)?;
+        if self.paused_said && self.moved_on(samples) {
+            // A new pause starts where the ranks are now.
+            self.paused_said = false;
+            self.last_waiting_s = Some(now_s);
+            return Some(Event::Resumed {
+                after_s: now_s - from,
+                moved_on: true,
+            });
+        }
         if self.paused_said || samples.is_empty() || now_s - from < self.hang_after_s() {
             return None;
         }
         self.paused_said = true;
+        self.paused_in = samples
+            .iter()
+            .filter_map(|s| Some((s.rank, code_of(s.at.as_ref()?)?)))
+            .collect();
         Some(Event::Paused {
             at: samples.iter().map(|s| (s.rank, s.at.clone())).collect(),
             for_s: now_s - from,
         })
+    }
+
+    /// Every rank whose stack was read is in other code than where the
+    /// pause was said (another function or file).
+    fn moved_on(&self, samples: &[Sample]) -> bool {
+        let now: Vec<(u32, (String, String))> = samples
+            .iter()
+            .filter_map(|s| Some((s.rank, code_of(s.at.as_ref()?)?)))
+            .collect();
+        !now.is_empty()
+            && now
+                .iter()
+                .all(|(r, c)| self.paused_in.get(r).is_some_and(|p| p != c))
     }
 
     fn judge_stragglers(&mut self, now_s: f64, samples: &[Sample]) -> Vec<Event> {
@@ -456,6 +487,12 @@ fn straggling(window: &VecDeque<Vec<u32>>) -> Vec<(u32, usize)> {
     }
     let needed = STRAGGLER_MIN_CAUGHT.max((STRAGGLER_SHARE * window.len() as f64).ceil() as usize);
     counts.into_iter().filter(|(_, c)| *c >= needed).collect()
+}
+
+/// The code a rank is in: its frame's function and file.
+fn code_of(w: &Where) -> Option<(String, String)> {
+    let f = w.frame.as_ref()?;
+    Some((f.function.clone(), f.file.clone()))
 }
 
 #[cfg(test)]
@@ -614,7 +651,68 @@ mod tests {
             })
             .collect();
         assert_eq!(kinds, vec!["paused", "resumed"], "{ev:?}");
-        assert!(matches!(ev[1], (40.0, Event::Resumed { after_s }) if after_s >= 40.0));
+        assert!(
+            matches!(ev[1], (40.0, Event::Resumed { after_s, moved_on: false }) if after_s >= 40.0)
+        );
+    }
+
+    #[test]
+    fn a_slow_start_then_a_checkpoint_never_caught_in_a_collective_are_two_pauses() {
+        let mut w = Watcher::new(Some(10.0));
+        let in_fn = |function: &str, line| {
+            Some(Where {
+                activity: Activity::Elsewhere,
+                frame: Some(Frame {
+                    function: function.into(),
+                    file: "/job/train.py".into(),
+                    line,
+                    code: None,
+                    not_read: None,
+                }),
+            })
+        };
+        let ev = run(&mut w, 40, |t| {
+            let (f, line) = if t < 30.0 {
+                ("main", 71)
+            } else {
+                ("save_checkpoint", 65)
+            };
+            vec![s(0, 0.0, in_fn(f, line)), s(1, 0.0, in_fn(f, line))]
+        });
+        let kinds: Vec<&str> = ev
+            .iter()
+            .map(|(_, e)| match e {
+                Event::Paused { .. } => "paused",
+                Event::Resumed { moved_on: true, .. } => "moved on",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, vec!["paused", "moved on", "paused"], "{ev:?}");
+        let Some((at_s, Event::Paused { at, for_s })) = ev.last() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(*at_s, 40.0);
+        assert!(*for_s >= 10.0 && *for_s < 12.0, "{for_s}");
+        let f = at[0].1.as_ref().and_then(|w| w.frame.as_ref());
+        assert_eq!(f.map(|f| f.function.as_str()), Some("save_checkpoint"));
+    }
+
+    #[test]
+    fn a_pause_moving_inside_one_function_is_one_pause() {
+        let mut w = Watcher::new(Some(10.0));
+        let ev = run(&mut w, 40, |t| {
+            let line = 80 + (t as u32 % 7);
+            vec![
+                s(0, t, at(Activity::Elsewhere, line)),
+                s(1, t, at(Activity::Elsewhere, line)),
+            ]
+        });
+        let pauses = ev
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::Paused { .. }))
+            .count();
+        assert_eq!(pauses, 1, "{ev:?}");
+        assert!(!ev.iter().any(|(_, e)| matches!(e, Event::Resumed { .. })));
     }
 
     #[test]

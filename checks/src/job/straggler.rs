@@ -35,7 +35,9 @@ in the JSON's devices rows. Look at what that rank does before each collective: 
 (num_workers, pin_memory), a slower GPU or CPU, another process on its GPU, a rank-specific \
 branch (logging, evaluation on rank 0).
 warn: a rank entered one collective seconds late, with the collective and the ranks that waited.
-pass: no rank is late by 20 ms or more in the median, and none once by seconds.",
+pass: no rank is late by 20 ms or more in the median, and none once by seconds.
+skip: lateness was not measured: no rank's Flight Recorder was read, or the recorders share fewer \
+than 5 collectives every rank entered alike (a verdict either way would be a guess).",
     judge
 );
 
@@ -47,6 +49,9 @@ pub fn judge(job: &Job) -> Outcome {
     else {
         let late = job::late_entries(&job.traces, &job.members);
         if let Some(o) = late_once(&late) {
+            return o;
+        }
+        if let Some(o) = not_measured(job) {
             return o;
         }
         return Outcome::pass(format!(
@@ -117,6 +122,26 @@ pub fn judge(job: &Job) -> Outcome {
     o
 }
 
+/// Lateness not measured: no recorder was read, or the ranks' recorders
+/// share too few collectives to judge a median by. Saying "no rank is
+/// late" there would claim what nothing measured.
+fn not_measured(job: &Job) -> Option<Outcome> {
+    if job.traces.is_empty() {
+        return Some(Outcome::skip(
+            "lateness not measured: no rank's Flight Recorder could be read (the job runs \
+             without TORCH_NCCL_TRACE_BUFFER_SIZE, or without a worker server, dump pipe or \
+             dumps gpucheck can read)",
+        ));
+    }
+    let compared = job::lateness_evidence(&job.traces, &job.members);
+    (compared < STRAGGLER_MIN_COMPARED).then(|| {
+        Outcome::skip(format!(
+            "lateness not measured: the ranks' recorders share {compared} collective(s) entered \
+             alike, and a median needs {STRAGGLER_MIN_COMPARED}"
+        ))
+    })
+}
+
 /// A warning naming the ranks that entered one collective seconds late.
 fn late_once(late: &[LateEntry]) -> Option<Outcome> {
     let worst = late.first()?;
@@ -163,4 +188,49 @@ fn late_once(late: &[LateEntry]) -> Option<Outcome> {
         .with_fact("seq", worst.seq)
         .with_metric("late_once_ms", worst.late_ms, "ms"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Job;
+    use crate::Status;
+
+    fn fixture(case: &str) -> Job {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/flight_recorder")
+            .join(case);
+        Job::read(&dir).expect("the fixture reads")
+    }
+
+    #[test]
+    fn no_recorder_read_is_lateness_not_measured_never_a_pass() {
+        let o = super::judge(&Job::default());
+        assert_eq!(o.status, Status::Skip, "{}", o.summary);
+        assert!(
+            o.summary.starts_with("lateness not measured"),
+            "{}",
+            o.summary
+        );
+        assert!(o.summary.contains("Flight Recorder"), "{}", o.summary);
+    }
+
+    #[test]
+    fn recorders_sharing_too_few_collectives_measure_nothing() {
+        let mut job = fixture("healthy-json");
+        for t in &mut job.traces {
+            t.entries.truncate(3);
+        }
+        let o = super::judge(&job);
+        assert_eq!(o.status, Status::Skip, "{}", o.summary);
+        assert!(o.summary.contains("share 3 collective(s)"), "{}", o.summary);
+    }
+
+    #[test]
+    fn a_healthy_jobs_recorders_pass_and_a_late_rank_fails() {
+        let o = super::judge(&fixture("healthy-json"));
+        assert_eq!(o.status, Status::Pass, "{}", o.summary);
+        let o = super::judge(&fixture("straggler-json"));
+        assert_eq!(o.status, Status::Fail, "{}", o.summary);
+        assert!(!o.ranks.is_empty());
+    }
 }

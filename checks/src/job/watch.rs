@@ -163,9 +163,13 @@ pub fn event_words(e: &Event) -> String {
             secs(*for_s),
             ranks.iter().map(|(r, w)| format!("rank {r} {}", at(w))).collect::<Vec<_>>().join("; ")
         ),
-        Event::Resumed { after_s } => {
+        Event::Resumed { after_s, moved_on: false } => {
             format!("the ranks are back in collectives after a pause of {}", secs(*after_s))
         }
+        Event::Resumed { after_s, moved_on: true } => format!(
+            "the ranks moved on from where they paused, after {} (not yet seen in a collective)",
+            secs(*after_s)
+        ),
         Event::Crash { rank, pid, exit, oom, last } => crash_words(*rank, *pid, *exit, *oom, last),
         Event::TornDown { rank, exit } => {
             format!("rank {rank} {} after it (the launcher's teardown)", exit_words(*exit, false))
