@@ -17,7 +17,7 @@ use gpucheck_checks::{Options, Profile, Status, CATALOG};
 use crate::cli::{ColorChoice, JobArgs, OutputArgs, RunArgs};
 use crate::model::{self, CheckResult, HostFacts, Run};
 use crate::report::{Format, Style};
-use crate::{capture, output, progress, runner, terminal_width, UsageError};
+use crate::{capture, interrupt, output, progress, runner, terminal_width, UsageError};
 use crate::{emit, emit_to, EXIT_NOT_READY, EXIT_USAGE};
 
 /// The health profile's time budget for the whole run when no --timeout is
@@ -295,7 +295,7 @@ pub fn execute(plan: &Plan, strict: bool) -> Run {
     drop(shown);
     process::reap_descendants();
     let counts = Run::count(&results);
-    let interrupted = runner::interrupted();
+    let interrupted = interrupt::interrupted();
     let unverified = unverified(&results, &plan.named);
     let mut exit_code = Run::exit_code_for(&counts, strict);
     if interrupted.is_some() || !unverified.is_empty() {

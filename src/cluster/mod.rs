@@ -115,7 +115,7 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
     let code = gate(&args.run, &args.cluster_flags, true)?;
     // As `exec`: a JSON (or other) report on stderr is all stderr carries.
     let notes = crate::table_on_stream(&args.run.output);
-    if let Some(sig) = crate::runner::interrupted() {
+    if let Some(sig) = crate::interrupt::interrupted() {
         if notes {
             say!("gpucheck: not running {program}: interrupted by {sig}");
         }
