@@ -245,38 +245,13 @@ fn unread(e: &str) -> Outcome {
     Outcome::error(format!("the job's dumps could not be read: {e}"))
 }
 
-/// The [`Check`] side of a job check: its identity, profile, timeout and
-/// explain text; `run` reads the dumps and hands them to `judge`.
-macro_rules! job_check {
-    ($ty:ident, $id:literal, $title:literal, $explain:expr, $judge:path) => {
-        pub struct $ty;
-
-        impl $crate::Check for $ty {
-            fn id(&self) -> &'static str {
-                $id
-            }
-            fn title(&self) -> &'static str {
-                $title
-            }
-            fn profile(&self) -> $crate::Profile {
-                super::JOB_PROFILE
-            }
-            fn timeout(&self) -> std::time::Duration {
-                super::TIMEOUT
-            }
-            fn explain(&self) -> &'static str {
-                $explain
-            }
-            fn run(&self, ctx: &$crate::Context) -> $crate::Outcome {
-                match super::job(ctx) {
-                    Ok(job) => super::shared(ctx, $id, &job, $judge(&job)),
-                    Err(e) => super::unread(&e),
-                }
-            }
-        }
-    };
+/// A job check's `run`: the dumps read, then handed to `judge`.
+fn judged(check: &dyn Check, ctx: &Context, judge: fn(&Job) -> Outcome) -> Outcome {
+    match job(ctx) {
+        Ok(job) => shared(ctx, check.id(), &job, judge(&job)),
+        Err(e) => unread(&e),
+    }
 }
-use job_check;
 
 /// A job check's time limit: reading 1,024 ranks' dumps of 2,000 entries
 /// takes about a second; a folder on a slow shared file system gets more.
