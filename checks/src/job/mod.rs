@@ -47,13 +47,10 @@ pub static TRACES_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
 pub const JOB_PROFILE: Profile = Profile::Job;
 
 /// What node rank 0 judges over the whole job, merged from every node's
-/// [`JobShare`] (`gpucheck job --nnodes N`): the hang and the stragglers.
-pub fn judge_whole(job: &Job) -> Vec<(&'static dyn Check, Outcome)> {
-    vec![
-        (&Hang, hang::judge(job)),
-        (&Straggler, straggler::judge(job)),
-    ]
-}
+/// [`JobShare`] (`gpucheck job --nnodes N`): the hang and the stragglers,
+/// each check with its judge (the caller times the judging).
+pub static WHOLE_JOB: &[(&dyn Check, fn(&Job) -> Outcome)] =
+    &[(&Hang, hang::judge), (&Straggler, straggler::judge)];
 
 /// A job check by id.
 pub fn find(id: &str) -> Option<&'static dyn Check> {
