@@ -49,8 +49,11 @@ pub const JOB_PROFILE: Profile = Profile::Job;
 /// What node rank 0 judges over the whole job, merged from every node's
 /// [`JobShare`] (`gpucheck job --nnodes N`): the hang and the stragglers,
 /// each check with its judge (the caller times the judging).
-pub static WHOLE_JOB: &[(&dyn Check, fn(&Job) -> Outcome)] =
+pub static WHOLE_JOB: &[(&dyn Check, Judge)] =
     &[(&Hang, hang::judge), (&Straggler, straggler::judge)];
+
+/// A job check's judging of the dumps read.
+pub type Judge = fn(&Job) -> Outcome;
 
 /// A job check by id.
 pub fn find(id: &str) -> Option<&'static dyn Check> {
@@ -243,7 +246,7 @@ fn unread(e: &str) -> Outcome {
 }
 
 /// A job check's `run`: the dumps read, then handed to `judge`.
-fn judged(check: &dyn Check, ctx: &Context, judge: fn(&Job) -> Outcome) -> Outcome {
+fn judged(check: &dyn Check, ctx: &Context, judge: Judge) -> Outcome {
     match job(ctx) {
         Ok(job) => shared(ctx, check.id(), &job, judge(&job)),
         Err(e) => unread(&e),
