@@ -5,7 +5,8 @@
 //! to an exit code: 0 ready, 1 not ready, 2 usage or configuration error.
 //!
 //! The binary's layout: `cli.rs` (the command line), `runner.rs` (selection,
-//! timeouts, child isolation, signals), `model.rs` (the run every reporter
+//! timeouts, child isolation), `interrupt.rs` (the stop signals and the flag
+//! they set), `model.rs` (the run every reporter
 //! reads), `output.rs` (where the reports go: planned before the checks
 //! run, written whole at the end), `report/` (one reporter per format, and
 //! `report/text.rs` for the text they share). Probes and checks live in the
@@ -32,6 +33,7 @@ macro_rules! say {
 mod capture;
 mod cli;
 mod cluster;
+mod interrupt;
 mod job_env;
 #[cfg(test)]
 mod man;
@@ -62,7 +64,7 @@ fn main() -> ExitCode {
     // First of all: a stop signal that arrives while the command line is
     // read or a report file is opened still ends in a report and exit 1,
     // not in death by signal.
-    runner::install_signal_handlers();
+    interrupt::install_signal_handlers();
     quiet_panics();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -103,7 +105,7 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         // A stop signal is an interruption at every point, the writing of
         // the report included: exit 1, never "ready".
-        Ok(EXIT_READY) if !child && runner::interrupted().is_some() => {
+        Ok(EXIT_READY) if !child && interrupt::interrupted().is_some() => {
             ExitCode::from(EXIT_NOT_READY)
         }
         Ok(code) => ExitCode::from(code),
@@ -536,7 +538,7 @@ fn table_on_stream(output: &cli::OutputArgs) -> bool {
 fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Result<u8> {
     let env = prepared_env(notes);
     process::stop_being_subreaper();
-    runner::restore_signals_for_exec();
+    interrupt::restore_signals_for_exec();
     // execvpe only returns on failure.
     let Err(err) = nix::unistd::execvpe(&argv[0], argv, &env);
     let code = match err {
@@ -544,7 +546,7 @@ fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Resul
         _ => 126,
     };
     // Still gpucheck: a closed stderr must not kill it with SIGPIPE.
-    runner::ignore_sigpipe();
+    interrupt::ignore_sigpipe();
     if notes {
         say!("gpucheck: cannot run {program}: {}", err.desc());
     }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::NamedTempFile;
 
+use crate::interrupt;
 use crate::report::{Format, Run, Style};
-use crate::runner;
 
 /// A report file, made ready before the checks run, so that a path that
 /// cannot be written refuses the command before anything is touched.
@@ -208,7 +208,7 @@ struct StopClock(Option<Instant>);
 
 impl StopClock {
     fn expired(&mut self) -> Option<String> {
-        let signal = runner::interrupted()?;
+        let signal = interrupt::interrupted()?;
         let since = *self.0.get_or_insert_with(Instant::now);
         (since.elapsed() >= WAIT_AFTER_STOP).then_some(signal)
     }

@@ -17,7 +17,7 @@ use gpucheck_checks::{Options, Profile, Status, CATALOG};
 use crate::cli::{ColorChoice, JobArgs, OutputArgs, RunArgs};
 use crate::model::{self, CheckResult, HostFacts, Run};
 use crate::report::{Format, Style};
-use crate::{capture, output, progress, runner, terminal_width, UsageError};
+use crate::{capture, interrupt, output, progress, runner, terminal_width, UsageError};
 use crate::{emit, emit_to, EXIT_NOT_READY, EXIT_USAGE};
 
 /// The health profile's time budget for the whole run when no --timeout is
@@ -295,7 +295,7 @@ pub fn execute(plan: &Plan, strict: bool) -> Run {
     drop(shown);
     process::reap_descendants();
     let counts = Run::count(&results);
-    let interrupted = runner::interrupted();
+    let interrupted = interrupt::interrupted();
     let unverified = unverified(&results, &plan.named);
     let mut exit_code = Run::exit_code_for(&counts, strict);
     if interrupted.is_some() || !unverified.is_empty() {
@@ -401,10 +401,20 @@ pub fn use_color(choice: ColorChoice, stream_is_tty: bool) -> bool {
     }
 }
 
-/// How the main stream's table reads; `stream` is where it goes.
-fn style(shown: Shown, color: bool, stream: impl std::os::fd::AsFd + IsTerminal) -> Style {
+/// How the main stream's table reads on `sink`: in color and as wide as
+/// that stream allows.
+fn style(shown: Shown, sink: Sink) -> Style {
+    match sink {
+        Sink::Stdout => stream_style(shown, std::io::stdout()),
+        Sink::Stderr => stream_style(shown, std::io::stderr()),
+    }
+}
+
+/// How the table reads on `stream`: `--color` against whether it is a
+/// terminal, and its width.
+fn stream_style(shown: Shown, stream: impl std::os::fd::AsFd + IsTerminal) -> Style {
     Style {
-        color,
+        color: use_color(shown.color, stream.is_terminal()),
         verbose: shown.verbose,
         quiet: shown.quiet,
         width: terminal_width(stream),
@@ -458,18 +468,7 @@ pub enum Sink {
 /// is shown even when a report file cannot be written; that error then
 /// ends the command (exit 2). Returns the run's exit code.
 pub fn report(plan: Plan, run: &Run, shown: Shown, sink: Sink) -> anyhow::Result<u8> {
-    let mut text = match sink {
-        Sink::Stdout => {
-            let color = use_color(shown.color, std::io::stdout().is_terminal());
-            let style = style(shown, color, std::io::stdout());
-            plan.outputs.stream_text(run, style)
-        }
-        Sink::Stderr => {
-            let color = use_color(shown.color, std::io::stderr().is_terminal());
-            let style = style(shown, color, std::io::stderr());
-            plan.outputs.stream_text(run, style)
-        }
-    };
+    let mut text = plan.outputs.stream_text(run, style(shown, sink));
     let table = plan.outputs.stream_format() == Format::Table;
     if let capture::Plan::Replay(c) = &plan.seam {
         // Whose machine this is: above the table, else on stderr.

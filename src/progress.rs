@@ -110,7 +110,7 @@ impl Progress {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(REDRAW);
-                    if crate::runner::interrupted().is_some() {
+                    if crate::interrupt::interrupted().is_some() {
                         clear();
                         break;
                     }

@@ -27,7 +27,7 @@ use gpucheck_checks::{Check, Outcome, Status};
 use crate::cli::{OnHang, OutputArgs, WatchFlags};
 use crate::model::{CheckResult, Run};
 use crate::report::Format;
-use crate::{output, pipeline, runner};
+use crate::{interrupt, output, pipeline};
 
 /// The exit code after the watch ended a hung job (`--on-hang stop`): the
 /// code `timeout(1)` exits with when it ends a command that ran too long,
@@ -169,13 +169,13 @@ impl<'a> State<'a> {
     /// A stop signal: passed on to CMD (which then ends, and so does the
     /// watch), or the end of an attached watch.
     fn signalled(&mut self) -> Option<u8> {
-        let sig = runner::take_interrupt()?;
+        let sig = interrupt::take_interrupt()?;
         match self.target {
             Target::Child(pgid) => {
                 self.passed_on = Some(sig);
                 self.say(&format!(
                     "passing {} on to the command",
-                    runner::signal_name(sig)
+                    interrupt::signal_name(sig)
                 ));
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::Pid::from_raw(pgid),
@@ -186,7 +186,7 @@ impl<'a> State<'a> {
             Target::Attached(_) => {
                 self.say(&format!(
                     "stopped by {}: the job goes on",
-                    runner::signal_name(sig)
+                    interrupt::signal_name(sig)
                 ));
                 Some(self.attached_exit_code())
             }

@@ -14,6 +14,8 @@
 //! lib.rs        Check, Context, Options, CATALOG (run order)
 //! outcome.rs    Outcome, Status, Metric, DeviceResult, DataTable, FactValue
 //! findings.rs   Finding/Findings: worst verdict wins, hints joined once
+//! identity.rs   check!: the one shape a fleet or job check declares its
+//!               identity (id, title, profile, explain text, run) with
 //! facts/        typed facts a check publishes and later checks read by type
 //!               (NVML's driver and GPUs, the CUDA driver, torch, NCCL, the
 //!               first check to find no driver here) and the Cause (timed
@@ -34,8 +36,9 @@
 //! Where to add a check: a file in its group's folder (a new group is a new
 //! folder), a line in [`CATALOG`], a row in the README's check table (a test
 //! says so). A group imports only the crate root, `domain`, `facts`,
-//! `findings` and `probe` (a test fails otherwise); what another check found
-//! reaches it as a typed fact (`ctx.fact::<T>()`), never as report text.
+//! `findings`, `identity` and `probe` (a test fails otherwise); what
+//! another check found reaches it as a typed fact (`ctx.fact::<T>()`),
+//! never as report text.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,6 +51,7 @@ pub mod domain;
 pub mod facts;
 pub mod findings;
 pub mod fleet;
+mod identity;
 pub mod input;
 pub mod machine;
 pub mod options;

@@ -6,8 +6,6 @@
 //! wavefront and the stragglers across nodes, each rank named with its
 //! node.
 
-use std::time::Instant;
-
 use gpucheck_checks::fleet::Fleet;
 use gpucheck_checks::job::{self as job_checks, Job, JobShare};
 use gpucheck_checks::probe::python::find_python;
@@ -15,7 +13,8 @@ use gpucheck_checks::probe::python::find_python;
 use super::identity::{self, IdentityFlags};
 use super::rendezvous::{Joined, Session};
 use super::report::FleetReport;
-use super::{base_config, fleet_env, fleet_report, follow, lead, note_unauthenticated, show};
+use super::{base_config, fleet_env, fleet_report, fleet_result, follow, lead};
+use super::{note_unauthenticated, show};
 use super::{NodeMessage, Outputs};
 use crate::cli::JobArgs;
 use crate::model::{CheckResult, Run};
@@ -119,21 +118,7 @@ fn judge(
         })
         .collect();
     let whole = Job::merged(shares);
-    let results: Vec<CheckResult> = job_checks::judge_whole(&whole)
-        .into_iter()
-        .map(|(check, mut outcome)| {
-            let started = Instant::now();
-            outcome.resolve_action(check.id());
-            outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-            CheckResult {
-                id: check.id().to_string(),
-                title: check.title().to_string(),
-                group: check.group().to_string(),
-                profile: check.profile(),
-                outcome,
-            }
-        })
-        .collect();
+    let results = whole_results(&whole);
     let raw: Vec<(u32, Joined, NodeMessage)> = raw
         .iter()
         .map(|(r, j, m)| {
@@ -149,4 +134,32 @@ fn judge(
     let mut report = fleet_report(fleet, &raw, run_id, strict, results);
     report.job = true;
     report
+}
+
+/// The whole job's checks, each judged and timed.
+fn whole_results(whole: &Job) -> Vec<CheckResult> {
+    job_checks::WHOLE_JOB
+        .iter()
+        .map(|(check, judge)| fleet_result(*check, || judge(whole)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_whole_job_is_timed_while_it_is_judged() {
+        let results = whole_results(&Job::merged(Vec::new()));
+        let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["job.hang", "job.straggler"]);
+        for r in &results {
+            assert!(
+                r.outcome.duration_ms > 0.0,
+                "{}: {}",
+                r.id,
+                r.outcome.duration_ms
+            );
+        }
+    }
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use gpucheck_checks::domain::pairs;
 use gpucheck_checks::fleet::{self, Fleet, FleetNode, PairTable};
 use gpucheck_checks::probe::python::find_python;
+use gpucheck_checks::{Check, Outcome};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{ClusterArgs, ClusterFlags, RunArgs};
@@ -115,7 +116,7 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
     let code = gate(&args.run, &args.cluster_flags, true)?;
     // As `exec`: a JSON (or other) report on stderr is all stderr carries.
     let notes = crate::table_on_stream(&args.run.output);
-    if let Some(sig) = crate::runner::interrupted() {
+    if let Some(sig) = crate::interrupt::interrupted() {
         if notes {
             say!("gpucheck: not running {program}: interrupted by {sig}");
         }
@@ -566,21 +567,25 @@ fn judge(
 ) -> FleetReport {
     let results: Vec<CheckResult> = fleet::FLEET_CATALOG
         .iter()
-        .map(|c| {
-            let started = Instant::now();
-            let mut outcome = c.judge(fleet);
-            outcome.resolve_action(c.id());
-            outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-            CheckResult {
-                id: c.id().to_string(),
-                title: c.title().to_string(),
-                group: c.group().to_string(),
-                profile: c.profile(),
-                outcome,
-            }
-        })
+        .map(|c| fleet_result(*c, || c.judge(fleet)))
         .collect();
     fleet_report(fleet, raw, run_id, strict, results)
+}
+
+/// The result of a check node rank 0 judges over the whole fleet or job:
+/// `judge` run and timed, its action resolved.
+fn fleet_result<C: Check + ?Sized>(check: &C, judge: impl FnOnce() -> Outcome) -> CheckResult {
+    let started = Instant::now();
+    let mut outcome = judge();
+    outcome.resolve_action(check.id());
+    outcome.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    CheckResult {
+        id: check.id().to_string(),
+        title: check.title().to_string(),
+        group: check.group().to_string(),
+        profile: check.profile(),
+        outcome,
+    }
 }
 
 /// The fleet report of `results`, judged over every node's entry.
@@ -799,6 +804,21 @@ impl ReportOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_result_times_the_judging() {
+        let result = fleet_result(&fleet::Hosts, || {
+            std::thread::sleep(Duration::from_millis(20));
+            Outcome::pass("judged")
+        });
+        assert_eq!(result.id, "fleet.hosts");
+        assert_eq!(result.outcome.summary, "judged");
+        assert!(
+            result.outcome.duration_ms >= 20.0,
+            "{}",
+            result.outcome.duration_ms
+        );
+    }
 
     #[test]
     fn the_unauthenticated_note_is_for_fleets_of_more_than_one_host() {

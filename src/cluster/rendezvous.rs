@@ -22,7 +22,7 @@ use gpucheck_checks::probe::python::{start_interactive_payload, InteractivePaylo
 use serde::{Deserialize, Serialize};
 
 use super::seal::Token;
-use crate::runner;
+use crate::interrupt;
 
 /// The payload, embedded so the binary is all a node needs.
 const CLUSTER_PY: &str = include_str!("../../checks/payloads/cluster.py");
@@ -260,7 +260,7 @@ impl Session {
     /// passed, or gpucheck was interrupted.
     pub fn next(&mut self, deadline: Instant, waiting_for: &str) -> Result<Event, String> {
         loop {
-            if let Some(sig) = runner::interrupted() {
+            if let Some(sig) = interrupt::interrupted() {
                 return Err(format!(
                     "interrupted by {sig} while waiting for {waiting_for}"
                 ));
@@ -302,7 +302,7 @@ impl Session {
         let how =
             match status.map(|s| (s.code(), std::os::unix::process::ExitStatusExt::signal(&s))) {
                 Some((Some(c), _)) => format!("exited with status {c}"),
-                Some((_, Some(s))) => format!("was killed by {}", runner::signal_name(s)),
+                Some((_, Some(s))) => format!("was killed by {}", interrupt::signal_name(s)),
                 _ => "stopped answering".to_string(),
             };
         let last = if last.is_empty() {

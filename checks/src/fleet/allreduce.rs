@@ -3,6 +3,7 @@
 use super::{Fleet, FleetCheck, FleetNode};
 use crate::domain::text;
 use crate::facts::fabric::{NicLinks, SocketLinks};
+use crate::identity::check;
 use crate::{DataTable, Outcome};
 
 /// The all-reduce warns below this share of the per-node NIC line rate.
@@ -15,7 +16,7 @@ use crate::{DataTable, Outcome};
 /// fallen back to TCP sockets, or a link is degraded.
 pub const MIN_NIC_FRACTION: f64 = 0.5;
 
-fleet_check!(
+check!(
     AllReduce,
     "fleet.allreduce",
     "All-reduce across the nodes",
@@ -48,7 +49,9 @@ misconfigured RDMA device makes it hang or fail here, in seconds, instead of in 
 
 Fix: the error names the node; check the interfaces NCCL/gloo use (NCCL_SOCKET_IFNAME, \
 GLOO_SOCKET_IFNAME, NCCL_IB_HCA), that the nodes reach each other on all ports (not only the \
-master port), and run with NCCL_DEBUG=INFO for NCCL's own account."
+master port), and run with NCCL_DEBUG=INFO for NCCL's own account.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for AllReduce {

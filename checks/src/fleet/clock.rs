@@ -2,6 +2,7 @@
 
 use super::{Fleet, FleetCheck};
 use crate::domain::text;
+use crate::identity::check;
 use crate::Outcome;
 
 /// Above this offset timeouts and log timestamps stop lining up between
@@ -10,7 +11,7 @@ use crate::Outcome;
 /// milliseconds).
 pub const CLOCK_WARN_S: f64 = 1.0;
 
-fleet_check!(
+check!(
     Clock,
     "fleet.clock",
     "Node clocks agree",
@@ -25,7 +26,9 @@ off makes a hang look like it happened elsewhere, and certificate checks, Kerber
 some storage fail outright on skewed clocks.
 
 Fix: run NTP (chrony, systemd-timesyncd) on every node, pointed at the same servers; \
-`chronyc tracking` shows the local offset."
+`chronyc tracking` shows the local offset.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for Clock {

@@ -5,9 +5,10 @@ use super::{agreement, Fleet, FleetCheck, FleetNode};
 use crate::domain::cuda_devices::visible_count;
 use crate::domain::visible_devices::parse_cuda_visible_devices;
 use crate::facts::nvml::NvmlInventory;
+use crate::identity::check;
 use crate::Outcome;
 
-fleet_check!(
+check!(
     Gpus,
     "fleet.gpus",
     "Same GPU model and count on every node",
@@ -19,7 +20,9 @@ GPUs fails to start its ranks (or shares a GPU between two), and a node with a s
 sets the pace of every step.
 
 Fix: schedule the job on identical nodes (a SLURM partition or constraint, a Kubernetes \
-node selector on the GPU product label), and check CUDA_VISIBLE_DEVICES on the named node."
+node selector on the GPU product label), and check CUDA_VISIBLE_DEVICES on the named node.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for Gpus {

@@ -1,9 +1,10 @@
 //! fleet.hosts: one node rank per host.
 
 use super::{Fleet, FleetCheck, FleetNode};
+use crate::identity::check;
 use crate::Outcome;
 
-fleet_check!(
+check!(
     Hosts,
     "fleet.hosts",
     "One node rank per host",
@@ -15,7 +16,9 @@ Why it matters: two node ranks on one host usually mean a launcher mistake (srun
 machine) it is on purpose, so it is reported as a warning, never a failure.
 
 Fix: start one gpucheck (and one torchrun) per node: `srun --ntasks-per-node 1`, a pod \
-anti-affinity rule, or one hostfile entry per machine."
+anti-affinity rule, or one hostfile entry per machine.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for Hosts {

@@ -6,13 +6,14 @@ use super::{nodes_phrase, Fleet, FleetCheck, FleetNode};
 use crate::domain::qualify::{below_siblings, median, memory_gbps, tflops};
 use crate::domain::text;
 use crate::facts::load::{ComputeLoad, LoadFigures, LoadGpu, MemoryLoad};
+use crate::identity::check;
 use crate::probe::load::LoadDevice;
 use crate::Outcome;
 
 /// At most this many slow GPUs (or slow nodes) are named in the summary.
 pub const MAX_NAMED: usize = 6;
 
-fleet_check!(
+check!(
     GpuLoad,
     "fleet.gpu_load",
     "No GPU of the fleet slower than its model's fleet median",
@@ -38,7 +39,9 @@ a hot rack, a lower clock policy) passes that comparison; only the other nodes s
 Fix: on the node named, `gpucheck --profile full --only gpu.compute` (or gpu.memory) shows the GPU \
 and the cause NVML sees under load; `dcgmi diag -r 3 -i N` runs NVIDIA's diagnostic on it; check \
 the power limit, clocks and cooling (`nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE`), and \
-drain the node from the job until it measures like the rest."
+drain the node from the job until it measures like the rest.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for GpuLoad {

@@ -15,32 +15,6 @@ use serde::{Deserialize, Serialize};
 use crate::domain::text;
 use crate::{Check, Fact, Outcome, Profile};
 
-/// The [`Check`] side of a fleet check: identity and explain text, listed
-/// and explained like every check; its `run` says it is a fleet check.
-macro_rules! fleet_check {
-    ($ty:ident, $id:literal, $title:literal, $explain:expr) => {
-        pub struct $ty;
-
-        impl $crate::Check for $ty {
-            fn id(&self) -> &'static str {
-                $id
-            }
-            fn title(&self) -> &'static str {
-                $title
-            }
-            fn profile(&self) -> $crate::Profile {
-                super::FLEET_PROFILE
-            }
-            fn explain(&self) -> &'static str {
-                $explain
-            }
-            fn run(&self, _: &$crate::Context) -> $crate::Outcome {
-                super::not_local()
-            }
-        }
-    };
-}
-
 mod allreduce;
 mod clock;
 mod gpus;

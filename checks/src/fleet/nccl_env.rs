@@ -1,13 +1,14 @@
 //! fleet.nccl_env: the NCCL_* and GLOO_* settings that every node must
 //! share.
 
+use crate::identity::check;
 use std::collections::BTreeSet;
 
 use super::{Fleet, FleetCheck, FleetNode};
 use crate::domain::text;
 use crate::Outcome;
 
-fleet_check!(
+check!(
     NcclEnv,
     "fleet.nccl_env",
     "Same NCCL/Gloo settings on every node",
@@ -22,7 +23,9 @@ eth0 and the others InfiniBand, or one forces another protocol, the first collec
 or runs at a fraction of the speed, and nothing names the node.
 
 Fix: set these variables once for the whole job (the sbatch script, the pod template), not \
-per node; the report names the node whose value differs and both values."
+per node; the report names the node whose value differs and both values.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 /// Variables that may differ per node: logging and debugging only.

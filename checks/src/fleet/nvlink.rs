@@ -6,6 +6,7 @@ use super::{nodes_phrase, Fleet, FleetCheck, FleetNode};
 use crate::domain::nvlink_fabric::uuid_text;
 use crate::domain::text::counted;
 use crate::facts::fabric::NvlinkDomains;
+use crate::identity::check;
 use crate::Outcome;
 
 /// GPUs in one GB200 / GB300 NVL72 NVLink domain (18 compute trays of 4
@@ -13,7 +14,7 @@ use crate::Outcome;
 /// can run inside one domain.
 const NVL72_GPUS: u32 = 72;
 
-fleet_check!(
+check!(
     Nvlink,
     "fleet.nvlink_domains",
     "Multi-node NVLink domains",
@@ -31,7 +32,9 @@ them). A job spread over several domains warns when it would fit in one (72 GPUs
 passes otherwise, naming the domains either way. Fleets with no multi-node NVLink skip.
 
 Fix: place the job inside one NVLink domain (a Slurm topology block or segment, a Kubernetes \
-ComputeDomain), and have a node whose registration failed repaired or drained."
+ComputeDomain), and have a node whose registration failed repaired or drained.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for Nvlink {

@@ -6,9 +6,10 @@
 use super::{Fleet, FleetCheck};
 use crate::domain::pairs::{self, gbps, Diagnosis, PairBandwidth};
 use crate::domain::text;
+use crate::identity::check;
 use crate::{DataTable, Outcome};
 
-fleet_check!(
+check!(
     Pairs,
     "fleet.pairs",
     "Slow node or link between nodes",
@@ -27,7 +28,9 @@ the all-reduce across the whole fleet only says the cluster is slow; the pairs s
 
 Fix: on the named node, check its NICs (`ibstat`, `ethtool`, `mlxlink`), their PCIe links \
 and NUMA placement, and NCCL_IB_HCA; for a slow link, the cables and switch ports between \
-the two nodes; rerun with NCCL_DEBUG=INFO to see the transport NCCL chose."
+the two nodes; rerun with NCCL_DEBUG=INFO to see the transport NCCL chose.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for Pairs {

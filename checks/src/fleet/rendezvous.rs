@@ -2,9 +2,10 @@
 
 use super::{Fleet, FleetCheck};
 use crate::domain::text;
+use crate::identity::check;
 use crate::Outcome;
 
-fleet_check!(
+check!(
     Rendezvous,
     "fleet.rendezvous",
     "Every node joined the rendezvous",
@@ -28,7 +29,9 @@ it cannot reach the master (address, resolved IPs, port, error)? Check that ever
 resolves the master's name to an address it can reach, that the port is open between the \
 nodes, and that --nnodes matches the number of nodes started. Give every node its own \
 --node-rank, the same gpucheck and flags, and, where other processes can reach the master \
-port, a shared GPUCHECK_CLUSTER_TOKEN."
+port, a shared GPUCHECK_CLUSTER_TOKEN.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for Rendezvous {

@@ -3,9 +3,10 @@
 use super::{Fleet, FleetCheck, FleetNode};
 use crate::domain::action::Action;
 use crate::domain::text;
+use crate::identity::check;
 use crate::{Cause, Outcome, Status};
 
-fleet_check!(
+check!(
     LocalVerdicts,
     "fleet.local",
     "Every node is ready on its own",
@@ -16,7 +17,9 @@ Why it matters: one node with a failed GPU, a full /dev/shm or a broken torch st
 whole job: DDP runs at the pace of its worst rank and dies with it.
 
 Fix: the fleet report names each node that is not ready and its failing check ids; run \
-`gpucheck explain ID` for what to do, or drain the node and start the job without it."
+`gpucheck explain ID` for what to do, or drain the node and start the job without it.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 impl FleetCheck for LocalVerdicts {

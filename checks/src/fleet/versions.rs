@@ -6,9 +6,10 @@ use crate::domain::compat::CudaVersion;
 use crate::facts::cuda::DriverCuda;
 use crate::facts::nvml::NvmlDriver;
 use crate::facts::torch::TorchInfo;
+use crate::identity::check;
 use crate::Outcome;
 
-fleet_check!(
+check!(
     Driver,
     "fleet.driver",
     "Same NVIDIA driver on every node",
@@ -19,10 +20,12 @@ the driver; a node left on an old driver after a fleet upgrade is the classic so
 hangs and crashes that only happen at scale, on one node.
 
 Fix: upgrade (or pin) the named node to the fleet's driver version; in Kubernetes, use \
-the same GPU operator driver version on every node pool."
+the same GPU operator driver version on every node pool.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
-fleet_check!(
+check!(
     CudaDriver,
     "fleet.cuda_driver",
     "Same CUDA driver version on every node",
@@ -33,10 +36,12 @@ Why it matters: a torch wheel built for a newer CUDA than one node's driver supp
 on that node only (or falls back to slow paths with forward compatibility); the job then \
 dies at the first collective.
 
-Fix: align the drivers (see fleet.driver); the node named is the one that differs."
+Fix: align the drivers (see fleet.driver); the node named is the one that differs.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
-fleet_check!(
+check!(
     Torch,
     "fleet.torch",
     "Same torch version and CUDA build on every node",
@@ -49,10 +54,12 @@ can differ in bucket layout, collectives and default settings, and fail in ways 
 like network errors. Different CUDA builds usually mean different NCCL builds too.
 
 Fix: install the same wheel on every node (pin torch==X.Y.Z+cuNNN in the image or the \
-environment), or use one container image for the whole job."
+environment), or use one container image for the whole job.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
-fleet_check!(
+check!(
     Nccl,
     "fleet.nccl",
     "Same NCCL version on every node",
@@ -63,7 +70,9 @@ can hang in the first all-reduce or corrupt nothing but be slow. NCCL comes with
 wheel unless LD_LIBRARY_PATH or LD_PRELOAD brings another one.
 
 Fix: use the same torch wheel everywhere and do not point LD_LIBRARY_PATH at a different \
-libnccl on some nodes."
+libnccl on some nodes.",
+    profile: super::FLEET_PROFILE,
+    run: |_, _| super::not_local(),
 );
 
 const SAME_IMAGE: &str = "run every node from one image (or pin the same versions), then \

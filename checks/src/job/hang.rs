@@ -2,12 +2,13 @@
 //! ranks at fault there: the ones that never joined the collective the
 //! others wait in, or entered it with another op, size or dtype.
 
-use super::{hang_live, job_check, ranks_phrase, Job};
+use super::{hang_live, ranks_phrase, Job};
 use crate::domain::action::Action;
 use crate::domain::job::{self, rank_list, Blamed, WaveKind, Wavefront};
+use crate::identity::check;
 use crate::{Collective, DataTable, Outcome};
 
-job_check!(
+check!(
     Hang,
     "job.hang",
     "Hang or desync: the ranks at the wavefront",
@@ -61,7 +62,9 @@ same collective at every moment, with no recorder to show whether it finishes, i
 Watched on one node of several, a rank of another node is never blamed from here: the node says \
 its ranks wait for ranks elsewhere; with --nnodes on every node, node rank 0 judges the whole \
 job over every node's ranks.",
-    judge
+    profile: super::JOB_PROFILE,
+    timeout: super::TIMEOUT,
+    run: |check, ctx| super::judged(check, ctx, judge),
 );
 
 /// At most this many blamed ranks get a row of their own in the table.

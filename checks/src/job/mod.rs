@@ -47,13 +47,13 @@ pub static TRACES_CATALOG: &[&dyn Check] = &[&Traces, &Hang, &Straggler];
 pub const JOB_PROFILE: Profile = Profile::Job;
 
 /// What node rank 0 judges over the whole job, merged from every node's
-/// [`JobShare`] (`gpucheck job --nnodes N`): the hang and the stragglers.
-pub fn judge_whole(job: &Job) -> Vec<(&'static dyn Check, Outcome)> {
-    vec![
-        (&Hang, hang::judge(job)),
-        (&Straggler, straggler::judge(job)),
-    ]
-}
+/// [`JobShare`] (`gpucheck job --nnodes N`): the hang and the stragglers,
+/// each check with its judge (the caller times the judging).
+pub static WHOLE_JOB: &[(&dyn Check, Judge)] =
+    &[(&Hang, hang::judge), (&Straggler, straggler::judge)];
+
+/// A job check's judging of the dumps read.
+pub type Judge = fn(&Job) -> Outcome;
 
 /// A job check by id (job.watch too, which runs only under a watch).
 pub fn find(id: &str) -> Option<&'static dyn Check> {
@@ -250,38 +250,13 @@ fn unread(e: &str) -> Outcome {
     Outcome::error(format!("the job's dumps could not be read: {e}"))
 }
 
-/// The [`Check`] side of a job check: its identity, profile, timeout and
-/// explain text; `run` reads the dumps and hands them to `judge`.
-macro_rules! job_check {
-    ($ty:ident, $id:literal, $title:literal, $explain:expr, $judge:path) => {
-        pub struct $ty;
-
-        impl $crate::Check for $ty {
-            fn id(&self) -> &'static str {
-                $id
-            }
-            fn title(&self) -> &'static str {
-                $title
-            }
-            fn profile(&self) -> $crate::Profile {
-                super::JOB_PROFILE
-            }
-            fn timeout(&self) -> std::time::Duration {
-                super::TIMEOUT
-            }
-            fn explain(&self) -> &'static str {
-                $explain
-            }
-            fn run(&self, ctx: &$crate::Context) -> $crate::Outcome {
-                match super::job(ctx) {
-                    Ok(job) => super::shared(ctx, $id, &job, $judge(&job)),
-                    Err(e) => super::unread(&e),
-                }
-            }
-        }
-    };
+/// A job check's `run`: the dumps read, then handed to `judge`.
+fn judged(check: &dyn Check, ctx: &Context, judge: Judge) -> Outcome {
+    match job(ctx) {
+        Ok(job) => shared(ctx, check.id(), &job, judge(&job)),
+        Err(e) => unread(&e),
+    }
 }
-use job_check;
 
 /// A job check's time limit: reading 1,024 ranks' dumps of 2,000 entries
 /// takes about a second; a folder on a slow shared file system gets more.

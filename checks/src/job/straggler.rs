@@ -1,15 +1,16 @@
 //! job.straggler: a rank that enters collectives late again and again, so
 //! every other rank waits for it at every step.
 
-use super::{job_check, Job};
+use super::Job;
 use crate::domain::action::Action;
 use crate::domain::job::{
     self, LateEntry, LATE_ONCE_MIN_MS, LATE_ONCE_SPREAD_FACTOR, STRAGGLER_MIN_COMPARED,
     STRAGGLER_MIN_MS,
 };
+use crate::identity::check;
 use crate::{DeviceResult, Metric, Outcome, Status};
 
-job_check!(
+check!(
     Straggler,
     "job.straggler",
     "Straggler: a rank that enters collectives late, repeatedly",
@@ -38,7 +39,9 @@ warn: a rank entered one collective seconds late, with the collective and the ra
 pass: no rank is late by 20 ms or more in the median, and none once by seconds.
 skip: lateness was not measured: no rank's Flight Recorder was read, or the recorders share fewer \
 than 5 collectives every rank entered alike (a verdict either way would be a guess).",
-    judge
+    profile: super::JOB_PROFILE,
+    timeout: super::TIMEOUT,
+    run: |check, ctx| super::judged(check, ctx, judge),
 );
 
 pub fn judge(job: &Job) -> Outcome {

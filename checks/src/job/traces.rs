@@ -1,11 +1,12 @@
 //! job.traces: what the job's Flight Recorder dumps hold, which ranks left
 //! none, and which files could not be read.
 
-use super::{job_check, ranks_phrase, Job};
+use super::{ranks_phrase, Job};
 use crate::domain::text::cut;
+use crate::identity::check;
 use crate::Outcome;
 
-job_check!(
+check!(
     Traces,
     "job.traces",
     "Flight Recorder dumps of every rank",
@@ -33,7 +34,9 @@ kernel's OOM killer killed since the job started). warn: an OOM kill since the j
 rank in state D \
 (stuck in the kernel), the recorder turned off (TORCH_FR_BUFFER_SIZE=0), or no rank's state \
 readable (no worker server, no py-spy or no ptrace rights: what is missing is named).",
-    judge
+    profile: super::JOB_PROFILE,
+    timeout: super::TIMEOUT,
+    run: |check, ctx| super::judged(check, ctx, judge),
 );
 
 /// Longest error text kept from a file's reader.
