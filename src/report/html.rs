@@ -50,7 +50,7 @@ table{border-collapse:collapse;margin:.4em 0}td,th{border:1px solid #ccc;padding
 text-align:left;vertical-align:top}code,.mono{font-family:ui-monospace,monospace}\
 .fail,.error{color:#b00}.warn{color:#a60}.pass{color:#070}.skip{color:#666}\
 .sw{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}\
-svg text{font:11px system-ui,sans-serif}";
+svg text{font:11px system-ui,sans-serif}td.pass,td.warn,td.fail,td.skip,td.error{white-space:nowrap}";
 
 /// The policy: nothing loads (no script, style sheet, font or frame),
 /// inline style and data: images only.
@@ -187,7 +187,7 @@ fn run_words(g: &GroupWave, r: &RankRun) -> String {
 
 /// The wavefront: one bar per process group, ranks left to right.
 fn wavefront_section(map: &WavefrontMap) -> String {
-    const ROW_H: f64 = 58.0;
+    const ROW_H: f64 = 64.0;
     let world = f64::from(map.world_size.max(1));
     let scale = PLOT_W / world;
     let height = ROW_H * map.groups.len() as f64;
@@ -238,7 +238,7 @@ fn group_bar(g: &GroupWave, top: f64, scale: f64) -> String {
         out.push_str(&format!(
             "<path d=\"M{mid:.2} {y} l-4 7 h8 z\" fill=\"#222\"/>\
              <text x=\"{x:.2}\" y=\"{}\" text-anchor=\"middle\" class=\"culprit\">{}</text>\n",
-            bar_y + 27.0,
+            bar_y + 37.0,
             escape(&span_words(r)),
             y = bar_y + 18.0
         ));

@@ -50,6 +50,8 @@ fail: the ranks at each wavefront, with the group, sequence and collective, and 
 others were doing (JSON: `ranks`, and `collective` for the earliest wavefront).
 warn: every rank inside the same collective, with nothing that shows the job stopped.
 pass: every group's ranks agree up to their last collective and it finished (or is finishing).
+Judged from recorders, every verdict carries each group's ranks at its wavefront as runs of ranks \
+in the same state (JSON: `data.job_wavefront`), which `--html` draws.
 
 Live (`gpucheck job` on the job's node): collectives recorded between the first and last look, \
 2 s apart, mean the job moves (pass). Recorders read at both looks that did not move are judged \

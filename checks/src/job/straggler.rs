@@ -37,6 +37,8 @@ in the JSON's devices rows. Look at what that rank does before each collective: 
 branch (logging, evaluation on rank 0).
 warn: a rank entered one collective seconds late, with the collective and the ranks that waited.
 pass: no rank is late by 20 ms or more in the median, and none once by seconds.
+Measured, every verdict carries each rank's median and worst lateness (JSON: \
+`data.job_lateness`), which `--html` charts.
 skip: lateness was not measured: no rank's Flight Recorder was read, or the recorders share fewer \
 than 5 collectives every rank entered alike (a verdict either way would be a guess).",
     judge
