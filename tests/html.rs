@@ -191,17 +191,11 @@ fn requested_host(conn: &mut std::net::TcpStream) -> String {
     host.to_string()
 }
 
-/// Render `file` headless with `args` (`--dump-dom`, `--screenshot=...`),
-/// every request sent to a proxy here that notes its host, and every other
-/// host name resolving nowhere. The render is bounded by [`RENDER_LIMIT`]
-/// and its whole process group killed after it.
-fn render(file: &Path, args: &[String]) -> Render {
+/// Start chromium headless on `file` in a process group of its own, its
+/// requests sent to the proxy on `port`, with a fresh profile.
+fn headless(file: &Path, args: &[String], port: u16, profile: &Path) -> std::process::Child {
     use std::os::unix::process::CommandExt;
-    let proxy = TcpListener::bind("127.0.0.1:0").expect("a proxy port");
-    let port = proxy.local_addr().expect("its address").port();
-    proxy.set_nonblocking(true).expect("nonblocking");
-    let profile = tempfile::tempdir().expect("a profile dir");
-    let mut child = Command::new(chromium())
+    Command::new(chromium())
         .args([
             "--headless",
             "--no-sandbox",
@@ -217,7 +211,7 @@ fn render(file: &Path, args: &[String]) -> Render {
             "--disable-extensions",
             "--hide-scrollbars",
         ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--proxy-server=127.0.0.1:{port}"))
         // Every name resolves nowhere but the proxy's address, which a
         // bare `MAP *` would take too, so that no request reached it.
@@ -229,7 +223,19 @@ fn render(file: &Path, args: &[String]) -> Render {
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .expect("chromium starts");
+        .expect("chromium starts")
+}
+
+/// Render `file` headless with `args` (`--dump-dom`, `--screenshot=...`),
+/// every request sent to a proxy here that notes its host, and every other
+/// host name resolving nowhere. The render is bounded by [`RENDER_LIMIT`]
+/// and its whole process group killed after it.
+fn render(file: &Path, args: &[String]) -> Render {
+    let proxy = TcpListener::bind("127.0.0.1:0").expect("a proxy port");
+    let port = proxy.local_addr().expect("its address").port();
+    proxy.set_nonblocking(true).expect("nonblocking");
+    let profile = tempfile::tempdir().expect("a profile dir");
+    let mut child = headless(file, args, port, profile.path());
     let group = child.id() as i32;
     let mut out_pipe = child.stdout.take().expect("stdout");
     let mut err_pipe = child.stderr.take().expect("stderr");

@@ -293,6 +293,12 @@ fn run_list(g: &GroupWave) -> String {
     out
 }
 
+/// The lateness chart's plot area: its top, height and left margin (for
+/// the axis labels), in SVG units.
+const CHART_TOP: f64 = 10.0;
+const CHART_H: f64 = 180.0;
+const CHART_LEFT: f64 = 60.0;
+
 /// At most this many bars in the lateness chart: more ranks share a bar
 /// (the latest of them drawn), so one straggler of 1,024 still shows.
 const MAX_BARS: usize = 256;
@@ -330,8 +336,6 @@ fn bars(late: &Lateness) -> Vec<Bar> {
 /// Each rank's median lateness into collectives, the straggler line
 /// dashed across.
 fn lateness_section(late: &Lateness, named: &[u32]) -> String {
-    const LEFT: f64 = 60.0;
-    const PLOT_H: f64 = 180.0;
     let bars = bars(late);
     if bars.is_empty() {
         return String::new();
@@ -341,35 +345,35 @@ fn lateness_section(late: &Lateness, named: &[u32]) -> String {
         .map(|b| b.median_ms)
         .fold(late.straggler_ms, f64::max)
         * 1.15;
-    let width = (PLOT_W - LEFT) / bars.len() as f64;
-    let y = |ms: f64| 10.0 + PLOT_H * (1.0 - ms.max(0.0) / top);
+    let width = (PLOT_W - CHART_LEFT) / bars.len() as f64;
+    let y = |ms: f64| CHART_TOP + CHART_H * (1.0 - ms.max(0.0) / top);
     let mut svg = format!(
         "<svg id=\"lateness\" width=\"100%\" viewBox=\"0 0 {PLOT_W} {}\" role=\"img\">\n",
-        PLOT_H + 40.0
+        CHART_TOP + CHART_H + 30.0
     );
     for (i, b) in bars.iter().enumerate() {
         svg.push_str(&lateness_bar(
             b,
-            LEFT + i as f64 * width,
+            CHART_LEFT + i as f64 * width,
             width,
             y(b.median_ms),
             late,
         ));
     }
     svg.push_str(&format!(
-        "<line x1=\"{LEFT}\" x2=\"{PLOT_W}\" y1=\"{line:.2}\" y2=\"{line:.2}\" stroke=\"#b00\" \
-         stroke-dasharray=\"6 4\"/>\n<text x=\"{LEFT}\" y=\"{:.2}\" fill=\"#b00\">straggler: \
+        "<line x1=\"{CHART_LEFT}\" x2=\"{PLOT_W}\" y1=\"{line:.2}\" y2=\"{line:.2}\" stroke=\"#b00\" \
+         stroke-dasharray=\"6 4\"/>\n<text x=\"{CHART_LEFT}\" y=\"{:.2}\" fill=\"#b00\">straggler: \
          {} ms</text>\n<text x=\"0\" y=\"{:.2}\">{} ms</text><text x=\"0\" y=\"{:.2}\">0 ms</text>\n\
-         <text x=\"{LEFT}\" y=\"{:.2}\">rank {}</text><text x=\"{PLOT_W}\" y=\"{:.2}\" \
+         <text x=\"{CHART_LEFT}\" y=\"{:.2}\">rank {}</text><text x=\"{PLOT_W}\" y=\"{:.2}\" \
          text-anchor=\"end\">rank {}</text>\n</svg>\n",
         y(late.straggler_ms) - 4.0,
         number_text(late.straggler_ms),
         y(top) + 10.0,
         number_text(top.round()),
         y(0.0),
-        PLOT_H + 30.0,
+        CHART_TOP + CHART_H + 20.0,
         bars[0].first,
-        PLOT_H + 30.0,
+        CHART_TOP + CHART_H + 20.0,
         bars[bars.len() - 1].last,
         line = y(late.straggler_ms)
     ));
@@ -398,7 +402,7 @@ fn lateness_bar(b: &Bar, x: f64, width: f64, bar_top: f64, late: &Lateness) -> S
         "<rect x=\"{x:.2}\" y=\"{bar_top:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\">\
          <title>{who}: {} ms late in the median</title></rect>\n",
         (width * 0.9).max(0.5),
-        (190.0 - bar_top).max(0.5),
+        (CHART_TOP + CHART_H - bar_top).max(0.5),
         if over { "#d62728" } else { "#6baed6" },
         number_text(b.median_ms)
     );
@@ -440,15 +444,8 @@ fn named_ranks(run: &Run) -> String {
         out.push_str(&format!(
             "<h3 id=\"rank-{rank}\" class=\"culprit\">rank {rank}</h3>\n"
         ));
-        let said: Vec<String> = run
-            .results
-            .iter()
-            .map(|r| about_rank(r, *rank))
-            .filter(|s| !s.is_empty())
-            .collect();
-        match said.is_empty() {
-            true => out.push_str("<p>No check says more about this rank.</p>\n"),
-            false => out.push_str(&said.concat()),
+        for r in &run.results {
+            out.push_str(&about_rank(r, *rank));
         }
     }
     if ranks.len() > MAX_NAMED {
@@ -460,9 +457,20 @@ fn named_ranks(run: &Run) -> String {
     out
 }
 
-/// What `r` says about `rank`: its rows of `r`'s tables and devices.
+/// What `r` says about `rank`: its verdict where it names the rank (a
+/// node's Xid on the rank's GPU, a missing dump), its rows of `r`'s
+/// tables and devices.
 fn about_rank(r: &CheckResult, rank: u32) -> String {
     let mut out = String::new();
+    if r.outcome.ranks.contains(&rank) {
+        out.push_str(&format!(
+            "<p><code>{}</code> <span class=\"{}\">{}</span>: {}</p>\n",
+            escape(&r.id),
+            r.outcome.status.as_str(),
+            escape(badge(r.outcome.status)),
+            escape(&r.outcome.summary)
+        ));
+    }
     for t in &r.outcome.tables {
         let rows = rows_of(t, rank);
         if rows.is_empty() {
@@ -494,7 +502,7 @@ fn about_rank(r: &CheckResult, rank: u32) -> String {
         .filter(|d| d.label.as_deref() == Some(label.as_str()))
     {
         out.push_str(&format!(
-            "<p><code>{}</code> <span class=\"{}\">{}</span>: {}</p>\n",
+            "<p>{label} in <code>{}</code> <span class=\"{}\">{}</span>: {}</p>\n",
             escape(&r.id),
             d.status.as_str(),
             escape(badge(d.status)),
@@ -682,6 +690,19 @@ mod tests {
         assert!(own.contains("The job&#39;s GPUs"), "{own}");
         assert!(own.contains("<code>job.straggler</code>"), "{own}");
         assert!(!html.contains("id=\"rank-2\""), "only named ranks");
+    }
+
+    #[test]
+    fn a_node_fault_naming_the_rank_is_joined_to_it() {
+        let mut r = job_run(8, 3, "x");
+        r.results.push(result(
+            "job.gpus",
+            Profile::Quick,
+            Outcome::fail("Xid 79 on GPU 3 (ranks 3)", "reset it").with_ranks(vec![3], None),
+        ));
+        let html = page(&r);
+        let own = &html[html.find("id=\"rank-3\"").expect("a section")..];
+        assert!(own.contains("Xid 79 on GPU 3"), "{own}");
     }
 
     #[test]
