@@ -33,9 +33,12 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // NUL and the other C0 controls but tab and line breaks are
-            // parse errors in HTML: shown as the replacement character.
-            c if c.is_control() && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
+            // Tabs and line breaks read as spaces in HTML anyway; as
+            // spaces in the file too, no line of it is forged.
+            '\t' | '\n' | '\r' => out.push(' '),
+            // NUL and the other controls are parse errors in HTML: shown
+            // as the replacement character.
+            c if c.is_control() => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -736,7 +739,7 @@ mod tests {
     #[test]
     fn control_characters_become_the_replacement_character() {
         assert_eq!(escape("a\u{0}b\u{1b}[31m"), "a\u{fffd}b\u{fffd}[31m");
-        assert_eq!(escape("tab\tline\n"), "tab\tline\n");
+        assert_eq!(escape("tab\tline\nREADY\r"), "tab line READY ");
     }
 
     #[test]
