@@ -305,6 +305,9 @@ pub struct OutputArgs {
     /// Also write the Markdown report to FILE, e.g. $GITHUB_STEP_SUMMARY (- for stdout).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub markdown: Option<PathBuf>,
+    /// Also write a self-contained HTML page to FILE, to attach to an incident: the verdict, the fixes and, for a job, its wavefront and each rank's lateness (- for stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub html: Option<PathBuf>,
     /// Colour in the table: auto (only on a terminal, never with NO_COLOR), always, never.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
     pub color: ColorChoice,

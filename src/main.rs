@@ -528,9 +528,15 @@ fn run_watched(
 fn table_on_stream(output: &cli::OutputArgs) -> bool {
     let dash = |p: &Option<std::path::PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
     output.format == report::Format::Table
-        && ![&output.json, &output.junit, &output.prom, &output.markdown]
-            .into_iter()
-            .any(dash)
+        && ![
+            &output.json,
+            &output.junit,
+            &output.prom,
+            &output.markdown,
+            &output.html,
+        ]
+        .into_iter()
+        .any(dash)
 }
 
 /// Replace gpucheck with CMD (`exec`); returns only when it cannot be

@@ -108,6 +108,7 @@ fn title(format: Format) -> &'static str {
         Format::Junit => "JUnit",
         Format::Prom => "Prometheus",
         Format::Markdown => "Markdown",
+        Format::Html => "HTML",
     }
 }
 

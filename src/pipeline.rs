@@ -88,6 +88,7 @@ fn outputs(args: &OutputArgs) -> Result<output::Outputs, UsageError> {
             (Format::Junit, args.junit.as_deref()),
             (Format::Prom, args.prom.as_deref()),
             (Format::Markdown, args.markdown.as_deref()),
+            (Format::Html, args.html.as_deref()),
         ],
     )
     .map_err(UsageError)

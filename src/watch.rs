@@ -9,7 +9,7 @@
 //! time, whose JSON report says whether the job is hung; under `--on-hang
 //! stop` the job's process group then gets SIGTERM, SIGKILL after
 //! [`STOP_GRACE`], and gpucheck exits [`EXIT_STOPPED_HUNG`]. The reports
-//! (`--json`, `--junit`, `--markdown`) are rewritten whenever the verdict
+//! (`--json`, `--junit`, `--markdown`, `--html`) are rewritten whenever the verdict
 //! changes and at the end; `--prom` every period.
 
 use std::collections::BTreeMap;
@@ -449,6 +449,7 @@ impl<'a> State<'a> {
                 (Format::Json, o.json.as_deref()),
                 (Format::Junit, o.junit.as_deref()),
                 (Format::Markdown, o.markdown.as_deref()),
+                (Format::Html, o.html.as_deref()),
             ]);
             self.written = head;
         }

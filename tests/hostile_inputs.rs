@@ -224,6 +224,11 @@ const CASES: &[Case] = &[
         expect: Expect::EndsOnSignal,
     },
     Case {
+        args: &["--html", "FIFO", "--only", "host.shm"],
+        env: None,
+        expect: Expect::EndsOnSignal,
+    },
+    Case {
         // A kernel log may be a stream (`--kernel-log <(journalctl -k)`):
         // its check waits under its timeout, and a stop signal ends it.
         args: &["--kernel-log", "FIFO", "--only", "fabric.xid"],
@@ -448,12 +453,12 @@ fn grown_to(mut capture: Value, n: usize) -> Value {
 }
 
 /// Replay `capture` (written to a file) with every report: the table on
-/// stdout, JSON, JUnit, Prometheus and Markdown files. Returns how it
+/// stdout, JSON, JUnit, Prometheus, Markdown and HTML files. Returns how it
 /// ended and the reports' texts, by name.
 fn replay(capture: &[u8], dir: &Path) -> (Ended, String, Vec<(String, Vec<u8>)>) {
     let file = dir.join("c.json");
     std::fs::write(&file, capture).expect("write the capture");
-    let reports: Vec<(String, PathBuf)> = ["json", "junit", "prom", "markdown"]
+    let reports: Vec<(String, PathBuf)> = ["json", "junit", "prom", "markdown", "html"]
         .iter()
         .map(|f| (f.to_string(), dir.join(format!("report.{f}"))))
         .collect();

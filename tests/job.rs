@@ -557,6 +557,8 @@ fn every_reporter_carries_the_job_verdict() {
             &path("job.prom"),
             "--markdown",
             &path("job.md"),
+            "--html",
+            &path("job.html"),
             "--quiet",
         ],
     );
@@ -576,4 +578,6 @@ fn every_reporter_carries_the_job_verdict() {
     assert!(prom.contains("job.hang"), "{prom}");
     let md = std::fs::read_to_string(dir.path().join("job.md")).expect("markdown");
     assert!(md.contains("rank 1 called broadcast"), "{md}");
+    let html = std::fs::read_to_string(dir.path().join("job.html")).expect("html");
+    assert!(html.contains("rank 1 called broadcast"), "{html}");
 }

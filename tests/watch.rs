@@ -142,6 +142,7 @@ fn a_rank_asleep_instead_of_its_step_is_named_and_stop_ends_the_job() {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&[("CASE", "sleep"), ("FAULT_RANK", "1"), ("AT_STEP", "15")]);
     let json = case.path("watch.json");
+    let html = case.path("watch.html");
     let args = [
         "--hang-after",
         "6",
@@ -149,9 +150,18 @@ fn a_rank_asleep_instead_of_its_step_is_named_and_stop_ends_the_job() {
         "stop",
         "--json",
         json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
     ];
     let (code, err, ended) = exec_watch(&case, &args, Duration::from_secs(150));
     assert_eq!(code, 124, "the watch ended a hung job: exit 124\n{err}");
+    // The page is rewritten with the JSON: the named rank with its frame.
+    let page = std::fs::read_to_string(&html).expect("the HTML report");
+    let own = &page[page.find("id=\"rank-1\"").expect("rank 1's section")..];
+    assert!(
+        own.contains("time.sleep") || own.contains("train.py"),
+        "{own}"
+    );
     let doc = report(&json);
     assert_eq!(status_of(&doc, "job.watch"), "fail", "{err}");
     assert_eq!(ranks_of(&doc, "job.watch"), vec![1], "{err}");

@@ -6,6 +6,7 @@ pub use crate::model::{CheckResult, Run, FORMAT_VERSION};
 
 pub mod annotations;
 pub mod bounded;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
@@ -27,6 +28,7 @@ pub enum Format {
     Junit,
     Prom,
     Markdown,
+    Html,
 }
 
 /// How the table reads; JSON and JUnit have no options.
@@ -49,6 +51,7 @@ impl Format {
             Format::Junit => "junit",
             Format::Prom => "prom",
             Format::Markdown => "markdown",
+            Format::Html => "html",
         }
     }
 
@@ -67,6 +70,7 @@ impl Format {
             Format::Junit => junit::Junit.render(run),
             Format::Prom => prom::Prom.render(run),
             Format::Markdown => markdown::Markdown.render(run),
+            Format::Html => html::Html.render(run),
         }
     }
 }

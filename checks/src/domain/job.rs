@@ -1003,7 +1003,34 @@ pub fn stragglers(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> 
     best.into_values().collect()
 }
 
+/// Every rank's lateness into collectives, as [`stragglers`] measures it
+/// (straggler or not), where it was compared over at least
+/// [`STRAGGLER_MIN_COMPARED`] collectives; each rank once, in the group
+/// with the most evidence, by rank.
+pub fn lateness(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> {
+    let refs: Vec<&RankTrace> = traces.iter().collect();
+    let mut best: BTreeMap<u32, Straggler> = BTreeMap::new();
+    for g in members.groups.values() {
+        for s in group_lateness(g, &refs) {
+            let keep = best.get(&s.rank).is_none_or(|b| s.compared > b.compared);
+            if keep {
+                best.insert(s.rank, s);
+            }
+        }
+    }
+    best.into_values().collect()
+}
+
 fn group_stragglers(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
+    group_lateness(group, traces)
+        .into_iter()
+        .filter(|s| s.median_ms >= STRAGGLER_MIN_MS)
+        .collect()
+}
+
+/// Each rank's median and worst lateness in `group`, for the ranks
+/// compared over at least [`STRAGGLER_MIN_COMPARED`] collectives.
+fn group_lateness(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
     let Some(times) = entry_times(group, traces) else {
         return Vec::new();
     };
@@ -1031,11 +1058,10 @@ fn group_stragglers(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
                 return None;
             }
             let worst = v.iter().copied().fold(f64::MIN, f64::max);
-            let median = median(&mut v);
-            (median >= STRAGGLER_MIN_MS).then(|| Straggler {
+            Some(Straggler {
                 rank: *rank,
                 group: group.clone(),
-                median_ms: median,
+                median_ms: median(&mut v),
                 worst_ms: worst,
                 compared: v.len(),
             })

@@ -12,6 +12,7 @@
 pub mod cuda;
 pub mod driver;
 pub mod fabric;
+pub mod job;
 pub mod load;
 pub mod nccl;
 pub mod nvml;

@@ -5,6 +5,7 @@
 use super::{hang_live, ranks_phrase, Job};
 use crate::domain::action::Action;
 use crate::domain::job::{self, rank_list, Blamed, WaveKind, Wavefront};
+use crate::facts::job::{self as facts, GroupWave, RankState, WavefrontMap};
 use crate::identity::check;
 use crate::{Collective, DataTable, Outcome};
 
@@ -50,6 +51,8 @@ fail: the ranks at each wavefront, with the group, sequence and collective, and 
 others were doing (JSON: `ranks`, and `collective` for the earliest wavefront).
 warn: every rank inside the same collective, with nothing that shows the job stopped.
 pass: every group's ranks agree up to their last collective and it finished (or is finishing).
+Judged from recorders, every verdict carries each group's ranks at its wavefront as runs of ranks \
+in the same state (JSON: `data.job_wavefront`), which `--html` draws.
 
 Live (`gpucheck job` on the job's node): collectives recorded between the first and last look, \
 2 s apart, mean the job moves (pass). Recorders read at both looks that did not move are judged \
@@ -86,17 +89,78 @@ pub fn judge(job: &Job) -> Outcome {
             "no disagreement: in {} the ranks agree up to their last collective, and it \
              finished",
             groups_phrase(job)
-        ));
+        ))
+        .publish(&picture(job, &waves));
     }
     if let Some(live) = &job.live {
         if let Some(elsewhere) = here_only(&mut waves, live) {
             return elsewhere;
         }
     }
-    if waves[0].kind == WaveKind::Stuck {
-        return stuck(job, &waves[0]);
+    let judged = if waves[0].kind == WaveKind::Stuck {
+        stuck(job, &waves[0])
+    } else {
+        blame(job, &waves)
+    };
+    judged.publish(&picture(job, &waves))
+}
+
+/// Every group's ranks at its wavefront (`waves`, the ones judged), as
+/// runs of ranks in the same state, for the reports that draw them.
+fn picture(job: &Job, waves: &[Wavefront]) -> WavefrontMap {
+    let groups = job
+        .members
+        .groups
+        .values()
+        .filter(|g| !g.members.is_empty())
+        .map(|g| {
+            let wave = waves.iter().find(|w| w.group.name == g.name);
+            let mut ranks: Vec<(u32, RankState, String)> = g
+                .members
+                .iter()
+                .map(|r| {
+                    let (state, doing) = state_at(wave, *r);
+                    (*r, state, doing)
+                })
+                .collect();
+            ranks.sort_by_key(|(r, _, _)| *r);
+            ranks.dedup_by_key(|(r, _, _)| *r);
+            GroupWave {
+                group: g.label(),
+                seq: wave.map(|w| w.seq),
+                call: wave.map_or_else(String::new, |w| w.call.clone()),
+                runs: facts::runs(&ranks),
+            }
+        })
+        .collect();
+    WavefrontMap {
+        world_size: job.members.world.iter().max().map_or(0, |r| r + 1),
+        groups,
     }
-    blame(job, &waves)
+}
+
+/// Where `rank` stands at its group's wavefront (None: the group agrees),
+/// with what it did where it is named.
+fn state_at(wave: Option<&Wavefront>, rank: u32) -> (RankState, String) {
+    let Some(w) = wave else {
+        return (RankState::Agrees, String::new());
+    };
+    if let Some(b) = w.blamed.iter().find(|b| b.rank == rank) {
+        let state = match w.kind {
+            WaveKind::NotJoined => RankState::Behind,
+            WaveKind::Ahead => RankState::Ahead,
+            WaveKind::Mismatch | WaveKind::Split => RankState::Mismatch,
+            WaveKind::Stuck => RankState::Stuck,
+        };
+        return (state, b.doing.clone());
+    }
+    match (w.waiting.contains(&rank), w.kind) {
+        (true, WaveKind::Stuck) => (RankState::Stuck, String::new()),
+        // The majority never called what the few called: they agree.
+        (true, WaveKind::Ahead) => (RankState::Agrees, String::new()),
+        (true, _) => (RankState::Waiting, String::new()),
+        (false, _) => (RankState::Elsewhere, String::new()),
+    }
 }
 
 /// Live, with recorders not read at both looks: one read of a running job
@@ -352,6 +416,7 @@ fn table(waves: &[Wavefront]) -> DataTable {
 mod tests {
     use super::super::live::Live;
     use super::super::Job;
+    use crate::facts::job::{RankState, WavefrontMap};
     use crate::probe::ranks::RankProcess;
     use crate::Status;
 
@@ -414,6 +479,54 @@ mod tests {
         // Read at both looks and nothing moved: rank 2 is named.
         let o = super::judge(&live("skip-json", Some(0)));
         assert_eq!((o.status, o.ranks.clone()), (Status::Fail, vec![2]));
+    }
+
+    /// A fixture case read from its dump files, not live.
+    fn dumps(case: &str) -> Job {
+        let mut job = live(case, None);
+        job.live = None;
+        job
+    }
+
+    #[test]
+    fn the_picture_marks_the_named_ranks_and_the_ranks_waiting() {
+        let o = super::judge(&dumps("missing_rank"));
+        let map: WavefrontMap = o.fact().expect("the wavefront is published");
+        let named: Vec<u32> = map
+            .groups
+            .iter()
+            .flat_map(|g| g.runs.iter().filter(|r| r.state.is_named()))
+            .flat_map(|r| r.first..=r.last)
+            .collect();
+        assert_eq!(named, o.ranks, "{map:?}");
+        let g = &map.groups[0];
+        assert!(g.seq.is_some(), "{g:?}");
+        assert!(g.runs.iter().any(|r| r.state == RankState::Waiting));
+        let covered: u32 = g.runs.iter().map(|r| r.len()).sum();
+        assert_eq!(covered, map.world_size, "{map:?}");
+    }
+
+    #[test]
+    fn every_group_of_two_groups_has_its_own_row_and_culprit() {
+        let o = super::judge(&dumps("two_groups"));
+        let map: WavefrontMap = o.fact().expect("the wavefront is published");
+        let with_culprit = map
+            .groups
+            .iter()
+            .filter(|g| g.runs.iter().any(|r| r.state.is_named()))
+            .count();
+        assert_eq!(with_culprit, 2, "{map:?}");
+    }
+
+    #[test]
+    fn a_finished_job_is_drawn_as_groups_that_agree() {
+        let o = super::judge(&dumps("finished-json"));
+        let map: WavefrontMap = o.fact().expect("the wavefront is published");
+        assert!(map
+            .groups
+            .iter()
+            .flat_map(|g| &g.runs)
+            .all(|r| r.state == RankState::Agrees));
     }
 
     #[test]

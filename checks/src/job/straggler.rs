@@ -7,6 +7,7 @@ use crate::domain::job::{
     self, LateEntry, LATE_ONCE_MIN_MS, LATE_ONCE_SPREAD_FACTOR, STRAGGLER_MIN_COMPARED,
     STRAGGLER_MIN_MS,
 };
+use crate::facts::job::{Lateness, RankLateness};
 use crate::identity::check;
 use crate::{DeviceResult, Metric, Outcome, Status};
 
@@ -38,13 +39,40 @@ branch (logging, evaluation on rank 0).
 warn: a rank entered one collective seconds late, with the collective and the ranks that waited.
 pass: no rank is late by 20 ms or more in the median, and none once by seconds.
 skip: lateness was not measured: no rank's Flight Recorder was read, or the recorders share fewer \
-than 5 collectives every rank entered alike (a verdict either way would be a guess).",
+than 5 collectives every rank entered alike (a verdict either way would be a guess).
+Measured, every verdict carries each rank's median and worst lateness (JSON: \
+`data.job_lateness`), which `--html` charts.",
     profile: super::JOB_PROFILE,
     timeout: super::TIMEOUT,
     run: |check, ctx| super::judged(check, ctx, judge),
 );
 
 pub fn judge(job: &Job) -> Outcome {
+    let judged = verdict(job);
+    match judged.status {
+        Status::Skip => judged,
+        _ => judged.publish(&lateness(job)),
+    }
+}
+
+/// Every rank's lateness, straggler or not, for the reports that draw
+/// it.
+fn lateness(job: &Job) -> Lateness {
+    Lateness {
+        straggler_ms: STRAGGLER_MIN_MS,
+        ranks: job::lateness(&job.traces, &job.members)
+            .into_iter()
+            .map(|s| RankLateness {
+                rank: s.rank,
+                median_ms: s.median_ms,
+                worst_ms: s.worst_ms,
+                compared: s.compared,
+            })
+            .collect(),
+    }
+}
+
+fn verdict(job: &Job) -> Outcome {
     let found = job::stragglers(&job.traces, &job.members);
     let Some(worst) = found
         .iter()
@@ -196,6 +224,7 @@ fn late_once(late: &[LateEntry]) -> Option<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::super::Job;
+    use crate::facts::job::Lateness;
     use crate::Status;
 
     fn fixture(case: &str) -> Job {
@@ -235,5 +264,19 @@ mod tests {
         let o = super::judge(&fixture("straggler-json"));
         assert_eq!(o.status, Status::Fail, "{}", o.summary);
         assert!(!o.ranks.is_empty());
+    }
+
+    #[test]
+    fn every_ranks_lateness_is_published_the_stragglers_above_the_line() {
+        let o = super::judge(&fixture("straggler-json"));
+        let late: Lateness = o.fact().expect("the lateness is published");
+        let job = fixture("straggler-json");
+        assert_eq!(late.ranks.len(), job.traces.len(), "{late:?}");
+        for r in &late.ranks {
+            let named = o.ranks.contains(&r.rank);
+            assert_eq!(named, r.median_ms >= late.straggler_ms, "{r:?}");
+        }
+        let skipped = super::judge(&Job::default());
+        assert!(skipped.fact::<Lateness>().is_none(), "not measured: none");
     }
 }
