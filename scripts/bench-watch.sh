@@ -44,6 +44,7 @@ echo "| what | figure |"
 echo "|---|---|"
 echo "| step time without the watch (median of $ROUNDS runs of $STEPS steps) | $("$PY" -c "print(f'{1000*$p:.1f} ms')") |"
 echo "| step time under \`gpucheck job --watch\` | $("$PY" -c "print(f'{1000*$w:.1f} ms ({100*($w/$p-1):+.1f} %)')") |"
+echo "| every run's step time, without / with the watch | ${plain[*]} / ${watched[*]} s |"
 echo "| the watcher's CPU (with its py-spy reads), share of one core | $(median "${cpu[@]}") % (runs: ${cpu[*]}) |"
 echo "| the watcher's peak RSS | $(median "${rss[@]}") MiB |"
 
