@@ -163,7 +163,7 @@ fn open(format: Format, path: &Path) -> Result<ReportFile, String> {
                 // What File::create gives a new file: 0666 less the umask.
                 .permissions(Permissions::from_mode(0o666))
                 .tempfile_in(folder)
-                .map_err(refuse)?;
+                .map_err(|e| refuse(folder_refusal(folder).unwrap_or(e)))?;
             let keep = existing.filter(|m| m.is_file()).map(|m| m.permissions());
             Target::Replace { temp, keep }
         }
@@ -301,6 +301,16 @@ fn own_descriptor(path: &Path) -> Option<std::os::fd::RawFd> {
         return None;
     }
     named.file_name()?.to_str()?.parse().ok()
+}
+
+/// Why a report cannot be made in `folder`, as the OS says it (tempfile's
+/// own error names its random temporary file, which the user never
+/// asked for): the folder missing, not a folder, or not writable.
+fn folder_refusal(folder: &Path) -> Option<std::io::Error> {
+    use nix::unistd::{access, AccessFlags};
+    access(folder, AccessFlags::W_OK | AccessFlags::X_OK)
+        .err()
+        .map(std::io::Error::from)
 }
 
 /// The OS's words for an I/O error, without the path tempfile appends.
@@ -472,5 +482,19 @@ mod tests {
             "{err}"
         );
         assert!(stream_of(Format::Table, Some("/dev/null"), Some("/dev/null")).is_ok());
+    }
+
+    #[test]
+    fn a_report_in_a_missing_folder_is_refused_without_naming_a_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nowhere/r.json");
+        let err = stream_of(Format::Table, Some(path.to_str().unwrap()), None).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "cannot write the JSON report to {}: No such file or directory (os error 2)",
+                path.display()
+            )
+        );
     }
 }
