@@ -26,4 +26,5 @@ pub mod sxid;
 pub mod text;
 pub mod visible_devices;
 pub mod watch;
+pub mod watch_summary;
 pub mod xid;

@@ -51,7 +51,7 @@ pub const STRAGGLER_MIN_CAUGHT: usize = 5;
 pub const STRAGGLER_SHARE: f64 = 0.5;
 
 /// One rank at one sample.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub rank: u32,
     /// /proc's state letter (R, S, D, T, Z).
