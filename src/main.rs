@@ -343,7 +343,7 @@ fn run_command(args: &RunArgs) -> anyhow::Result<u8> {
 
 /// `gpucheck job`: judge a job live on this node, or from its ranks' dumps.
 fn job(args: &JobArgs) -> anyhow::Result<u8> {
-    if args.cluster.identity_given() {
+    if args.cluster.identity_given() && !args.watch.watch {
         return cluster::job(args);
     }
     if args.watch.watch {
@@ -362,11 +362,9 @@ fn job_watch(args: &JobArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
-    if args.cluster.identity_given() {
+    if args.cluster.identity_given() && args.capture.is_some() {
         return Err(UsageError(
-            "--watch across nodes (--nnodes ...) is not available yet: run gpucheck job --watch \
-             on each node"
-                .into(),
+            "--watch across nodes keeps no --capture: each node's diagnosis is its own".into(),
         )
         .into());
     }
@@ -395,8 +393,14 @@ fn job_watch(args: &JobArgs) -> anyhow::Result<u8> {
         nvml_lib: args.nvml_lib.clone(),
         kernel_log: args.kernel_log.clone(),
     };
+    let link = if args.cluster.identity_given() {
+        let host = gpucheck_checks::probe::system::host_facts().hostname;
+        Some(cluster::watch::Link::start(args, &host)?)
+    } else {
+        None
+    };
     process::become_subreaper();
-    watch::watch(watch::Target::Attached(args.pid), &settings)
+    watch::watch(watch::Target::Attached(args.pid), &settings, link)
 }
 
 fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
@@ -517,7 +521,7 @@ fn run_watched(
         kernel_log: args.run.kernel_log.clone(),
     };
     process::become_subreaper();
-    let code = watch::watch(watch::Target::Child(pid), &settings);
+    let code = watch::watch(watch::Target::Child(pid), &settings, None);
     watch::take_terminal(terminal);
     code
 }

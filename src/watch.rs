@@ -18,6 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpucheck_checks::domain::watch::{Ended, Event, Exit, Watcher};
+use gpucheck_checks::domain::watch_summary::{Merge, NodeDiagnosis, RankEnd};
 use gpucheck_checks::job::watch::{self as watch_check, Last, Verdict};
 use gpucheck_checks::probe::exits::ExitThread;
 use gpucheck_checks::probe::process;
@@ -25,9 +26,12 @@ use gpucheck_checks::probe::ranks::{self, RankProcess};
 use gpucheck_checks::{Check, Outcome, Status};
 
 use crate::cli::{OnHang, OutputArgs, WatchFlags};
+use crate::cluster::watch::{Heard, Link};
 use crate::model::{CheckResult, Run};
 use crate::report::Format;
 use crate::{interrupt, output, pipeline};
+
+mod nodes;
 
 /// The exit code after the watch ended a hung job (`--on-hang stop`): the
 /// code `timeout(1)` exits with when it ends a command that ran too long,
@@ -90,12 +94,25 @@ struct State<'a> {
     /// The stop signal passed on to CMD: the ranks' ends that follow are
     /// its doing, no crash.
     passed_on: Option<i32>,
+    /// Across nodes: the link to the other nodes, node 0's merge of their
+    /// summaries, this node's ranks' ends (sent with its summary), and the
+    /// nodes said to be silent.
+    link: Option<Link>,
+    merge: Merge,
+    ends: Vec<RankEnd>,
+    silent_said: Vec<u32>,
+    /// Node 0: the diagnosis asked of other nodes (order number, when,
+    /// which nodes); another node: its answer to node 0's last ask.
+    asked: Option<nodes::Asked>,
+    orders: u64,
+    answer: Option<NodeDiagnosis>,
 }
 
 /// Watch `target` until it ends (or, attached, until a stop signal);
 /// returns gpucheck's exit code.
-pub fn watch(target: Target, s: &Settings) -> anyhow::Result<u8> {
+pub fn watch(target: Target, s: &Settings, link: Option<Link>) -> anyhow::Result<u8> {
     let mut st = State::new(target, s);
+    st.link = link;
     st.say(&format!(
         "watching the job (hang after {}, every {:.1} s)",
         describe_hang_after(s.flags.hang_after),
@@ -135,6 +152,13 @@ impl<'a> State<'a> {
             written: None,
             child_status: None,
             passed_on: None,
+            link: None,
+            merge: Merge::default(),
+            ends: Vec::new(),
+            silent_said: Vec::new(),
+            asked: None,
+            orders: 0,
+            answer: None,
         }
     }
 
@@ -148,6 +172,9 @@ impl<'a> State<'a> {
             return Ok(Some(code));
         }
         self.discover();
+        if let Some(code) = self.listen() {
+            return Ok(Some(code));
+        }
         for (pid, exit) in self.exits.wait(SLICE) {
             self.rank_ended(pid, exit);
         }
@@ -292,6 +319,13 @@ impl<'a> State<'a> {
             return;
         }
         let oom = exit == Exit::Signal(libc::SIGKILL) && oom_killed(pid, self.s);
+        self.ends.push(RankEnd {
+            rank: r.rank,
+            pid,
+            exit,
+            oom,
+            at_unix: unix_now(),
+        });
         let ended = Ended {
             rank: r.rank,
             pid,
@@ -329,46 +363,81 @@ impl<'a> State<'a> {
                 },
             );
         }
+        let samples = self.whole_job(samples);
         let events = self.watcher.observe(self.now_s(), &samples);
         for e in &events {
             self.log(e);
         }
         for e in events {
-            if let Event::HangSuspected { .. } = e {
-                if let Some(code) = self.diagnose()? {
+            if let Event::HangSuspected { waiting, .. } = &e {
+                if self.follows() {
+                    self.say("node 0 judges the whole job: no diagnosis here");
+                    continue;
+                }
+                if self.ask_nodes(waiting) {
+                    continue;
+                }
+                if let Some(code) = self.diagnose() {
                     return Ok(Some(code));
                 }
             }
             if let Event::HangCleared { .. } = e {
                 self.verdict.hang = None;
+                self.asked = None;
             }
+        }
+        if let Some(code) = self.answers() {
+            return Ok(Some(code));
         }
         self.write_reports(false)?;
         Ok(None)
     }
 
-    /// The full `gpucheck job` diagnosis; a confirmed hang is the verdict
-    /// (and, under `--on-hang stop`, the job's end).
-    fn diagnose(&mut self) -> anyhow::Result<Option<u8>> {
+    /// The full `gpucheck job` diagnosis of this node's ranks: its
+    /// `job.hang` result (None: no report came).
+    fn local_hang(&mut self) -> Option<CheckResult> {
         let Some(run) = diagnosis(self.target, self.s) else {
             self.say("the diagnosis gave no report");
-            return Ok(None);
+            return None;
         };
         let hang = run.results.iter().find(|r| r.id == "job.hang").cloned();
         self.diagnosis = run.results;
-        let Some(hang) = hang.filter(|h| h.outcome.status == Status::Fail) else {
+        hang
+    }
+
+    /// Diagnose this node's ranks; a confirmed hang is the verdict (and,
+    /// under `--on-hang stop`, the job's end).
+    fn diagnose(&mut self) -> Option<u8> {
+        let Some(hang) = self
+            .local_hang()
+            .filter(|h| h.outcome.status == Status::Fail)
+        else {
             self.say("diagnosis: not a hang");
-            return Ok(None);
+            return None;
         };
         let action = hang.outcome.action.unwrap_or_default();
-        let summary = hang.outcome.summary.clone();
-        self.verdict.hang = Some((summary.clone(), hang.outcome.ranks.clone(), action));
+        self.confirmed(hang.outcome.summary.clone(), hang.outcome.ranks.clone(), action)
+    }
+
+    /// A hang confirmed by a diagnosis: the verdict, and under `--on-hang
+    /// stop` the job's end on every node; Some(exit code) then.
+    fn confirmed(
+        &mut self,
+        summary: String,
+        ranks: Vec<u32>,
+        action: gpucheck_checks::domain::action::Action,
+    ) -> Option<u8> {
+        self.verdict.hang = Some((summary.clone(), ranks, action));
         self.note(&format!("hang confirmed: {summary}"));
         if self.s.flags.on_hang == OnHang::Report {
-            return Ok(None);
+            return None;
+        }
+        if let Some(link) = self.link.as_ref().filter(|l| l.leads()) {
+            self.say("ordering every node to end its ranks");
+            link.order_stop();
         }
         self.stop_job();
-        Ok(Some(EXIT_STOPPED_HUNG))
+        Some(EXIT_STOPPED_HUNG)
     }
 
     /// End the hung job: SIGTERM to its launcher's process group, SIGKILL
@@ -394,7 +463,8 @@ impl<'a> State<'a> {
     }
 
     fn log(&mut self, e: &Event) {
-        self.note(&watch_check::event_words(e));
+        let words = watch_check::event_words(e) + &self.on_nodes(e);
+        self.note(&words);
     }
 
     /// An event: kept for the report and said on stderr.
@@ -412,7 +482,11 @@ impl<'a> State<'a> {
 
     /// The watch's run: job.watch first, then the last diagnosis's results.
     fn run(&self) -> Run {
-        let ranks = self.ranks.len().max(self.last.len());
+        let ranks = self
+            .ranks
+            .len()
+            .max(self.last.len())
+            .max(self.merge.samples().len());
         let outcome = watch_check::outcome(&self.verdict, &self.watcher, self.now_s(), ranks);
         let check = &gpucheck_checks::job::Watch;
         let mut results = vec![CheckResult {
@@ -547,6 +621,13 @@ fn signal_all(group: Option<i32>, pids: &[i32], sig: nix::sys::signal::Signal) {
 
 fn alive(pid: i32) -> bool {
     gpucheck_checks::probe::exits::proc_sample(pid).is_some_and(|s| s.state != 'Z')
+}
+
+/// Seconds since the Unix epoch, now.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 fn started_unix(start: Instant) -> u64 {

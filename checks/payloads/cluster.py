@@ -8,7 +8,7 @@ other node connects to it.
 Input: the configuration in $GPUCHECK_CLUSTER_CONFIG (JSON: node_rank,
 nnodes, master_addr, master_port, rdzv_timeout_s, margin_s, ack_timeout_s,
 allreduce, backend, nproc, allreduce_timeout_s, pair_steps, run_id,
-run_id_from, tool_version, profile, host); the cluster token, when one is
+run_id_from, tool_version, profile, host, watch); the cluster token, when one is
 shared, hex-encoded in $GPUCHECK_CLUSTER_KEY. On stdin, line 1 is this
 node's message (its report, JSON). On node 0 gpucheck then writes one line
 per "pairs" event, {"rounds": [[[a, b], ...], ...]} (no rounds: done), and
@@ -22,7 +22,16 @@ torch prints can break parsing:
   {"event": "gathered", "nodes": {...}, "missing": [...], "rejected": {...}, ...}
   {"event": "verdict", "sealed": "...", ...}     other nodes: node 0's verdict
   {"event": "done", "acked": [...]}              node 0, at the end
+  {"event": "summary", "node": r, "summary": {...}}  node 0 of a watched job
+  {"event": "order", "order": ..., "n": k}      other nodes of a watched job
   {"event": "error", "stage": ..., "detail": ..., ...}
+A job watched across nodes (watch: true) has no verdict to publish: once
+the nodes joined, every other node writes each line gpucheck gives it (its
+ranks' summary, {"round": n, ...}) to "watch/<node>", node 0 hands gpucheck
+each node's summary once its round is newer, and gpucheck's orders on node
+0 ({"order": "diagnose"|"stop"|"end", "n": k}) go to "watch/order" for the
+others to read.
+
 Progress goes to stderr as "GPUCHECK_CLUSTER_STAGE <what>".
 
 Trust. Every key lives under the run id ("gpucheck/<run>/..."), which every
@@ -111,6 +120,11 @@ UNVERIFIED_S = 5 * KEEP_S
 # How long node 0, unable to serve its port, asks what serves it.
 OCCUPANT_S = 2.0
 EXIT_UNANSWERED = 3
+# A job watched across nodes: how often node 0 reads the nodes' summaries
+# and the other nodes read node 0's orders; how long node 0 waits at the end
+# for the others to read its "end".
+WATCH_POLL_S = 0.5
+WATCH_END_S = 3.0
 
 _out = threading.Lock()
 
@@ -740,6 +754,8 @@ def full_allreduce(cfg, link, go, workers):
 
 
 _pending = [b""]
+# Set once gpucheck closed this payload's input.
+_eof = [False]
 
 
 def read_line(deadline):
@@ -752,6 +768,7 @@ def read_line(deadline):
             return ""
         chunk = os.read(0, 1 << 20)
         if not chunk:
+            _eof[0] = True
             return ""
         _pending[0] += chunk
     line, _, _pending[0] = _pending[0].partition(b"\n")
@@ -979,8 +996,95 @@ def serve(cfg, link, own, started, backend):
         }
     )
     joined = [r for r in entries if r != 0]
+    if cfg.get("watch"):
+        watch_lead(link, joined)
+        return
     acked = publish_verdict(cfg, link, joined)
     emit({"event": "done", "acked": acked, "unverified": len(link.unverified)})
+
+
+WATCH_ORDERS = ("diagnose", "stop", "end")
+
+
+def watch_order(link, order, n):
+    """Node 0 of a watched job: an order for every other node ("diagnose":
+    diagnose your ranks, the job looks hung; "stop": end your ranks, the
+    job is hung; "end": the watch is over), numbered n."""
+    link.keep("watch/order", {"order": order, "n": n, "run_id": link.run_id})
+
+
+def watch_lead(link, joined):
+    """Node 0 of a job watched across nodes: hand gpucheck each node's
+    summary once it is newer than the last; put gpucheck's orders into the
+    store; at gpucheck's "end" (or the end of its input) wait a moment for
+    the others to read it, then end."""
+    stage("watching: reading the summaries of %d nodes" % len(joined))
+    rounds, ordered = {}, None
+    while True:
+        line = read_line(time.monotonic() + WATCH_POLL_S)
+        order, n = None, 0
+        if line.strip():
+            try:
+                said = loads(line)
+                order, n = said.get("order"), said.get("n", 0)
+            except (Refused, AttributeError):
+                order = None
+        elif _eof[0]:
+            order = "end"
+        if order == "end" and ordered == "stop":
+            # The others must still read the stop, not the end.
+            break
+        if order in WATCH_ORDERS and isinstance(n, int):
+            watch_order(link, order, n)
+            ordered = order
+        if order == "end":
+            break
+        link.refresh()
+        for r in joined:
+            value = link.verified("watch/%d" % r)
+            if not isinstance(value, dict):
+                continue
+            n = value.get("round")
+            if isinstance(n, int) and not isinstance(n, bool) and n > rounds.get(r, -1):
+                rounds[r] = n
+                emit({"event": "summary", "node": r, "summary": value})
+    deadline = time.monotonic() + WATCH_END_S
+    acked = set()
+    while len(acked) < len(joined) and time.monotonic() < deadline:
+        link.refresh()
+        acked.update(r for r in joined if r not in acked and link.has("watch/ack/%d" % r))
+        time.sleep(POLL_S * 5)
+    emit({"event": "done", "acked": sorted(acked), "unverified": len(link.unverified)})
+
+
+def watch_follow(link, rank):
+    """Another node of a job watched across nodes: each line gpucheck
+    writes (this node's summary) into the store for node 0; each new order
+    of node 0 handed to gpucheck; until gpucheck closes the input."""
+    stage("watching: sending summaries to node 0")
+    told, polled = None, 0.0
+    while True:
+        line = read_line(time.monotonic() + WATCH_POLL_S)
+        if line.strip():
+            try:
+                body = loads(line)
+            except Refused:
+                body = None
+            if isinstance(body, dict):
+                link.put("watch/%d" % rank, body)
+        elif _eof[0]:
+            return
+        if time.monotonic() - polled < WATCH_POLL_S:
+            continue
+        polled = time.monotonic()
+        order = link.verified("watch/order")
+        if isinstance(order, dict) and order.get("run_id") == link.run_id:
+            now = (order.get("order"), order.get("n"))
+            if now[0] in WATCH_ORDERS and isinstance(now[1], int) and now != told:
+                told = now
+                if now[0] in ("stop", "end"):
+                    link.put("watch/ack/%d" % rank, {"node_rank": rank})
+                emit({"event": "order", "order": now[0], "n": now[1]})
 
 
 def op_limit(cfg):
@@ -1108,6 +1212,9 @@ def join(cfg, link, entry, started, local):
         stage("clock not measured: %s" % clean(e))
     link.keep("node/%d" % rank, dict(entry, clock=clock, claim=me["nonce"]))
     emit({"event": "joined", "run_id": link.run_id, "clock": clock})
+    if cfg.get("watch"):
+        watch_follow(link, rank)
+        return
     wait_verdict(cfg, link, started, local)
 
 

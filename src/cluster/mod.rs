@@ -29,6 +29,7 @@ use crate::UsageError;
 pub mod checked;
 pub mod identity;
 mod job;
+pub mod watch;
 pub mod rendezvous;
 pub mod report;
 pub mod seal;
@@ -265,6 +266,7 @@ fn base_config(id: &identity::Identity, cluster: &ClusterFlags) -> Config {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         profile: String::new(),
         host: String::new(),
+        watch: false,
     }
 }
 
@@ -444,7 +446,11 @@ struct Gathered {
 fn gathered(session: &mut Session, deadline: Instant, nnodes: u32) -> Result<Gathered, String> {
     loop {
         match session.next(deadline, "every node to join")? {
-            Event::Joined { .. } | Event::Done { .. } | Event::Verdict { .. } => continue,
+            Event::Joined { .. }
+            | Event::Done { .. }
+            | Event::Verdict { .. }
+            | Event::Summary { .. }
+            | Event::Order { .. } => continue,
             Event::Error { stage, detail, .. } => {
                 return Err(format!("{stage}: {}", checked::clean(&detail, 600)))
             }

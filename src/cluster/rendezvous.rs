@@ -81,6 +81,9 @@ pub struct Config {
     pub profile: String,
     /// This node's host name, for the messages that name it.
     pub host: String,
+    /// A job watched across nodes: after the rendezvous, summaries and
+    /// orders stream through the store until gpucheck ends (no verdict).
+    pub watch: bool,
 }
 
 /// One pair all-reduce as node 0's payload measured it.
@@ -198,6 +201,18 @@ pub enum Event {
     },
     /// Node 0: every node read the verdict, or the wait for that ended.
     Done {},
+    /// Node 0 of a watched job: a node's summary, newer than its last.
+    Summary {
+        node: u32,
+        summary: serde_json::Value,
+    },
+    /// Another node of a watched job: node 0's order `n` ("diagnose",
+    /// "stop", "end").
+    Order {
+        order: String,
+        #[serde(default)]
+        n: u64,
+    },
     Error {
         stage: String,
         detail: String,
@@ -280,6 +295,16 @@ impl Session {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Err(self.ended(waiting_for)),
             }
+        }
+    }
+
+    /// The next event if one is there: None when none came yet; an error
+    /// once the payload ended (with why).
+    pub fn try_next(&mut self) -> Option<Result<Event, String>> {
+        match self.events.try_recv() {
+            Ok(event) => Some(event),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(self.ended("the watch's summaries"))),
         }
     }
 

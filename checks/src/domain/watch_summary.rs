@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::action::Action;
 use crate::domain::stacks::Where;
 use crate::domain::watch::{Ended, Exit, Sample};
 
@@ -41,6 +42,24 @@ pub struct NodeSummary {
     /// Every end of this node's ranks seen since its watch started.
     #[serde(default)]
     pub ended: Vec<RankEnd>,
+    /// Its own ranks' diagnosis (`gpucheck job` on that node), last asked
+    /// for by node 0.
+    #[serde(default)]
+    pub diagnosis: Option<NodeDiagnosis>,
+}
+
+/// A node's diagnosis of its own ranks, asked for by node 0's order `order`
+/// when the whole job looked hung and a rank of that node was not in the
+/// collective: `job.hang`'s verdict there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeDiagnosis {
+    pub order: u64,
+    /// `job.hang` failed: a hang, confirmed where the culprit runs.
+    pub hang: bool,
+    pub summary: String,
+    pub ranks: Vec<u32>,
+    #[serde(default)]
+    pub action: Option<Action>,
 }
 
 /// A rank of the node that ended, as its node saw it.
@@ -59,6 +78,10 @@ impl NodeSummary {
     /// A summary fit to send: every text cut to [`MAX_TEXT`].
     pub fn clean(mut self) -> NodeSummary {
         cut(&mut self.host);
+        if let Some(d) = &mut self.diagnosis {
+            cut(&mut d.summary);
+            d.ranks.truncate(MAX_NODE_RANKS);
+        }
         for s in &mut self.samples {
             if let Some(w) = &mut s.at {
                 clean_where(w);
@@ -187,6 +210,17 @@ impl Merge {
         Some((node, self.nodes.get(&node)?.summary.host.as_str()))
     }
 
+    /// A node's host, as its summary says.
+    pub fn host(&self, node: u32) -> Option<&str> {
+        Some(self.nodes.get(&node)?.summary.host.as_str())
+    }
+
+    /// The latest diagnosis a node sent in answer to `order`.
+    pub fn diagnosis(&self, node: u32, order: u64) -> Option<&NodeDiagnosis> {
+        let d = self.nodes.get(&node)?.summary.diagnosis.as_ref()?;
+        (d.order == order).then_some(d)
+    }
+
     /// The nodes heard from.
     pub fn nodes(&self) -> usize {
         self.nodes.len()
@@ -233,6 +267,7 @@ mod tests {
                 .map(|r| sample(r, 1.0, Some(Activity::Backward)))
                 .collect(),
             ended: Vec::new(),
+            diagnosis: None,
         }
     }
 
@@ -322,6 +357,23 @@ mod tests {
         a.round = 2;
         m.take(6.0, a).unwrap();
         assert!(m.new_ends(|u| u).is_empty());
+    }
+
+    #[test]
+    fn a_diagnosis_counts_only_for_the_order_it_answers() {
+        let mut m = Merge::default();
+        let mut s = summary(1, 1, 0..2);
+        s.diagnosis = Some(NodeDiagnosis {
+            order: 2,
+            hang: true,
+            summary: "rank 1 never joined all_reduce".into(),
+            ranks: vec![1],
+            action: Some(Action::RestartJob),
+        });
+        m.take(1.0, s).unwrap();
+        assert!(m.diagnosis(1, 1).is_none());
+        assert_eq!(m.diagnosis(1, 2).map(|d| d.ranks.clone()), Some(vec![1]));
+        assert!(m.diagnosis(0, 2).is_none());
     }
 
     #[test]
