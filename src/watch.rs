@@ -416,7 +416,11 @@ impl<'a> State<'a> {
             return None;
         };
         let action = hang.outcome.action.unwrap_or_default();
-        self.confirmed(hang.outcome.summary.clone(), hang.outcome.ranks.clone(), action)
+        self.confirmed(
+            hang.outcome.summary.clone(),
+            hang.outcome.ranks.clone(),
+            action,
+        )
     }
 
     /// A hang confirmed by a diagnosis: the verdict, and under `--on-hang

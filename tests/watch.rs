@@ -369,3 +369,107 @@ fn bad_watch_flags_are_one_line_errors_with_exit_2() {
         );
     }
 }
+
+/// A free port on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// Two nodes of one 4-rank job on 127.0.0.1 (a torchrun launcher each, 2
+/// ranks each), each watched by `gpucheck job --watch --nnodes 2`: rank 3,
+/// on node 1, sleeps instead of its step. Node 0 sees ranks 0-2 wait for
+/// it, asks node 1 for its diagnosis, names rank 3 with its node, and under
+/// `--on-hang stop` every node ends its own ranks and exits 124.
+#[test]
+fn across_two_nodes_the_rank_asleep_on_node_1_is_named_and_every_node_ends_its_ranks() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let case = Case::new(&[("CASE", "sleep"), ("FAULT_RANK", "3"), ("AT_STEP", "15")]);
+    let (job_port, watch_port) = (free_port().to_string(), free_port().to_string());
+    let script = root().join("tests/fixtures/watch_job/train.py");
+    let mut launchers = Vec::new();
+    let mut watches = Vec::new();
+    for node in ["0", "1"] {
+        let job = Command::new(venv_python())
+            .args([
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                node,
+            ])
+            .args(["--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
+            .args(["--master-port", &job_port])
+            .arg(&script)
+            .envs(case.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = job.id().to_string();
+        launchers.push(KillGroup(job));
+        let watch = gpucheck()
+            .args(["job", "--watch", "--hang-after", "6", "--on-hang", "stop"])
+            .args(["--pid", &pid, "--nnodes", "2", "--node-rank", node])
+            .args(["--master-addr", "127.0.0.1", "--master-port", &watch_port])
+            .arg("--python")
+            .arg(venv_python())
+            .arg("--json")
+            .arg(case.path(&format!("node{node}.json")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(case.path(&format!("node{node}.err"))).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        watches.push(watch);
+    }
+    let codes: Vec<i32> = watches
+        .into_iter()
+        .map(|w| wait_or_kill(w, Duration::from_secs(150)))
+        .collect();
+    let ended = SystemTime::now();
+    let err0 = std::fs::read_to_string(case.path("node0.err")).unwrap_or_default();
+    let err1 = std::fs::read_to_string(case.path("node1.err")).unwrap_or_default();
+    let both = format!("node 0:\n{err0}\nnode 1:\n{err1}");
+    assert_eq!(codes, vec![124, 124], "{both}");
+    assert!(err0.contains("not in it: rank 3 on node 1"), "{both}");
+    assert!(err1.contains("node 0 found the job hung"), "{both}");
+    let doc = report(&case.path("node0.json"));
+    assert_eq!(ranks_of(&doc, "job.watch"), vec![3], "{both}");
+    let summary = text_field(&doc, "job.watch", "summary");
+    assert!(summary.contains("node 1"), "{summary}");
+    let took = case.since_fault(ended);
+    assert!(
+        took < 90.0,
+        "{took:.1} s from the fault to both watches' end\n{both}"
+    );
+    // The watches ended the job: its launchers follow their ranks.
+    let gone = wait_for(Duration::from_secs(20), || {
+        case.left_running().is_empty().then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "{:?} left running\n{both}",
+        case.left_running()
+    );
+    drop(launchers);
+}
+
+#[test]
+fn across_nodes_the_watch_keeps_no_capture() {
+    let out = gpucheck()
+        .args(["job", "--watch", "--nnodes", "2", "--node-rank", "1"])
+        .args(["--master-addr", "127.0.0.1", "--capture", "/tmp/x.json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("keeps no --capture"), "{err}");
+}

@@ -29,10 +29,10 @@ use crate::UsageError;
 pub mod checked;
 pub mod identity;
 mod job;
-pub mod watch;
 pub mod rendezvous;
 pub mod report;
 pub mod seal;
+pub mod watch;
 
 use identity::IdentityFlags;
 pub use job::job;

@@ -98,7 +98,9 @@ impl Link {
     pub fn heard(&mut self) -> Vec<Heard> {
         let mut out = Vec::new();
         while let Some(session) = self.session.as_mut() {
-            let Some(next) = session.try_next() else { break };
+            let Some(next) = session.try_next() else {
+                break;
+            };
             match next {
                 Ok(event) => out.extend(heard(event)),
                 Err(why) => {
@@ -168,8 +170,8 @@ fn heard(event: Event) -> Option<Heard> {
             nodes: nodes.keys().filter_map(|k| k.parse().ok()).collect(),
             missing,
         }),
-        Event::Summary { node, summary } => Some(
-            match serde_json::from_value::<NodeSummary>(summary) {
+        Event::Summary { node, summary } => {
+            Some(match serde_json::from_value::<NodeSummary>(summary) {
                 Ok(s) if s.node == node => Heard::Summary(s),
                 Ok(s) => Heard::Unreadable {
                     node,
@@ -179,8 +181,8 @@ fn heard(event: Event) -> Option<Heard> {
                     node,
                     why: checked::clean(&e.to_string(), 200),
                 },
-            },
-        ),
+            })
+        }
         Event::Order { order, n } => match order.as_str() {
             "diagnose" => Some(Heard::Diagnose(n)),
             "stop" => Some(Heard::Stop),

@@ -42,7 +42,10 @@ impl State<'_> {
                 Heard::Joined { nodes, missing } => {
                     let mut line = format!("{} nodes joined the watch", nodes.len());
                     if !missing.is_empty() {
-                        line += &format!(" (not: node {:?}; the watch judges those that did)", missing);
+                        line += &format!(
+                            " (not: node {:?}; the watch judges those that did)",
+                            missing
+                        );
                     }
                     self.say(&line);
                 }
@@ -167,7 +170,11 @@ impl State<'_> {
         let late = self.now_s() - asked.at_s > (DIAGNOSIS_TIMEOUT * 2).as_secs_f64();
         if answers.len() == asked.nodes.len() || late {
             self.asked = None;
-            let said = if late { "gave no answer in time" } else { "found no hang" };
+            let said = if late {
+                "gave no answer in time"
+            } else {
+                "found no hang"
+            };
             self.say(&format!("the nodes' diagnosis {said}: not a hang"));
         }
         None
@@ -178,14 +185,18 @@ impl State<'_> {
     fn answer_ask(&mut self, n: u64) {
         self.say("node 0 asks for this node's diagnosis");
         let hang = self.local_hang();
-        let failed = hang.as_ref().is_some_and(|h| h.outcome.status == Status::Fail);
+        let failed = hang
+            .as_ref()
+            .is_some_and(|h| h.outcome.status == Status::Fail);
         self.answer = Some(NodeDiagnosis {
             order: n,
             hang: failed,
             summary: hang
                 .as_ref()
                 .map_or("no report".to_string(), |h| h.outcome.summary.clone()),
-            ranks: hang.as_ref().map_or(Vec::new(), |h| h.outcome.ranks.clone()),
+            ranks: hang
+                .as_ref()
+                .map_or(Vec::new(), |h| h.outcome.ranks.clone()),
             action: hang.and_then(|h| h.outcome.action),
         });
     }
