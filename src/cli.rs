@@ -340,7 +340,10 @@ rank's dump in DIR, or no job running here.\n\n\
 With --nnodes N (and --node-rank, --master-addr, --master-port) on every node: the nodes meet \
 through gpucheck cluster's rendezvous and node rank 0 judges the whole job.\n\n\
 With --watch: keeps watching the running job until it ends, naming a crashed rank, a hang (then \
-diagnosed as above) or a straggler as it happens; exit 124 when --on-hang stop ended a hung job.\n\n\
+diagnosed as above) or a straggler as it happens; exit 124 when --on-hang stop ended a hung job. \
+With --watch and --nnodes on every node, each node sends node rank 0 a summary of its ranks every \
+period; node 0 judges the whole job, asks the culprit's node for its diagnosis, and under \
+--on-hang stop has every node end its ranks.\n\n\
 Examples: gpucheck job --pid 41872; gpucheck job --traces /shared/fr-dumps/ --json job.json; \
 gpucheck job --watch --hang-after 120";
 
