@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use gpucheck_checks::domain::stacks::{Activity, Frame, Where};
 use gpucheck_checks::domain::watch::{Sample, Watcher};
+use gpucheck_checks::domain::watch_late::{Entered, ENTERED_KEPT};
 use gpucheck_checks::domain::watch_summary::{Merge, NodeSummary};
 
 fn arg(i: usize, default: u32) -> u32 {
@@ -21,7 +22,8 @@ fn arg(i: usize, default: u32) -> u32 {
 
 /// One rank's sample as a watch reads it: every rank in backward but one
 /// asleep on the last node, each with the frame and source line py-spy
-/// gives, a recorder number that moves every period.
+/// gives, a recorder number that moves every period and its last 16
+/// collectives' entry times.
 fn sample(rank: u32, round: u64, asleep: bool) -> Sample {
     let (activity, function, line, code) = if asleep {
         (Activity::Sleep, "main", 88, "time.sleep(3600)")
@@ -44,6 +46,13 @@ fn sample(rank: u32, round: u64, asleep: bool) -> Sample {
             }),
         }),
         recorder: Some(round * 64 + 17),
+        entered: (0..ENTERED_KEPT as u64)
+            .map(|i| Entered {
+                group: "0".into(),
+                seq: round * 64 + i,
+                at_ms: 1.8e12 + (round * 64 + i) as f64 * 12.0 + f64::from(rank) * 0.05,
+            })
+            .collect(),
     }
 }
 

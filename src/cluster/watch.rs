@@ -26,9 +26,13 @@ const END_WAIT: Duration = Duration::from_secs(5);
 /// What came over the link since the last look.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Heard {
-    /// Node 0: the nodes that joined (node 0 too) and those that did not
-    /// within the rendezvous timeout.
-    Joined { nodes: Vec<u32>, missing: Vec<u32> },
+    /// Node 0: the nodes that joined (node 0 too), each with its clock
+    /// against node 0's where measured (offset, uncertainty, seconds), and
+    /// those that did not join within the rendezvous timeout.
+    Joined {
+        nodes: Vec<(u32, Option<(f64, f64)>)>,
+        missing: Vec<u32>,
+    },
     /// Node 0: a node's summary, newer than its last.
     Summary(NodeSummary),
     /// Node 0: a summary that could not be read, and why.
@@ -163,11 +167,22 @@ impl Drop for Link {
     }
 }
 
+/// A joined node's clock against node 0's, where the payload measured it.
+fn clock(node: &serde_json::Value) -> Option<(f64, f64)> {
+    let c = node.get("clock")?;
+    let offset = c.get("offset_s")?.as_f64()?;
+    let sure = c.get("uncertainty_s")?.as_f64()?;
+    (offset.is_finite() && sure.is_finite() && sure >= 0.0).then_some((offset, sure))
+}
+
 /// What one payload event means to the watch.
 fn heard(event: Event) -> Option<Heard> {
     match event {
         Event::Gathered { nodes, missing, .. } => Some(Heard::Joined {
-            nodes: nodes.keys().filter_map(|k| k.parse().ok()).collect(),
+            nodes: nodes
+                .iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, clock(v))))
+                .collect(),
             missing,
         }),
         Event::Summary { node, summary } => {

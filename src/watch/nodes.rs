@@ -40,6 +40,11 @@ impl State<'_> {
         for h in heard {
             match h {
                 Heard::Joined { nodes, missing } => {
+                    for &(node, clock) in &nodes {
+                        if let Some((offset, sure)) = clock {
+                            self.merge.set_clock(node, offset, sure);
+                        }
+                    }
                     let mut line = format!("{} nodes joined the watch", nodes.len());
                     if !missing.is_empty() {
                         line += &format!(

@@ -26,5 +26,6 @@ pub mod sxid;
 pub mod text;
 pub mod visible_devices;
 pub mod watch;
+pub mod watch_late;
 pub mod watch_summary;
 pub mod xid;

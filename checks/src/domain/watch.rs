@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::stacks::{Activity, Where};
+use crate::domain::watch_late::{Entered, Lateness};
 
 /// The least default `hang_after`: PyTorch's own NCCL watchdog waits 10
 /// minutes by default; a minute still pages someone nine minutes sooner,
@@ -64,6 +65,10 @@ pub struct Sample {
     pub at: Option<Where>,
     /// Its recorder's running number (entries recorded + retired), when read.
     pub recorder: Option<u64>,
+    /// Its recorder's latest collectives with their entry times, when read
+    /// (`domain::watch_late`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entered: Vec<Entered>,
 }
 
 /// How a rank's process ended.
@@ -150,6 +155,13 @@ pub enum Event {
         of: usize,
         at: Option<Where>,
     },
+    /// A rank whose recorder shows it entering collectives late, again and
+    /// again (its median lateness over the last `compared` collectives).
+    LateStraggler {
+        rank: u32,
+        median_ms: f64,
+        compared: usize,
+    },
     /// A straggler named earlier is no longer late.
     StragglerCleared { rank: u32 },
 }
@@ -183,6 +195,9 @@ pub struct Watcher {
     /// [`STRAGGLER_WINDOW`]: the ranks caught outside collectives then.
     window: VecDeque<Vec<u32>>,
     stragglers: Vec<u32>,
+    /// Lateness from the recorders, where they are read: then the rule
+    /// for stragglers instead of the stacks'.
+    lateness: Lateness,
     ended: Vec<Ended>,
 }
 
@@ -385,22 +400,12 @@ impl Watcher {
                 self.window.pop_front();
             }
         }
-        let now = straggling(&self.window);
-        let mut events = Vec::new();
-        for &(rank, count) in &now {
-            if !self.stragglers.contains(&rank) {
-                let at = samples
-                    .iter()
-                    .find(|s| s.rank == rank)
-                    .and_then(|s| s.at.clone());
-                events.push(Event::Straggler {
-                    rank,
-                    caught: count,
-                    of: self.window.len(),
-                    at,
-                });
-            }
-        }
+        let now = self.late_now(samples);
+        let mut events: Vec<Event> = now
+            .iter()
+            .filter(|(rank, _)| !self.stragglers.contains(rank))
+            .map(|(_, e)| e.clone())
+            .collect();
         for &rank in &self.stragglers {
             if !now.iter().any(|(r, _)| *r == rank) {
                 events.push(Event::StragglerCleared { rank });
@@ -410,10 +415,57 @@ impl Watcher {
         events
     }
 
+    /// The stragglers now, each with the event that names it: from the
+    /// recorders' entry times where any rank's lateness was measured, else
+    /// from the stacks' window.
+    fn late_now(&mut self, samples: &[Sample]) -> Vec<(u32, Event)> {
+        let entered: Vec<(u32, &[Entered])> = samples
+            .iter()
+            .filter(|s| !s.entered.is_empty())
+            .map(|s| (s.rank, s.entered.as_slice()))
+            .collect();
+        self.lateness.take(&entered);
+        if self.lateness.measured() {
+            return self
+                .lateness
+                .stragglers()
+                .into_iter()
+                .map(|l| {
+                    let e = Event::LateStraggler {
+                        rank: l.rank,
+                        median_ms: l.median_ms,
+                        compared: l.compared,
+                    };
+                    (l.rank, e)
+                })
+                .collect();
+        }
+        let of = self.window.len();
+        straggling(&self.window)
+            .into_iter()
+            .map(|(rank, caught)| {
+                let at = samples
+                    .iter()
+                    .find(|s| s.rank == rank)
+                    .and_then(|s| s.at.clone());
+                (
+                    rank,
+                    Event::Straggler {
+                        rank,
+                        caught,
+                        of,
+                        at,
+                    },
+                )
+            })
+            .collect()
+    }
+
     /// A rank's process ended: the first failure is the crash; ranks that
     /// end after it are the launcher's teardown; a clean exit is no event.
     pub fn ended(&mut self, e: Ended) -> Option<Event> {
         let last = self.tracks.remove(&e.rank).and_then(|t| t.last.at);
+        self.lateness.forget(e.rank);
         let crashed_before = self.ended.iter().any(|x| x.exit.is_failure());
         self.ended.push(e.clone());
         if !e.exit.is_failure() {
@@ -438,6 +490,7 @@ impl Watcher {
     /// watch or its user ended the job): forgotten, no event.
     pub fn forget(&mut self, rank: u32) {
         self.tracks.remove(&rank);
+        self.lateness.forget(rank);
     }
 
     /// The first rank that ended with a failure, if any did.
@@ -525,6 +578,7 @@ mod tests {
             switches: None,
             at,
             recorder: None,
+            entered: Vec::new(),
         }
     }
 
@@ -783,6 +837,64 @@ mod tests {
             .collect();
         assert_eq!(named, vec![1]);
         assert_eq!(w.stragglers(), &[1]);
+    }
+
+    /// Rank `rank`'s recorder at tick `t`: its last 16 collectives, a step
+    /// every 100 ms, `late_ms` late.
+    fn with_entries(mut x: Sample, t: f64, late_ms: f64) -> Sample {
+        let upto = (t * 10.0) as u64 + 16;
+        x.recorder = Some(upto);
+        x.entered = (upto - 15..=upto)
+            .map(|seq| Entered {
+                group: "0".into(),
+                seq,
+                at_ms: 5e12 + seq as f64 * 100.0 + late_ms,
+            })
+            .collect();
+        x
+    }
+
+    #[test]
+    fn where_recorders_are_read_a_rank_late_into_every_collective_is_named_from_them() {
+        let mut w = Watcher::new(Some(60.0));
+        let ev = run(&mut w, 6, |t| {
+            vec![
+                with_entries(s(0, t, coll(40)), t, 0.0),
+                with_entries(s(1, t, coll(40)), t, 150.0),
+                with_entries(s(2, t, coll(40)), t, 2.0),
+            ]
+        });
+        let named: Vec<(u32, f64)> = ev
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Event::LateStraggler {
+                    rank, median_ms, ..
+                } => Some((*rank, *median_ms)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(named, vec![(1, 150.0)], "{ev:?}");
+        assert_eq!(w.stragglers(), &[1]);
+    }
+
+    #[test]
+    fn where_recorders_say_no_one_is_late_the_stacks_name_no_straggler() {
+        // Rank 1 is caught outside collectives at every sample (its step
+        // runs while the others have entered), but its recorder shows it
+        // entering every collective with the others: no straggler.
+        let mut w = Watcher::new(Some(60.0));
+        let ev = run(&mut w, 12, |t| {
+            vec![
+                with_entries(s(0, t, coll(40)), t, 0.0),
+                with_entries(s(1, t, at(Activity::Sleep, 33)), t, 1.0),
+                with_entries(s(2, t, coll(40)), t, 0.0),
+            ]
+        });
+        assert!(
+            !ev.iter()
+                .any(|(_, e)| matches!(e, Event::Straggler { .. } | Event::LateStraggler { .. })),
+            "{ev:?}"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::action::Action;
 use crate::domain::stacks::Where;
 use crate::domain::watch::{Ended, Exit, Sample};
+use crate::domain::watch_late::ENTERED_KEPT;
 
 /// The most ranks one node's summary may name (the rendezvous's own bound
 /// on a node's ranks).
@@ -27,6 +28,10 @@ pub const MAX_NODE_RANKS: usize = 1024;
 /// The longest text kept from a summary (host names, a frame's function,
 /// file and source line).
 pub const MAX_TEXT: usize = 400;
+/// The most uncertain clock offset against node 0 under which a node's
+/// entry times are compared with other nodes' (half of the least lateness
+/// called late, `watch_late::STRAGGLER_MIN_MS`).
+pub const MAX_CLOCK_UNCERTAINTY_S: f64 = 0.010;
 /// The most rank ends one summary carries (a node's ranks restarted a few
 /// times by an elastic agent).
 pub const MAX_ENDS: usize = 4 * MAX_NODE_RANKS;
@@ -86,6 +91,9 @@ impl NodeSummary {
             if let Some(w) = &mut s.at {
                 clean_where(w);
             }
+            let keep = s.entered.len().saturating_sub(ENTERED_KEPT);
+            s.entered.drain(..keep);
+            s.entered.iter_mut().for_each(|e| cut(&mut e.group));
         }
         self
     }
@@ -125,6 +133,9 @@ pub struct Merge {
     owner: BTreeMap<u32, u32>,
     /// Ends already handed on: (node, rank, pid).
     passed: BTreeSet<(u32, u32, i32)>,
+    /// Each other node's clock against node 0's (offset, uncertainty), as
+    /// the rendezvous measured it.
+    clocks: BTreeMap<u32, (f64, f64)>,
 }
 
 impl Merge {
@@ -161,14 +172,30 @@ impl Merge {
         Ok(())
     }
 
+    /// A node's clock: node 0's clock minus the node's, and how sure.
+    pub fn set_clock(&mut self, node: u32, offset_s: f64, uncertainty_s: f64) {
+        self.clocks.insert(node, (offset_s, uncertainty_s));
+    }
+
     /// Every node's latest samples, by rank: the whole job's sample for
-    /// `Watcher::observe`.
+    /// `Watcher::observe`. Entry times go onto node 0's clock; those of a
+    /// node whose clock is not known closely enough are left out.
     pub fn samples(&self) -> Vec<Sample> {
-        let mut all: Vec<Sample> = self
-            .nodes
-            .values()
-            .flat_map(|h| h.summary.samples.iter().cloned())
-            .collect();
+        let mut all: Vec<Sample> = Vec::new();
+        for (&node, h) in &self.nodes {
+            let shift_ms = match self.clocks.get(&node) {
+                _ if node == 0 => Some(0.0),
+                Some(&(offset, sure)) if sure <= MAX_CLOCK_UNCERTAINTY_S => Some(offset * 1000.0),
+                _ => None,
+            };
+            all.extend(h.summary.samples.iter().cloned().map(|mut s| {
+                match shift_ms {
+                    Some(ms) => s.entered.iter_mut().for_each(|e| e.at_ms += ms),
+                    None => s.entered.clear(),
+                }
+                s
+            }));
+        }
         all.sort_by_key(|s| s.rank);
         all
     }
@@ -255,6 +282,7 @@ mod tests {
                 }),
             }),
             recorder: None,
+            entered: Vec::new(),
         }
     }
 
@@ -374,6 +402,34 @@ mod tests {
         assert!(m.diagnosis(1, 1).is_none());
         assert_eq!(m.diagnosis(1, 2).map(|d| d.ranks.clone()), Some(vec![1]));
         assert!(m.diagnosis(0, 2).is_none());
+    }
+
+    #[test]
+    fn entry_times_go_onto_node_0s_clock_or_are_left_out() {
+        use crate::domain::watch_late::Entered;
+        let with_entry = |node: u32, ranks: std::ops::Range<u32>| {
+            let mut s = summary(node, 1, ranks);
+            for x in &mut s.samples {
+                x.entered = vec![Entered {
+                    group: "0".into(),
+                    seq: 7,
+                    at_ms: 1000.0,
+                }];
+            }
+            s
+        };
+        let mut m = Merge::default();
+        m.take(1.0, with_entry(0, 0..1)).unwrap();
+        m.take(1.0, with_entry(1, 1..2)).unwrap();
+        m.take(1.0, with_entry(2, 2..3)).unwrap();
+        m.set_clock(1, 0.250, 0.002);
+        m.set_clock(2, 0.0, 0.5);
+        let at: Vec<Option<f64>> = m
+            .samples()
+            .iter()
+            .map(|s| s.entered.first().map(|e| e.at_ms))
+            .collect();
+        assert_eq!(at, vec![Some(1000.0), Some(1250.0), None]);
     }
 
     #[test]

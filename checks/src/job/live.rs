@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::domain::flight::RankTrace;
 use crate::domain::stacks::{self, Activity, Where};
+use crate::domain::watch_late::{Entered, ENTERED_KEPT};
 use crate::probe::fr_dump;
 use crate::probe::kernel_log::{self, KernelLog, OomKill, XidEvent};
 use crate::probe::rank_state;
@@ -273,14 +274,36 @@ pub fn where_now(r: &RankProcess) -> Result<Where, String> {
 /// The running number of the rank's recorder (entries recorded plus
 /// retired), from a live source only: its worker server or its dump pipe.
 /// A dump the rank wrote earlier says nothing of its progress now.
-pub fn recorder_progress(r: &RankProcess) -> Option<u64> {
+pub fn recorder_look(r: &RankProcess) -> Option<(u64, Vec<Entered>)> {
     if r.worker_socket.is_none() && r.dump_pipe.is_none() {
         return None;
     }
     let (trace, _) = recorder(r, WATCH_SAMPLE);
     let t = trace?.ok()?;
     let id = t.entries.iter().map(|e| e.record_id + 1).max().unwrap_or(0);
-    Some(id + t.entries.iter().filter(|e| e.retired).count() as u64)
+    let progress = id + t.entries.iter().filter(|e| e.retired).count() as u64;
+    Some((progress, latest_entered(&t)))
+}
+
+/// A recorder's latest collectives ([`ENTERED_KEPT`]) with their entry
+/// times, for lateness while the job runs.
+fn latest_entered(t: &RankTrace) -> Vec<Entered> {
+    let mut v: Vec<&crate::domain::flight::Entry> = t
+        .entries
+        .iter()
+        .filter(|e| !e.is_p2p && e.collective_seq > 0 && e.time_created_ns > 0)
+        .collect();
+    v.sort_by_key(|e| e.record_id);
+    v.iter()
+        .rev()
+        .take(ENTERED_KEPT)
+        .rev()
+        .map(|e| Entered {
+            group: e.group.to_string(),
+            seq: e.collective_seq,
+            at_ms: e.time_created_ns as f64 / 1e6,
+        })
+        .collect()
 }
 
 /// Collectives recorded between the looks, summed over the ranks whose

@@ -104,13 +104,15 @@ fn sample_one(r: &RankProcess, last: Option<&Last>, round: u64, dt_s: f64) -> Op
     } else {
         super::live::where_now(r).ok().or(stale)
     };
+    let look = super::live::recorder_look(r);
     Some(Sample {
         rank: r.rank,
         state: proc.state,
         cpu_s: proc.cpu_s,
         switches: proc.switches,
         at,
-        recorder: super::live::recorder_progress(r),
+        recorder: look.as_ref().map(|l| l.0),
+        entered: look.map(|l| l.1).unwrap_or_default(),
     })
 }
 
@@ -178,6 +180,10 @@ pub fn event_words(e: &Event) -> String {
             "rank {rank} straggles: caught outside collectives while the others waited in {caught} of \
              the last {of} samples{}",
             w.as_ref().map(|w| format!(", {}", where_words(w))).unwrap_or_default()
+        ),
+        Event::LateStraggler { rank, median_ms, compared } => format!(
+            "rank {rank} straggles: its recorder shows it entering collectives {median_ms:.0} ms \
+             after the first rank (median of the last {compared})"
         ),
         Event::StragglerCleared { rank } => format!("rank {rank} no longer straggles"),
     }
