@@ -344,6 +344,49 @@ fn a_rank_late_at_every_step_is_the_straggler_and_the_job_runs_on() {
     left_as_it_was(&job, WORLD, true);
 }
 
+/// `gpucheck job --watch` on a job whose ranks serve their recorders (worker
+/// servers): rank 1 enters every all_reduce 150 ms late. The watch names it
+/// from the recorders' entry times while the job runs, and no other rank.
+#[test]
+fn the_watch_names_the_rank_late_into_every_collective_from_its_recorder() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("straggler", 1, WORLD, true, 3);
+    let (json, err_path) = (job.dir.join("watch.json"), job.dir.join("watch.err"));
+    let watch = gpucheck()
+        .args(["job", "--watch", "--hang-after", "30", "--pid"])
+        .arg(job.launcher.id().to_string())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let said = "rank 1 straggles: its recorder shows it entering collectives";
+    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    while !read().contains(said) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
+    let out = watch.wait_with_output().unwrap();
+    let err = read();
+    assert!(err.contains(said), "{err}");
+    assert!(
+        !err.contains("rank 0 straggles") && !err.contains("rank 2 straggles"),
+        "{err}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a straggler is a warning\n{err}"
+    );
+    let doc = assert_valid_json_report(&std::fs::read_to_string(&json).unwrap());
+    assert_eq!(ranks(&doc, "job.watch"), vec![1], "{err}");
+    left_as_it_was(&job, WORLD, true);
+}
+
 #[test]
 fn a_single_process_where_world_size_says_four_is_named() {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
