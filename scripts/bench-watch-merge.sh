@@ -12,4 +12,4 @@ cargo run --release --locked --quiet -p gpucheck-checks --example bench_watch_me
 # The store side: node 0's payload reads each node's summary from the
 # TCPStore every period (the test venv's torch).
 bash scripts/setup-venv.sh >/dev/null
-.venv/bin/python scripts/lib/store_read.py "${1:-1000}" "$((${2:-8} * 250))" 3
+.venv/bin/python scripts/lib/store_read.py "${1:-1000}" "$((${2:-8} * 1050))" 3

@@ -395,7 +395,11 @@ fn job_watch(args: &JobArgs) -> anyhow::Result<u8> {
     };
     let link = if args.cluster.identity_given() {
         let host = gpucheck_checks::probe::system::host_facts().hostname;
-        Some(cluster::watch::Link::start(args, &host)?)
+        Some(cluster::watch::Link::start(
+            &args.cluster,
+            args.python.as_deref(),
+            &host,
+        )?)
     } else {
         None
     };
@@ -471,7 +475,7 @@ fn exec(args: &ExecArgs) -> anyhow::Result<u8> {
 /// `exec --watch`: start CMD as a child in a process group of its own
 /// (handed the terminal when gpucheck has it), watch it, and exit with its
 /// exit code (or 124 when the watch ended it hung).
-fn run_watched(
+pub(crate) fn run_watched(
     args: &ExecArgs,
     argv: &[CString],
     program: &str,
@@ -479,6 +483,18 @@ fn run_watched(
 ) -> anyhow::Result<u8> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::process::CommandExt;
+    // Across nodes (`exec --cluster --watch`), the watch's own rendezvous
+    // starts before CMD: a node that cannot join it runs nothing.
+    let link = if args.cluster {
+        let host = gpucheck_checks::probe::system::host_facts().hostname;
+        Some(cluster::watch::Link::start(
+            &args.cluster_flags,
+            args.run.python.as_deref(),
+            &host,
+        )?)
+    } else {
+        None
+    };
     let env = prepared_env(notes);
     let mut cmd = std::process::Command::new(std::ffi::OsStr::from_bytes(argv[0].as_bytes()));
     cmd.args(
@@ -521,7 +537,7 @@ fn run_watched(
         kernel_log: args.run.kernel_log.clone(),
     };
     process::become_subreaper();
-    let code = watch::watch(watch::Target::Child(pid), &settings, None);
+    let code = watch::watch(watch::Target::Child(pid), &settings, link);
     watch::take_terminal(terminal);
     code
 }

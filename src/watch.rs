@@ -241,8 +241,10 @@ impl<'a> State<'a> {
         }
         let code = self.child_status?;
         self.say(&format!("the command ended (exit code {code})"));
-        // Anything it left behind goes with it.
+        // Anything it left behind goes with it (the link's payload, a
+        // child too, after it handed on the watch's end).
         process::kill_group(child);
+        self.close_link();
         process::reap_descendants();
         Some(code)
     }
@@ -461,6 +463,7 @@ impl<'a> State<'a> {
         }
         signal_all(group, &pids, nix::sys::signal::Signal::SIGKILL);
         if let Target::Child(_) = self.target {
+            self.close_link();
             process::reap_descendants();
         }
         self.verdict.stopped = true;

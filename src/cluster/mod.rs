@@ -132,6 +132,9 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
         }
         return Ok(1);
     }
+    if args.watch.watch {
+        return crate::run_watched(args, &argv, &program, notes);
+    }
     crate::become_command(&argv, &program, notes)
 }
 

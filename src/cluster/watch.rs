@@ -17,8 +17,9 @@ use gpucheck_checks::probe::python::find_python;
 use super::identity::{self, IdentityFlags};
 use super::rendezvous::{Event, Session};
 use super::{base_config, checked};
-use crate::cli::JobArgs;
+use crate::cli::ClusterFlags;
 use crate::UsageError;
+use std::path::Path;
 
 /// What node 0 waits at the end for its payload to hand on "end".
 const END_WAIT: Duration = Duration::from_secs(5);
@@ -57,20 +58,24 @@ pub struct Link {
 impl Link {
     /// Join the watch's rendezvous (the payload runs beside the watch; its
     /// events are read by [`Link::heard`]).
-    pub fn start(args: &JobArgs, host: &str) -> anyhow::Result<Link> {
+    pub fn start(
+        cluster: &ClusterFlags,
+        python: Option<&Path>,
+        host: &str,
+    ) -> anyhow::Result<Link> {
         let flags = IdentityFlags {
-            nnodes: args.cluster.nnodes,
-            node_rank: args.cluster.node_rank,
-            master_addr: args.cluster.master_addr.clone(),
-            master_port: args.cluster.master_port,
+            nnodes: cluster.nnodes,
+            node_rank: cluster.node_rank,
+            master_addr: cluster.master_addr.clone(),
+            master_port: cluster.master_port,
         };
         let env = |k: &str| std::env::var(k).ok();
         let id = identity::resolve(&flags, &env).map_err(UsageError)?;
-        let run_id = identity::run_id(args.cluster.run_id.as_deref(), &env).map_err(UsageError)?;
-        let token = args.cluster.token(&env)?;
-        let python = find_python(args.python.as_deref())
+        let run_id = identity::run_id(cluster.run_id.as_deref(), &env).map_err(UsageError)?;
+        let token = cluster.token(&env)?;
+        let python = find_python(python)
             .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
-        let mut config = base_config(&id, &args.cluster);
+        let mut config = base_config(&id, cluster);
         config.allreduce = false;
         config.pair_steps = 0;
         config.watch = true;

@@ -29,6 +29,14 @@ impl State<'_> {
         self.link.as_ref().is_some_and(|l| !l.leads() && l.up())
     }
 
+    /// End the link to the other nodes (node 0 hands its last order on
+    /// first).
+    pub(super) fn close_link(&mut self) {
+        if let Some(link) = self.link.as_mut() {
+            link.close();
+        }
+    }
+
     fn leads(&self) -> bool {
         self.link.as_ref().is_some_and(|l| l.leads())
     }
