@@ -47,8 +47,9 @@
 //!   `kernel_start_ts`, `kernel_stop_ts`, `kernel_record_ts`}} or
 //!   `p2p_perf` (the same with `p2p_` names and `p2p_peer`). Times are
 //!   `gettimeofday` microseconds (`inspectorGetTime`): comparable across
-//!   hosts only as far as their clocks agree. The README puts a record at
-//!   200 to 500 bytes; verbose ones take about 1 KB.
+//!   hosts only as far as their clocks agree. Numbers are printed with
+//!   `%lf`, a NaN as the string "nan" (`json.cc`). The README puts a record
+//!   at 200 to 500 bytes; a verbose one adds about 200 bytes a channel.
 //!
 //! Safety: the folder and its files come from the job. Only regular files
 //! are opened, without waiting (a FIFO is refused at once, see
@@ -285,7 +286,8 @@ struct CollPerf {
     coll_msg_size_bytes: Option<u64>,
     coll_exec_time_us: Option<u64>,
     coll_timing_source: Option<String>,
-    coll_busbw_gbs: Option<f64>,
+    /// A number, or "nan" (how the Inspector writes a NaN).
+    coll_busbw_gbs: Option<serde_json::Value>,
     event_trace_ts: Option<TraceTs>,
 }
 
@@ -343,7 +345,7 @@ fn coll_of(seq: u64, c: CollPerf) -> Coll {
         msg_bytes: c.coll_msg_size_bytes.unwrap_or(0),
         exec_us: c.coll_exec_time_us,
         timing: c.coll_timing_source,
-        busbw_gbs: c.coll_busbw_gbs,
+        busbw_gbs: c.coll_busbw_gbs.and_then(|v| v.as_f64()),
         start_us: nonzero(ts.as_ref().and_then(|t| t.coll_start_ts)),
         kernel_start_us: kernels
             .iter()
@@ -555,6 +557,19 @@ mod tests {
             "{:?}",
             out.unreadable
         );
+    }
+
+    #[test]
+    fn a_nan_bandwidth_is_no_number_and_no_error() {
+        let src = std::fs::read_to_string(fixture().join("node-a-pid41001.log")).unwrap();
+        let line = src.lines().next().unwrap();
+        let start = line.find("\"coll_busbw_gbs\":").unwrap() + "\"coll_busbw_gbs\":".len();
+        let end = start + line[start..].find(',').unwrap();
+        let nan = format!("{}\"nan\"{}\n", &line[..start], &line[end..]);
+        let (ranks, partial) = parse_lines(Path::new("x.log"), &nan, true, 10).unwrap();
+        assert!(!partial);
+        assert_eq!(ranks[0].colls[0].busbw_gbs, None);
+        assert_eq!(ranks[0].colls[0].seq, 100);
     }
 
     #[test]
