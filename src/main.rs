@@ -587,9 +587,15 @@ fn prepared_env(notes: bool) -> Vec<CString> {
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let dir = job_env::job_dir(var);
     let mut prepared = job_env::prepare(var, &dir, job_env::free_port());
-    if prepared.dump_dir.is_some() && std::fs::create_dir_all(&dir).is_err() {
-        prepared.set.retain(|(k, _)| !k.starts_with("TORCH_"));
-        prepared.dump_dir = None;
+    job_env::prepare_inspector(
+        &mut prepared,
+        var,
+        &dir,
+        job_env::job_inspector().as_deref(),
+    );
+    let writes_in_dir = prepared.dump_dir.is_some() || prepared.inspector_dir.is_some();
+    if writes_in_dir && std::fs::create_dir_all(&dir).is_err() {
+        job_env::without_job_dir(&mut prepared);
     }
     if notes {
         for w in &prepared.warnings {
@@ -599,6 +605,17 @@ fn prepared_env(notes: bool) -> Vec<CString> {
             say!(
                 "gpucheck: the job's Flight Recorder dumps go to {0} (gpucheck job --traces {0} \
                  reads them; gpucheck job looks at the running job)",
+                d.display()
+            );
+        }
+        if let Some((_, lib)) = prepared
+            .set
+            .iter()
+            .find(|(k, _)| k == "NCCL_PROFILER_PLUGIN")
+        {
+            let d = prepared.inspector_dir.as_deref().unwrap_or(&dir);
+            say!(
+                "gpucheck: NCCL's Inspector ({lib}) writes the job's per-collective timings to {}",
                 d.display()
             );
         }

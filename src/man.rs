@@ -104,6 +104,15 @@ const ENVIRONMENT: &[(&str, &str)] = &[
          TORCH_NCCL_DUMP_ON_TIMEOUT=0 or a buffer size of 0 turns the recorder off.",
     ),
     (
+        "NCCL_PROFILER_PLUGIN, NCCL_INSPECTOR_*",
+        "gpucheck exec turns on NCCL's Inspector profiler plugin (NCCL 2.28 and later) where \
+         libnccl-profiler-inspector.so lies beside the job's libnccl or in the source tree of a \
+         NCCL built in place, and only when none of these is set: NCCL_PROFILER_PLUGIN to it, \
+         NCCL_INSPECTOR_ENABLE=1, NCCL_INSPECTOR_DUMP_DIR under the per-job folder, \
+         NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=1000000 and \
+         NCCL_INSPECTOR_DUMP_VERBOSE=1 (start times).",
+    ),
+    (
         "KUBERNETES_SERVICE_HOST, container",
         "Which container runtime gpucheck runs under, for the fixes it gives.",
     ),

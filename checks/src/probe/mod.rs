@@ -15,6 +15,7 @@ pub mod kernel_log;
 pub mod libs;
 pub mod load;
 pub mod nccl;
+pub mod nccl_inspector;
 pub mod nccl_ras;
 pub mod net;
 pub mod net_plugin;

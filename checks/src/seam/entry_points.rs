@@ -74,6 +74,13 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     // rank_state::dump_via_pipe and dump_written, or asked of a rank's
     // worker server by rank_state::ask_worker (all wired).
     ("fr_dump.rs", &["read_dir", "parse"]),
+    // read_dir: read_dir_within (wired) with the default limits;
+    // parse_lines: the decoder of a file's bytes read_dir_within read;
+    // lateness: a judgement of what it read.
+    (
+        "nccl_inspector.rs",
+        &["read_dir", "parse_lines", "lateness"],
+    ),
     ("net_plugin.rs", &["plugin_names", "all_missing"]),
     ("copy_bandwidth.rs", &["parse_cpulist", "buffer_bytes"]),
     // from_env: the variable through seam::env; as_str: a name.

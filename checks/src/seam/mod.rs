@@ -145,6 +145,7 @@ pub fn answer_named(key: &str) -> String {
         ("gpu", _) => "GPU answer".to_string(),
         ("fr_dump" | "ranks" | "rank_state", _) => "job's rank answer".to_string(),
         ("nccl_ras", _) => "NCCL RAS status".to_string(),
+        ("nccl_inspector", _) => "NCCL Inspector output".to_string(),
         ("imex", _) => "IMEX answer".to_string(),
         _ => format!("answer for {entry}"),
     }
