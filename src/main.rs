@@ -495,7 +495,7 @@ pub(crate) fn run_watched(
     } else {
         None
     };
-    let env = prepared_env(notes);
+    let env = prepared_env(notes, true);
     let mut cmd = std::process::Command::new(std::ffi::OsStr::from_bytes(argv[0].as_bytes()));
     cmd.args(
         argv[1..]
@@ -562,7 +562,7 @@ fn table_on_stream(output: &cli::OutputArgs) -> bool {
 /// Replace gpucheck with CMD (`exec`); returns only when it cannot be
 /// started: 127 (not found) or 126, said on stderr when `notes` allows.
 fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Result<u8> {
-    let env = prepared_env(notes);
+    let env = prepared_env(notes, false);
     process::stop_being_subreaper();
     interrupt::restore_signals_for_exec();
     // execvpe only returns on failure.
@@ -582,17 +582,21 @@ fn become_command(argv: &[CString], program: &str, notes: bool) -> anyhow::Resul
 /// CMD's environment: gpucheck's own, with what `job_env` adds so that a
 /// hang of the job can be looked at in seconds (said on stderr when
 /// `notes` allows).
-fn prepared_env(notes: bool) -> Vec<CString> {
+/// The job's environment under `exec`; NCCL's Inspector is turned on only
+/// under `--watch` (`watched`), which reads it: its output only grows.
+fn prepared_env(notes: bool, watched: bool) -> Vec<CString> {
     use std::os::unix::ffi::OsStrExt;
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let dir = job_env::job_dir(var);
     let mut prepared = job_env::prepare(var, &dir, job_env::free_port());
-    job_env::prepare_inspector(
-        &mut prepared,
-        var,
-        &dir,
-        job_env::job_inspector().as_deref(),
-    );
+    if watched {
+        job_env::prepare_inspector(
+            &mut prepared,
+            var,
+            &dir,
+            job_env::job_inspector().as_deref(),
+        );
+    }
     let writes_in_dir = prepared.dump_dir.is_some() || prepared.inspector_dir.is_some();
     if writes_in_dir && std::fs::create_dir_all(&dir).is_err() {
         job_env::without_job_dir(&mut prepared);

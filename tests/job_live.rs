@@ -364,7 +364,7 @@ fn the_watch_names_the_rank_late_into_every_collective_from_its_recorder() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let said = "rank 1 straggles: its recorder shows it entering collectives";
+    let said = "rank 1 straggles: it starts collectives 15";
     let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
     while !read().contains(said) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(250));
@@ -385,6 +385,76 @@ fn the_watch_names_the_rank_late_into_every_collective_from_its_recorder() {
     let doc = assert_valid_json_report(&std::fs::read_to_string(&json).unwrap());
     assert_eq!(ranks(&doc, "job.watch"), vec![1], "{err}");
     left_as_it_was(&job, WORLD, true);
+}
+
+/// One line of NCCL Inspector's verbose output (the format of NCCL's
+/// `plugins/profiler/inspector/inspector_json.cc`, as in
+/// tests/fixtures/nccl_inspector): `rank` of a `world`-rank communicator
+/// in process `pid` started all-reduce `seq` at `start_us`.
+fn inspector_line(rank: u32, world: u32, pid: u32, seq: u64, start_us: u64) -> String {
+    format!(
+        r#"{{"header":{{"id":"0x5eed","comm_name":"DP","rank":{rank},"n_ranks":{world},"nnodes":1}},"metadata":{{"inspector_output_format_version":"v4.0","git_rev":"","rec_mechanism":"nccl_profiler_interface","dump_timestamp_us":{start_us},"hostname":"vm","pid":{pid}}},"coll_perf":{{"coll":"AllReduce","coll_sn":{seq},"coll_msg_size_bytes":1048576,"coll_exec_time_us":900,"coll_timing_source":"kernel_gpu","coll_algobw_gbs":1.1,"coll_busbw_gbs":1.5,"event_trace_sn":{{"coll_start_sn":1,"coll_stop_sn":2,"kernel_events":[{{"channel_id":0,"kernel_start_sn":3,"kernel_stop_sn":4,"kernel_record_sn":5}}]}},"event_trace_ts":{{"coll_start_ts":{start_us},"coll_stop_ts":{},"kernel_events":[{{"channel_id":0,"kernel_start_ts":{},"kernel_stop_ts":{},"kernel_record_ts":{}}}]}}}}}}"#,
+        start_us + 30,
+        start_us + 50,
+        start_us + 950,
+        start_us + 950
+    )
+}
+
+/// A job whose ranks' NCCL writes Inspector output (their environment names
+/// the plugin and the folder; the lines, as the Inspector writes them, are
+/// put there for each rank's pid, rank 1 starting every all-reduce 150 ms
+/// late): the watch reads the folder and names rank 1, no other.
+#[test]
+fn the_watch_names_the_late_rank_from_nccl_inspector_output() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = tempfile::tempdir().unwrap();
+    let folder = out_dir.path().join("nccl-inspector");
+    std::fs::create_dir_all(&folder).unwrap();
+    RANK_ENV.with(|e| {
+        *e.borrow_mut() = format!(
+            "NCCL_PROFILER_PLUGIN=inspector NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_DIR={} ",
+            folder.display()
+        )
+    });
+    let job = start("healthy", -1, WORLD, false, 3);
+    RANK_ENV.with(|e| e.borrow_mut().clear());
+    let base = 1_765_120_000_000_000u64;
+    for (rank, pid) in pid_of_rank(&job) {
+        let late = if rank == 1 {
+            150_000
+        } else {
+            u64::from(rank) * 300
+        };
+        let text: String = (1..=20u64)
+            .map(|seq| inspector_line(rank, WORLD, pid, seq, base + seq * 200_000 + late) + "\n")
+            .collect();
+        std::fs::write(folder.join(format!("vm-pid{pid}.log")), text).unwrap();
+    }
+    let err_path = out_dir.path().join("watch.err");
+    let watch = gpucheck()
+        .args(["job", "--watch", "--hang-after", "30", "--pid"])
+        .arg(job.launcher.id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let said = "rank 1 straggles: it starts collectives 150 ms after the first rank";
+    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !read().contains(said) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
+    let _ = watch.wait_with_output();
+    let err = read();
+    assert!(err.contains(said), "{err}");
+    assert!(
+        !err.contains("rank 0 straggles") && !err.contains("rank 2 straggles"),
+        "{err}"
+    );
 }
 
 #[test]

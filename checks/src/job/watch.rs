@@ -11,8 +11,10 @@ use std::collections::BTreeMap;
 use crate::domain::action::Action;
 use crate::domain::stacks::Where;
 use crate::domain::watch::{Event, Exit, Sample, Watcher, BUSY_CPU_SHARE};
+use crate::domain::watch_late::{Entered, ENTERED_KEPT};
 use crate::probe::exits::proc_sample;
 use crate::probe::ranks::RankProcess;
+use crate::probe::{as_rank, nccl_inspector};
 use crate::{Context, DataTable, Outcome, Profile};
 
 /// The check that names what a watch saw; it runs only under `--watch`.
@@ -78,6 +80,70 @@ pub struct Last {
 /// Sample every rank once (`round` numbers the samples); stacks are read
 /// in parallel, each bounded by its reader's own timeout.
 pub fn sample(
+    ranks: &[RankProcess],
+    last: &BTreeMap<u32, Last>,
+    round: u64,
+    dt_s: f64,
+) -> Vec<Sample> {
+    let mut samples = sample_each(ranks, last, round, dt_s);
+    let mut inspected = inspector_entries(ranks);
+    for s in &mut samples {
+        let pid = ranks.iter().find(|r| r.rank == s.rank).map(|r| r.pid);
+        // NCCL's own start times, where its Inspector writes them, rather
+        // than the recorder's (when the host enqueued the collective).
+        if let Some(entered) = pid.and_then(|p| inspected.remove(&p)) {
+            s.entered = entered;
+        }
+    }
+    samples
+}
+
+/// Bounds of the watch's read of an Inspector folder each period: the last
+/// collectives only.
+const INSPECTOR_LIMITS: nccl_inspector::Limits = nccl_inspector::Limits {
+    max_file: 16 << 30,
+    tail: 256 << 10,
+    max_files: 4096,
+    recent: ENTERED_KEPT,
+};
+
+/// Each rank's latest collectives from NCCL's Inspector output, by pid:
+/// each folder read once, as the user of a rank that names it.
+fn inspector_entries(ranks: &[RankProcess]) -> BTreeMap<i32, Vec<Entered>> {
+    let mut folders: BTreeMap<&str, i32> = BTreeMap::new();
+    for r in ranks {
+        if let Some(d) = r.inspector_dir.as_deref() {
+            folders.entry(d).or_insert(r.pid);
+        }
+    }
+    let mut out: BTreeMap<i32, Vec<Entered>> = BTreeMap::new();
+    for (dir, pid) in folders {
+        // The folder as the rank sees it (its root), read with its rights.
+        let path = std::path::PathBuf::from(format!("/proc/{pid}/root{dir}"));
+        let read = as_rank::run(pid, |_| {
+            Ok(nccl_inspector::read_dir_within(&path, INSPECTOR_LIMITS))
+        });
+        let Ok(Ok(found)) = read else { continue };
+        for comm in found.ranks {
+            let Some(p) = comm.pid.and_then(|p| i32::try_from(p).ok()) else {
+                continue;
+            };
+            out.entry(p)
+                .or_default()
+                .extend(comm.colls.iter().filter_map(|c| {
+                    let us = c.kernel_start_us.or(c.start_us)?;
+                    Some(Entered {
+                        group: comm.comm.clone(),
+                        seq: c.seq,
+                        at_ms: us as f64 / 1000.0,
+                    })
+                }));
+        }
+    }
+    out
+}
+
+fn sample_each(
     ranks: &[RankProcess],
     last: &BTreeMap<u32, Last>,
     round: u64,
@@ -182,8 +248,9 @@ pub fn event_words(e: &Event) -> String {
             w.as_ref().map(|w| format!(", {}", where_words(w))).unwrap_or_default()
         ),
         Event::LateStraggler { rank, median_ms, compared } => format!(
-            "rank {rank} straggles: its recorder shows it entering collectives {median_ms:.0} ms \
-             after the first rank (median of the last {compared})"
+            "rank {rank} straggles: it starts collectives {median_ms:.0} ms after the first rank \
+             (median of the last {compared}, by the start times its recorder or NCCL's Inspector \
+             wrote)"
         ),
         Event::StragglerCleared { rank } => format!("rank {rank} no longer straggles"),
     }

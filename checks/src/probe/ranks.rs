@@ -50,6 +50,11 @@ pub struct RankProcess {
     pub ras_off: bool,
     /// `TORCH_FR_BUFFER_SIZE` (or its older name), as set.
     pub fr_buffer: Option<String>,
+    /// `NCCL_INSPECTOR_DUMP_DIR`, where the rank's NCCL loads a profiler
+    /// plugin with `NCCL_INSPECTOR_ENABLE=1` and the folder is absolute:
+    /// where NCCL's Inspector writes the rank's collectives.
+    #[serde(default)]
+    pub inspector_dir: Option<String>,
     /// `CUDA_VISIBLE_DEVICES`, as set.
     pub visible_devices: Option<String>,
     /// "node 1 (gpu-017)": the node it runs on, when the job was watched on
@@ -222,6 +227,11 @@ fn rank_process(p: &procfs::process::Process, stat: &procfs::process::Stat) -> O
         worker_socket: var("TORCH_WORKER_SERVER_SOCKET"),
         fr_buffer: var("TORCH_FR_BUFFER_SIZE").or_else(|| var("TORCH_NCCL_TRACE_BUFFER_SIZE")),
         ib_hca: var("NCCL_IB_HCA"),
+        inspector_dir: var("NCCL_INSPECTOR_DUMP_DIR").filter(|d| {
+            d.starts_with('/')
+                && var("NCCL_PROFILER_PLUGIN").is_some()
+                && var("NCCL_INSPECTOR_ENABLE").is_some_and(|v| v.trim() == "1")
+        }),
         ras_addr: var("NCCL_RAS_ADDR"),
         ras_off: var("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0"),
         dump_pipe: var("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
