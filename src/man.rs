@@ -105,12 +105,13 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "NCCL_PROFILER_PLUGIN, NCCL_INSPECTOR_*",
-        "gpucheck exec turns on NCCL's Inspector profiler plugin (NCCL 2.28 and later) where \
+        "gpucheck exec --watch turns on NCCL's Inspector profiler plugin (NCCL 2.28 and later) where \
          libnccl-profiler-inspector.so lies beside the job's libnccl or in the source tree of a \
          NCCL built in place, and only when none of these is set: NCCL_PROFILER_PLUGIN to it, \
          NCCL_INSPECTOR_ENABLE=1, NCCL_INSPECTOR_DUMP_DIR under the per-job folder, \
          NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=1000000 and \
-         NCCL_INSPECTOR_DUMP_VERBOSE=1 (start times).",
+         NCCL_INSPECTOR_DUMP_VERBOSE=1 (start times); the watch reads each rank's start times \
+         there for lateness.",
     ),
     (
         "KUBERNETES_SERVICE_HOST, container",

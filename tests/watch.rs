@@ -461,6 +461,62 @@ fn across_two_nodes_the_rank_asleep_on_node_1_is_named_and_every_node_ends_its_r
     drop(launchers);
 }
 
+/// The same two nodes under `gpucheck exec --cluster --watch` (a container
+/// ENTRYPOINT on every node): the gate across nodes, then each node's
+/// torchrun watched across nodes; node 0 names rank 3 on node 1 and every
+/// node ends its ranks and exits 124.
+#[test]
+fn exec_cluster_watch_gates_then_watches_across_two_nodes() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let case = Case::new(&[("CASE", "sleep"), ("FAULT_RANK", "3"), ("AT_STEP", "15")]);
+    let (job_port, watch_port) = (free_port().to_string(), free_port().to_string());
+    let script = root().join("tests/fixtures/watch_job/train.py");
+    let python = venv_python();
+    let nodes: Vec<Child> = ["0", "1"]
+        .iter()
+        .map(|node| {
+            gpucheck()
+                .args(["exec", "--cluster", "--nnodes", "2", "--node-rank", node])
+                .args(["--master-addr", "127.0.0.1", "--master-port", &watch_port])
+                .arg("--python")
+                .arg(&python)
+                .args(["--only", "host.shm", "--on-fail", "warn", "--watch"])
+                .args(["--hang-after", "6", "--on-hang", "stop", "--"])
+                .arg(&python)
+                .args([
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "2",
+                    "--node-rank",
+                    node,
+                ])
+                .args(["--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
+                .args(["--master-port", &job_port])
+                .arg(&script)
+                .envs(case.env.iter().map(|(k, v)| (*k, v.as_str())))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(case.path(&format!("node{node}.err"))).unwrap())
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<i32> = nodes
+        .into_iter()
+        .map(|n| wait_or_kill(n, Duration::from_secs(180)))
+        .collect();
+    let err0 = std::fs::read_to_string(case.path("node0.err")).unwrap_or_default();
+    let err1 = std::fs::read_to_string(case.path("node1.err")).unwrap_or_default();
+    let both = format!("node 0:\n{err0}\nnode 1:\n{err1}");
+    assert!(err0.contains("FLEET READY"), "{both}");
+    assert_eq!(codes, vec![124, 124], "{both}");
+    assert!(err0.contains("not in it: rank 3 on node 1"), "{both}");
+    assert!(err1.contains("node 0 found the job hung"), "{both}");
+    assert_eq!(case.left_running(), vec![], "{both}");
+}
+
 #[test]
 fn across_nodes_the_watch_keeps_no_capture() {
     let out = gpucheck()
