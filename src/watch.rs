@@ -355,7 +355,13 @@ impl<'a> State<'a> {
         self.last_tick = Some(Instant::now());
         self.last_seen = Some(Instant::now());
         self.round += 1;
-        let samples = watch_check::sample(&self.ranks, &self.last, self.round, dt);
+        let samples = watch_check::sample(
+            &self.ranks,
+            &self.last,
+            self.round,
+            dt,
+            self.s.nvml_lib.as_deref(),
+        );
         for s in &samples {
             self.last.insert(
                 s.rank,

@@ -387,6 +387,44 @@ fn the_watch_names_the_rank_late_into_every_collective_from_its_recorder() {
     left_as_it_was(&job, WORLD, true);
 }
 
+/// `gpucheck job --watch` with NVML (the fake library): rank 1 stays out of
+/// all_reduce #6 while its GPU is 97 % busy (as a rank whose host thread
+/// waits on a long kernel), the others wait in it. Not a hang: the watch
+/// says they wait for rank 1 at work, and diagnoses nothing.
+#[test]
+fn the_watch_takes_a_rank_whose_gpu_is_busy_outside_collectives_for_at_work() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let job = start("sleep", 1, WORLD, true, 0);
+    std::thread::sleep(Duration::from_secs(2));
+    let gpus = scenario(&job, 3, &[&[0], &[1], &[2]]);
+    let err_path = job.dir.join("watch.err");
+    let watch = gpucheck()
+        .args(["job", "--watch", "--hang-after", "6", "--pid"])
+        .arg(job.launcher.id().to_string())
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .env("FAKE_NVML_SCENARIO", &gpus)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let said = "wait for rank 1, at work outside collectives";
+    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while !read().contains(said) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Twice --hang-after more: still no hang suspected.
+    std::thread::sleep(Duration::from_secs(12));
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
+    let _ = watch.wait_with_output();
+    let err = read();
+    assert!(err.contains(said), "{err}");
+    assert!(!err.contains("diagnosing"), "{err}");
+}
+
 /// One line of NCCL Inspector's verbose output (the format of NCCL's
 /// `plugins/profiler/inspector/inspector_json.cc`, as in
 /// tests/fixtures/nccl_inspector): `rank` of a `world`-rank communicator

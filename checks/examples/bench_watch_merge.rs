@@ -53,6 +53,7 @@ fn sample(rank: u32, round: u64, asleep: bool) -> Sample {
                 at_ms: 1.8e12 + (round * 64 + i) as f64 * 12.0 + f64::from(rank) * 0.05,
             })
             .collect(),
+        gpu_pct: Some(97),
     }
 }
 

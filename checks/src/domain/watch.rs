@@ -12,7 +12,8 @@
 //!   thread ran at all (a context switch: a thread blocked in a collective,
 //!   a sleep or a stop makes none, a training loop some at every step),
 //!   used more than [`BUSY_CPU_SHARE`] of a core, or its stack's place
-//!   changed.
+//!   changed. A rank outside collectives whose GPU is at least
+//!   [`GPU_BUSY_PCT`] busy moves (a long kernel its thread waits on).
 //! - A hang is suspected when at least one rank waits on its peers (in a
 //!   collective, or in backward under DDP), every waiting rank has been
 //!   still for `hang_after`, and no rank outside a collective moved in that
@@ -43,6 +44,11 @@ pub const HANG_AFTER_STEPS: f64 = 5.0;
 /// working (a hung gloo rank waits at ~0 %; a Python loop computing or
 /// writing uses most of a core).
 pub const BUSY_CPU_SHARE: f64 = 0.10;
+/// A rank outside collectives whose GPU is at least this busy is at work
+/// (a long kernel its host thread waits on uses no CPU and keeps its stack
+/// still). Not for a rank in a collective: NCCL's kernels keep a GPU at
+/// 100 % while they wait.
+pub const GPU_BUSY_PCT: u32 = 50;
 /// Samples a straggler is judged over (a sliding window).
 pub const STRAGGLER_WINDOW: usize = 20;
 /// A rank is a straggler when caught outside collectives while the others
@@ -69,6 +75,10 @@ pub struct Sample {
     /// (`domain::watch_late`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub entered: Vec<Entered>,
+    /// NVML's utilisation of the GPU the rank's process is on (the
+    /// busiest, on several), percent, where there is a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_pct: Option<u32>,
 }
 
 /// How a rank's process ended.
@@ -506,6 +516,13 @@ fn waits(s: &Sample) -> bool {
 
 /// Whether a rank moved between two samples `dt_s` apart.
 fn moved(before: &Sample, now: &Sample, dt_s: f64) -> bool {
+    let outside = now
+        .at
+        .as_ref()
+        .is_some_and(|w| !w.activity.waits_on_peers());
+    if outside && now.gpu_pct.is_some_and(|p| p >= GPU_BUSY_PCT) {
+        return true;
+    }
     if let (Some(a), Some(b)) = (before.recorder, now.recorder) {
         return a != b;
     }
@@ -579,6 +596,7 @@ mod tests {
             at,
             recorder: None,
             entered: Vec::new(),
+            gpu_pct: None,
         }
     }
 
@@ -894,6 +912,47 @@ mod tests {
             !ev.iter()
                 .any(|(_, e)| matches!(e, Event::Straggler { .. } | Event::LateStraggler { .. })),
             "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn a_rank_outside_collectives_whose_gpu_is_busy_is_at_work_not_hung() {
+        // Rank 1 waits on a long kernel: no CPU, the same stack, its GPU
+        // at 97 %; the others wait in all_reduce (their GPUs at 100 % too:
+        // NCCL's kernels spin, which says nothing).
+        let mut w = Watcher::new(Some(10.0));
+        let mut gpu = |mut x: Sample, pct: u32| {
+            x.gpu_pct = Some(pct);
+            x
+        };
+        let ev = run(&mut w, 10, |_| {
+            vec![
+                gpu(s(0, 1.0, coll(40)), 100),
+                gpu(s(1, 1.0, at(Activity::Elsewhere, 12)), 97),
+                gpu(s(2, 1.0, coll(40)), 100),
+            ]
+        });
+        assert!(
+            !ev.iter()
+                .any(|(_, e)| matches!(e, Event::HangSuspected { .. })),
+            "{ev:?}"
+        );
+        assert!(
+            ev.iter()
+                .any(|(_, e)| matches!(e, Event::WaitingOnBusy { .. })),
+            "{ev:?}"
+        );
+        let idle = run(&mut Watcher::new(Some(10.0)), 10, |_| {
+            vec![
+                gpu(s(0, 1.0, coll(40)), 100),
+                gpu(s(1, 1.0, at(Activity::Elsewhere, 12)), 0),
+                gpu(s(2, 1.0, coll(40)), 100),
+            ]
+        });
+        assert!(
+            idle.iter()
+                .any(|(_, e)| matches!(e, Event::HangSuspected { .. })),
+            "{idle:?}"
         );
     }
 

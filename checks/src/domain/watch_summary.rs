@@ -283,6 +283,7 @@ mod tests {
             }),
             recorder: None,
             entered: Vec::new(),
+            gpu_pct: None,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::domain::watch::{Event, Exit, Sample, Watcher, BUSY_CPU_SHARE};
 use crate::domain::watch_late::{Entered, ENTERED_KEPT};
 use crate::probe::exits::proc_sample;
 use crate::probe::ranks::RankProcess;
-use crate::probe::{as_rank, nccl_inspector};
+use crate::probe::{as_rank, nccl_inspector, nvml};
 use crate::{Context, DataTable, Outcome, Profile};
 
 /// The check that names what a watch saw; it runs only under `--watch`.
@@ -84,11 +84,14 @@ pub fn sample(
     last: &BTreeMap<u32, Last>,
     round: u64,
     dt_s: f64,
+    nvml_lib: Option<&std::path::Path>,
 ) -> Vec<Sample> {
     let mut samples = sample_each(ranks, last, round, dt_s);
     let mut inspected = inspector_entries(ranks);
+    let gpus = gpu_busy(nvml_lib);
     for s in &mut samples {
         let pid = ranks.iter().find(|r| r.rank == s.rank).map(|r| r.pid);
+        s.gpu_pct = pid.and_then(|p| gpus.get(&p).copied());
         // NCCL's own start times, where its Inspector writes them, rather
         // than the recorder's (when the host enqueued the collective).
         if let Some(entered) = pid.and_then(|p| inspected.remove(&p)) {
@@ -96,6 +99,26 @@ pub fn sample(
         }
     }
     samples
+}
+
+/// NVML's utilisation of each GPU, by the pids it lists on it (the busiest
+/// GPU of a process on several); empty without NVML.
+fn gpu_busy(nvml_lib: Option<&std::path::Path>) -> BTreeMap<i32, u32> {
+    let mut out: BTreeMap<i32, u32> = BTreeMap::new();
+    for gpu in nvml::processes(nvml_lib).unwrap_or_default() {
+        let Ok(facts) = gpu.facts else { continue };
+        let (Ok(pct), Ok(procs)) = (facts.utilization_pct, facts.processes) else {
+            continue;
+        };
+        for p in procs {
+            let Ok(pid) = i32::try_from(p.pid) else {
+                continue;
+            };
+            let e = out.entry(pid).or_default();
+            *e = (*e).max(pct);
+        }
+    }
+    out
 }
 
 /// Bounds of the watch's read of an Inspector folder each period: the last
@@ -179,6 +202,7 @@ fn sample_one(r: &RankProcess, last: Option<&Last>, round: u64, dt_s: f64) -> Op
         at,
         recorder: look.as_ref().map(|l| l.0),
         entered: look.map(|l| l.1).unwrap_or_default(),
+        gpu_pct: None,
     })
 }
 
