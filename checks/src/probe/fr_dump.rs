@@ -11,12 +11,17 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::domain::flight::{Dtypes, Entry, GroupConfig, GroupStatus, RankTrace, Shapes, State};
+use crate::probe::fr_json;
 use crate::probe::fr_pickle::{self, PVal};
+
+/// Keys whose values no judge reads: left unread, never built (a stack of
+/// 5 to 30 frames in every entry is most of a dump).
+const UNREAD: &[&str] = &["frames"];
 
 /// The largest dump read: the recorder's 2,000 entries with stacks take a
 /// few MiB; 64 MiB leaves room for 20,000 entries.
@@ -135,14 +140,13 @@ fn read_one(rank: u32, path: &Path) -> Result<RankTrace, String> {
 /// they came from, for messages.
 pub fn parse(rank: u32, source: &str, bytes: Vec<u8>) -> Result<RankTrace, String> {
     let doc = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(0x80) => fr_pickle::decode(&bytes)?,
-        Some(b'{') => PVal::from_json(
-            serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON: {e}"))?,
-        ),
+        Some(0x80) => fr_pickle::decode(&bytes, UNREAD)?,
+        Some(b'{') => {
+            fr_json::decode(&bytes, UNREAD).map_err(|e| format!("not valid JSON: {e}"))?
+        }
         Some(_) => return Err("neither a pickle nor JSON".to_string()),
         None => return Err("empty".to_string()),
     };
-    drop(bytes);
     let mut t = normalise(&doc)?;
     t.rank = rank;
     t.file = source.to_string();
@@ -184,7 +188,7 @@ fn regular_and_small(meta: &std::fs::Metadata) -> Result<(), String> {
 }
 
 /// The pairs of a dict, or an error naming `what`.
-fn dict<'a>(v: &'a PVal, what: &str) -> Result<&'a [(Rc<str>, PVal)], String> {
+fn dict<'d, 'a>(v: &'d PVal<'a>, what: &str) -> Result<&'d [(Cow<'a, str>, PVal<'a>)], String> {
     match v {
         PVal::Dict(d) => Ok(d),
         _ => Err(format!("{what} is not a dict")),
@@ -319,24 +323,24 @@ fn status(v: &PVal) -> BTreeMap<String, GroupStatus> {
 /// Texts, shapes and dtype lists already seen in this dump, shared by the
 /// entries that repeat them.
 #[derive(Default)]
-struct Shared {
-    texts: HashMap<Rc<str>, Arc<str>>,
+struct Shared<'d> {
+    texts: HashMap<&'d str, Arc<str>>,
     shapes: HashMap<Vec<Vec<i64>>, Shapes>,
     dtypes: HashMap<Vec<Arc<str>>, Dtypes>,
     /// Each `pg_id` with the group name its entries give it.
     pg_names: HashMap<String, Arc<str>>,
 }
 
-impl Shared {
-    fn text(&mut self, v: &PVal) -> Arc<str> {
+impl<'d> Shared<'d> {
+    fn text(&mut self, v: &'d PVal) -> Arc<str> {
         match v {
-            PVal::Str(s) => self
-                .texts
-                .entry(Rc::clone(s))
-                .or_insert_with(|| Arc::from(&**s))
-                .clone(),
+            PVal::Str(s) => self.str(s),
             other => Arc::from(text(other)),
         }
+    }
+
+    fn str(&mut self, s: &'d str) -> Arc<str> {
+        self.texts.entry(s).or_insert_with(|| Arc::from(s)).clone()
     }
 
     fn shapes(&mut self, v: &PVal) -> Result<Shapes, String> {
@@ -368,7 +372,7 @@ impl Shared {
 
     /// A list of dtype names, or one name as a plain string (older
     /// writers; PyTorch's own analyzer tests write `"float32"`).
-    fn dtypes(&mut self, v: &PVal) -> Dtypes {
+    fn dtypes(&mut self, v: &'d PVal) -> Dtypes {
         let names: Vec<Arc<str>> = match v {
             PVal::List(list) => list.iter().take(MAX_SHAPES).map(|d| self.text(d)).collect(),
             PVal::Str(s) if !s.trim().is_empty() => vec![self.text(v)],
@@ -381,7 +385,7 @@ impl Shared {
     }
 }
 
-fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
+fn entry<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Result<Entry, String> {
     let mut e = Entry::default();
     let (mut created, mut seq, mut seq_id, mut pg_id) = (None, None, None, None);
     let mut is_p2p = None;
@@ -399,11 +403,7 @@ fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
                     e.group_desc = pg.get(1).map(|g| shared.text(g)).unwrap_or_default();
                 }
             }
-            "profiling_name" => {
-                let name = text(val);
-                let op = name.split_once(':').map_or(name.as_str(), |(_, op)| op);
-                e.op = shared.text(&PVal::Str(Rc::from(op)));
-            }
+            "profiling_name" => e.op = op_of(val, shared),
             "record_id" => e.record_id = count(val).unwrap_or(0),
             "p2p_seq_id" => e.p2p_seq = count(val).unwrap_or(0),
             "input_sizes" => e.input_sizes = shared.shapes(val)?,
@@ -431,6 +431,17 @@ fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
     }
     e.is_p2p = is_p2p.unwrap_or(matches!(&*e.op, "send" | "recv"));
     Ok(e)
+}
+
+/// `profiling_name` without its backend prefix.
+fn op_of<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Arc<str> {
+    match v {
+        PVal::Str(name) => shared.str(name.split_once(':').map_or(&**name, |(_, op)| op)),
+        other => {
+            let name = text(other);
+            Arc::from(name.split_once(':').map_or(name.as_str(), |(_, op)| op))
+        }
+    }
 }
 
 fn state(v: &PVal) -> State {
