@@ -59,8 +59,12 @@ load = pickle.load if sys.argv[1] == "pickle" else json.load
 for f in sys.argv[2:]:
     with open(f, "rb") as fh:
         load(fh)'
+# What job.hang says, and the ranks it names.
 named() {
-  grep -o '"ranks": *\[[^]]*\]' "$out" | head -1 | tr -d ' \n' || true
+  "$PY" -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    if r["id"] == "job.hang":
+        print(r.get("ranks"), "-", r["summary"][:160])' "$out" 2>/dev/null || echo "(no report)"
 }
 echo "| command | wall | peak RSS |"
 echo "|---|---|---|"
