@@ -86,41 +86,46 @@ fn list_rank_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, String> {
     Ok(found.into_iter().collect())
 }
 
-/// Read every rank's dump of `dir`, a few files at a time.
+/// Read every rank's dump of `dir`, a few files at a time: each reader
+/// takes the next file not yet taken, so a slow file holds up one reader
+/// and never leaves the others idle. At most one file's bytes per reader
+/// are held at a time.
 pub fn read_dir(dir: &Path) -> Result<Dumps, String> {
     let files = rank_files(dir)?;
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
-    let chunk = files.len().div_ceil(workers).max(1);
-    let results: Vec<Result<RankTrace, (u32, PathBuf, String)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let handle = s.spawn(move || {
-                    part.iter()
-                        .map(|(r, p)| read_dump(*r, p).map_err(|e| (*r, p.clone(), e)))
-                        .collect::<Vec<_>>()
-                });
-                (part, handle)
-            })
-            .collect();
-        // A reader that failed outright leaves its files unreadable, never
-        // missing: a missing rank is a finding of its own.
-        handles
-            .into_iter()
-            .flat_map(|(part, h)| {
-                h.join().unwrap_or_else(|_| {
-                    part.iter()
-                        .map(|(r, p)| Err((*r, p.clone(), "reading it failed".to_string())))
-                        .collect()
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut results: Vec<(usize, Result<RankTrace, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers.min(files.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = take();
+                        let Some((r, p)) = files.get(i) else { break };
+                        done.push((i, read_dump(*r, p)));
+                    }
+                    done
                 })
             })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    // A reader that failed outright leaves its files unreadable, never
+    // missing: a missing rank is a finding of its own.
+    let mut seen = vec![false; files.len()];
+    results.iter().for_each(|(i, _)| seen[*i] = true);
+    let failed = (0..files.len()).filter(|i| !seen[*i]);
+    results.extend(failed.map(|i| (i, Err("reading it failed".to_string()))));
+    results.sort_by_key(|(i, _)| *i);
     let mut out = Dumps::default();
-    for r in results {
+    for (i, r) in results {
         match r {
             Ok(t) => out.traces.push(t),
-            Err(e) => out.unreadable.push(e),
+            Err(e) => out.unreadable.push((files[i].0, files[i].1.clone(), e)),
         }
     }
     Ok(out)
