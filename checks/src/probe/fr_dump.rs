@@ -555,4 +555,59 @@ mod tests {
             .expect("sparse");
         assert!(read_dump(1, &big).expect_err("refused").contains("larger"));
     }
+
+    #[test]
+    fn a_real_torch_dump_reads_its_key_fields() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/flight_recorder"
+        );
+        let path = format!("{dir}/finished/comm_lib_trace_rank_1");
+        let t = read_dump(1, Path::new(&path)).expect("reads");
+        assert_eq!((t.rank, t.version.as_str()), (1, "2.10"));
+        assert_eq!(t.groups[""].ranks, [0, 1, 2]);
+        assert_eq!(t.status["0"].last_completed, Some(8));
+        assert_eq!(t.entries.len(), 8);
+        let e = &t.entries[0];
+        assert_eq!(
+            (&*e.op, &*e.group, &*e.group_desc),
+            ("all_reduce", "0", "default_pg")
+        );
+        assert_eq!(
+            (e.collective_seq, e.record_id, e.state),
+            (1, 0, State::Scheduled)
+        );
+        assert_eq!(e.input_sizes.as_slice(), [vec![4]]);
+        assert_eq!(&*e.input_dtypes[0], "Float");
+        assert_eq!(e.time_created_ns, 1_796_623_437_324_439_110);
+        assert_eq!(e.timeout_ms, Some(10_000));
+        assert!(e.retired && !e.is_p2p);
+        let last = &t.entries[7];
+        assert_eq!((&*last.op, last.collective_seq), ("barrier", 8));
+        // The JSON dump of the same kind of job reads alike.
+        let json = format!("{dir}/straggler-json/comm_lib_trace_rank_0.json");
+        let j = read_dump(0, Path::new(&json)).expect("reads");
+        assert_eq!(j.entries.len(), 45);
+        assert_eq!(j.status["0"].last_enqueued, Some(45));
+        assert_eq!(&*j.entries[0].op, "all_reduce");
+    }
+
+    #[test]
+    fn a_bad_dump_is_its_ranks_error() {
+        assert!(parse(0, "x", b"\x80\x02}.".to_vec())
+            .expect_err("no entries")
+            .contains("entries"));
+        assert!(parse(0, "x", b"{\"entries\": [".to_vec())
+            .expect_err("truncated")
+            .contains("JSON"));
+        assert!(parse(0, "x", b"\x80\x02]q\x00(".to_vec())
+            .expect_err("truncated")
+            .contains("truncated"));
+        assert!(parse(0, "x", b"  ".to_vec())
+            .expect_err("empty")
+            .contains("empty"));
+        // Frames of any shape are left unread, never an error.
+        let odd = br#"{"version": "2.10", "entries": [{"time_created_ns": 1, "frames": 5}]}"#;
+        assert_eq!(parse(0, "x", odd.to_vec()).expect("reads").entries.len(), 1);
+    }
 }

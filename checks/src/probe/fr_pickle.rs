@@ -622,4 +622,83 @@ mod tests {
             decode(b"\x80\x02(K\x01q\x00K\x02q\x01K\x03q\x00h\x00h\x01l.", &[]).expect("decodes");
         assert_eq!(v, PVal::List([1, 2, 3, 3, 2].map(PVal::Int).to_vec()));
     }
+
+    /// A torch 2.15 gloo dump, 8 entries of 5 frames each.
+    fn real_dump() -> Vec<u8> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/flight_recorder/finished/comm_lib_trace_rank_1"
+        );
+        std::fs::read(path).expect("the fixture")
+    }
+
+    fn entries<'v, 'a>(doc: &'v PVal<'a>) -> &'v [PVal<'a>] {
+        let PVal::Dict(top) = doc else {
+            panic!("a dict")
+        };
+        match top.iter().find(|(k, _)| k == "entries") {
+            Some((_, PVal::List(l))) => l,
+            _ => panic!("entries"),
+        }
+    }
+
+    #[test]
+    fn unread_frames_are_skipped_and_every_other_key_reads_as_in_full() {
+        let bytes = real_dump();
+        let full = decode(&bytes, &[]).expect("decodes");
+        let skipped = decode(&bytes, &["frames"]).expect("decodes");
+        let (full, skipped) = (entries(&full), entries(&skipped));
+        assert_eq!(full.len(), 8);
+        for (f, s) in full.iter().zip(skipped) {
+            let (PVal::Dict(f), PVal::Dict(s)) = (f, s) else {
+                panic!("dicts")
+            };
+            assert_eq!(f.len(), s.len());
+            for ((fk, fv), (sk, sv)) in f.iter().zip(s) {
+                assert_eq!(fk, sk);
+                if fk == "frames" {
+                    assert!(matches!(fv, PVal::List(l) if l.len() == 5), "{fv:?}");
+                    assert_eq!(sv, &PVal::Skipped);
+                } else {
+                    // The keys after `frames` (input_dtypes, ...) are read.
+                    assert_eq!(fv, sv, "{fk}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strings_are_borrowed_and_bad_utf8_is_replaced() {
+        let v = decode(b"\x80\x02X\x03\x00\x00\x00abc.", &[]).expect("decodes");
+        assert!(matches!(v, PVal::Str(Cow::Borrowed("abc"))));
+        let v = decode(b"\x80\x02X\x02\x00\x00\x00a\xff.", &[]).expect("decodes");
+        assert_eq!(v, PVal::Str(Cow::Owned("a\u{fffd}".to_string())));
+        // A memo reference to a string is the same string.
+        let v = decode(b"\x80\x02(X\x01\x00\x00\x00kq\x00h\x00l.", &[]).expect("decodes");
+        assert_eq!(v, PVal::List(vec![PVal::Str("k".into()); 2]));
+    }
+
+    #[test]
+    fn an_unread_value_is_bounded_like_any_other() {
+        // {"frames": [[[...]]]} 100,000 deep: skipped, and still refused.
+        let mut deep = b"\x80\x02}X\x06\x00\x00\x00frames".to_vec();
+        deep.extend(std::iter::repeat_n(b']', 100_000));
+        deep.extend(std::iter::repeat_n(b'a', 99_999));
+        deep.extend(b"s.");
+        let e = decode(&deep, &["frames"]).expect_err("too deep");
+        assert!(e.contains("deeper"), "{e}");
+        // A memo bomb under an unread key is charged as one anywhere.
+        let mut bomb = b"\x80\x02}X\x06\x00\x00\x00frames]q\x00".to_vec();
+        for i in 1..=40u8 {
+            bomb.extend(b"(");
+            bomb.extend(std::iter::repeat_n([b'h', i - 1], 10).flatten());
+            bomb.extend([b'l', b'q', i]);
+        }
+        bomb.extend(b"s.");
+        let e = decode(&bomb, &["frames"]).expect_err("bomb");
+        assert!(e.contains("memo bomb"), "{e}");
+        // Not a container: kept as it is.
+        let v = decode(b"\x80\x02}X\x06\x00\x00\x00framesK\x05s.", &["frames"]).expect("decodes");
+        assert_eq!(v, PVal::Dict(vec![("frames".into(), PVal::Int(5))]));
+    }
 }
