@@ -418,6 +418,20 @@ struct Signature<'a> {
     parts: Vec<Signature<'a>>,
 }
 
+/// Two slots of one call with the same tensors, op and dtypes: their
+/// signatures are equal, known without building them (a false answer
+/// says nothing: compare the signatures).
+fn plainly_same(a: &Slot, b: &Slot) -> bool {
+    let (x, y) = (a.entry, b.entry);
+    a.parts.is_empty()
+        && b.parts.is_empty()
+        && x.op == y.op
+        && x.input_sizes == y.input_sizes
+        && x.output_sizes == y.output_sizes
+        && x.input_dtypes == y.input_dtypes
+        && x.output_dtypes == y.output_dtypes
+}
+
 fn signature<'a>(s: &Slot<'a>) -> Signature<'a> {
     if s.parts.is_empty() {
         return entry_signature(s.entry);
@@ -608,11 +622,19 @@ fn wave_of(
     completes: bool,
     latest_ns: u64,
 ) -> Option<Wavefront> {
-    let lanes: Vec<Lane> = traces
+    wave_from(group, &lanes_of(group, traces, completes), latest_ns)
+}
+
+/// The lanes of a group's members with dumps, in trace order.
+fn lanes_of<'a>(group: &Group, traces: &[&'a RankTrace], completes: bool) -> Vec<Lane<'a>> {
+    traces
         .iter()
         .filter(|t| group.members.contains(&t.rank))
         .map(|t| Lane::new(t, &group.name, completes))
-        .collect();
+        .collect()
+}
+
+fn wave_from(group: &Group, lanes: &[Lane], latest_ns: u64) -> Option<Wavefront> {
     let top = lanes.iter().filter_map(|l| l.last).max()?;
     // Below the latest first entry some rank's ring buffer has lost it.
     let from = lanes.iter().filter_map(Lane::first).max().unwrap_or(top);
@@ -624,11 +646,11 @@ fn wave_of(
         .filter(|s| *s >= from)
         .collect();
     for seq in seqs {
-        if let Some(w) = judge_seq(group, &lanes, seq) {
+        if let Some(w) = judge_seq(group, lanes, seq) {
             return Some(w);
         }
     }
-    stuck(group, &lanes, top, latest_ns)
+    stuck(group, lanes, top, latest_ns)
 }
 
 fn judge_seq(group: &Group, lanes: &[Lane], seq: u64) -> Option<Wavefront> {
@@ -641,6 +663,11 @@ fn judge_seq(group: &Group, lanes: &[Lane], seq: u64) -> Option<Wavefront> {
         .filter(|l| l.last.is_none_or(|last| last < seq))
         .collect();
     let (_, first) = *present.first()?;
+    // Every rank there, each with the same call: the common case, decided
+    // without building a wavefront.
+    if behind.is_empty() && present.iter().all(|(_, s)| plainly_same(s, first)) {
+        return None;
+    }
     let mut w = Wavefront {
         group: group.clone(),
         seq,
@@ -828,12 +855,17 @@ pub fn wavefronts(traces: &[RankTrace], members: &Membership) -> Vec<Wavefront> 
     let refs: Vec<&RankTrace> = traces.iter().collect();
     let completes = records_completion(traces);
     let latest = latest_ns(traces.iter());
-    let mut all: Vec<Wavefront> = members
+    let all: Vec<Wavefront> = members
         .groups
         .values()
         .filter_map(|g| wave_of(g, &refs, completes, latest))
         .map(|w| blame_absent(w, members))
         .collect();
+    kept_waves(all)
+}
+
+/// Of every group's wavefront, the ones [`wavefronts`] shows.
+fn kept_waves(mut all: Vec<Wavefront>) -> Vec<Wavefront> {
     all.sort_by_key(|w| (w.kind == WaveKind::Stuck, w.time_ns));
     let insides: Vec<Vec<u32>> = all.iter().map(inside).collect();
     let mut kept: Vec<Wavefront> = Vec::new();
@@ -854,6 +886,41 @@ pub fn wavefronts(traces: &[RankTrace], members: &Membership) -> Vec<Wavefront> 
         kept.extend(all.into_iter().next());
     }
     kept
+}
+
+/// What job.hang and job.straggler judge, from one pass over each
+/// group's lanes (its members' entries by sequence number, built once):
+/// the wavefronts, the entry times of the collectives entered alike, and
+/// the stragglers found in them.
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    /// As [`wavefronts`] gives them.
+    pub waves: Vec<Wavefront>,
+    pub timing: Timing,
+    /// As [`stragglers`] gives them.
+    pub stragglers: Vec<Straggler>,
+}
+
+/// The [`Index`] of a job's dumps.
+pub fn index(traces: &[RankTrace], members: &Membership) -> Index {
+    let refs: Vec<&RankTrace> = traces.iter().collect();
+    let completes = records_completion(traces);
+    let latest = latest_ns(traces.iter());
+    let mut waves = Vec::new();
+    let mut timing = Timing::default();
+    for g in members.groups.values() {
+        let lanes = lanes_of(g, &refs, completes);
+        waves.extend(wave_from(g, &lanes, latest).map(|w| blame_absent(w, members)));
+        timing
+            .groups
+            .extend(times_of(&lanes).map(|t| (g.clone(), t)));
+    }
+    let stragglers = stragglers_in(&timing);
+    Index {
+        waves: kept_waves(waves),
+        timing,
+        stragglers,
+    }
 }
 
 /// Every rank with a dump waits in a stuck collective: the members without
@@ -937,18 +1004,31 @@ pub const LATE_ONCE_SPREAD_FACTOR: f64 = 20.0;
 
 /// The entry times (ms) of one group's ranks at each collective they all
 /// entered alike, with the ranks in lane order.
-struct Times {
+#[derive(Debug, Clone, Default)]
+pub struct Times {
     ranks: Vec<u32>,
     /// (seq, op, one time per rank).
     rows: Vec<(u64, String, Vec<f64>)>,
 }
 
-fn entry_times(group: &Group, traces: &[&RankTrace]) -> Option<Times> {
-    let lanes: Vec<Lane> = traces
-        .iter()
-        .filter(|t| group.members.contains(&t.rank))
-        .map(|t| Lane::new(t, &group.name, false))
+/// Every group's [`Times`]: what lateness is measured on.
+#[derive(Debug, Clone, Default)]
+pub struct Timing {
+    groups: Vec<(Group, Times)>,
+}
+
+/// The [`Timing`] of a job's dumps.
+pub fn timing(traces: &[RankTrace], members: &Membership) -> Timing {
+    let refs: Vec<&RankTrace> = traces.iter().collect();
+    let groups = members
+        .groups
+        .values()
+        .filter_map(|g| times_of(&lanes_of(g, &refs, false)).map(|t| (g.clone(), t)))
         .collect();
+    Timing { groups }
+}
+
+fn times_of(lanes: &[Lane]) -> Option<Times> {
     if lanes.len() < 2 {
         return None;
     }
@@ -956,8 +1036,11 @@ fn entry_times(group: &Group, traces: &[&RankTrace]) -> Option<Times> {
     for seq in lanes[0].by_seq.iter().map(|s| s.seq) {
         let slots: Option<Vec<&Slot>> = lanes.iter().map(|l| l.at(seq)).collect();
         let Some(slots) = slots else { continue };
-        let sig = signature(slots[0]);
-        if slots.iter().any(|s| signature(s) != sig) {
+        let alike = slots.iter().all(|s| plainly_same(s, slots[0])) || {
+            let sig = signature(slots[0]);
+            slots.iter().all(|s| signature(s) == sig)
+        };
+        if !alike {
             continue;
         }
         let times = slots
@@ -975,12 +1058,15 @@ fn entry_times(group: &Group, traces: &[&RankTrace]) -> Option<Times> {
 /// The most collectives any process group's ranks all entered alike: how
 /// much evidence of lateness the recorders hold (0 when none was read).
 pub fn lateness_evidence(traces: &[RankTrace], members: &Membership) -> usize {
-    let refs: Vec<&RankTrace> = traces.iter().collect();
-    members
+    lateness_evidence_in(&timing(traces, members))
+}
+
+/// [`lateness_evidence`] of a [`Timing`] built before.
+pub fn lateness_evidence_in(timing: &Timing) -> usize {
+    timing
         .groups
-        .values()
-        .filter_map(|g| entry_times(g, &refs))
-        .map(|t| t.rows.len())
+        .iter()
+        .map(|(_, t)| t.rows.len())
         .max()
         .unwrap_or(0)
 }
@@ -990,17 +1076,12 @@ pub fn lateness_evidence(traces: &[RankTrace], members: &Membership) -> usize {
 /// the rank's enqueue time minus the median of the others'. Where a rank
 /// is late in several groups, the group with the most evidence is kept.
 pub fn stragglers(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> {
-    let refs: Vec<&RankTrace> = traces.iter().collect();
-    let mut best: BTreeMap<u32, Straggler> = BTreeMap::new();
-    for g in members.groups.values() {
-        for s in group_stragglers(g, &refs) {
-            let keep = best.get(&s.rank).is_none_or(|b| s.compared > b.compared);
-            if keep {
-                best.insert(s.rank, s);
-            }
-        }
-    }
-    best.into_values().collect()
+    stragglers_in(&timing(traces, members))
+}
+
+/// [`stragglers`] of a [`Timing`] built before.
+pub fn stragglers_in(timing: &Timing) -> Vec<Straggler> {
+    best_per_rank(timing, STRAGGLER_MIN_MS)
 }
 
 /// Every rank's lateness into collectives, as [`stragglers`] measures it
@@ -1008,10 +1089,23 @@ pub fn stragglers(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> 
 /// [`STRAGGLER_MIN_COMPARED`] collectives; each rank once, in the group
 /// with the most evidence, by rank.
 pub fn lateness(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> {
-    let refs: Vec<&RankTrace> = traces.iter().collect();
+    lateness_in(&timing(traces, members))
+}
+
+/// [`lateness`] of a [`Timing`] built before.
+pub fn lateness_in(timing: &Timing) -> Vec<Straggler> {
+    best_per_rank(timing, f64::NEG_INFINITY)
+}
+
+/// Each rank's lateness of at least `min_ms`, in the group where it was
+/// compared over the most collectives.
+fn best_per_rank(timing: &Timing, min_ms: f64) -> Vec<Straggler> {
     let mut best: BTreeMap<u32, Straggler> = BTreeMap::new();
-    for g in members.groups.values() {
-        for s in group_lateness(g, &refs) {
+    for (g, times) in &timing.groups {
+        for s in group_lateness(g, times)
+            .into_iter()
+            .filter(|s| s.median_ms >= min_ms)
+        {
             let keep = best.get(&s.rank).is_none_or(|b| s.compared > b.compared);
             if keep {
                 best.insert(s.rank, s);
@@ -1021,19 +1115,9 @@ pub fn lateness(traces: &[RankTrace], members: &Membership) -> Vec<Straggler> {
     best.into_values().collect()
 }
 
-fn group_stragglers(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
-    group_lateness(group, traces)
-        .into_iter()
-        .filter(|s| s.median_ms >= STRAGGLER_MIN_MS)
-        .collect()
-}
-
 /// Each rank's median and worst lateness in `group`, for the ranks
 /// compared over at least [`STRAGGLER_MIN_COMPARED`] collectives.
-fn group_lateness(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
-    let Some(times) = entry_times(group, traces) else {
-        return Vec::new();
-    };
+fn group_lateness(group: &Group, times: &Times) -> Vec<Straggler> {
     let mut late: Vec<Vec<f64>> = vec![Vec::new(); times.ranks.len()];
     let mut sorted: Vec<f64> = Vec::with_capacity(times.ranks.len());
     for (_, _, row) in &times.rows {
@@ -1074,20 +1158,21 @@ fn group_lateness(group: &Group, traces: &[&RankTrace]) -> Vec<Straggler> {
 /// the median of the other ranks, so that two ranks late together are
 /// each seen late.
 pub fn late_entries(traces: &[RankTrace], members: &Membership) -> Vec<LateEntry> {
-    let refs: Vec<&RankTrace> = traces.iter().collect();
-    let mut found: Vec<LateEntry> = members
+    late_entries_in(&timing(traces, members))
+}
+
+/// [`late_entries`] of a [`Timing`] built before.
+pub fn late_entries_in(timing: &Timing) -> Vec<LateEntry> {
+    let mut found: Vec<LateEntry> = timing
         .groups
-        .values()
-        .flat_map(|g| group_late_entries(g, &refs))
+        .iter()
+        .flat_map(|(g, times)| group_late_entries(g, times))
         .collect();
     found.sort_by(|a, b| b.late_ms.total_cmp(&a.late_ms));
     found
 }
 
-fn group_late_entries(group: &Group, traces: &[&RankTrace]) -> Vec<LateEntry> {
-    let Some(times) = entry_times(group, traces) else {
-        return Vec::new();
-    };
+fn group_late_entries(group: &Group, times: &Times) -> Vec<LateEntry> {
     // (row, rank index, lateness against the median of the others).
     let mut late: Vec<(usize, usize, f64)> = Vec::new();
     let mut order: Vec<usize> = Vec::with_capacity(times.ranks.len());

@@ -206,7 +206,7 @@ fn faults_since_start(job: &Job, gpus: &[GpuLoad]) -> Vec<Fault> {
 /// slowdown, the power cap, an SM clock below its siblings'): the rank,
 /// the GPU and the cause, joined.
 fn slow_straggler_gpu(ctx: &Context, job: &Job, gpus: &[GpuLoad]) -> Option<Outcome> {
-    let stragglers = crate::domain::job::stragglers(&job.traces, &job.members);
+    let stragglers = &job.index().stragglers;
     if stragglers.is_empty() {
         return None;
     }

@@ -4,7 +4,7 @@
 
 use super::{hang_live, ranks_phrase, Job};
 use crate::domain::action::Action;
-use crate::domain::job::{self, rank_list, Blamed, WaveKind, Wavefront};
+use crate::domain::job::{rank_list, Blamed, WaveKind, Wavefront};
 use crate::facts::job::{self as facts, GroupWave, RankState, WavefrontMap};
 use crate::identity::check;
 use crate::{Collective, DataTable, Outcome};
@@ -77,7 +77,7 @@ pub fn judge(job: &Job) -> Outcome {
     if let Some(moving) = job.live.as_ref().and_then(hang_live::moving) {
         return moving;
     }
-    let mut waves = job::wavefronts(&job.traces, &job.members);
+    let mut waves = job.index().waves.clone();
     if let Some(live) = job.live.as_ref().filter(|l| l.progress.is_none()) {
         waves.retain(|w| stands_read_once(w, live));
     }

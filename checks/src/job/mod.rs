@@ -10,7 +10,7 @@
 //! check run never selects them, and `gpucheck job` runs only them.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::domain::flight::RankTrace;
 use crate::domain::job::{self, Membership};
@@ -82,9 +82,19 @@ pub struct Job {
     pub members: Membership,
     /// What was seen of the running job, when it was looked at live.
     pub live: Option<live::Live>,
+    /// The groups' wavefronts, entry times and stragglers, built on first
+    /// use and shared by job.hang, job.straggler and job.gpus (the traces
+    /// and members are not changed once a check has judged them).
+    index: OnceLock<job::Index>,
 }
 
 impl Job {
+    /// The judges' [`job::Index`] of the dumps, built once.
+    pub fn index(&self) -> &job::Index {
+        self.index
+            .get_or_init(|| job::index(&self.traces, &self.members))
+    }
+
     /// Read every rank's dump in `dir` and rebuild the job's membership.
     pub fn read(dir: &Path) -> Result<Job, String> {
         let read = fr_dump::read_dir(dir)?;
@@ -106,6 +116,7 @@ impl Job {
             unreadable,
             members,
             live: None,
+            index: OnceLock::new(),
         })
     }
 
@@ -138,6 +149,7 @@ impl Job {
             unreadable,
             members,
             live: Some(live),
+            index: OnceLock::new(),
         })
     }
 }
@@ -209,6 +221,7 @@ impl Job {
             unreadable,
             members,
             live: Some(live),
+            index: OnceLock::new(),
         }
     }
 }

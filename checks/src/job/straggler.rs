@@ -60,7 +60,7 @@ pub fn judge(job: &Job) -> Outcome {
 fn lateness(job: &Job) -> Lateness {
     Lateness {
         straggler_ms: STRAGGLER_MIN_MS,
-        ranks: job::lateness(&job.traces, &job.members)
+        ranks: job::lateness_in(&job.index().timing)
             .into_iter()
             .map(|s| RankLateness {
                 rank: s.rank,
@@ -73,12 +73,12 @@ fn lateness(job: &Job) -> Lateness {
 }
 
 fn verdict(job: &Job) -> Outcome {
-    let found = job::stragglers(&job.traces, &job.members);
+    let found = &job.index().stragglers;
     let Some(worst) = found
         .iter()
         .max_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
     else {
-        let late = job::late_entries(&job.traces, &job.members);
+        let late = job::late_entries_in(&job.index().timing);
         if let Some(o) = late_once(&late) {
             return o;
         }
@@ -132,7 +132,7 @@ fn verdict(job: &Job) -> Outcome {
         .with_fact("group", worst.group.label())
         .with_metric("lateness_median_ms", worst.median_ms, "ms")
         .with_metric("lateness_worst_ms", worst.worst_ms, "ms");
-    for s in &found {
+    for s in found {
         o = o.with_device(DeviceResult {
             index: s.rank,
             label: Some(format!("rank {}", s.rank)),
@@ -164,7 +164,7 @@ fn not_measured(job: &Job) -> Option<Outcome> {
              dumps gpucheck can read)",
         ));
     }
-    let compared = job::lateness_evidence(&job.traces, &job.members);
+    let compared = job::lateness_evidence_in(&job.index().timing);
     (compared < STRAGGLER_MIN_COMPARED).then(|| {
         Outcome::skip(format!(
             "lateness not measured: the ranks' recorders share {compared} collective(s) entered \
@@ -224,6 +224,7 @@ fn late_once(late: &[LateEntry]) -> Option<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::super::Job;
+    use crate::domain::job;
     use crate::facts::job::Lateness;
     use crate::Status;
 
@@ -232,6 +233,29 @@ mod tests {
             .join("../tests/fixtures/flight_recorder")
             .join(case);
         Job::read(&dir).expect("the fixture reads")
+    }
+
+    #[test]
+    fn the_shared_index_judges_as_each_judgement_alone() {
+        for case in [
+            "straggler-json",
+            "straggler_once",
+            "two_groups",
+            "missing_rank",
+            "skip",
+        ] {
+            let job = fixture(case);
+            let index = job.index();
+            let (traces, members) = (&job.traces, &job.members);
+            assert_eq!(index.stragglers, job::stragglers(traces, members), "{case}");
+            assert_eq!(index.waves, job::wavefronts(traces, members), "{case}");
+            let timing = &index.timing;
+            assert_eq!(job::lateness_in(timing), job::lateness(traces, members));
+            assert_eq!(
+                job::late_entries_in(timing),
+                job::late_entries(traces, members)
+            );
+        }
     }
 
     #[test]

@@ -11,12 +11,17 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::domain::flight::{Dtypes, Entry, GroupConfig, GroupStatus, RankTrace, Shapes, State};
+use crate::probe::fr_json;
 use crate::probe::fr_pickle::{self, PVal};
+
+/// Keys whose values no judge reads: left unread, never built (a stack of
+/// 5 to 30 frames in every entry is most of a dump).
+const UNREAD: &[&str] = &["frames"];
 
 /// The largest dump read: the recorder's 2,000 entries with stacks take a
 /// few MiB; 64 MiB leaves room for 20,000 entries.
@@ -81,41 +86,46 @@ fn list_rank_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, String> {
     Ok(found.into_iter().collect())
 }
 
-/// Read every rank's dump of `dir`, a few files at a time.
+/// Read every rank's dump of `dir`, a few files at a time: each reader
+/// takes the next file not yet taken, so a slow file holds up one reader
+/// and never leaves the others idle. At most one file's bytes per reader
+/// are held at a time.
 pub fn read_dir(dir: &Path) -> Result<Dumps, String> {
     let files = rank_files(dir)?;
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
-    let chunk = files.len().div_ceil(workers).max(1);
-    let results: Vec<Result<RankTrace, (u32, PathBuf, String)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let handle = s.spawn(move || {
-                    part.iter()
-                        .map(|(r, p)| read_dump(*r, p).map_err(|e| (*r, p.clone(), e)))
-                        .collect::<Vec<_>>()
-                });
-                (part, handle)
-            })
-            .collect();
-        // A reader that failed outright leaves its files unreadable, never
-        // missing: a missing rank is a finding of its own.
-        handles
-            .into_iter()
-            .flat_map(|(part, h)| {
-                h.join().unwrap_or_else(|_| {
-                    part.iter()
-                        .map(|(r, p)| Err((*r, p.clone(), "reading it failed".to_string())))
-                        .collect()
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut results: Vec<(usize, Result<RankTrace, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers.min(files.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = take();
+                        let Some((r, p)) = files.get(i) else { break };
+                        done.push((i, read_dump(*r, p)));
+                    }
+                    done
                 })
             })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    // A reader that failed outright leaves its files unreadable, never
+    // missing: a missing rank is a finding of its own.
+    let mut seen = vec![false; files.len()];
+    results.iter().for_each(|(i, _)| seen[*i] = true);
+    let failed = (0..files.len()).filter(|i| !seen[*i]);
+    results.extend(failed.map(|i| (i, Err("reading it failed".to_string()))));
+    results.sort_by_key(|(i, _)| *i);
     let mut out = Dumps::default();
-    for r in results {
+    for (i, r) in results {
         match r {
             Ok(t) => out.traces.push(t),
-            Err(e) => out.unreadable.push(e),
+            Err(e) => out.unreadable.push((files[i].0, files[i].1.clone(), e)),
         }
     }
     Ok(out)
@@ -135,14 +145,13 @@ fn read_one(rank: u32, path: &Path) -> Result<RankTrace, String> {
 /// they came from, for messages.
 pub fn parse(rank: u32, source: &str, bytes: Vec<u8>) -> Result<RankTrace, String> {
     let doc = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(0x80) => fr_pickle::decode(&bytes)?,
-        Some(b'{') => PVal::from_json(
-            serde_json::from_slice(&bytes).map_err(|e| format!("not valid JSON: {e}"))?,
-        ),
+        Some(0x80) => fr_pickle::decode(&bytes, UNREAD)?,
+        Some(b'{') => {
+            fr_json::decode(&bytes, UNREAD).map_err(|e| format!("not valid JSON: {e}"))?
+        }
         Some(_) => return Err("neither a pickle nor JSON".to_string()),
         None => return Err("empty".to_string()),
     };
-    drop(bytes);
     let mut t = normalise(&doc)?;
     t.rank = rank;
     t.file = source.to_string();
@@ -184,7 +193,7 @@ fn regular_and_small(meta: &std::fs::Metadata) -> Result<(), String> {
 }
 
 /// The pairs of a dict, or an error naming `what`.
-fn dict<'a>(v: &'a PVal, what: &str) -> Result<&'a [(Rc<str>, PVal)], String> {
+fn dict<'d, 'a>(v: &'d PVal<'a>, what: &str) -> Result<&'d [(Cow<'a, str>, PVal<'a>)], String> {
     match v {
         PVal::Dict(d) => Ok(d),
         _ => Err(format!("{what} is not a dict")),
@@ -319,24 +328,24 @@ fn status(v: &PVal) -> BTreeMap<String, GroupStatus> {
 /// Texts, shapes and dtype lists already seen in this dump, shared by the
 /// entries that repeat them.
 #[derive(Default)]
-struct Shared {
-    texts: HashMap<Rc<str>, Arc<str>>,
+struct Shared<'d> {
+    texts: HashMap<&'d str, Arc<str>>,
     shapes: HashMap<Vec<Vec<i64>>, Shapes>,
     dtypes: HashMap<Vec<Arc<str>>, Dtypes>,
     /// Each `pg_id` with the group name its entries give it.
     pg_names: HashMap<String, Arc<str>>,
 }
 
-impl Shared {
-    fn text(&mut self, v: &PVal) -> Arc<str> {
+impl<'d> Shared<'d> {
+    fn text(&mut self, v: &'d PVal) -> Arc<str> {
         match v {
-            PVal::Str(s) => self
-                .texts
-                .entry(Rc::clone(s))
-                .or_insert_with(|| Arc::from(&**s))
-                .clone(),
+            PVal::Str(s) => self.str(s),
             other => Arc::from(text(other)),
         }
+    }
+
+    fn str(&mut self, s: &'d str) -> Arc<str> {
+        self.texts.entry(s).or_insert_with(|| Arc::from(s)).clone()
     }
 
     fn shapes(&mut self, v: &PVal) -> Result<Shapes, String> {
@@ -368,7 +377,7 @@ impl Shared {
 
     /// A list of dtype names, or one name as a plain string (older
     /// writers; PyTorch's own analyzer tests write `"float32"`).
-    fn dtypes(&mut self, v: &PVal) -> Dtypes {
+    fn dtypes(&mut self, v: &'d PVal) -> Dtypes {
         let names: Vec<Arc<str>> = match v {
             PVal::List(list) => list.iter().take(MAX_SHAPES).map(|d| self.text(d)).collect(),
             PVal::Str(s) if !s.trim().is_empty() => vec![self.text(v)],
@@ -381,7 +390,7 @@ impl Shared {
     }
 }
 
-fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
+fn entry<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Result<Entry, String> {
     let mut e = Entry::default();
     let (mut created, mut seq, mut seq_id, mut pg_id) = (None, None, None, None);
     let mut is_p2p = None;
@@ -399,11 +408,7 @@ fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
                     e.group_desc = pg.get(1).map(|g| shared.text(g)).unwrap_or_default();
                 }
             }
-            "profiling_name" => {
-                let name = text(val);
-                let op = name.split_once(':').map_or(name.as_str(), |(_, op)| op);
-                e.op = shared.text(&PVal::Str(Rc::from(op)));
-            }
+            "profiling_name" => e.op = op_of(val, shared),
             "record_id" => e.record_id = count(val).unwrap_or(0),
             "p2p_seq_id" => e.p2p_seq = count(val).unwrap_or(0),
             "input_sizes" => e.input_sizes = shared.shapes(val)?,
@@ -431,6 +436,17 @@ fn entry(v: &PVal, shared: &mut Shared) -> Result<Entry, String> {
     }
     e.is_p2p = is_p2p.unwrap_or(matches!(&*e.op, "send" | "recv"));
     Ok(e)
+}
+
+/// `profiling_name` without its backend prefix.
+fn op_of<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Arc<str> {
+    match v {
+        PVal::Str(name) => shared.str(name.split_once(':').map_or(&**name, |(_, op)| op)),
+        other => {
+            let name = text(other);
+            Arc::from(name.split_once(':').map_or(name.as_str(), |(_, op)| op))
+        }
+    }
 }
 
 fn state(v: &PVal) -> State {
@@ -538,5 +554,60 @@ mod tests {
             .and_then(|f| f.set_len(MAX_FILE + 1))
             .expect("sparse");
         assert!(read_dump(1, &big).expect_err("refused").contains("larger"));
+    }
+
+    #[test]
+    fn a_real_torch_dump_reads_its_key_fields() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/flight_recorder"
+        );
+        let path = format!("{dir}/finished/comm_lib_trace_rank_1");
+        let t = read_dump(1, Path::new(&path)).expect("reads");
+        assert_eq!((t.rank, t.version.as_str()), (1, "2.10"));
+        assert_eq!(t.groups[""].ranks, [0, 1, 2]);
+        assert_eq!(t.status["0"].last_completed, Some(8));
+        assert_eq!(t.entries.len(), 8);
+        let e = &t.entries[0];
+        assert_eq!(
+            (&*e.op, &*e.group, &*e.group_desc),
+            ("all_reduce", "0", "default_pg")
+        );
+        assert_eq!(
+            (e.collective_seq, e.record_id, e.state),
+            (1, 0, State::Scheduled)
+        );
+        assert_eq!(e.input_sizes.as_slice(), [vec![4]]);
+        assert_eq!(&*e.input_dtypes[0], "Float");
+        assert_eq!(e.time_created_ns, 1_796_623_437_324_439_110);
+        assert_eq!(e.timeout_ms, Some(10_000));
+        assert!(e.retired && !e.is_p2p);
+        let last = &t.entries[7];
+        assert_eq!((&*last.op, last.collective_seq), ("barrier", 8));
+        // The JSON dump of the same kind of job reads alike.
+        let json = format!("{dir}/straggler-json/comm_lib_trace_rank_0.json");
+        let j = read_dump(0, Path::new(&json)).expect("reads");
+        assert_eq!(j.entries.len(), 45);
+        assert_eq!(j.status["0"].last_enqueued, Some(45));
+        assert_eq!(&*j.entries[0].op, "all_reduce");
+    }
+
+    #[test]
+    fn a_bad_dump_is_its_ranks_error() {
+        assert!(parse(0, "x", b"\x80\x02}.".to_vec())
+            .expect_err("no entries")
+            .contains("entries"));
+        assert!(parse(0, "x", b"{\"entries\": [".to_vec())
+            .expect_err("truncated")
+            .contains("JSON"));
+        assert!(parse(0, "x", b"\x80\x02]q\x00(".to_vec())
+            .expect_err("truncated")
+            .contains("truncated"));
+        assert!(parse(0, "x", b"  ".to_vec())
+            .expect_err("empty")
+            .contains("empty"));
+        // Frames of any shape are left unread, never an error.
+        let odd = br#"{"version": "2.10", "entries": [{"time_created_ns": 1, "frames": 5}]}"#;
+        assert_eq!(parse(0, "x", odd.to_vec()).expect("reads").entries.len(), 1);
     }
 }

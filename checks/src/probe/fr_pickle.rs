@@ -10,27 +10,34 @@
 //! including the copies a memo reference makes, counts against a budget
 //! proportional to the input, so a memo bomb ends in an error rather than
 //! in gigabytes.
+//!
+//! Cheap on a dump's two million entries: strings are borrowed from the
+//! input (copied only where they are not UTF-8), and the value of a key
+//! the caller names as unread (a stack's `frames`) is walked, bounded and
+//! counted like any other, but none of its containers is built: it is
+//! [`PVal::Skipped`].
 
-use std::rc::Rc;
+use std::borrow::Cow;
 
-/// A decoded value. Strings are shared, so the memo's many references to
-/// one string (every entry's keys) cost no copies; dicts keep their pairs
-/// in order, read in one pass.
+/// A decoded value, its strings borrowed from the input where they can
+/// be; dicts keep their pairs in order, read in one pass.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PVal {
+pub enum PVal<'a> {
     None,
     Bool(bool),
     Int(i64),
     Float(f64),
-    Str(Rc<str>),
-    List(Vec<PVal>),
-    Dict(Vec<(Rc<str>, PVal)>),
+    Str(Cow<'a, str>),
+    List(Vec<PVal<'a>>),
+    Dict(Vec<(Cow<'a, str>, PVal<'a>)>),
+    /// A container under a key the caller left unread: walked, not built.
+    Skipped,
 }
 
-impl PVal {
+impl PVal<'_> {
     /// A JSON document as the same values (serde_json has bounded its
     /// nesting to 128).
-    pub fn from_json(v: serde_json::Value) -> PVal {
+    pub fn from_json(v: serde_json::Value) -> PVal<'static> {
         use serde_json::Value;
         match v {
             Value::Null => PVal::None,
@@ -43,7 +50,7 @@ impl PVal {
             Value::Array(a) => PVal::List(a.into_iter().map(PVal::from_json).collect()),
             Value::Object(m) => PVal::Dict(
                 m.into_iter()
-                    .map(|(k, v)| (Rc::from(k), PVal::from_json(v)))
+                    .map(|(k, v)| (Cow::Owned(k), PVal::from_json(v)))
                     .collect(),
             ),
         }
@@ -61,40 +68,43 @@ const MAX_VALUES: usize = 64_000_000;
 /// A value on the machine's stack with its nesting depth and how many
 /// values it holds (itself included), so that a memo copy is charged.
 #[derive(Clone)]
-struct Item {
-    value: PVal,
+struct Item<'a> {
+    value: PVal<'a>,
     depth: usize,
     count: usize,
 }
 
-enum Slot {
+enum Slot<'a> {
     Mark,
-    Item(Item),
+    Item(Item<'a>),
 }
 
-struct Machine<'a> {
+struct Machine<'a, 's> {
     data: &'a [u8],
     pos: usize,
-    stack: Vec<Slot>,
+    stack: Vec<Slot<'a>>,
     /// By memo key: pickles number their memo entries from 0 up, so a key
     /// is one already stored or the next one.
-    memo: Vec<Item>,
+    memo: Vec<Item<'a>>,
     made: usize,
     budget: usize,
+    /// Keys whose values are left unread.
+    skip: &'s [&'s str],
 }
 
-/// Decode one pickle into a JSON value.
-pub fn decode(data: &[u8]) -> Result<PVal, String> {
+/// Decode one pickle, leaving the values of the keys in `skip` unread.
+pub fn decode<'a>(data: &'a [u8], skip: &[&str]) -> Result<PVal<'a>, String> {
     let mut m = Machine {
         data,
         pos: 0,
-        stack: Vec::new(),
+        stack: Vec::with_capacity(64),
         memo: Vec::new(),
         made: 0,
         budget: data
             .len()
             .saturating_mul(VALUES_PER_BYTE)
             .clamp(1024, MAX_VALUES),
+        skip,
     };
     loop {
         let at = m.pos;
@@ -110,13 +120,14 @@ pub fn decode(data: &[u8]) -> Result<PVal, String> {
     }
 }
 
-impl Machine<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+impl<'a> Machine<'a, '_> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.data.len());
         let Some(end) = end else {
             return Err("truncated".to_string());
         };
-        let s = &self.data[self.pos..end];
+        let data: &'a [u8] = self.data;
+        let s = &data[self.pos..end];
         self.pos = end;
         Ok(s)
     }
@@ -132,7 +143,7 @@ impl Machine<'_> {
             .fold(0u64, |acc, x| (acc << 8) | u64::from(*x)))
     }
 
-    fn push(&mut self, value: PVal) -> Result<(), String> {
+    fn push(&mut self, value: PVal<'a>) -> Result<(), String> {
         self.push_item(Item {
             value,
             depth: 0,
@@ -153,7 +164,7 @@ impl Machine<'_> {
         Ok(())
     }
 
-    fn push_item(&mut self, item: Item) -> Result<(), String> {
+    fn push_item(&mut self, item: Item<'a>) -> Result<(), String> {
         self.afford(item.count)?;
         self.made += item.count;
         if item.depth > MAX_DEPTH {
@@ -163,21 +174,26 @@ impl Machine<'_> {
         Ok(())
     }
 
-    fn pop(&mut self) -> Result<Item, String> {
-        match self.stack.pop() {
+    fn pop(&mut self) -> Result<Item<'a>, String> {
+        let popped = self.stack.pop();
+        match popped {
             Some(Slot::Item(i)) => Ok(i),
             Some(Slot::Mark) => Err("a mark where a value was expected".to_string()),
             None => Err("stack underflow".to_string()),
         }
     }
 
-    /// Everything above the topmost mark, which is removed.
-    fn pop_mark(&mut self) -> Result<Vec<Item>, String> {
-        let at = self
-            .stack
+    /// Where the topmost mark is.
+    fn mark(&self) -> Result<usize, String> {
+        self.stack
             .iter()
             .rposition(|s| matches!(s, Slot::Mark))
-            .ok_or("no mark")?;
+            .ok_or_else(|| "no mark".to_string())
+    }
+
+    /// Everything above the topmost mark, which is removed.
+    fn pop_mark(&mut self) -> Result<Vec<Item<'a>>, String> {
+        let at = self.mark()?;
         let items = self.stack.split_off(at + 1);
         self.stack.pop();
         Ok(items
@@ -189,10 +205,28 @@ impl Machine<'_> {
             .collect())
     }
 
+    /// A new container is skipped as the value of a key left unread (the
+    /// key is then the nearest value below it), or as an item of a skipped
+    /// container (which is then the nearest value below it, or the item
+    /// added before it). Pickles build a container's items above it and
+    /// then add them, so a container made after a skipped one is done (the
+    /// next key of an entry) has a value of its own nearest.
+    fn skipping(&self) -> bool {
+        let nearest = self.stack.iter().rev().find_map(|s| match s {
+            Slot::Item(i) => Some(&i.value),
+            Slot::Mark => None,
+        });
+        match nearest {
+            Some(PVal::Skipped) => true,
+            Some(PVal::Str(k)) => self.skip.contains(&&**k),
+            _ => false,
+        }
+    }
+
     fn string(&mut self, n: u64) -> Result<(), String> {
         let n = usize::try_from(n).map_err(|_| "string too long")?;
-        let s = String::from_utf8_lossy(self.take(n)?).into_owned();
-        self.push(PVal::Str(s.into()))
+        let s = String::from_utf8_lossy(self.take(n)?);
+        self.push(PVal::Str(s))
     }
 
     fn step(&mut self, op: u8) -> Result<(), String> {
@@ -243,22 +277,31 @@ impl Machine<'_> {
 
     fn long1(&mut self) -> Result<(), String> {
         let n = usize::from(self.byte()?);
-        let bytes = self.take(n)?.to_vec();
+        let bytes = self.take(n)?;
         if n > 8 {
             return Err(format!("an integer of {n} bytes"));
         }
         let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
         let mut raw = [if negative { 0xff } else { 0 }; 8];
-        raw[..n].copy_from_slice(&bytes);
+        raw[..n].copy_from_slice(bytes);
         let v = i64::from_le_bytes(raw);
         // Nine-byte encodings of large unsigned values do not occur: n <= 8.
         self.push(PVal::Int(v))
     }
 
+    /// An empty container, or [`PVal::Skipped`] where it is left unread.
+    fn empty(&self, dict: bool) -> PVal<'a> {
+        match (self.skipping(), dict) {
+            (true, _) => PVal::Skipped,
+            (false, true) => PVal::Dict(Vec::new()),
+            (false, false) => PVal::List(Vec::new()),
+        }
+    }
+
     fn container(&mut self, op: u8) -> Result<(), String> {
         match op {
-            b'}' => self.push(PVal::Dict(Vec::new())),
-            b']' | b')' => self.push(PVal::List(Vec::new())),
+            b'}' => self.push(self.empty(true)),
+            b']' | b')' => self.push(self.empty(false)),
             b'l' | b't' => {
                 let items = self.pop_mark()?;
                 self.push_list(items)
@@ -280,12 +323,12 @@ impl Machine<'_> {
                 self.extend_list(vec![item])
             }
             b'e' => {
-                let items = self.pop_mark()?;
-                self.extend_list(items)
+                let at = self.mark()?;
+                self.append_above(at)
             }
             b'd' => {
                 let items = self.pop_mark()?;
-                self.push(PVal::Dict(Vec::new()))?;
+                self.push(self.empty(true))?;
                 self.extend_dict(items)
             }
             b's' => {
@@ -294,17 +337,20 @@ impl Machine<'_> {
                 self.extend_dict(vec![k, v])
             }
             b'u' => {
-                let items = self.pop_mark()?;
-                self.extend_dict(items)
+                let at = self.mark()?;
+                self.set_above(at)
             }
             _ => self.memo_or_refuse(op),
         }
     }
 
-    fn push_list(&mut self, items: Vec<Item>) -> Result<(), String> {
+    fn push_list(&mut self, items: Vec<Item<'a>>) -> Result<(), String> {
         let depth = items.iter().map(|i| i.depth + 1).max().unwrap_or(0);
         let count = items.iter().map(|i| i.count).sum::<usize>() + 1;
-        let value = PVal::List(items.into_iter().map(|i| i.value).collect());
+        let value = match self.skipping() {
+            true => PVal::Skipped,
+            false => PVal::List(items.into_iter().map(|i| i.value).collect()),
+        };
         // The items were charged when they were pushed.
         self.made = self.made.saturating_sub(count - 1);
         self.push_item(Item {
@@ -314,54 +360,70 @@ impl Machine<'_> {
         })
     }
 
-    fn top(&mut self) -> Result<&mut Item, String> {
+    /// APPENDS: the items above the mark at `at` go into the list below
+    /// it, moved, with no list of them in between.
+    fn append_above(&mut self, at: usize) -> Result<(), String> {
+        let (below, above) = self.stack.split_at_mut(at);
+        let Some(Slot::Item(top)) = below.last_mut() else {
+            return Err("no container to add to".to_string());
+        };
+        for slot in &mut above[1..] {
+            if let Slot::Item(i) = std::mem::replace(slot, Slot::Mark) {
+                add_to_list(top, i)?;
+            }
+        }
+        self.stack.truncate(at);
+        Ok(())
+    }
+
+    /// SETITEMS: the pairs above the mark at `at` go into the dict below
+    /// it, moved.
+    fn set_above(&mut self, at: usize) -> Result<(), String> {
+        if (self.stack.len() - at - 1) % 2 != 0 {
+            return Err("a dict key without its value".to_string());
+        }
+        let (below, above) = self.stack.split_at_mut(at);
+        let Some(Slot::Item(top)) = below.last_mut() else {
+            return Err("no container to add to".to_string());
+        };
+        for pair in above[1..].chunks_exact_mut(2) {
+            let [k, v] = pair else { continue };
+            let taken = (
+                std::mem::replace(k, Slot::Mark),
+                std::mem::replace(v, Slot::Mark),
+            );
+            let (Slot::Item(k), Slot::Item(v)) = taken else {
+                return Err("a mark inside a dict's items".to_string());
+            };
+            add_to_dict(top, k, v)?;
+        }
+        self.stack.truncate(at);
+        Ok(())
+    }
+
+    fn top(&mut self) -> Result<&mut Item<'a>, String> {
         match self.stack.last_mut() {
             Some(Slot::Item(i)) => Ok(i),
             _ => Err("no container to add to".to_string()),
         }
     }
 
-    fn extend_list(&mut self, items: Vec<Item>) -> Result<(), String> {
+    fn extend_list(&mut self, items: Vec<Item<'a>>) -> Result<(), String> {
         let top = self.top()?;
-        let PVal::List(list) = &mut top.value else {
-            return Err("APPEND to something that is not a list".to_string());
-        };
-        for i in items {
-            top.depth = top.depth.max(i.depth + 1);
-            top.count += i.count;
-            list.push(i.value);
-        }
-        if top.depth > MAX_DEPTH {
-            return Err(format!("nested deeper than {MAX_DEPTH}"));
-        }
-        Ok(())
+        items.into_iter().try_for_each(|i| add_to_list(top, i))
     }
 
-    fn extend_dict(&mut self, items: Vec<Item>) -> Result<(), String> {
+    fn extend_dict(&mut self, items: Vec<Item<'a>>) -> Result<(), String> {
         if items.len() % 2 != 0 {
             return Err("a dict key without its value".to_string());
         }
         let top = self.top()?;
-        let PVal::Dict(map) = &mut top.value else {
-            return Err("SETITEM on something that is not a dict".to_string());
-        };
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            let key = match k.value {
-                PVal::Str(s) => s,
-                PVal::Int(n) => Rc::from(n.to_string()),
-                _ => return Err("a dict key that is not a string or a number".to_string()),
-            };
-            top.depth = top.depth.max(v.depth + 1);
-            top.count += v.count;
-            map.push((key, v.value));
-        }
-        if top.depth > MAX_DEPTH {
-            return Err(format!("nested deeper than {MAX_DEPTH}"));
+            add_to_dict(top, k, v)?;
         }
         Ok(())
     }
-
     fn memo_or_refuse(&mut self, op: u8) -> Result<(), String> {
         match op {
             b'q' | b'r' | 0x94 => {
@@ -402,11 +464,10 @@ impl Machine<'_> {
                 let item = self.memo.get(key as usize).cloned().ok_or("no memo")?;
                 self.push_item(item)
             }
-            b'0' => self
-                .stack
-                .pop()
-                .map(drop)
-                .ok_or_else(|| "stack underflow".into()),
+            b'0' => {
+                let popped = self.stack.pop();
+                popped.map(drop).ok_or_else(|| "stack underflow".into())
+            }
             b'1' => self.pop_mark().map(drop),
             b'2' => {
                 let count = self.top()?.count;
@@ -417,6 +478,44 @@ impl Machine<'_> {
             _ => Err(refused(op)),
         }
     }
+}
+
+/// One item into the list `top`, charged to it; dropped where `top` is
+/// skipped.
+fn add_to_list<'a>(top: &mut Item<'a>, i: Item<'a>) -> Result<(), String> {
+    top.depth = top.depth.max(i.depth + 1);
+    top.count += i.count;
+    if top.depth > MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH}"));
+    }
+    match &mut top.value {
+        PVal::List(list) => list.push(i.value),
+        PVal::Skipped => {}
+        _ => return Err("APPEND to something that is not a list".to_string()),
+    }
+    Ok(())
+}
+
+/// One pair into the dict `top`, charged to it; dropped where `top` is
+/// skipped.
+fn add_to_dict<'a>(top: &mut Item<'a>, k: Item<'a>, v: Item<'a>) -> Result<(), String> {
+    top.depth = top.depth.max(v.depth + 1);
+    top.count += v.count;
+    if top.depth > MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH}"));
+    }
+    let map = match &mut top.value {
+        PVal::Dict(map) => map,
+        PVal::Skipped => return Ok(()),
+        _ => return Err("SETITEM on something that is not a dict".to_string()),
+    };
+    let key = match k.value {
+        PVal::Str(s) => s,
+        PVal::Int(n) => Cow::Owned(n.to_string()),
+        _ => return Err("a dict key that is not a string or a number".to_string()),
+    };
+    map.push((key, v.value));
+    Ok(())
 }
 
 /// Why an opcode is refused.
@@ -446,28 +545,28 @@ mod tests {
         // {"a": [1, 300, 70000, None, True, (b, -2)], "b": 1.5}, protocol 2
         // with memo puts and gets, as torch's pickler writes them.
         let p = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01](K\x01M,\x01Jp\x11\x01\x00N\x88h\x01\x8a\x01\xfe\x86eX\x01\x00\x00\x00bG?\xf8\x00\x00\x00\x00\x00\x00u.";
-        let v = decode(p).expect("decodes");
+        let v = decode(p, &[]).expect("decodes");
         let json = serde_json::json!({"a": [1, 300, 70000, null, true, ["a", -2]], "b": 1.5});
         assert_eq!(v, PVal::from_json(json));
     }
 
     #[test]
     fn code_calling_opcodes_are_refused_by_name() {
-        let e = decode(b"cos\nsystem\n(S'touch /tmp/x'\ntR.").expect_err("refused");
+        let e = decode(b"cos\nsystem\n(S'touch /tmp/x'\ntR.", &[]).expect_err("refused");
         assert!(e.contains("GLOBAL"), "{e}");
-        let e = decode(b"\x80\x04\x8c\x02os\x8c\x06system\x93.").expect_err("refused");
+        let e = decode(b"\x80\x04\x8c\x02os\x8c\x06system\x93.", &[]).expect_err("refused");
         assert!(e.contains("STACK_GLOBAL"), "{e}");
     }
 
     #[test]
     fn truncated_deep_and_bombs_end_in_errors() {
-        assert!(decode(b"\x80\x02}q\x00(X\x07\x00\x00\x00ver").is_err());
-        assert!(decode(b"").is_err());
+        assert!(decode(b"\x80\x02}q\x00(X\x07\x00\x00\x00ver", &[]).is_err());
+        assert!(decode(b"", &[]).is_err());
         let mut deep = b"\x80\x02".to_vec();
         deep.extend(std::iter::repeat_n(b'(', 100_000));
         deep.extend(std::iter::repeat_n(b'l', 100_000));
         deep.push(b'.');
-        assert!(decode(&deep).expect_err("too deep").contains("deeper"));
+        assert!(decode(&deep, &[]).expect_err("too deep").contains("deeper"));
         let mut deep = b"\x80\x02".to_vec();
         for _ in 0..100_000 {
             deep.extend(b"]");
@@ -476,7 +575,7 @@ mod tests {
             deep.extend(b"a");
         }
         deep.push(b'.');
-        assert!(decode(&deep).expect_err("too deep").contains("deeper"));
+        assert!(decode(&deep, &[]).expect_err("too deep").contains("deeper"));
         let mut bomb = b"\x80\x02]q\x00".to_vec();
         for i in 1..=40u8 {
             bomb.extend(b"(");
@@ -484,7 +583,7 @@ mod tests {
             bomb.extend([b'l', b'q', i]);
         }
         bomb.push(b'.');
-        assert!(decode(&bomb).expect_err("bomb").contains("memo bomb"));
+        assert!(decode(&bomb, &[]).expect_err("bomb").contains("memo bomb"));
     }
 
     /// A pickle of `n` Nones in one list, then `tail`.
@@ -506,20 +605,100 @@ mod tests {
             puts.push(b'r');
             puts.extend(key.to_le_bytes());
         }
-        let e = decode(&nones_then(10_000, &puts)).expect_err("bomb");
+        let e = decode(&nones_then(10_000, &puts), &[]).expect_err("bomb");
         assert!(e.contains("memo bomb"), "{e}");
         let dups = vec![b'2'; 100_000];
-        let e = decode(&nones_then(10_000, &dups)).expect_err("bomb");
+        let e = decode(&nones_then(10_000, &dups), &[]).expect_err("bomb");
         assert!(e.contains("memo bomb"), "{e}");
     }
 
     #[test]
     fn a_memo_key_past_the_next_one_is_refused() {
         // One far key would make room for 16 million memo entries.
-        let e = decode(&nones_then(1 << 20, b"r\x00\x24\xf4\x00")).expect_err("refused");
+        let e = decode(&nones_then(1 << 20, b"r\x00\x24\xf4\x00"), &[]).expect_err("refused");
         assert!(e.contains("memo key 16000000"), "{e}");
         // Keys in order, and a key stored again, decode.
-        let v = decode(b"\x80\x02(K\x01q\x00K\x02q\x01K\x03q\x00h\x00h\x01l.").expect("decodes");
+        let v =
+            decode(b"\x80\x02(K\x01q\x00K\x02q\x01K\x03q\x00h\x00h\x01l.", &[]).expect("decodes");
         assert_eq!(v, PVal::List([1, 2, 3, 3, 2].map(PVal::Int).to_vec()));
+    }
+
+    /// A torch 2.15 gloo dump, 8 entries of 5 frames each.
+    fn real_dump() -> Vec<u8> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/flight_recorder/finished/comm_lib_trace_rank_1"
+        );
+        std::fs::read(path).expect("the fixture")
+    }
+
+    fn entries<'v, 'a>(doc: &'v PVal<'a>) -> &'v [PVal<'a>] {
+        let PVal::Dict(top) = doc else {
+            panic!("a dict")
+        };
+        match top.iter().find(|(k, _)| k == "entries") {
+            Some((_, PVal::List(l))) => l,
+            _ => panic!("entries"),
+        }
+    }
+
+    #[test]
+    fn unread_frames_are_skipped_and_every_other_key_reads_as_in_full() {
+        let bytes = real_dump();
+        let full = decode(&bytes, &[]).expect("decodes");
+        let skipped = decode(&bytes, &["frames"]).expect("decodes");
+        let (full, skipped) = (entries(&full), entries(&skipped));
+        assert_eq!(full.len(), 8);
+        for (f, s) in full.iter().zip(skipped) {
+            let (PVal::Dict(f), PVal::Dict(s)) = (f, s) else {
+                panic!("dicts")
+            };
+            assert_eq!(f.len(), s.len());
+            for ((fk, fv), (sk, sv)) in f.iter().zip(s) {
+                assert_eq!(fk, sk);
+                if fk == "frames" {
+                    assert!(matches!(fv, PVal::List(l) if l.len() == 5), "{fv:?}");
+                    assert_eq!(sv, &PVal::Skipped);
+                } else {
+                    // The keys after `frames` (input_dtypes, ...) are read.
+                    assert_eq!(fv, sv, "{fk}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strings_are_borrowed_and_bad_utf8_is_replaced() {
+        let v = decode(b"\x80\x02X\x03\x00\x00\x00abc.", &[]).expect("decodes");
+        assert!(matches!(v, PVal::Str(Cow::Borrowed("abc"))));
+        let v = decode(b"\x80\x02X\x02\x00\x00\x00a\xff.", &[]).expect("decodes");
+        assert_eq!(v, PVal::Str(Cow::Owned("a\u{fffd}".to_string())));
+        // A memo reference to a string is the same string.
+        let v = decode(b"\x80\x02(X\x01\x00\x00\x00kq\x00h\x00l.", &[]).expect("decodes");
+        assert_eq!(v, PVal::List(vec![PVal::Str("k".into()); 2]));
+    }
+
+    #[test]
+    fn an_unread_value_is_bounded_like_any_other() {
+        // {"frames": [[[...]]]} 100,000 deep: skipped, and still refused.
+        let mut deep = b"\x80\x02}X\x06\x00\x00\x00frames".to_vec();
+        deep.extend(std::iter::repeat_n(b']', 100_000));
+        deep.extend(std::iter::repeat_n(b'a', 99_999));
+        deep.extend(b"s.");
+        let e = decode(&deep, &["frames"]).expect_err("too deep");
+        assert!(e.contains("deeper"), "{e}");
+        // A memo bomb under an unread key is charged as one anywhere.
+        let mut bomb = b"\x80\x02}X\x06\x00\x00\x00frames]q\x00".to_vec();
+        for i in 1..=40u8 {
+            bomb.extend(b"(");
+            bomb.extend(std::iter::repeat_n([b'h', i - 1], 10).flatten());
+            bomb.extend([b'l', b'q', i]);
+        }
+        bomb.extend(b"s.");
+        let e = decode(&bomb, &["frames"]).expect_err("bomb");
+        assert!(e.contains("memo bomb"), "{e}");
+        // Not a container: kept as it is.
+        let v = decode(b"\x80\x02}X\x06\x00\x00\x00framesK\x05s.", &["frames"]).expect("decodes");
+        assert_eq!(v, PVal::Dict(vec![("frames".into(), PVal::Int(5))]));
     }
 }

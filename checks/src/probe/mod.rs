@@ -8,6 +8,7 @@ pub mod cuda;
 pub mod ddp;
 pub mod exits;
 pub mod fr_dump;
+pub mod fr_json;
 pub mod fr_pickle;
 pub mod host;
 pub mod imex;
