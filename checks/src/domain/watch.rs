@@ -921,7 +921,7 @@ mod tests {
         // at 97 %; the others wait in all_reduce (their GPUs at 100 % too:
         // NCCL's kernels spin, which says nothing).
         let mut w = Watcher::new(Some(10.0));
-        let mut gpu = |mut x: Sample, pct: u32| {
+        let gpu = |mut x: Sample, pct: u32| {
             x.gpu_pct = Some(pct);
             x
         };
