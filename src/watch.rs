@@ -499,7 +499,7 @@ impl<'a> State<'a> {
             .ranks
             .len()
             .max(self.last.len())
-            .max(self.merge.samples().len());
+            .max(self.merge.ranks().len());
         let outcome = watch_check::outcome(&self.verdict, &self.watcher, self.now_s(), ranks);
         let check = &gpucheck_checks::job::Watch;
         let mut results = vec![CheckResult {

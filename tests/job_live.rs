@@ -344,6 +344,39 @@ fn a_rank_late_at_every_step_is_the_straggler_and_the_job_runs_on() {
     left_as_it_was(&job, WORLD, true);
 }
 
+/// `gpucheck job --watch --pid LAUNCHER` with `args` and `env` (its stderr
+/// in the job's folder) until its stderr says `said` (`limit` at most),
+/// then `then` more; ended by SIGTERM. Its exit code and stderr.
+fn watch_until(
+    job: &Job,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    said: &str,
+    (limit, then): (Duration, Duration),
+) -> (Option<i32>, String) {
+    let err_path = job.dir.join("watch.err");
+    let watch = gpucheck()
+        .args(["job", "--watch", "--pid"])
+        .arg(job.launcher.id().to_string())
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    let deadline = Instant::now() + limit;
+    while !read().contains(said) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(then);
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
+    let out = watch.wait_with_output().unwrap();
+    (out.status.code(), read())
+}
+
 /// `gpucheck job --watch` on a job whose ranks serve their recorders (worker
 /// servers): rank 1 enters every all_reduce 150 ms late. The watch names it
 /// from the recorders' entry times while the job runs, and no other rank.
@@ -351,37 +384,22 @@ fn a_rank_late_at_every_step_is_the_straggler_and_the_job_runs_on() {
 fn the_watch_names_the_rank_late_into_every_collective_from_its_recorder() {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let job = start("straggler", 1, WORLD, true, 3);
-    let (json, err_path) = (job.dir.join("watch.json"), job.dir.join("watch.err"));
-    let watch = gpucheck()
-        .args(["job", "--watch", "--hang-after", "30", "--pid"])
-        .arg(job.launcher.id().to_string())
-        .arg("--json")
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let json = job.dir.join("watch.json");
     let said = "rank 1 straggles: it starts collectives 15";
-    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
-    while !read().contains(said) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
-    let out = watch.wait_with_output().unwrap();
-    let err = read();
+    let args = [
+        "--hang-after".as_ref(),
+        "30".as_ref(),
+        "--json".as_ref(),
+        json.as_os_str(),
+    ];
+    let wait = (Duration::from_secs(60), Duration::ZERO);
+    let (code, err) = watch_until(&job, &args, &[], said, wait);
     assert!(err.contains(said), "{err}");
     assert!(
         !err.contains("rank 0 straggles") && !err.contains("rank 2 straggles"),
         "{err}"
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "a straggler is a warning\n{err}"
-    );
+    assert_eq!(code, Some(0), "a straggler is a warning\n{err}");
     let doc = assert_valid_json_report(&std::fs::read_to_string(&json).unwrap());
     assert_eq!(ranks(&doc, "job.watch"), vec![1], "{err}");
     left_as_it_was(&job, WORLD, true);
@@ -397,30 +415,18 @@ fn the_watch_takes_a_rank_whose_gpu_is_busy_outside_collectives_for_at_work() {
     let job = start("sleep", 1, WORLD, true, 0);
     std::thread::sleep(Duration::from_secs(2));
     let gpus = scenario(&job, 3, &[&[0], &[1], &[2]]);
-    let err_path = job.dir.join("watch.err");
-    let watch = gpucheck()
-        .args(["job", "--watch", "--hang-after", "6", "--pid"])
-        .arg(job.launcher.id().to_string())
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .env("FAKE_NVML_SCENARIO", &gpus)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap();
     let said = "wait for rank 1, at work outside collectives";
-    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(45);
-    while !read().contains(said) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    // Twice --hang-after more: still no hang suspected.
-    std::thread::sleep(Duration::from_secs(12));
-    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
-    let _ = watch.wait_with_output();
-    let err = read();
+    let lib = fake_nvml();
+    let args = [
+        "--hang-after".as_ref(),
+        "6".as_ref(),
+        "--nvml-lib".as_ref(),
+        lib.as_os_str(),
+    ];
+    let env = [("FAKE_NVML_SCENARIO", gpus.as_os_str())];
+    // Then twice --hang-after more: still no hang suspected.
+    let wait = (Duration::from_secs(45), Duration::from_secs(12));
+    let (_, err) = watch_until(&job, &args, &env, said, wait);
     assert!(err.contains(said), "{err}");
     assert!(!err.contains("diagnosing"), "{err}");
 }
@@ -469,25 +475,10 @@ fn the_watch_names_the_late_rank_from_nccl_inspector_output() {
             .collect();
         std::fs::write(folder.join(format!("vm-pid{pid}.log")), text).unwrap();
     }
-    let err_path = out_dir.path().join("watch.err");
-    let watch = gpucheck()
-        .args(["job", "--watch", "--hang-after", "30", "--pid"])
-        .arg(job.launcher.id().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap();
     let said = "rank 1 straggles: it starts collectives 150 ms after the first rank";
-    let read = || std::fs::read_to_string(&err_path).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !read().contains(said) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
-    let _ = watch.wait_with_output();
-    let err = read();
+    let args = ["--hang-after".as_ref(), "30".as_ref()];
+    let wait = (Duration::from_secs(60), Duration::ZERO);
+    let (_, err) = watch_until(&job, &args, &[], said, wait);
     assert!(err.contains(said), "{err}");
     assert!(
         !err.contains("rank 0 straggles") && !err.contains("rank 2 straggles"),

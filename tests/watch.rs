@@ -64,6 +64,41 @@ impl Case {
         ]
     }
 
+    /// torchrun's command line for node `node` of a two-node job of train.py
+    /// (2 ranks a node) meeting at 127.0.0.1:`port`.
+    fn torchrun_node(&self, node: &str, port: &str) -> Vec<String> {
+        let script = root().join("tests/fixtures/watch_job/train.py");
+        [venv_python().display().to_string()]
+            .into_iter()
+            .chain(
+                [
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "2",
+                    "--node-rank",
+                    node,
+                    "--nproc-per-node",
+                    "2",
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    port,
+                ]
+                .map(String::from),
+            )
+            .chain([script.display().to_string()])
+            .collect()
+    }
+
+    /// Two nodes' stderr (node0.err, node1.err), and both for a message.
+    fn node_errs(&self) -> (String, String, String) {
+        let read = |n: u32| std::fs::read_to_string(self.path(&format!("node{n}.err")));
+        let (err0, err1) = (read(0).unwrap_or_default(), read(1).unwrap_or_default());
+        let both = format!("node 0:\n{err0}\nnode 1:\n{err1}");
+        (err0, err1, both)
+    }
+
     /// The job's own processes still running (by this case's folder, which
     /// every rank's environment and torchrun's command line carry).
     fn left_running(&self) -> Vec<(u32, String)> {
@@ -388,22 +423,12 @@ fn across_two_nodes_the_rank_asleep_on_node_1_is_named_and_every_node_ends_its_r
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&[("CASE", "sleep"), ("FAULT_RANK", "3"), ("AT_STEP", "15")]);
     let (job_port, watch_port) = (free_port().to_string(), free_port().to_string());
-    let script = root().join("tests/fixtures/watch_job/train.py");
     let mut launchers = Vec::new();
     let mut watches = Vec::new();
     for node in ["0", "1"] {
-        let job = Command::new(venv_python())
-            .args([
-                "-m",
-                "torch.distributed.run",
-                "--nnodes",
-                "2",
-                "--node-rank",
-                node,
-            ])
-            .args(["--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
-            .args(["--master-port", &job_port])
-            .arg(&script)
+        let argv = case.torchrun_node(node, &job_port);
+        let job = Command::new(&argv[0])
+            .args(&argv[1..])
             .envs(case.env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -434,9 +459,7 @@ fn across_two_nodes_the_rank_asleep_on_node_1_is_named_and_every_node_ends_its_r
         .map(|w| wait_or_kill(w, Duration::from_secs(150)))
         .collect();
     let ended = SystemTime::now();
-    let err0 = std::fs::read_to_string(case.path("node0.err")).unwrap_or_default();
-    let err1 = std::fs::read_to_string(case.path("node1.err")).unwrap_or_default();
-    let both = format!("node 0:\n{err0}\nnode 1:\n{err1}");
+    let (err0, err1, both) = case.node_errs();
     assert_eq!(codes, vec![124, 124], "{both}");
     assert!(err0.contains("not in it: rank 3 on node 1"), "{both}");
     assert!(err1.contains("node 0 found the job hung"), "{both}");
@@ -470,7 +493,6 @@ fn exec_cluster_watch_gates_then_watches_across_two_nodes() {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&[("CASE", "sleep"), ("FAULT_RANK", "3"), ("AT_STEP", "15")]);
     let (job_port, watch_port) = (free_port().to_string(), free_port().to_string());
-    let script = root().join("tests/fixtures/watch_job/train.py");
     let python = venv_python();
     let nodes: Vec<Child> = ["0", "1"]
         .iter()
@@ -482,18 +504,7 @@ fn exec_cluster_watch_gates_then_watches_across_two_nodes() {
                 .arg(&python)
                 .args(["--only", "host.shm", "--on-fail", "warn", "--watch"])
                 .args(["--hang-after", "6", "--on-hang", "stop", "--"])
-                .arg(&python)
-                .args([
-                    "-m",
-                    "torch.distributed.run",
-                    "--nnodes",
-                    "2",
-                    "--node-rank",
-                    node,
-                ])
-                .args(["--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
-                .args(["--master-port", &job_port])
-                .arg(&script)
+                .args(case.torchrun_node(node, &job_port))
                 .envs(case.env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -507,9 +518,7 @@ fn exec_cluster_watch_gates_then_watches_across_two_nodes() {
         .into_iter()
         .map(|n| wait_or_kill(n, Duration::from_secs(180)))
         .collect();
-    let err0 = std::fs::read_to_string(case.path("node0.err")).unwrap_or_default();
-    let err1 = std::fs::read_to_string(case.path("node1.err")).unwrap_or_default();
-    let both = format!("node 0:\n{err0}\nnode 1:\n{err1}");
+    let (err0, err1, both) = case.node_errs();
     assert!(err0.contains("FLEET READY"), "{both}");
     assert_eq!(codes, vec![124, 124], "{both}");
     assert!(err0.contains("not in it: rank 3 on node 1"), "{both}");

@@ -8,14 +8,12 @@
 
 use gpucheck_checks::fleet::Fleet;
 use gpucheck_checks::job::{self as job_checks, Job, JobShare};
-use gpucheck_checks::probe::python::find_python;
 
-use super::identity::{self, IdentityFlags};
 use super::rendezvous::{Joined, Session};
 use super::report::FleetReport;
 use super::{base_config, fleet_env, fleet_report, fleet_result, follow, lead};
 use super::{note_unauthenticated, show};
-use super::{NodeMessage, Outputs};
+use super::{Meeting, NodeMessage, Outputs};
 use crate::cli::JobArgs;
 use crate::model::{CheckResult, Run};
 use crate::UsageError;
@@ -30,19 +28,9 @@ pub fn job(args: &JobArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
-    let flags = IdentityFlags {
-        nnodes: args.cluster.nnodes,
-        node_rank: args.cluster.node_rank,
-        master_addr: args.cluster.master_addr.clone(),
-        master_port: args.cluster.master_port,
-    };
-    let env = |k: &str| std::env::var(k).ok();
-    let id = identity::resolve(&flags, &env).map_err(UsageError)?;
-    let run_id = identity::run_id(args.cluster.run_id.as_deref(), &env).map_err(UsageError)?;
-    let token = args.cluster.token(&env)?;
-    let python = find_python(args.python.as_deref())
-        .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
-    let node_rank = id.node_rank.value;
+    let meeting = Meeting::resolve(&args.cluster, args.python.as_deref())?;
+    let token = meeting.token.as_ref();
+    let node_rank = meeting.id.node_rank.value;
     let outputs = Outputs::plan(&args.output, node_rank == 0)?;
     let run = local(args)?;
     let own = NodeMessage {
@@ -51,30 +39,28 @@ pub fn job(args: &JobArgs) -> anyhow::Result<u8> {
         report: run.clone(),
         env: fleet_env(),
     };
-    let mut config = base_config(&id, &args.cluster);
+    let mut config = meeting.for_run(base_config(&meeting.id, &args.cluster));
     config.allreduce = false;
     config.pair_steps = 0;
-    config.run_id = run_id.as_ref().map(|r| r.value.clone());
-    config.run_id_from = run_id.map(|r| r.from);
     config.profile = "job".to_string();
     config.host = super::checked::clean(&run.host.hostname, super::checked::MAX_HOST);
     let session = Session::start(
-        &python.path,
+        &meeting.python,
         &config,
-        token.as_ref(),
+        token,
         &serde_json::to_string(&own)?,
     );
     if node_rank == 0 {
         let strict = args.output.strict;
         let judged =
             |f: &Fleet, raw: &[(u32, Joined, NodeMessage)], id: &str| judge(f, raw, id, strict);
-        let report = lead(session, &config, token.as_ref(), &own, None, judged);
+        let report = lead(session, &config, token, &own, None, judged);
         outputs.finish(&report, &run, &args.output, false)?;
         let hosts: Vec<&str> = report.nodes.iter().map(|n| n.host.as_str()).collect();
         note_unauthenticated(false, token.is_none(), &config.master_addr, &hosts);
         Ok(report.exit_code.clamp(0, 255) as u8)
     } else {
-        let verdict = follow(session, &config, token.as_ref());
+        let verdict = follow(session, &config, token);
         let text = format!(
             "{}\n{}\n",
             super::report::node_line(node_rank, &run),

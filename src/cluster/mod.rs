@@ -138,21 +138,53 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
     crate::become_command(&argv, &program, notes)
 }
 
+/// This node's part of a rendezvous, from its flags and environment: who it
+/// is, the run every node shares, the cluster token and the Python that
+/// meets (`gpucheck cluster`, `job --nnodes`, the watch across nodes).
+struct Meeting {
+    id: identity::Identity,
+    run_id: Option<identity::Sourced<String>>,
+    token: Option<Token>,
+    python: PathBuf,
+}
+
+impl Meeting {
+    fn resolve(cluster: &ClusterFlags, python: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        let flags = IdentityFlags {
+            nnodes: cluster.nnodes,
+            node_rank: cluster.node_rank,
+            master_addr: cluster.master_addr.clone(),
+            master_port: cluster.master_port,
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        let id = identity::resolve(&flags, &env).map_err(UsageError)?;
+        let run_id = identity::run_id(cluster.run_id.as_deref(), &env).map_err(UsageError)?;
+        let token = cluster.token(&env)?;
+        let python = find_python(python)
+            .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
+        Ok(Meeting {
+            id,
+            run_id,
+            token,
+            python: python.path,
+        })
+    }
+
+    /// `config` for this meeting's run: its id and where the id came from.
+    fn for_run(&self, config: Config) -> Config {
+        Config {
+            run_id: self.run_id.as_ref().map(|r| r.value.clone()),
+            run_id_from: self.run_id.as_ref().map(|r| r.from.clone()),
+            ..config
+        }
+    }
+}
+
 /// Run this node's part of the cluster check; the text goes to stdout, or
 /// to stderr when `to_stderr`. Returns the exit code.
 fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::Result<u8> {
-    let flags = IdentityFlags {
-        nnodes: cluster.nnodes,
-        node_rank: cluster.node_rank,
-        master_addr: cluster.master_addr.clone(),
-        master_port: cluster.master_port,
-    };
-    let env = |k: &str| std::env::var(k).ok();
-    let id = identity::resolve(&flags, &env).map_err(UsageError)?;
-    let run_id = identity::run_id(cluster.run_id.as_deref(), &env).map_err(UsageError)?;
-    let token = cluster.token(&env)?;
-    let python = find_python(run_args.python.as_deref())
-        .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
+    let meeting = Meeting::resolve(cluster, run_args.python.as_deref())?;
+    let (id, token) = (&meeting.id, meeting.token.as_ref());
     let node_rank = id.node_rank.value;
     let outputs = Outputs::plan(&run_args.output, node_rank == 0)?;
     let run = run_local(run_args)?;
@@ -162,35 +194,26 @@ fn gate(run_args: &RunArgs, cluster: &ClusterFlags, to_stderr: bool) -> anyhow::
         report: run.clone(),
         env: fleet_env(),
     };
-    let mut config = session_config(&id, run_args, cluster);
-    config.run_id = run_id.as_ref().map(|r| r.value.clone());
-    config.run_id_from = run_id.map(|r| r.from);
+    let mut config = meeting.for_run(session_config(id, run_args, cluster));
     config.profile = format!("{:?}", run.profile).to_lowercase();
     config.host = checked::clean(&run.host.hostname, checked::MAX_HOST);
     let session = Session::start(
-        &python.path,
+        &meeting.python,
         &config,
-        token.as_ref(),
+        token,
         &serde_json::to_string(&own)?,
     );
     if node_rank == 0 {
         let judged = |f: &Fleet, raw: &[(u32, Joined, NodeMessage)], id: &str| {
             judge(f, raw, id, run_args.output.strict)
         };
-        let report = lead(
-            session,
-            &config,
-            token.as_ref(),
-            &own,
-            run_args.min_busbw,
-            judged,
-        );
+        let report = lead(session, &config, token, &own, run_args.min_busbw, judged);
         outputs.finish(&report, &run, &run_args.output, to_stderr)?;
         let hosts: Vec<&str> = report.nodes.iter().map(|n| n.host.as_str()).collect();
         note_unauthenticated(to_stderr, token.is_none(), &config.master_addr, &hosts);
         Ok(report.exit_code.clamp(0, 255) as u8)
     } else {
-        let verdict = follow(session, &config, token.as_ref());
+        let verdict = follow(session, &config, token);
         let text = format!("{}\n{}\n", report::node_line(node_rank, &run), verdict.line);
         show(&text, to_stderr)?;
         note_unauthenticated(to_stderr, token.is_none(), &config.master_addr, &[]);

@@ -12,13 +12,10 @@
 use std::time::{Duration, Instant};
 
 use gpucheck_checks::domain::watch_summary::NodeSummary;
-use gpucheck_checks::probe::python::find_python;
 
-use super::identity::{self, IdentityFlags};
 use super::rendezvous::{Event, Session};
-use super::{base_config, checked};
+use super::{base_config, checked, Meeting};
 use crate::cli::ClusterFlags;
-use crate::UsageError;
 use std::path::Path;
 
 /// What node 0 waits at the end for its payload to hand on "end".
@@ -63,29 +60,21 @@ impl Link {
         python: Option<&Path>,
         host: &str,
     ) -> anyhow::Result<Link> {
-        let flags = IdentityFlags {
-            nnodes: cluster.nnodes,
-            node_rank: cluster.node_rank,
-            master_addr: cluster.master_addr.clone(),
-            master_port: cluster.master_port,
-        };
-        let env = |k: &str| std::env::var(k).ok();
-        let id = identity::resolve(&flags, &env).map_err(UsageError)?;
-        let run_id = identity::run_id(cluster.run_id.as_deref(), &env).map_err(UsageError)?;
-        let token = cluster.token(&env)?;
-        let python = find_python(python)
-            .map_err(|e| UsageError(format!("cannot run the rendezvous: {e}")))?;
-        let mut config = base_config(&id, cluster);
+        let meeting = Meeting::resolve(cluster, python)?;
+        let mut config = meeting.for_run(base_config(&meeting.id, cluster));
         config.allreduce = false;
         config.pair_steps = 0;
         config.watch = true;
-        config.run_id = run_id.as_ref().map(|r| r.value.clone());
-        config.run_id_from = run_id.map(|r| r.from);
         config.profile = "watch".to_string();
         config.host = checked::clean(host, checked::MAX_HOST);
         let message = serde_json::json!({ "node_rank": config.node_rank, "host": config.host });
-        let session = Session::start(&python.path, &config, token.as_ref(), &message.to_string())
-            .map_err(|e| anyhow::anyhow!("cannot start the watch's rendezvous: {e}"))?;
+        let session = Session::start(
+            &meeting.python,
+            &config,
+            meeting.token.as_ref(),
+            &message.to_string(),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot start the watch's rendezvous: {e}"))?;
         Ok(Link {
             session: Some(session),
             node_rank: config.node_rank,
@@ -112,11 +101,9 @@ impl Link {
             };
             match next {
                 Ok(event) => out.extend(heard(event)),
-                Err(why) => {
-                    out.push(Heard::Lost(checked::clean(&why, 600)));
-                    self.session = None;
-                }
+                Err(why) => out.push(Heard::Lost(checked::clean(&why, 600))),
             }
+            // The payload ended, or said it cannot go on.
             if matches!(out.last(), Some(Heard::Lost(_))) {
                 self.session = None;
             }

@@ -143,10 +143,10 @@ impl State<'_> {
         let own = link.node_rank;
         let mut nodes: Vec<u32> = self
             .merge
-            .samples()
-            .iter()
-            .filter(|s| !waiting.contains(&s.rank))
-            .filter_map(|s| self.merge.node_of(s.rank).map(|(n, _)| n))
+            .ranks()
+            .into_iter()
+            .filter(|r| !waiting.contains(r))
+            .filter_map(|r| self.merge.node_of(r).map(|(n, _)| n))
             .filter(|&n| n != own)
             .collect();
         nodes.sort_unstable();
@@ -237,12 +237,13 @@ impl State<'_> {
         }
         let ranks: Vec<u32> = match e {
             Event::Crash { rank, .. } | Event::TornDown { rank, .. } => vec![*rank],
-            Event::Straggler { rank, .. } | Event::StragglerCleared { rank } => vec![*rank],
+            Event::Straggler { rank, .. }
+            | Event::LateStraggler { rank, .. }
+            | Event::StragglerCleared { rank } => vec![*rank],
             Event::HangSuspected { waiting, .. } => self
                 .merge
-                .samples()
-                .iter()
-                .map(|s| s.rank)
+                .ranks()
+                .into_iter()
                 .filter(|r| !waiting.contains(r))
                 .collect(),
             Event::WaitingOnBusy { busy, .. } => busy.iter().map(|(r, _)| *r).collect(),

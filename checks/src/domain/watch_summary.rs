@@ -231,6 +231,11 @@ impl Merge {
             .collect()
     }
 
+    /// Every rank of the nodes heard from, in order.
+    pub fn ranks(&self) -> Vec<u32> {
+        self.owner.keys().copied().collect()
+    }
+
     /// The node a rank runs on, with its host.
     pub fn node_of(&self, rank: u32) -> Option<(u32, &str)> {
         let node = *self.owner.get(&rank)?;
@@ -307,6 +312,7 @@ mod tests {
         m.take(1.0, summary(0, 1, 0..4)).unwrap();
         let ranks: Vec<u32> = m.samples().iter().map(|s| s.rank).collect();
         assert_eq!(ranks, (0..8).collect::<Vec<_>>());
+        assert_eq!(m.ranks(), ranks);
         assert_eq!(m.node_of(5), Some((1, "node1")));
         assert_eq!(m.nodes(), 2);
     }
