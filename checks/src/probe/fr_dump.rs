@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::domain::flight::{Dtypes, Entry, GroupConfig, GroupStatus, RankTrace, Shapes, State};
 use crate::probe::fr_json;
-use crate::probe::fr_pickle::{self, PVal};
+use crate::probe::fr_pickle::{self, Fold, PVal};
 
 /// Keys whose values no judge reads: left unread, never built (a stack of
 /// 5 to 30 frames in every entry is most of a dump).
@@ -144,15 +144,16 @@ fn read_one(rank: u32, path: &Path) -> Result<RankTrace, String> {
 /// One rank's dump from its bytes (pickle or JSON); `source` names where
 /// they came from, for messages.
 pub fn parse(rank: u32, source: &str, bytes: Vec<u8>) -> Result<RankTrace, String> {
+    let mut entries = Entries::default();
     let doc = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(0x80) => fr_pickle::decode(&bytes, UNREAD)?,
+        Some(0x80) => fr_pickle::decode_folding(&bytes, UNREAD, Some(&mut entries))?,
         Some(b'{') => {
             fr_json::decode(&bytes, UNREAD).map_err(|e| format!("not valid JSON: {e}"))?
         }
         Some(_) => return Err("neither a pickle nor JSON".to_string()),
         None => return Err("empty".to_string()),
     };
-    let mut t = normalise(&doc)?;
+    let mut t = normalise(&doc, entries)?;
     t.rank = rank;
     t.file = source.to_string();
     Ok(t)
@@ -200,7 +201,31 @@ fn dict<'d, 'a>(v: &'d PVal<'a>, what: &str) -> Result<&'d [(Cow<'a, str>, PVal<
     }
 }
 
-fn normalise(doc: &PVal) -> Result<RankTrace, String> {
+/// A dump's entries as a pickle sets their pairs ([`Fold`]): each folded
+/// straight into an [`Entry`], with no dict of it ever built.
+#[derive(Default)]
+struct Entries<'a> {
+    shared: Shared<'a>,
+    built: Vec<Building>,
+}
+
+impl<'a> Fold<'a> for Entries<'a> {
+    fn key(&self) -> &str {
+        "entries"
+    }
+
+    fn open(&mut self) -> usize {
+        self.built.push(Building::default());
+        self.built.len() - 1
+    }
+
+    fn pair(&mut self, n: usize, key: &str, value: PVal<'a>) -> Result<(), String> {
+        let b = self.built.get_mut(n).ok_or("an entry never opened")?;
+        b.pair(key, &value, &mut self.shared)
+    }
+}
+
+fn normalise<'a>(doc: &PVal<'a>, mut folded: Entries<'a>) -> Result<RankTrace, String> {
     let top = dict(doc, "the dump").map_err(|_| "not a Flight Recorder dump (no dict at top)")?;
     let mut t = RankTrace::default();
     let mut entries = None;
@@ -222,13 +247,19 @@ fn normalise(doc: &PVal) -> Result<RankTrace, String> {
     if list.len() > MAX_ENTRIES {
         return Err(format!("more than {MAX_ENTRIES} entries"));
     }
-    let mut shared = Shared::default();
     t.entries = list
         .iter()
+        .map(|e| {
+            let b = match e {
+                PVal::Folded(n) => folded.built.get(*n).cloned().ok_or("never opened")?,
+                other => Building::of(other, &mut folded.shared)?,
+            };
+            b.finish(&mut folded.shared)
+        })
         .enumerate()
-        .map(|(i, e)| entry(e, &mut shared).map_err(|m| format!("entry {i}: {m}")))
+        .map(|(i, e)| e.map_err(|m: String| format!("entry {i}: {m}")))
         .collect::<Result<_, _>>()?;
-    t.status = by_group_name(std::mem::take(&mut t.status), &shared.pg_names);
+    t.status = by_group_name(std::mem::take(&mut t.status), &folded.shared.pg_names);
     Ok(t)
 }
 
@@ -326,7 +357,8 @@ fn status(v: &PVal) -> BTreeMap<String, GroupStatus> {
 }
 
 /// Texts, shapes and dtype lists already seen in this dump, shared by the
-/// entries that repeat them.
+/// entries that repeat them. Texts are known by the input's own bytes
+/// (a text copied out of it, not being UTF-8, is only looked up).
 #[derive(Default)]
 struct Shared<'d> {
     texts: HashMap<&'d str, Arc<str>>,
@@ -337,14 +369,19 @@ struct Shared<'d> {
 }
 
 impl<'d> Shared<'d> {
-    fn text(&mut self, v: &'d PVal) -> Arc<str> {
+    fn text(&mut self, v: &PVal<'d>) -> Arc<str> {
         match v {
-            PVal::Str(s) => self.str(s),
+            PVal::Str(Cow::Borrowed(s)) => self.borrowed(s),
+            PVal::Str(Cow::Owned(s)) => self
+                .texts
+                .get(s.as_str())
+                .cloned()
+                .unwrap_or(Arc::from(&**s)),
             other => Arc::from(text(other)),
         }
     }
 
-    fn str(&mut self, s: &'d str) -> Arc<str> {
+    fn borrowed(&mut self, s: &'d str) -> Arc<str> {
         self.texts.entry(s).or_insert_with(|| Arc::from(s)).clone()
     }
 
@@ -377,7 +414,7 @@ impl<'d> Shared<'d> {
 
     /// A list of dtype names, or one name as a plain string (older
     /// writers; PyTorch's own analyzer tests write `"float32"`).
-    fn dtypes(&mut self, v: &'d PVal) -> Dtypes {
+    fn dtypes(&mut self, v: &PVal<'d>) -> Dtypes {
         let names: Vec<Arc<str>> = match v {
             PVal::List(list) => list.iter().take(MAX_SHAPES).map(|d| self.text(d)).collect(),
             PVal::Str(s) if !s.trim().is_empty() => vec![self.text(v)],
@@ -390,18 +427,37 @@ impl<'d> Shared<'d> {
     }
 }
 
-fn entry<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Result<Entry, String> {
-    let mut e = Entry::default();
-    let (mut created, mut seq, mut seq_id, mut pg_id) = (None, None, None, None);
-    let mut is_p2p = None;
-    for (k, val) in dict(v, "the entry")? {
-        match &**k {
+/// One entry as its pairs arrive, in any order: an [`Entry`] and the
+/// fields that are only known once all have.
+#[derive(Default, Clone)]
+struct Building {
+    e: Entry,
+    created: Option<u64>,
+    seq: Option<u64>,
+    seq_id: Option<u64>,
+    pg_id: Option<Arc<str>>,
+    is_p2p: Option<bool>,
+}
+
+impl Building {
+    /// An entry that was decoded as a dict (a JSON dump's).
+    fn of<'d>(v: &PVal<'d>, shared: &mut Shared<'d>) -> Result<Building, String> {
+        let mut b = Building::default();
+        for (k, val) in dict(v, "the entry")? {
+            b.pair(k, val, shared)?;
+        }
+        Ok(b)
+    }
+
+    fn pair<'d>(&mut self, k: &str, val: &PVal<'d>, shared: &mut Shared<'d>) -> Result<(), String> {
+        let e = &mut self.e;
+        match k {
             "time_created_ns" => {
-                created = Some(count(val).ok_or("time_created_ns is not a number")?);
+                self.created = Some(count(val).ok_or("time_created_ns is not a number")?);
             }
-            "collective_seq_id" => seq = count(val),
-            "seq_id" => seq_id = count(val),
-            "pg_id" => pg_id = Some(shared.text(val)),
+            "collective_seq_id" => self.seq = count(val),
+            "seq_id" => self.seq_id = count(val),
+            "pg_id" => self.pg_id = Some(shared.text(val)),
             "process_group" => {
                 if let PVal::List(pg) = val {
                     e.group = pg.first().map(|g| shared.text(g)).unwrap_or_default();
@@ -420,28 +476,35 @@ fn entry<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Result<Entry, String> {
             "time_discovered_completed_ns" => e.time_completed_ns = count(val).filter(|t| *t > 0),
             "duration_ms" => e.duration_ms = number(val),
             "timeout_ms" => e.timeout_ms = count(val),
-            "is_p2p" => is_p2p = Some(matches!(val, PVal::Bool(true))),
+            "is_p2p" => self.is_p2p = Some(matches!(val, PVal::Bool(true))),
             _ => {}
         }
+        Ok(())
     }
-    e.time_created_ns = created.ok_or("no time_created_ns")?;
-    e.collective_seq = seq.or(seq_id).unwrap_or(0);
-    match pg_id {
-        Some(id) if e.group.is_empty() => e.group = id,
-        Some(id) => {
-            let name = Arc::clone(&e.group);
-            shared.pg_names.entry(id.to_string()).or_insert(name);
+
+    fn finish(self, shared: &mut Shared) -> Result<Entry, String> {
+        let mut e = self.e;
+        e.time_created_ns = self.created.ok_or("no time_created_ns")?;
+        e.collective_seq = self.seq.or(self.seq_id).unwrap_or(0);
+        match self.pg_id {
+            Some(id) if e.group.is_empty() => e.group = id,
+            Some(id) => {
+                let name = Arc::clone(&e.group);
+                shared.pg_names.entry(id.to_string()).or_insert(name);
+            }
+            None => {}
         }
-        None => {}
+        e.is_p2p = self.is_p2p.unwrap_or(matches!(&*e.op, "send" | "recv"));
+        Ok(e)
     }
-    e.is_p2p = is_p2p.unwrap_or(matches!(&*e.op, "send" | "recv"));
-    Ok(e)
 }
 
 /// `profiling_name` without its backend prefix.
-fn op_of<'d>(v: &'d PVal, shared: &mut Shared<'d>) -> Arc<str> {
+fn op_of<'d>(v: &PVal<'d>, shared: &mut Shared<'d>) -> Arc<str> {
     match v {
-        PVal::Str(name) => shared.str(name.split_once(':').map_or(&**name, |(_, op)| op)),
+        PVal::Str(Cow::Borrowed(name)) => {
+            shared.borrowed(name.split_once(':').map_or(*name, |(_, op)| op))
+        }
         other => {
             let name = text(other);
             Arc::from(name.split_once(':').map_or(name.as_str(), |(_, op)| op))
@@ -488,7 +551,7 @@ mod tests {
             {"seq_id": 3, "pg_id": 0, "profiling_name": "nccl:all_reduce",
              "time_created_ns": 5, "state": "completed", "input_sizes": [[4]]}
         ]});
-        let t = normalise(&PVal::from_json(doc)).expect("reads");
+        let t = normalise(&PVal::from_json(doc), Entries::default()).expect("reads");
         assert_eq!(t.entries[0].collective_seq, 3);
         assert_eq!(&*t.entries[0].group, "0");
         assert_eq!(&*t.entries[0].op, "all_reduce");
@@ -504,7 +567,7 @@ mod tests {
             {"pg_id": 0, "process_group": ["0", "default_pg"], "time_created_ns": 1},
             {"pg_id": 1, "process_group": ["2", "undefined"], "time_created_ns": 2}
         ]});
-        let t = normalise(&PVal::from_json(doc)).expect("reads");
+        let t = normalise(&PVal::from_json(doc), Entries::default()).expect("reads");
         assert_eq!(t.status["2"].last_enqueued, Some(3));
         assert_eq!(t.status["0"].last_enqueued, Some(5));
         assert!(!t.status.contains_key("1"));
@@ -521,7 +584,7 @@ mod tests {
              "profiling_name": "gloo:broadcast", "time_created_ns": 0,
              "input_dtypes": ["Float", "Double"], "output_dtypes": ["Float"]}
         ]});
-        let t = normalise(&PVal::from_json(doc)).expect("reads");
+        let t = normalise(&PVal::from_json(doc), Entries::default()).expect("reads");
         let names = |d: &Dtypes| d.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         assert_eq!(names(&t.entries[0].input_dtypes), ["float32"]);
         assert!(t.entries[0].output_dtypes.is_empty());
@@ -534,10 +597,10 @@ mod tests {
     #[test]
     fn wrong_types_are_named() {
         let doc = serde_json::json!({"entries": "all"});
-        let e = normalise(&PVal::from_json(doc)).expect_err("refused");
+        let e = normalise(&PVal::from_json(doc), Entries::default()).expect_err("refused");
         assert!(e.contains("entries"), "{e}");
         let doc = serde_json::json!({"entries": [{"time_created_ns": "soon"}]});
-        let e = normalise(&PVal::from_json(doc)).expect_err("refused");
+        let e = normalise(&PVal::from_json(doc), Entries::default()).expect_err("refused");
         assert!(e.contains("time_created_ns"), "{e}");
     }
 
@@ -590,6 +653,34 @@ mod tests {
         assert_eq!(j.entries.len(), 45);
         assert_eq!(j.status["0"].last_enqueued, Some(45));
         assert_eq!(&*j.entries[0].op, "all_reduce");
+    }
+
+    #[test]
+    fn entries_folded_as_a_pickle_sets_them_read_as_entries_built_as_dicts() {
+        let root = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/flight_recorder"
+        );
+        let mut compared = 0;
+        for dir in std::fs::read_dir(root).expect("fixtures").flatten() {
+            let Ok(files) = rank_files(&dir.path()) else {
+                continue;
+            };
+            for (rank, path) in files {
+                let bytes = std::fs::read(&path).expect("reads");
+                if bytes.first() != Some(&0x80) {
+                    continue;
+                }
+                let doc = fr_pickle::decode(&bytes, UNREAD).expect("decodes");
+                let mut built = normalise(&doc, Entries::default()).expect("normalises");
+                built.rank = rank;
+                built.file = path.display().to_string();
+                let folded = read_dump(rank, &path).expect("reads");
+                assert_eq!(folded, built, "{}", path.display());
+                compared += 1;
+            }
+        }
+        assert!(compared >= 40, "{compared} pickles compared");
     }
 
     #[test]

@@ -12,10 +12,12 @@
 //! in gigabytes.
 //!
 //! Cheap on a dump's two million entries: strings are borrowed from the
-//! input (copied only where they are not UTF-8), and the value of a key
-//! the caller names as unread (a stack's `frames`) is walked, bounded and
+//! input (copied only where they are not UTF-8); the value of a key the
+//! caller names as unread (a stack's `frames`) is walked, bounded and
 //! counted like any other, but none of its containers is built: it is
-//! [`PVal::Skipped`].
+//! [`PVal::Skipped`]; and the dicts of the list under the key a [`Fold`]
+//! names (a dump's `entries`) are never built either: each pair goes to
+//! the caller as it is set, and the dict is [`PVal::Folded`].
 
 use std::borrow::Cow;
 
@@ -32,6 +34,20 @@ pub enum PVal<'a> {
     Dict(Vec<(Cow<'a, str>, PVal<'a>)>),
     /// A container under a key the caller left unread: walked, not built.
     Skipped,
+    /// A dict the caller's [`Fold`] took pair by pair, by its number.
+    Folded(usize),
+}
+
+/// Dicts the caller builds as their pairs are set, instead of as values:
+/// the dict items of the list under one key (a dump's `entries`, each
+/// folded straight into the caller's own record).
+pub trait Fold<'a> {
+    /// The key of the list whose dict items are folded.
+    fn key(&self) -> &str;
+    /// A new dict: its number.
+    fn open(&mut self) -> usize;
+    /// One pair set in dict `n`.
+    fn pair(&mut self, n: usize, key: &str, value: PVal<'a>) -> Result<(), String>;
 }
 
 impl PVal<'_> {
@@ -79,7 +95,7 @@ enum Slot<'a> {
     Item(Item<'a>),
 }
 
-struct Machine<'a, 's> {
+struct Machine<'a, 's, 'f> {
     data: &'a [u8],
     pos: usize,
     stack: Vec<Slot<'a>>,
@@ -90,10 +106,20 @@ struct Machine<'a, 's> {
     budget: usize,
     /// Keys whose values are left unread.
     skip: &'s [&'s str],
+    fold: Option<&'f mut dyn Fold<'a>>,
 }
 
 /// Decode one pickle, leaving the values of the keys in `skip` unread.
 pub fn decode<'a>(data: &'a [u8], skip: &[&str]) -> Result<PVal<'a>, String> {
+    decode_folding(data, skip, None)
+}
+
+/// [`decode`], with the dicts `fold` names handed to it as they are set.
+pub fn decode_folding<'a>(
+    data: &'a [u8],
+    skip: &[&str],
+    fold: Option<&mut dyn Fold<'a>>,
+) -> Result<PVal<'a>, String> {
     let mut m = Machine {
         data,
         pos: 0,
@@ -105,6 +131,7 @@ pub fn decode<'a>(data: &'a [u8], skip: &[&str]) -> Result<PVal<'a>, String> {
             .saturating_mul(VALUES_PER_BYTE)
             .clamp(1024, MAX_VALUES),
         skip,
+        fold,
     };
     loop {
         let at = m.pos;
@@ -120,7 +147,7 @@ pub fn decode<'a>(data: &'a [u8], skip: &[&str]) -> Result<PVal<'a>, String> {
     }
 }
 
-impl<'a> Machine<'a, '_> {
+impl<'a> Machine<'a, '_, '_> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.data.len());
         let Some(end) = end else {
@@ -223,6 +250,24 @@ impl<'a> Machine<'a, '_> {
         }
     }
 
+    /// A new dict is folded as an item of the list under the fold's key:
+    /// the nearest value is that list (the key below it) or the item
+    /// folded before it.
+    fn folding(&self) -> bool {
+        let Some(fold) = &self.fold else {
+            return false;
+        };
+        let mut values = self.stack.iter().rev().filter_map(|s| match s {
+            Slot::Item(i) => Some(&i.value),
+            Slot::Mark => None,
+        });
+        match (values.next(), values.next()) {
+            (Some(PVal::Folded(_)), _) => true,
+            (Some(PVal::List(_)), Some(PVal::Str(k))) => k == fold.key(),
+            _ => false,
+        }
+    }
+
     fn string(&mut self, n: u64) -> Result<(), String> {
         let n = usize::try_from(n).map_err(|_| "string too long")?;
         let s = String::from_utf8_lossy(self.take(n)?);
@@ -289,19 +334,33 @@ impl<'a> Machine<'a, '_> {
         self.push(PVal::Int(v))
     }
 
-    /// An empty container, or [`PVal::Skipped`] where it is left unread.
-    fn empty(&self, dict: bool) -> PVal<'a> {
-        match (self.skipping(), dict) {
-            (true, _) => PVal::Skipped,
-            (false, true) => PVal::Dict(Vec::new()),
-            (false, false) => PVal::List(Vec::new()),
+    /// An empty container, [`PVal::Skipped`] where it is left unread, or
+    /// [`PVal::Folded`] where the caller folds it.
+    fn empty(&mut self, dict: bool) -> PVal<'a> {
+        if self.skipping() {
+            return PVal::Skipped;
         }
+        if !dict {
+            return PVal::List(Vec::new());
+        }
+        if self.folding() {
+            if let Some(fold) = self.fold.as_mut() {
+                return PVal::Folded(fold.open());
+            }
+        }
+        PVal::Dict(Vec::new())
     }
 
     fn container(&mut self, op: u8) -> Result<(), String> {
         match op {
-            b'}' => self.push(self.empty(true)),
-            b']' | b')' => self.push(self.empty(false)),
+            b'}' => {
+                let v = self.empty(true);
+                self.push(v)
+            }
+            b']' | b')' => {
+                let v = self.empty(false);
+                self.push(v)
+            }
             b'l' | b't' => {
                 let items = self.pop_mark()?;
                 self.push_list(items)
@@ -328,7 +387,8 @@ impl<'a> Machine<'a, '_> {
             }
             b'd' => {
                 let items = self.pop_mark()?;
-                self.push(self.empty(true))?;
+                let v = self.empty(true);
+                self.push(v)?;
                 self.extend_dict(items)
             }
             b's' => {
@@ -367,6 +427,9 @@ impl<'a> Machine<'a, '_> {
         let Some(Slot::Item(top)) = below.last_mut() else {
             return Err("no container to add to".to_string());
         };
+        if let PVal::List(list) = &mut top.value {
+            list.reserve(above.len() - 1);
+        }
         for slot in &mut above[1..] {
             if let Slot::Item(i) = std::mem::replace(slot, Slot::Mark) {
                 add_to_list(top, i)?;
@@ -386,6 +449,10 @@ impl<'a> Machine<'a, '_> {
         let Some(Slot::Item(top)) = below.last_mut() else {
             return Err("no container to add to".to_string());
         };
+        let mut fold = self.fold.as_deref_mut();
+        if let PVal::Dict(map) = &mut top.value {
+            map.reserve(above.len() / 2);
+        }
         for pair in above[1..].chunks_exact_mut(2) {
             let [k, v] = pair else { continue };
             let taken = (
@@ -395,7 +462,7 @@ impl<'a> Machine<'a, '_> {
             let (Slot::Item(k), Slot::Item(v)) = taken else {
                 return Err("a mark inside a dict's items".to_string());
             };
-            add_to_dict(top, k, v)?;
+            add_to_dict(top, k, v, fold.as_deref_mut())?;
         }
         self.stack.truncate(at);
         Ok(())
@@ -417,13 +484,17 @@ impl<'a> Machine<'a, '_> {
         if items.len() % 2 != 0 {
             return Err("a dict key without its value".to_string());
         }
-        let top = self.top()?;
+        let Some(Slot::Item(top)) = self.stack.last_mut() else {
+            return Err("no container to add to".to_string());
+        };
+        let mut fold = self.fold.as_deref_mut();
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            add_to_dict(top, k, v)?;
+            add_to_dict(top, k, v, fold.as_deref_mut())?;
         }
         Ok(())
     }
+
     fn memo_or_refuse(&mut self, op: u8) -> Result<(), String> {
         match op {
             b'q' | b'r' | 0x94 => {
@@ -497,24 +568,31 @@ fn add_to_list<'a>(top: &mut Item<'a>, i: Item<'a>) -> Result<(), String> {
 }
 
 /// One pair into the dict `top`, charged to it; dropped where `top` is
-/// skipped.
-fn add_to_dict<'a>(top: &mut Item<'a>, k: Item<'a>, v: Item<'a>) -> Result<(), String> {
+/// skipped, handed to `fold` where it is folded.
+fn add_to_dict<'a>(
+    top: &mut Item<'a>,
+    k: Item<'a>,
+    v: Item<'a>,
+    fold: Option<&mut (dyn Fold<'a> + '_)>,
+) -> Result<(), String> {
     top.depth = top.depth.max(v.depth + 1);
     top.count += v.count;
     if top.depth > MAX_DEPTH {
         return Err(format!("nested deeper than {MAX_DEPTH}"));
     }
-    let map = match &mut top.value {
-        PVal::Dict(map) => map,
-        PVal::Skipped => return Ok(()),
-        _ => return Err("SETITEM on something that is not a dict".to_string()),
-    };
+    if matches!(top.value, PVal::Skipped) {
+        return Ok(());
+    }
     let key = match k.value {
         PVal::Str(s) => s,
         PVal::Int(n) => Cow::Owned(n.to_string()),
         _ => return Err("a dict key that is not a string or a number".to_string()),
     };
-    map.push((key, v.value));
+    match (&mut top.value, fold) {
+        (PVal::Dict(map), _) => map.push((key, v.value)),
+        (PVal::Folded(n), Some(fold)) => fold.pair(*n, &key, v.value)?,
+        _ => return Err("SETITEM on something that is not a dict".to_string()),
+    }
     Ok(())
 }
 
@@ -665,6 +743,93 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The pairs a fold was handed, by dict.
+    #[derive(Default)]
+    struct Pairs<'a>(Vec<Vec<(String, PVal<'a>)>>);
+
+    impl<'a> Fold<'a> for Pairs<'a> {
+        fn key(&self) -> &str {
+            "entries"
+        }
+        fn open(&mut self) -> usize {
+            self.0.push(Vec::new());
+            self.0.len() - 1
+        }
+        fn pair(&mut self, n: usize, key: &str, value: PVal<'a>) -> Result<(), String> {
+            self.0[n].push((key.to_string(), value));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_dicts_of_the_folded_list_go_to_the_fold_pair_by_pair() {
+        let bytes = real_dump();
+        let full = decode(&bytes, &["frames"]).expect("decodes");
+        let mut pairs = Pairs::default();
+        let folded = decode_folding(&bytes, &["frames"], Some(&mut pairs)).expect("decodes");
+        let numbers: Vec<PVal> = (0..8).map(PVal::Folded).collect();
+        assert_eq!(entries(&folded), numbers.as_slice());
+        // Each entry's pairs, in order, are the dict's that a plain decode
+        // builds; the dump's other keys are built as ever.
+        for (built, got) in entries(&full).iter().zip(&pairs.0) {
+            let PVal::Dict(built) = built else {
+                panic!("a dict")
+            };
+            let got: Vec<_> = got
+                .iter()
+                .map(|(k, v)| (Cow::from(k.as_str()), v.clone()))
+                .collect();
+            assert_eq!(built, &got);
+        }
+        let (PVal::Dict(a), PVal::Dict(b)) = (&full, &folded) else {
+            panic!("dicts")
+        };
+        let others = |d: &[(Cow<str>, PVal)]| d.iter().filter(|(k, _)| k != "entries").count();
+        assert_eq!((others(a), others(b)), (a.len() - 1, b.len() - 1));
+        assert!(a
+            .iter()
+            .zip(b)
+            .all(|(x, y)| x.0 == y.0 && (x.0 == "entries" || x.1 == y.1)));
+    }
+
+    #[test]
+    fn a_folded_dict_named_twice_is_one_dict_and_other_dicts_are_built() {
+        // {"entries": [{"a": 1}, <memo of the first>], "x": [{"b": 2}]}:
+        // the second item is the same dict; a dict under another key is
+        // built.
+        // Python's pickle.dumps(protocol=2) of it.
+        let p = b"\x80\x02}q\x00(X\x07\x00\x00\x00entriesq\x01]q\x02(}q\x03X\x01\x00\x00\x00aq\x04K\x01sh\x03eX\x01\x00\x00\x00xq\x05]q\x06}q\x07X\x01\x00\x00\x00bq\x08K\x02sau.";
+        let mut pairs = Pairs::default();
+        let v = decode_folding(p, &[], Some(&mut pairs)).expect("decodes");
+        let want = PVal::Dict(vec![
+            (
+                "entries".into(),
+                PVal::List(vec![PVal::Folded(0), PVal::Folded(0)]),
+            ),
+            (
+                "x".into(),
+                PVal::List(vec![PVal::Dict(vec![("b".into(), PVal::Int(2))])]),
+            ),
+        ]);
+        assert_eq!(v, want);
+        assert_eq!(pairs.0, [vec![("a".to_string(), PVal::Int(1))]]);
+        // An error of the fold is the pickle's, at its byte.
+        struct Refuses;
+        impl<'a> Fold<'a> for Refuses {
+            fn key(&self) -> &str {
+                "entries"
+            }
+            fn open(&mut self) -> usize {
+                0
+            }
+            fn pair(&mut self, _: usize, key: &str, _: PVal<'a>) -> Result<(), String> {
+                Err(format!("{key} refused"))
+            }
+        }
+        let e = decode_folding(p, &[], Some(&mut Refuses)).expect_err("refused");
+        assert!(e.contains("a refused at byte"), "{e}");
     }
 
     #[test]
