@@ -376,7 +376,7 @@ impl<'d> Shared<'d> {
                 .texts
                 .get(s.as_str())
                 .cloned()
-                .unwrap_or(Arc::from(&**s)),
+                .unwrap_or_else(|| Arc::from(&**s)),
             other => Arc::from(text(other)),
         }
     }
