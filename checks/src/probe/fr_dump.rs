@@ -6,6 +6,10 @@
 //! no further than [`MAX_FILE`], pickles are decoded by `fr_pickle` (which
 //! never runs code) and JSON by serde_json (nesting limited to 128). One
 //! bad file is that rank's error; the others are still read.
+//!
+//! A pickle's entries are folded into [`Entry`]s pair by pair as the
+//! decoder sets them (`Entries`), never built as dicts; a JSON dump's
+//! are read from its decoded dicts by the same `Building::pair`.
 
 use std::collections::BTreeMap;
 use std::io::Read;
