@@ -68,7 +68,7 @@ const PURE_HELPERS: &[(&str, &[&str])] = &[
     ("ranks.rs", &["job_key"]),
     // The Flight Recorder's pickle and JSON decoders: parsers of the bytes
     // fr_dump::read_dump (wired) read.
-    ("fr_pickle.rs", &["decode", "from_json"]),
+    ("fr_pickle.rs", &["decode", "decode_folding", "from_json"]),
     ("fr_json.rs", &["decode"]),
     // read_dir runs rank_files and read_dump (both wired) on reader threads.
     // parse: the decoder of a dump's bytes, read by read_dump, by
