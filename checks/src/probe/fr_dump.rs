@@ -218,9 +218,12 @@ impl<'a> Fold<'a> for Entries<'a> {
         "entries"
     }
 
-    fn open(&mut self) -> usize {
+    fn open(&mut self) -> Result<usize, String> {
+        if self.built.len() >= MAX_ENTRIES {
+            return Err(format!("more than {MAX_ENTRIES} entries"));
+        }
         self.built.push(Building::default());
-        self.built.len() - 1
+        Ok(self.built.len() - 1)
     }
 
     fn pair(&mut self, n: usize, key: &str, value: PVal<'a>) -> Result<(), String> {
@@ -685,6 +688,18 @@ mod tests {
             }
         }
         assert!(compared >= 40, "{compared} pickles compared");
+    }
+
+    #[test]
+    fn entries_past_the_most_kept_are_refused_before_they_are_folded() {
+        // One byte a new entry, each of which costs an entry's room where
+        // it is folded; all thrown away (POP_MARK) before the list is
+        // ever added to, so the list's own length never shows them.
+        let mut p = b"\x80\x02}X\x07\x00\x00\x00entries](".to_vec();
+        p.extend(std::iter::repeat_n(b'}', MAX_ENTRIES + 1));
+        p.extend(b"1s.");
+        let e = parse(0, "x", p).expect_err("refused");
+        assert!(e.contains("more than 100000 entries"), "{e}");
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub enum PVal<'a> {
 pub trait Fold<'a> {
     /// The key of the list whose dict items are folded.
     fn key(&self) -> &str;
-    /// A new dict: its number.
-    fn open(&mut self) -> usize;
+    /// A new dict: its number, or why no more are taken (each costs the
+    /// caller more than a value, so the caller bounds how many).
+    fn open(&mut self) -> Result<usize, String>;
     /// One pair set in dict `n`.
     fn pair(&mut self, n: usize, key: &str, value: PVal<'a>) -> Result<(), String>;
 }
@@ -336,29 +337,29 @@ impl<'a> Machine<'a, '_, '_> {
 
     /// An empty container, [`PVal::Skipped`] where it is left unread, or
     /// [`PVal::Folded`] where the caller folds it.
-    fn empty(&mut self, dict: bool) -> PVal<'a> {
+    fn empty(&mut self, dict: bool) -> Result<PVal<'a>, String> {
         if self.skipping() {
-            return PVal::Skipped;
+            return Ok(PVal::Skipped);
         }
         if !dict {
-            return PVal::List(Vec::new());
+            return Ok(PVal::List(Vec::new()));
         }
         if self.folding() {
             if let Some(fold) = self.fold.as_mut() {
-                return PVal::Folded(fold.open());
+                return fold.open().map(PVal::Folded);
             }
         }
-        PVal::Dict(Vec::new())
+        Ok(PVal::Dict(Vec::new()))
     }
 
     fn container(&mut self, op: u8) -> Result<(), String> {
         match op {
             b'}' => {
-                let v = self.empty(true);
+                let v = self.empty(true)?;
                 self.push(v)
             }
             b']' | b')' => {
-                let v = self.empty(false);
+                let v = self.empty(false)?;
                 self.push(v)
             }
             b'l' | b't' => {
@@ -387,7 +388,7 @@ impl<'a> Machine<'a, '_, '_> {
             }
             b'd' => {
                 let items = self.pop_mark()?;
-                let v = self.empty(true);
+                let v = self.empty(true)?;
                 self.push(v)?;
                 self.extend_dict(items)
             }
@@ -753,9 +754,9 @@ mod tests {
         fn key(&self) -> &str {
             "entries"
         }
-        fn open(&mut self) -> usize {
+        fn open(&mut self) -> Result<usize, String> {
             self.0.push(Vec::new());
-            self.0.len() - 1
+            Ok(self.0.len() - 1)
         }
         fn pair(&mut self, n: usize, key: &str, value: PVal<'a>) -> Result<(), String> {
             self.0[n].push((key.to_string(), value));
@@ -821,8 +822,8 @@ mod tests {
             fn key(&self) -> &str {
                 "entries"
             }
-            fn open(&mut self) -> usize {
-                0
+            fn open(&mut self) -> Result<usize, String> {
+                Ok(0)
             }
             fn pair(&mut self, _: usize, key: &str, _: PVal<'a>) -> Result<(), String> {
                 Err(format!("{key} refused"))
