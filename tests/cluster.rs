@@ -542,6 +542,53 @@ fn bad_identity_is_a_one_line_usage_error() {
 }
 
 #[test]
+fn a_report_the_fleet_does_not_write_is_refused_not_silently_missing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let page = dir.path().join("page.html");
+    let page = page.to_str().expect("utf-8");
+    let node = [
+        "--nnodes",
+        "1",
+        "--node-rank",
+        "0",
+        "--master-addr",
+        "127.0.0.1",
+    ];
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            [&["cluster"][..], &node, &["--html", page]].concat(),
+            "--html",
+        ),
+        (
+            [&["job"][..], &node, &["--format", "markdown"]].concat(),
+            "--format markdown",
+        ),
+        (
+            [
+                &["exec", "--cluster"][..],
+                &node,
+                &["--prom", page, "--", "true"],
+            ]
+            .concat(),
+            "--prom",
+        ),
+    ];
+    for (args, flag) in cases {
+        let out = gpucheck().args(&args).output().expect("run gpucheck");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!(
+                "gpucheck: {flag} is one node's report; across nodes node rank 0 writes the \
+                 whole run's as the table, --json and --junit"
+            )
+        );
+        assert!(!std::path::Path::new(page).exists());
+    }
+}
+
+#[test]
 fn eight_nodes_with_the_quick_profile() {
     let _one = lock();
     let mut cluster = Cluster::new(8, 120);

@@ -28,6 +28,7 @@ pub fn job(args: &JobArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
+    super::unwritten(&args.output)?;
     let meeting = Meeting::resolve(&args.cluster, args.python.as_deref())?;
     let token = meeting.token.as_ref();
     let node_rank = meeting.id.node_rank.value;

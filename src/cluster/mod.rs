@@ -97,6 +97,7 @@ pub fn command(args: &ClusterArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
+    unwritten(&args.run.output)?;
     gate(&args.run, &args.cluster, false)
 }
 
@@ -114,6 +115,10 @@ pub fn exec(args: &crate::cli::ExecArgs) -> anyhow::Result<u8> {
         .map(|a| std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str())))
         .collect::<Result<_, _>>()
         .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    if !args.watch.watch {
+        // Under --watch, the watch of CMD writes them.
+        unwritten(&args.run.output)?;
+    }
     let code = gate(&args.run, &args.cluster_flags, true)?;
     // As `exec`: a JSON (or other) report on stderr is all stderr carries.
     let notes = crate::table_on_stream(&args.run.output);
@@ -293,6 +298,27 @@ fn base_config(id: &identity::Identity, cluster: &ClusterFlags) -> Config {
         profile: String::new(),
         host: String::new(),
         watch: false,
+    }
+}
+
+/// The reports a fleet's gate does not write (Prometheus, Markdown, the
+/// HTML page are one node's): refused before anything runs, rather than
+/// asked for and silently never written.
+pub(crate) fn unwritten(output: &crate::cli::OutputArgs) -> Result<(), UsageError> {
+    let asked = [
+        (output.prom.is_some(), "--prom"),
+        (output.markdown.is_some(), "--markdown"),
+        (output.html.is_some(), "--html"),
+        (output.format == Format::Prom, "--format prom"),
+        (output.format == Format::Markdown, "--format markdown"),
+        (output.format == Format::Html, "--format html"),
+    ];
+    match asked.iter().find(|(on, _)| *on) {
+        Some((_, flag)) => Err(UsageError(format!(
+            "{flag} is one node's report; across nodes node rank 0 writes the whole run's as \
+             the table, --json and --junit"
+        ))),
+        None => Ok(()),
     }
 }
 
