@@ -663,7 +663,12 @@ fn ctrl_c_on_node_0_ends_every_node_and_leaves_nothing_running() {
             }
             if t.elapsed() > limit {
                 let _ = child.kill();
-                panic!("a node did not end within {limit:?} of Ctrl-C on node 0");
+                let _ = child.wait();
+                // What the node said, to tell where it was.
+                let mut said = String::new();
+                let _ = child.stdout.take().map(|mut o| o.read_to_string(&mut said));
+                let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut said));
+                panic!("a node did not end within {limit:?} of Ctrl-C on node 0; it said:\n{said}");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
