@@ -106,6 +106,7 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        common::with_sigint_default(&mut cmd);
         if rank == 0 {
             cmd.arg("--json").arg(&self.json);
             cmd.arg("--junit").arg(self.json.with_extension("xml"));

@@ -349,7 +349,8 @@ fn interrupted_burn(after_round: bool) -> (Output, Value) {
     let _turn = ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("a temporary folder");
     let round_file = dir.path().join("round");
-    let child = burn_on_cpu("load_steady_x2", "60s")
+    let mut cmd = burn_on_cpu("load_steady_x2", "60s");
+    let child = common::with_sigint_default(&mut cmd)
         .env("GPUCHECK_QUALIFY_TEST_ROUND_FILE", &round_file)
         .stdout(std::process::Stdio::piped())
         .spawn()

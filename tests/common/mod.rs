@@ -14,6 +14,21 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Start `cmd` with SIGINT at its default: a test harness started as a
+/// background job of a non-interactive shell (`cargo test &`, `nohup`)
+/// hands its children SIGINT ignored, and gpucheck keeps an ignored signal
+/// ignored, as any program should; a test of Ctrl-C wants a terminal's.
+pub fn with_sigint_default(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    }
+}
+
 /// The real gpucheck binary built by cargo for these tests.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_gpucheck"))
