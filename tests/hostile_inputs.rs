@@ -50,11 +50,10 @@ struct Ended {
 /// wait4 would also count the pages of this test process it was forked
 /// from (Linux counts the old image's high-water mark at exec).
 fn spawn(mut cmd: Command, address_space: u64) -> std::process::Child {
-    // SAFETY: only async-signal-safe calls (signal, setrlimit) between
-    // fork and exec.
+    common::with_sigint_default(&mut cmd);
+    // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
             let cap = libc::rlimit {
                 rlim_cur: address_space,
                 rlim_max: address_space,

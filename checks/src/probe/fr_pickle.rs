@@ -233,6 +233,14 @@ impl<'a> Machine<'a, '_, '_> {
             .collect())
     }
 
+    /// The values on the stack, nearest the top first, marks passed over.
+    fn nearest(&self) -> impl Iterator<Item = &PVal<'a>> {
+        self.stack.iter().rev().filter_map(|s| match s {
+            Slot::Item(i) => Some(&i.value),
+            Slot::Mark => None,
+        })
+    }
+
     /// A new container is skipped as the value of a key left unread (the
     /// key is then the nearest value below it), or as an item of a skipped
     /// container (which is then the nearest value below it, or the item
@@ -240,11 +248,7 @@ impl<'a> Machine<'a, '_, '_> {
     /// then add them, so a container made after a skipped one is done (the
     /// next key of an entry) has a value of its own nearest.
     fn skipping(&self) -> bool {
-        let nearest = self.stack.iter().rev().find_map(|s| match s {
-            Slot::Item(i) => Some(&i.value),
-            Slot::Mark => None,
-        });
-        match nearest {
+        match self.nearest().next() {
             Some(PVal::Skipped) => true,
             Some(PVal::Str(k)) => self.skip.contains(&&**k),
             _ => false,
@@ -258,10 +262,7 @@ impl<'a> Machine<'a, '_, '_> {
         let Some(fold) = &self.fold else {
             return false;
         };
-        let mut values = self.stack.iter().rev().filter_map(|s| match s {
-            Slot::Item(i) => Some(&i.value),
-            Slot::Mark => None,
-        });
+        let mut values = self.nearest();
         match (values.next(), values.next()) {
             (Some(PVal::Folded(_)), _) => true,
             (Some(PVal::List(_)), Some(PVal::Str(k))) => k == fold.key(),
